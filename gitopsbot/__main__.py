@@ -1,0 +1,5 @@
+"""`python -m gitopsbot` runs the command line."""
+
+from gitopsbot.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The reconcile side: observe → decide (pure core) → execute one step → record."""

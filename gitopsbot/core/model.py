@@ -1,0 +1,210 @@
+"""The desired state read from a fleet repository: settings, clusters, releases, policies.
+
+Frozen values only. Parsing and validation of the files live in ``core.fleet_loading``; this
+module is the vocabulary every other part of the bot shares. Durations are seconds (int).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+
+class Component(StrEnum):
+    """Per-pool components the controller rolls (R3, R10)."""
+
+    HYPERVISOR = "hypervisor"
+    WORKER = "worker"
+    CLIENT = "client"
+
+
+class Environment(StrEnum):
+    """Production turns on the stricter rules (R5, batch size)."""
+
+    PRODUCTION = "production"
+    STAGING = "staging"
+    DEVELOPMENT = "development"
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a value came from, for messages. 1-based; 0 means unknown."""
+
+    file: str
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceWindow:
+    """A window opens at each cron match and lasts ``duration_seconds`` in ``timezone``."""
+
+    cron: str
+    duration_seconds: int
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPolicy:
+    """Rollout policy of one GPU pool, as the bot enforces it (R10, R21, R22).
+
+    The switches and batch settings are written into the pool's ``specTemplate``;
+    the window, deadline and stall timeout are enforced by the bot, since the controller
+    ignores them (R21).
+    """
+
+    name: str
+    auto_update_hypervisor: bool = True
+    auto_update_worker: bool = False
+    auto_update_client: bool = False
+    batch_percentage: int = 20
+    batch_interval_seconds: int = 1
+    maintenance_window: MaintenanceWindow | None = None
+    max_duration_seconds: int | None = None
+    stall_timeout_seconds: int = 600
+    # Phases in order; each must have its switch on (F3).
+    phases: tuple[Component, ...] = (Component.HYPERVISOR,)
+    # Expected GPU node count, for the timeline when the cluster cannot be asked.
+    nodes: int = 0
+    # Canary: the first batch at this percentage, then a pause for verification (0 = off).
+    canary_batch_percentage: int = 0
+
+    def switch(self, component: Component) -> bool:
+        return {
+            Component.HYPERVISOR: self.auto_update_hypervisor,
+            Component.WORKER: self.auto_update_worker,
+            Component.CLIENT: self.auto_update_client,
+        }[component]
+
+
+OnFailure = Literal["rollback", "revert-pr", "halt"]
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutPolicy:
+    """Per-cluster rollout policy: pools in order, concurrency, what to do on failure."""
+
+    pools: tuple[PoolPolicy, ...] = ()
+    # Pool names, rolled in this order; pools not listed follow in file order.
+    order: tuple[str, ...] = ()
+    max_parallel_pools: int = 1
+    # A pool rolled (and verified) alone before the others start.
+    canary_pool: str | None = None
+    on_failure: OnFailure = "revert-pr"
+    controller_ready_timeout_seconds: int = 180
+    # Acknowledgements for "requires acknowledgement" rules: rule id -> reason.
+    acknowledgements: Mapping[str, str] = field(default_factory=dict)
+
+    def ordered_pools(self) -> tuple[PoolPolicy, ...]:
+        by_name = {p.name: p for p in self.pools}
+        head = [by_name[n] for n in self.order if n in by_name]
+        rest = [p for p in self.pools if p.name not in self.order]
+        return (*head, *rest)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseSpec:
+    """Where the chart comes from and where it is installed (never assumed: R5)."""
+
+    chart_repo_url: str
+    chart_name: str
+    version: str
+    release_name: str
+    namespace: str
+    kube_context: str = ""
+
+
+SecretSource = Literal["kubernetes-secret", "file", "env"]
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    """A values path filled in only at apply time from a secret source; never secret material."""
+
+    values_path: str  # dotted path in values.yaml, e.g. "agent.enrollToken"
+    source: SecretSource
+    name: str  # Secret name, file path, or environment variable name
+    key: str = ""  # key inside the Kubernetes Secret
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialsSpec:
+    """Credential references for a cluster, plus a counter bumped to force a rotation."""
+
+    secrets: tuple[SecretRef, ...] = ()
+    rotation: int = 0
+    # Further values paths the team declares secret (masked in diffs, refused as literals).
+    secret_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SmokeTest:
+    """Optional CUDA smoke-test workload (R15): a pod manifest whose exit decides."""
+
+    manifest: Mapping[str, Any]
+    timeout_seconds: int = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """One cluster's desired state as Git says it."""
+
+    name: str
+    environment: Environment
+    release: ReleaseSpec
+    values: Mapping[str, Any]
+    rollout: RolloutPolicy
+    credentials: CredentialsSpec = CredentialsSpec()
+    smoke_test: SmokeTest | None = None
+    # Files this cluster was read from, relative to the fleet root (for messages, revert checks).
+    files: tuple[str, ...] = ()
+
+
+ForgeKind = Literal["github", "gitlab", "gitea", "git-only"]
+UpgradeScope = Literal["patch", "minor", "major", "pinned"]
+
+
+@dataclass(frozen=True, slots=True)
+class ForgeSettings:
+    kind: ForgeKind = "git-only"
+    url: str = ""
+    repository: str = ""  # owner/name (GitHub, Gitea) or project path (GitLab)
+    token: SecretRef | None = None
+    webhook_secret: SecretRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalSettings:
+    """Upstream version proposals (Renovate's job, for this chart)."""
+
+    enabled: bool = True
+    scope: UpgradeScope = "minor"
+    interval_seconds: int = 3600
+    max_open: int = 5
+    labels: tuple[str, ...] = ("gitopsbot", "upgrade")
+
+
+@dataclass(frozen=True, slots=True)
+class BotSettings:
+    """``gitopsbot.yaml``."""
+
+    watched_branch: str = "main"
+    state_branch: str = "gitopsbot/state"
+    poll_interval_seconds: int = 30
+    author_name: str = "gitopsbot"
+    author_email: str = "gitopsbot@localhost"
+    forge: ForgeSettings = ForgeSettings()
+    proposals: ProposalSettings = ProposalSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The whole fleet repository at one commit."""
+
+    settings: BotSettings
+    clusters: Mapping[str, ClusterSpec]
+    # Raw rule documents from the fleet's own policies/ (parsed by core.policy).
+    policy_documents: tuple[tuple[str, str], ...] = ()  # (path, text)

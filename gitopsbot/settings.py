@@ -1,0 +1,28 @@
+"""Process-level settings read from the environment (the one module that reads it).
+
+Fleet-level settings live in the fleet repository (``core.model.BotSettings``); these are
+about the machine the bot runs on.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where fetched binaries and chart archives are cached.
+
+    ``GITOPSBOT_CACHE`` if set, else ``$XDG_CACHE_HOME/gitopsbot``, else ``~/.cache/gitopsbot``.
+    """
+    explicit = os.environ.get("GITOPSBOT_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "gitopsbot"
+
+
+def environment_value(name: str) -> str | None:
+    """An environment variable, for secret references of source ``env``."""
+    return os.environ.get(name)
