@@ -11,7 +11,17 @@ from collections.abc import Sequence
 from gitopsbot import __version__
 
 # Order is the order shown in --help.
-COMMANDS = ("validate", "plan", "sandbox", "propose", "comment", "run", "status", "demo")
+COMMANDS = (
+    "validate",
+    "plan",
+    "sandbox",
+    "propose",
+    "comment",
+    "run",
+    "status",
+    "demo",
+    "post_render",
+)
 
 EPILOG = """\
 examples:
