@@ -85,6 +85,10 @@ class ChartUnavailable(ChartError, TransientError):
     """The chart repository could not be reached or answered 5xx."""
 
 
+class ChartInvalid(ChartError, PermanentError):
+    """The index or chart archive is malformed, unsafe or too large."""
+
+
 class GitError(GitOpsBotError):
     """Family: Git repository or remote."""
 
@@ -179,6 +183,10 @@ class HelmFailed(HelmError, PermanentError):
 
 class HelmReleaseLocked(HelmError, PermanentError):
     """The release is stuck in pending-install/upgrade/rollback; reported, never forced."""
+
+
+class SecretUnavailable(PermanentError):
+    """A secret reference could not be resolved. The message names the ref, never a value."""
 
 
 class BinaryUnavailable(PermanentError):

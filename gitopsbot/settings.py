@@ -26,3 +26,10 @@ def cache_dir() -> Path:
 def environment_value(name: str) -> str | None:
     """An environment variable, for secret references of source ``env``."""
     return os.environ.get(name)
+
+
+def chart_paths() -> list[Path]:
+    """``GITOPSBOT_CHARTS``: local chart directories/archives to read instead of the network
+    (``os.pathsep``-separated), for offline plans. Empty when unset."""
+    raw = os.environ.get("GITOPSBOT_CHARTS", "")
+    return [Path(p) for p in raw.split(os.pathsep) if p]

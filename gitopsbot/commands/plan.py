@@ -1,17 +1,192 @@
-"""`gitopsbot plan` (placeholder until its issue lands; exits 2)."""
+"""`gitopsbot plan`: what an upgrade of one cluster will do, and whether policy allows it."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
+
+from gitopsbot import settings
+from gitopsbot.adapters.builtin_policies import builtin_policy_documents
+from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
+from gitopsbot.adapters.gitrefs import GitRefTree
+from gitopsbot.adapters.localfiles import DirectoryTree
+from gitopsbot.core.chart import Chart
+from gitopsbot.core.fleet_loading import suggest
+from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.observed import DeployedState
+from gitopsbot.core.plan import Plan, make_plan
+from gitopsbot.core.policy import Decision, load_rules
+from gitopsbot.core.render import render_json, render_markdown
+from gitopsbot.errors import (
+    ChartError,
+    ChartUnavailable,
+    ConfigError,
+    FleetError,
+    GitError,
+    GitOpsBotError,
+    Problem,
+)
+from gitopsbot.fleetrepo import load_cluster, load_fleet
+from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.files import FileTree
+
+EXAMPLES = """\
+examples:
+  # offline, with the example charts shipped in the repository
+  gitopsbot plan --cluster staging --fleet examples/fleet --chart-dir examples/charts/repo
+  # what a pull request changes: baseline main, proposal the PR branch
+  gitopsbot plan --cluster production --fleet . --from origin/main --to HEAD
+  # machine-readable, and exit 1 unless policy allows the change
+  gitopsbot plan --cluster production --output json --check
+
+Without --from the baseline is "nothing deployed" (a first install). Charts come from the
+release's repository over HTTP unless --chart-dir (or GITOPSBOT_CHARTS, paths separated by
+':') names local chart directories, archives or repository directories.
+exit status: 0 plan printed (1 with --check when denied or unacknowledged), 1 bad fleet files
+or policy, 2 chart repository or Git unavailable.
+"""
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("plan", help="(not built yet)")
+    p = sub.add_parser(
+        "plan",
+        help="show what upgrading one cluster will do, and the policy verdict",
+        description="Compute the upgrade plan of one cluster from the fleet repository: steps "
+        "with their impact on running work, version, values, image and CRD diffs, the per-pool "
+        "rollout timeline, and the policy verdicts (docs/plan.md, docs/policies.md).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--cluster", required=True, metavar="NAME", help="cluster under clusters/")
+    p.add_argument(
+        "--fleet", default=".", metavar="PATH", help="fleet repository (default: current dir)"
+    )
+    p.add_argument(
+        "--from",
+        dest="from_ref",
+        metavar="REF",
+        help="Git ref of the fleet repository used as the deployed baseline",
+    )
+    p.add_argument(
+        "--to",
+        dest="to_ref",
+        metavar="REF",
+        help="Git ref holding the desired state (default: the files on disk)",
+    )
+    p.add_argument("--output", choices=("markdown", "json"), default="markdown")
+    add_chart_dir(p)
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 when the plan is denied or unacknowledged"
+    )
     p.set_defaults(func=run)
 
 
+def add_chart_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--chart-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        type=Path,
+        help="read charts from this directory/archive instead of the network (repeatable)",
+    )
+
+
+def chart_source(chart_dirs: list[Path]) -> ChartSource:
+    paths = chart_dirs or settings.chart_paths()
+    if paths:
+        return LocalChartSource(paths)
+    return HttpChartSource(cache_dir=settings.cache_dir())
+
+
+def _tree(fleet: Path, ref: str | None) -> FileTree:
+    return GitRefTree(fleet, ref) if ref else DirectoryTree(fleet)
+
+
+def _baseline(
+    fleet: Path, ref: str, name: str, source: ChartSource
+) -> tuple[DeployedState | None, Chart | None]:
+    tree = GitRefTree(fleet, ref)
+    try:
+        before: ClusterSpec = load_cluster(tree, name)
+    except FleetError as exc:
+        if any(p.message == "no such cluster" for p in exc.problems):
+            return None, None  # new at this ref: nothing deployed
+        raise
+    rel = before.release
+    chart = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
+    state = DeployedState(
+        chart_version=rel.version,
+        app_version=chart.app_version,
+        values=before.values,
+        source=f"git:{tree.label}",
+    )
+    return state, chart
+
+
+def build_plan(args: argparse.Namespace) -> Plan:
+    fleet_path = Path(args.fleet)
+    fleet = load_fleet(_tree(fleet_path, args.to_ref))
+    if args.cluster not in fleet.clusters:
+        raise FleetError(
+            [
+                Problem(
+                    f"clusters/{args.cluster}",
+                    0,
+                    0,
+                    "",
+                    "no such cluster",
+                    suggest(args.cluster, sorted(fleet.clusters)),
+                )
+            ]
+        )
+    desired = fleet.clusters[args.cluster]
+    rules = load_rules([*builtin_policy_documents(), *fleet.policy_documents])
+    source = chart_source(args.chart_dir)
+    rel = desired.release
+    index = source.index(rel.chart_repo_url)
+    target = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
+    deployed, deployed_chart = (
+        _baseline(fleet_path, args.from_ref, args.cluster, source)
+        if args.from_ref
+        else (None, None)
+    )
+    return make_plan(
+        deployed=deployed,
+        desired=desired,
+        target_chart=target,
+        deployed_chart=deployed_chart,
+        index=index,
+        rules=rules,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    sys.stderr.write("gitopsbot plan: not built yet\n")
-    return 2
+    try:
+        plan = build_plan(args)
+    except FleetError as exc:
+        sys.stderr.write(f"gitopsbot plan: {len(exc.problems)} problem(s):\n{exc}\n")
+        return 1
+    except ChartUnavailable as exc:
+        sys.stderr.write(
+            f"gitopsbot plan: chart repository unreachable: {exc}\n"
+            "  offline? read charts from disk: --chart-dir examples/charts/repo "
+            "(or GITOPSBOT_CHARTS=DIR)\n"
+        )
+        return 2
+    except (ChartError, GitError) as exc:
+        sys.stderr.write(f"gitopsbot plan: {exc}\n")
+        return 2
+    except ConfigError as exc:
+        sys.stderr.write(f"gitopsbot plan: {exc}\n")
+        return 1
+    except GitOpsBotError as exc:
+        sys.stderr.write(f"gitopsbot plan: {exc}\n")
+        return 2
+    out = render_json(plan) if args.output == "json" else render_markdown(plan)
+    sys.stdout.write(out)
+    if args.check and plan.decision != Decision.ALLOWED:
+        return 1
+    return 0

@@ -1,17 +1,93 @@
-"""`gitopsbot validate` (placeholder until its issue lands; exits 2)."""
+"""`gitopsbot validate [PATH]`: check a fleet repository from Git alone (for its own CI)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
+
+from gitopsbot.adapters.builtin_policies import builtin_policy_documents
+from gitopsbot.adapters.localfiles import DirectoryTree
+from gitopsbot.commands.plan import add_chart_dir, chart_source
+from gitopsbot.core.chart import Chart, ChartIndex
+from gitopsbot.core.policy import Outcome, PolicyInput, evaluate, load_rules
+from gitopsbot.core.schema_check import check_values
+from gitopsbot.errors import ChartError, ConfigError, FleetError, Problem
+from gitopsbot.fleetrepo import load_fleet
+
+EXAMPLES = """\
+examples:
+  gitopsbot validate                      # the fleet repository in the current directory
+  gitopsbot validate examples/fleet
+  gitopsbot validate . --chart-dir charts/ # also check values against values.schema.json
+
+Checks every file (located messages: file:line:column: field: problem), secret-looking
+literals, and the policy rules that can be judged without a cluster (R5, R13, F3, batch size,
+team path rules...). With --chart-dir, also the chart's values.schema.json and the index.
+exit status: 0 clean (warnings allowed), 1 any problem, deny or unacknowledged rule.
+"""
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("validate", help="(not built yet)")
+    p = sub.add_parser(
+        "validate",
+        help="check a fleet repository (files, secrets, policies) from Git alone",
+        description="Load and check a fleet repository without a cluster or network.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", nargs="?", default=".", help="fleet repository (default: .)")
+    add_chart_dir(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.stderr.write("gitopsbot validate: not built yet\n")
-    return 2
+    root = Path(args.path)
+    try:
+        fleet = load_fleet(DirectoryTree(root))
+        rules = load_rules([*builtin_policy_documents(), *fleet.policy_documents])
+    except FleetError as exc:
+        sys.stderr.write(f"{exc}\n{len(exc.problems)} problem(s) in {root}\n")
+        return 1
+    except ConfigError as exc:
+        sys.stderr.write(f"gitopsbot validate: {exc}\n")
+        return 1
+    source = chart_source(args.chart_dir) if args.chart_dir else None
+    failed = 0
+    for name, cluster in sorted(fleet.clusters.items()):
+        chart: Chart | None = None
+        index: ChartIndex | None = None
+        schema: tuple[Problem, ...] = ()
+        if source is not None:
+            rel = cluster.release
+            try:
+                index = source.index(rel.chart_repo_url)
+                chart = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
+            except ChartError as exc:
+                sys.stderr.write(f"clusters/{name}/release.yaml: chart: {exc}\n")
+                failed += 1
+            if chart is not None:
+                values_file = f"clusters/{name}/values.yaml"
+                schema = check_values(
+                    cluster.values,
+                    chart,
+                    file=values_file,
+                    locate=cluster.values_locations.get,
+                )
+        verdicts = evaluate(
+            rules,
+            PolicyInput(cluster=cluster, target_chart=chart, index=index, schema_problems=schema),
+        )
+        for v in verdicts:
+            sys.stderr.write(
+                f"clusters/{name}: {v.rule_id} [{v.outcome.value}]: {v.message}"
+                + (f" (acknowledged: {v.ack_reason})" if v.outcome == Outcome.ACKNOWLEDGED else "")
+                + "\n"
+            )
+            failed += v.blocking
+    if failed:
+        sys.stderr.write(f"{failed} blocking finding(s) in {root}\n")
+        return 1
+    sys.stdout.write(f"{root}: {len(fleet.clusters)} cluster(s) OK\n")
+    return 0

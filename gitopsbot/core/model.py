@@ -161,6 +161,12 @@ class ClusterSpec:
     smoke_test: SmokeTest | None = None
     # Files this cluster was read from, relative to the fleet root (for messages, revert checks).
     files: tuple[str, ...] = ()
+    # Where each values path (``core.secrets.join_path`` form, e.g. "agent.enrollToken") is
+    # written in values.yaml, for located messages from the diff and policy engines.
+    values_locations: Mapping[str, Location] = field(default_factory=dict)
+    # Where other settings are written, keyed "<file>:<dotted path>", e.g.
+    # "rollout.yaml:pools.training.phases" (for located policy verdicts such as F3).
+    locations: Mapping[str, Location] = field(default_factory=dict)
 
 
 ForgeKind = Literal["github", "gitlab", "gitea", "git-only"]

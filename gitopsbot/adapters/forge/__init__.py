@@ -1,0 +1,1 @@
+"""Forge providers over httpx: GitHub, GitLab, Gitea/Forgejo. See ``make_forge``."""

@@ -1,0 +1,100 @@
+"""Build a Forge from settings: picks the provider, its API root and its auth header."""
+
+from __future__ import annotations
+
+import httpx
+
+from gitopsbot.adapters.forge._http import ForgeHttp
+from gitopsbot.adapters.forge.gitea import GiteaForge
+from gitopsbot.adapters.forge.github import GitHubForge
+from gitopsbot.adapters.forge.gitlab import GitLabForge
+from gitopsbot.adapters.forge.provider import ForgeProvider
+from gitopsbot.core.model import ForgeSettings
+from gitopsbot.errors import ConfigError
+from gitopsbot.ports.clock import Clock
+
+DEFAULT_URLS = {
+    "github": "https://api.github.com",
+    "gitlab": "https://gitlab.com",
+    "gitea": "",
+}
+
+
+def api_root(kind: str, url: str) -> str:
+    """The REST root for a forge's web or API URL.
+
+    GitHub: https://api.github.com, or ``https://HOST/api/v3`` for Enterprise Server;
+    GitLab: ``URL/api/v4``; Gitea/Forgejo: ``URL/api/v1``.
+    """
+    url = (url or DEFAULT_URLS.get(kind, "")).rstrip("/")
+    if not url:
+        raise ConfigError(f"forge.url: required for kind {kind!r}")
+    if kind == "github":
+        if url in ("https://github.com", "http://github.com"):
+            return "https://api.github.com"
+        if "api.github.com" in url or url.endswith("/api/v3"):
+            return url
+        return url + "/api/v3"
+    suffix = {"gitlab": "/api/v4", "gitea": "/api/v1"}.get(kind)
+    if suffix is None:
+        raise ConfigError(f"forge.kind: {kind!r} has no API (use github, gitlab or gitea)")
+    return url if url.endswith(suffix) else url + suffix
+
+
+def connect(
+    kind: str,
+    *,
+    url: str,
+    repository: str,
+    token: str,
+    clock: Clock,
+    transport: httpx.BaseTransport | None = None,
+    max_wait: float = 120.0,
+) -> ForgeProvider:
+    """A provider for ``kind`` (github, gitlab, gitea) talking to ``url``'s API."""
+    root = api_root(kind, url)
+    if not token:
+        raise ConfigError("forge.token: empty token")
+    if kind == "github":
+        http = ForgeHttp(
+            provider="github",
+            base_url=root,
+            token=token,
+            auth_header=("Authorization", f"Bearer {token}"),
+            extra_headers={
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28",
+            },
+            clock=clock,
+            transport=transport,
+            max_wait=max_wait,
+        )
+        return GitHubForge(http, repository)
+    if kind == "gitlab":
+        http = ForgeHttp(
+            provider="gitlab",
+            base_url=root,
+            token=token,
+            auth_header=("PRIVATE-TOKEN", token),
+            clock=clock,
+            transport=transport,
+            max_wait=max_wait,
+        )
+        return GitLabForge(http, repository)
+    http = ForgeHttp(
+        provider="gitea",
+        base_url=root,
+        token=token,
+        auth_header=("Authorization", f"token {token}"),
+        clock=clock,
+        transport=transport,
+        max_wait=max_wait,
+    )
+    return GiteaForge(http, repository)
+
+
+def from_settings(settings: ForgeSettings, token: str, *, clock: Clock) -> ForgeProvider:
+    """A provider for ``settings`` with the already-resolved ``token``."""
+    return connect(
+        settings.kind, url=settings.url, repository=settings.repository, token=token, clock=clock
+    )

@@ -1,0 +1,164 @@
+"""The forge port's behaviour written once over each provider's primitive calls.
+
+Idempotency and "exactly one comment" are decided here, not per provider:
+
+* open_or_update_pull_request: find (branch + marker) → update; else create; a create that
+  the forge refuses as a duplicate (GitHub 422, GitLab/Gitea 409 → ForgeConflict), or that
+  was retried after its answer was lost, is resolved by finding again and updating.
+* upsert_comment: list the request's comments, keep one per (marker, part), edit it in place
+  only when the text changed, create missing parts, delete stale parts and duplicates (a
+  retried POST whose first answer was lost can leave a duplicate; the next upsert repairs it).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from gitopsbot.core.forge_types import (
+    CommentInfo,
+    CommitState,
+    PullRequestInfo,
+    check_marker,
+    find_marker,
+    split_comment,
+    with_marker,
+)
+from gitopsbot.errors import ForgeConflict, ForgeFailed
+from gitopsbot.ports.forge import POLICY_CONTEXT
+
+STATUS_DESCRIPTION_LIMIT = 140  # GitHub refuses longer commit-status descriptions
+
+
+class ForgeProvider(ABC):
+    """Implements ``gitopsbot.ports.forge.Forge`` from a provider's primitives."""
+
+    # -- primitives, one request (or one paginated list) each ------------------------------
+    @abstractmethod
+    def _open_pulls_from(self, branch: str) -> list[PullRequestInfo]: ...
+
+    @abstractmethod
+    def _create_pull(self, *, branch: str, base: str, title: str, body: str) -> PullRequestInfo:
+        """Raises ForgeConflict when an open request from ``branch`` already exists."""
+
+    @abstractmethod
+    def _update_pull(self, number: int, *, title: str, body: str) -> PullRequestInfo: ...
+
+    @abstractmethod
+    def _list_comments(self, number: int) -> list[CommentInfo]: ...
+
+    @abstractmethod
+    def _create_comment(self, number: int, body: str) -> CommentInfo: ...
+
+    @abstractmethod
+    def _edit_comment(self, number: int, comment_id: int, body: str) -> CommentInfo: ...
+
+    @abstractmethod
+    def _delete_comment(self, number: int, comment_id: int) -> None: ...
+
+    @abstractmethod
+    def _close(self, number: int) -> None: ...
+
+    @abstractmethod
+    def _set_status(
+        self, sha: str, *, state: CommitState, description: str, context: str, target_url: str
+    ) -> None: ...
+
+    @abstractmethod
+    def get_pull_request(self, number: int) -> PullRequestInfo: ...
+
+    @abstractmethod
+    def add_labels(self, number: int, labels: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def list_merged_since(self, since: datetime) -> list[PullRequestInfo]: ...
+
+    # -- the port --------------------------------------------------------------------------
+    def find_pull_request(self, branch: str, marker: str) -> PullRequestInfo | None:
+        check_marker(marker)
+        for pr in self._open_pulls_from(branch):
+            if pr.marker == marker:
+                return pr
+        return None
+
+    def open_or_update_pull_request(
+        self,
+        *,
+        branch: str,
+        base: str,
+        title: str,
+        body: str,
+        marker: str,
+        labels: Sequence[str] = (),
+    ) -> PullRequestInfo:
+        text = with_marker(body, marker)
+        pr = self.find_pull_request(branch, marker)
+        if pr is None:
+            try:
+                pr = self._create_pull(branch=branch, base=base, title=title, body=text)
+            except ForgeConflict:
+                # Our earlier create went through (its answer was lost) or someone opened one.
+                pr = self.find_pull_request(branch, marker)
+                if pr is None:
+                    raise ForgeFailed(
+                        f"an open request from branch {branch!r} exists without the "
+                        f"gitopsbot marker {marker!r}; close it or remove the branch"
+                    ) from None
+        if pr.title != title or pr.body.strip() != text.strip():
+            pr = self._update_pull(pr.number, title=title, body=text)
+        missing = [name for name in labels if name not in pr.labels]
+        if missing:
+            self.add_labels(pr.number, missing)
+            pr = replace(pr, labels=(*pr.labels, *missing))
+        return pr
+
+    def upsert_comment(self, number: int, *, marker: str, body: str) -> CommentInfo:
+        texts = split_comment(body, marker)
+        ours: dict[int, CommentInfo] = {}
+        extra: list[CommentInfo] = []
+        for comment in self._list_comments(number):
+            tag = find_marker(comment.body)
+            if tag is None or tag.marker != marker:
+                continue
+            if tag.part <= len(texts) and tag.part not in ours:
+                ours[tag.part] = comment
+            else:
+                extra.append(comment)  # a stale part or a duplicate
+        written: list[CommentInfo] = []
+        for part, text in enumerate(texts, start=1):
+            old = ours.get(part)
+            if old is None:
+                new = self._create_comment(number, text)
+            elif old.body.strip() != text.strip():
+                new = self._edit_comment(number, old.id, text)
+            else:
+                new = old
+            written.append(replace(new, parts=len(texts)))
+        for comment in extra:
+            self._delete_comment(number, comment.id)
+        return written[0]
+
+    def set_status(
+        self,
+        sha: str,
+        *,
+        state: CommitState,
+        description: str,
+        context: str = POLICY_CONTEXT,
+        target_url: str = "",
+    ) -> None:
+        short = description if len(description) <= 140 else description[:139] + "…"
+        self._set_status(
+            sha,
+            state=CommitState(state),
+            description=short,
+            context=context,
+            target_url=target_url,
+        )
+
+    def close_pull_request(self, number: int, comment: str = "") -> None:
+        if comment:
+            self._create_comment(number, comment)
+        self._close(number)

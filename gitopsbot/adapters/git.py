@@ -1,0 +1,506 @@
+"""The fleet repository through pygit2: a bare local mirror of one remote (``origin``).
+
+Implements ``gitopsbot.ports.repo.Repo``. Remote branches are fetched into
+``refs/remotes/origin/*``; the bot's own commits go to local ``refs/heads/*`` and leave the
+machine only by ``push``. Every pygit2 error becomes a ``gitopsbot.errors`` GitError, built
+from redacted text: no token, password or passphrase ever reaches a log line or an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import CredentialType, FileMode, ObjectType, SortMode
+
+from gitopsbot.core.observed_git import CommitInfo
+from gitopsbot.errors import GitAuthError, GitError, GitFailed, GitUnavailable, NonFastForward
+
+log = logging.getLogger(__name__)
+
+_REMOTE = "origin"
+_TRACKING = "refs/remotes/origin/"
+_SHA = re.compile(r"^[0-9a-f]{4,40}$")
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpsToken:
+    """HTTPS basic auth with an access token (GitHub: ``x-access-token``; GitLab: ``oauth2``)."""
+
+    token: str
+    username: str = "x-access-token"
+
+    def __repr__(self) -> str:
+        return f"HttpsToken(username={self.username!r}, token=***)"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpsPassword:
+    """HTTPS basic auth with a user name and password."""
+
+    username: str
+    password: str
+
+    def __repr__(self) -> str:
+        return f"HttpsPassword(username={self.username!r}, password=***)"
+
+
+@dataclass(frozen=True, slots=True)
+class SshKey:
+    """An SSH key pair on disk; the public key defaults to ``<private>.pub``."""
+
+    private_key: Path
+    public_key: Path | None = None
+    passphrase: str = ""
+    username: str = "git"
+
+    def __repr__(self) -> str:
+        return f"SshKey(private_key={str(self.private_key)!r}, username={self.username!r})"
+
+
+Credentials = HttpsToken | HttpsPassword | SshKey
+
+
+@dataclass(frozen=True, slots=True)
+class GitSettings:
+    """Where the fleet repository is and how the bot writes to it.
+
+    ``url``: https://, ssh://, scp-like ``git@host:path`` or file://. ``mirror_dir``: the bare
+    local mirror (created on first use). ``push_attempts``: pushes tried before giving up on a
+    remote that keeps moving.
+    """
+
+    url: str
+    mirror_dir: Path
+    credentials: Credentials | None = None
+    author_name: str = "gitopsbot"
+    author_email: str = "gitopsbot@localhost"
+    push_attempts: int = 5
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` without URL user info and without any of ``secrets``."""
+    text = _USERINFO.sub("***@", text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+class _Callbacks(pygit2.RemoteCallbacks):
+    """Credentials offered once per operation: a second request means they were refused."""
+
+    def __init__(self, credentials: Credentials | None, where: str) -> None:
+        super().__init__()
+        self._credentials = credentials
+        self._where = where
+        self.asked = 0
+        self.rejected: list[tuple[str, str]] = []
+
+    def credentials(
+        self, url: str, username_from_url: str | None, allowed_types: CredentialType
+    ) -> pygit2.Username | pygit2.UserPass | pygit2.Keypair:
+        self.asked += 1
+        cred = self._credentials
+        if cred is None:
+            raise GitAuthError(f"{self._where}: the remote asked for credentials; none configured")
+        if self.asked > 1:
+            # libgit2 would otherwise replay refused credentials up to 15 times.
+            raise GitAuthError(f"{self._where}: the remote refused the configured credentials")
+        if isinstance(cred, SshKey):
+            if not allowed_types & CredentialType.SSH_KEY:
+                raise GitAuthError(
+                    f"{self._where}: an SSH key is configured; the remote takes none"
+                )
+            public = cred.public_key or cred.private_key.with_name(cred.private_key.name + ".pub")
+            if not cred.private_key.is_file():
+                raise GitAuthError(f"{self._where}: SSH private key not found: {cred.private_key}")
+            if not public.is_file():
+                raise GitAuthError(f"{self._where}: SSH public key not found: {public}")
+            user = username_from_url or cred.username
+            return pygit2.Keypair(user, str(public), str(cred.private_key), cred.passphrase)
+        if not allowed_types & CredentialType.USERPASS_PLAINTEXT:
+            raise GitAuthError(
+                f"{self._where}: HTTPS credentials configured; the remote wants another kind"
+            )
+        if isinstance(cred, HttpsToken):
+            return pygit2.UserPass(cred.username, cred.token)
+        return pygit2.UserPass(cred.username, cred.password)
+
+    def push_update_reference(self, refname: str, message: str | None) -> None:
+        if message:
+            self.rejected.append((refname, message))
+
+
+_AUTH_HINTS = ("401", "403", "authentication", "credentials", "auth ", "permission denied")
+_UNAVAILABLE_HINTS = (
+    "failed to connect",
+    "could not resolve",
+    "connection refused",
+    "timed out",
+    "unexpected http status code: 5",
+    "failed to resolve",
+    "network",
+    "couldn't connect",
+)
+_NON_FF_HINTS = ("non-fast-forward", "fast-forward", "not present locally", "fetch first")
+
+
+class GitRepo:
+    """``Repo`` over a bare pygit2 mirror. Not thread-safe: one reconcile loop owns it."""
+
+    def __init__(self, settings: GitSettings) -> None:
+        self._settings = settings
+        cred = settings.credentials
+        secrets: tuple[str, ...] = ()
+        if isinstance(cred, HttpsToken):
+            secrets = (cred.token,)
+        elif isinstance(cred, HttpsPassword):
+            secrets = (cred.password,)
+        elif isinstance(cred, SshKey):
+            secrets = (cred.passphrase,)
+        self._secrets = secrets
+        self._url_for_messages = redact(settings.url, secrets)
+        with self._mapped("open the local mirror"):
+            self._repo = self._open_mirror(settings.mirror_dir, settings.url)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _open_mirror(path: Path, url: str) -> pygit2.Repository:
+        if (path / "HEAD").is_file():
+            repo = pygit2.Repository(str(path))
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            repo = pygit2.init_repository(str(path), bare=True)
+        names = [r.name for r in repo.remotes]
+        if _REMOTE not in names:
+            repo.remotes.create(_REMOTE, url, f"+refs/heads/*:{_TRACKING}*")
+        elif repo.remotes[_REMOTE].url != url:
+            repo.remotes.set_url(_REMOTE, url)
+        return repo
+
+    def _error(self, what: str, exc: BaseException) -> GitError:
+        text = redact(str(exc), self._secrets)
+        low = text.lower()
+        where = f"{what} ({self._url_for_messages})"
+        if any(h in low for h in _AUTH_HINTS):
+            return GitAuthError(f"{where}: authentication failed: {text}")
+        if any(h in low for h in _NON_FF_HINTS):
+            return NonFastForward(f"{where}: {text}")
+        if any(h in low for h in _UNAVAILABLE_HINTS):
+            return GitUnavailable(f"{where}: remote unavailable: {text}")
+        return GitFailed(f"{where}: {text}")
+
+    @contextmanager
+    def _mapped(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except GitError:
+            raise
+        except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+            raise self._error(what, exc) from None
+
+    def _signature(self) -> pygit2.Signature:
+        return pygit2.Signature(self._settings.author_name, self._settings.author_email)
+
+    def _ref_target(self, name: str) -> pygit2.Oid | None:
+        ref = self._repo.references.get(name)
+        if ref is None:
+            return None
+        target = ref.resolve().target
+        return target if isinstance(target, pygit2.Oid) else None
+
+    def _commit(self, ref_or_sha: str) -> pygit2.Commit:
+        """Resolve a branch name, full ref or (abbreviated) sha to a commit."""
+        with self._mapped(f"resolve {ref_or_sha!r}"):
+            if ref_or_sha.startswith("refs/"):
+                oid = self._ref_target(ref_or_sha)
+                if oid is None:
+                    raise GitFailed(f"no such ref: {ref_or_sha}")
+                return self._repo[oid].peel(pygit2.Commit)
+            head = self.head(ref_or_sha)
+            if head is not None:
+                return self._repo[head].peel(pygit2.Commit)
+            if _SHA.match(ref_or_sha):
+                return self._repo.revparse_single(ref_or_sha).peel(pygit2.Commit)
+            raise GitFailed(f"no such branch or commit: {ref_or_sha}")
+
+    @staticmethod
+    def _info(commit: pygit2.Commit) -> CommitInfo:
+        offset = timezone(timedelta(minutes=commit.commit_time_offset))
+        author = commit.author
+        return CommitInfo(
+            sha=str(commit.id),
+            parents=tuple(str(p) for p in commit.parent_ids),
+            author=f"{author.name} <{author.email}>",
+            message=commit.message,
+            time=datetime.fromtimestamp(commit.commit_time, tz=offset),
+        )
+
+    def commit_info(self, ref_or_sha: str) -> CommitInfo:
+        """One commit's metadata (not in the port; handy for wiring and tests)."""
+        return self._info(self._commit(ref_or_sha))
+
+    # -- Repo port ------------------------------------------------------------------------
+
+    def fetch(self) -> None:
+        callbacks = _Callbacks(self._settings.credentials, f"fetch ({self._url_for_messages})")
+        with self._mapped("fetch"):
+            self._repo.remotes[_REMOTE].fetch(
+                callbacks=callbacks, prune=pygit2.enums.FetchPrune.PRUNE
+            )
+        log.debug("fetched %s", self._url_for_messages)
+
+    def head(self, branch: str) -> str | None:
+        local = self._ref_target(f"refs/heads/{branch}")
+        remote = self._ref_target(f"{_TRACKING}{branch}")
+        if local is not None and (
+            remote is None or local == remote or self._repo.descendant_of(local, remote)
+        ):
+            return str(local)
+        return str(remote) if remote is not None else None
+
+    def branches(self, prefix: str = "") -> list[str]:
+        names: set[str] = set()
+        for ref in self._repo.references:
+            for base in ("refs/heads/", _TRACKING):
+                if ref.startswith(base) and ref[len(base) :] != "HEAD":
+                    names.add(ref[len(base) :])
+        return sorted(n for n in names if n.startswith(prefix))
+
+    def read(self, ref_or_sha: str, path: str) -> bytes | None:
+        return _read_blob(self._repo, self._commit(ref_or_sha).tree, path)
+
+    def tree(self, ref_or_sha: str) -> CommitTree:
+        commit = self._commit(ref_or_sha)
+        return CommitTree(self._repo, commit, f"{ref_or_sha}@{str(commit.id)[:10]}")
+
+    def log(self, branch: str, since_sha: str | None, limit: int) -> list[CommitInfo]:
+        head = self.head(branch)
+        if head is None or limit <= 0:
+            return []
+        with self._mapped(f"log {branch}"):
+            walker = self._repo.walk(pygit2.Oid(hex=head), SortMode.TOPOLOGICAL)
+            # The commits that *landed* on the branch: a merged pull request counts once.
+            walker.simplify_first_parent()
+            if since_sha is not None:
+                try:
+                    walker.hide(self._commit(since_sha).id)
+                except GitError:
+                    log.warning(
+                        "log %s: %s is gone (force push?); listing recent", branch, since_sha
+                    )
+            out: list[CommitInfo] = []
+            for commit in walker:
+                out.append(self._info(commit))
+                if len(out) >= limit:
+                    break
+        out.reverse()
+        return out
+
+    def commit_files(
+        self,
+        branch: str,
+        files: Mapping[str, bytes | None],
+        message: str,
+        *,
+        parent: str | None,
+    ) -> str:
+        with self._mapped(f"commit to {branch}"):
+            base_sha = parent if parent is not None else self.head(branch)
+            base = self._commit(base_sha) if base_sha is not None else None
+            index = pygit2.Index()
+            if base is not None:
+                index.read_tree(base.tree)
+            for path, data in sorted(files.items()):
+                clean = _clean_path(path)
+                if data is None:
+                    if clean in index:
+                        index.remove(clean)
+                    else:
+                        # Removing a directory's entries when the path names a directory.
+                        for entry in [e.path for e in index if e.path.startswith(clean + "/")]:
+                            index.remove(entry)
+                    continue
+                blob = self._repo.create_blob(data)
+                index.add(pygit2.IndexEntry(clean, blob, FileMode.BLOB))
+            tree = index.write_tree(self._repo)
+            sig = self._signature()
+            parents = [base.id] if base is not None else []
+            oid = self._repo.create_commit(None, sig, sig, message, tree, parents)
+            self._repo.references.create(f"refs/heads/{branch}", oid, force=True)
+        log.info("committed %s on %s", str(oid)[:10], branch)
+        return str(oid)
+
+    def push(self, branch: str) -> str:
+        local = self._ref_target(f"refs/heads/{branch}")
+        if local is None:
+            raise GitFailed(f"push {branch}: no local branch {branch!r} to push")
+        attempts = max(1, self._settings.push_attempts)
+        for attempt in range(1, attempts + 1):
+            try:
+                self._push_once(branch)
+            except NonFastForward:
+                log.info(
+                    "push %s: remote moved (attempt %d/%d); replaying", branch, attempt, attempts
+                )
+                if attempt == attempts:
+                    raise
+                self.fetch()
+                self._replay(branch)
+                continue
+            head = self._ref_target(f"refs/heads/{branch}")
+            assert head is not None
+            self._repo.references.create(f"{_TRACKING}{branch}", head, force=True)
+            log.info("pushed %s to %s", str(head)[:10], branch)
+            return str(head)
+        raise NonFastForward(f"push {branch}: remote kept moving")  # pragma: no cover
+
+    def _push_once(self, branch: str) -> None:
+        callbacks = _Callbacks(
+            self._settings.credentials, f"push {branch} ({self._url_for_messages})"
+        )
+        ref = f"refs/heads/{branch}"
+        with self._mapped(f"push {branch}"):
+            self._repo.remotes[_REMOTE].push([f"{ref}:{ref}"], callbacks=callbacks)
+        if callbacks.rejected:
+            reasons = "; ".join(f"{r}: {m}" for r, m in callbacks.rejected)
+            text = redact(reasons, self._secrets)
+            low = text.lower()
+            if any(h in low for h in _NON_FF_HINTS) or "rejected" in low or "stale" in low:
+                raise NonFastForward(f"push {branch}: {text}")
+            raise GitFailed(f"push {branch}: the remote refused: {text}")
+
+    def _replay(self, branch: str) -> None:
+        """Rebase the bot's unpushed commits onto the freshly fetched remote head."""
+        local = self._ref_target(f"refs/heads/{branch}")
+        remote = self._ref_target(f"{_TRACKING}{branch}")
+        if local is None or remote is None:
+            return
+        if local == remote or self._repo.descendant_of(local, remote):
+            return
+        with self._mapped(f"replay {branch}"):
+            walker = self._repo.walk(local, SortMode.TOPOLOGICAL | SortMode.REVERSE)
+            walker.hide(remote)
+            mine = list(walker)
+            onto = self._repo[remote].peel(pygit2.Commit)
+            for commit in mine:
+                if len(commit.parents) > 1:
+                    raise GitFailed(f"replay {branch}: cannot replay merge commit {commit.id}")
+                ancestor = (
+                    commit.parents[0].tree
+                    if commit.parents
+                    else self._repo[self._repo.TreeBuilder().write()].peel(pygit2.Tree)
+                )
+                index = self._repo.merge_trees(ancestor, onto.tree, commit.tree)
+                if index.conflicts is not None:
+                    paths = sorted({c.path for entry in index.conflicts for c in entry if c})
+                    raise GitFailed(
+                        f"replay {branch}: commit {str(commit.id)[:10]} conflicts with the "
+                        f"remote in {', '.join(paths)}"
+                    )
+                tree = index.write_tree(self._repo)
+                oid = self._repo.create_commit(
+                    None, commit.author, self._signature(), commit.message, tree, [onto.id]
+                )
+                onto = self._repo[oid].peel(pygit2.Commit)
+            self._repo.references.create(f"refs/heads/{branch}", onto.id, force=True)
+        log.info("replayed %d commit(s) of %s onto %s", len(mine), branch, str(remote)[:10])
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        a = self._commit(ancestor).id
+        d = self._commit(descendant).id
+        with self._mapped("ancestry"):
+            return a == d or bool(self._repo.descendant_of(d, a))
+
+    def diff_paths(self, a: str, b: str) -> list[str]:
+        ta = self._commit(a).tree
+        tb = self._commit(b).tree
+        with self._mapped("diff"):
+            diff = ta.diff_to_tree(tb)
+            paths: set[str] = set()
+            for delta in diff.deltas:
+                paths.add(delta.old_file.path)
+                paths.add(delta.new_file.path)
+        return sorted(paths)
+
+    def revert_commit(self, branch: str, sha: str, message: str) -> str:
+        target = self._commit(sha)
+        head_sha = self.head(branch)
+        if head_sha is None:
+            raise GitFailed(f"revert on {branch}: no such branch")
+        ours = self._commit(head_sha)
+        if f"This reverts commit {target.id}" not in message:
+            # Keep git's own marker so commit classification recognises the revert.
+            message = f"{message.rstrip()}\n\nThis reverts commit {target.id}.\n"
+        with self._mapped(f"revert {str(target.id)[:10]} on {branch}"):
+            mainline = 1 if len(target.parents) > 1 else 0
+            index = self._repo.revert_commit(target, ours, mainline)
+            if index.conflicts is not None:
+                paths = sorted({c.path for entry in index.conflicts for c in entry if c})
+                raise GitFailed(
+                    f"revert of {str(target.id)[:10]} on {branch} conflicts in {', '.join(paths)}"
+                )
+            tree = index.write_tree(self._repo)
+            sig = self._signature()
+            oid = self._repo.create_commit(None, sig, sig, message, tree, [ours.id])
+            self._repo.references.create(f"refs/heads/{branch}", oid, force=True)
+        return str(oid)
+
+
+class CommitTree:
+    """``FileTree`` over one commit of a pygit2 repository."""
+
+    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit, label: str) -> None:
+        self._repo = repo
+        self._tree = commit.tree
+        self._label = label
+        self.sha = str(commit.id)
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    def read(self, path: str) -> bytes | None:
+        return _read_blob(self._repo, self._tree, path)
+
+    def list(self, directory: str) -> list[str]:
+        clean = directory.strip("/")
+        if clean in ("", "."):
+            tree: pygit2.Object = self._tree
+        else:
+            try:
+                tree = self._tree[clean]
+            except KeyError:
+                return []
+        if tree.type != ObjectType.TREE:
+            return []
+        return sorted(str(entry.name) for entry in tree.peel(pygit2.Tree))
+
+
+def _clean_path(path: str) -> str:
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise GitFailed(f"invalid path in commit: {path!r}")
+    return "/".join(parts)
+
+
+def _read_blob(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | None:
+    clean = "/".join(p for p in path.split("/") if p not in ("", "."))
+    if not clean or ".." in clean.split("/"):
+        return None
+    try:
+        obj = tree[clean]
+    except KeyError:
+        return None
+    if obj.type != ObjectType.BLOB:
+        return None
+    return bytes(obj.peel(pygit2.Blob).data)

@@ -1,0 +1,475 @@
+"""The Cluster port over the Kubernetes API: the only module that imports ``kubernetes``.
+
+Generic access by apiVersion/kind: the resource's plural and scope come from legacy discovery
+(``/api/v1``, ``/apis/<group>/<version>``), cached per group-version and refreshed once on a
+miss (a CRD applied a moment ago). Requests go through the client's ``ApiClient`` (auth, TLS,
+proxy from the kubeconfig) and come back as plain dicts.
+
+One choke point (style-research §6.5): every request passes ``_request``, which maps HTTP
+errors to ``errors.Kube*`` with a truncated, secret-free message and retries transient
+failures a bounded number of times, honouring Retry-After.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import builtins
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException
+
+from gitopsbot.core.kube_objects import (
+    CrdDocumentError,
+    condition_status,
+    deployment_readiness,
+    parse_crd_documents,
+)
+from gitopsbot.core.observed import CrdApplyResult, DeploymentReadiness
+from gitopsbot.errors import (
+    KubeConflict,
+    KubeError,
+    KubeFailed,
+    KubeForbidden,
+    KubeInvalid,
+    KubeNotFound,
+    KubeServerError,
+    KubeTooManyRequests,
+    TransientError,
+)
+from gitopsbot.ports.cluster import FIELD_MANAGER, RESTARTED_AT
+
+log = logging.getLogger(__name__)
+
+MESSAGE_LIMIT = 256  # kopf's cap on server text in our messages
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded retries for transient API failures (429, 5xx, transport)."""
+
+    attempts: int = 5
+    base_delay_seconds: float = 0.5
+    max_delay_seconds: float = 10.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay_seconds)
+        return float(min(self.base_delay_seconds * (2**attempt), self.max_delay_seconds))
+
+
+@dataclass(frozen=True, slots=True)
+class _Resource:
+    plural: str
+    namespaced: bool
+
+
+class KubeCluster:
+    """``ports.cluster.Cluster`` over one API server (one kubeconfig context)."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        retry: RetryPolicy = RetryPolicy(),
+        request_timeout_seconds: float = 30.0,
+        crd_established_timeout_seconds: float = 60.0,
+        poll_seconds: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        crd_applier: Callable[[Mapping[str, str]], builtins.list[CrdApplyResult]] | None = None,
+    ) -> None:
+        self._client = api_client
+        self._retry = retry
+        self._timeout = request_timeout_seconds
+        self._crd_timeout = crd_established_timeout_seconds
+        self._poll = poll_seconds
+        self._sleep = sleep
+        self._monotonic = monotonic
+        self._crd_applier = crd_applier
+        self._discovery: dict[str, dict[str, _Resource] | None] = {}
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path | str, context: str = "", **kwargs: Any) -> KubeCluster:
+        configuration = Configuration()
+        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(path),
+            context=context or None,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+        return cls(ApiClient(configuration), **kwargs)
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    # -- the port -------------------------------------------------------------------------
+
+    def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return None
+        path = self._path(api_version, resource, namespace, name)
+        try:
+            return self._json("GET", path, what=f"{kind} {_ref(namespace, name)}")
+        except KubeNotFound:
+            return None
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return []
+        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        query = [("labelSelector", label_selector)] if label_selector else []
+        try:
+            data = self._json("GET", path, query=query, what=f"{kind} list")
+        except KubeNotFound:
+            return []
+        items = [dict(item) for item in data.get("items") or []]
+        for item in items:  # list items carry no apiVersion/kind of their own
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return sorted(items, key=_sort_key)
+
+    def apply(
+        self, obj: Mapping[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool = False
+    ) -> dict[str, Any]:
+        api_version, kind, namespace, name = _identity(obj)
+        resource = self._require(api_version, kind)
+        if resource.namespaced and not namespace:
+            raise KubeInvalid(f"{kind} {name}: metadata.namespace is required")
+        path = self._path(api_version, resource, namespace if resource.namespaced else None, name)
+        query = [("fieldManager", field_manager), ("force", "true" if force else "false")]
+        return self._json(
+            "PATCH",
+            path,
+            query=query,
+            body=dict(obj),
+            content_type="application/apply-patch+yaml",
+            what=f"apply {kind} {_ref(namespace, name)}",
+        )
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        api_version, kind, namespace, name = _identity(obj)
+        resource = self._require(api_version, kind)
+        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        return self._json(
+            "POST",
+            path,
+            query=[("fieldManager", FIELD_MANAGER)],
+            body=dict(obj),
+            content_type="application/json",
+            what=f"create {kind} {_ref(namespace, name)}",
+        )
+
+    def patch_merge(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        resource = self._require(api_version, kind)
+        path = self._path(api_version, resource, namespace, name)
+        return self._json(
+            "PATCH",
+            path,
+            query=[("fieldManager", FIELD_MANAGER)],
+            body=dict(patch),
+            content_type="application/merge-patch+json",
+            what=f"patch {kind} {_ref(namespace, name)}",
+        )
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return False
+        path = self._path(api_version, resource, namespace, name)
+        try:
+            self._json("DELETE", path, what=f"delete {kind} {_ref(namespace, name)}")
+        except KubeNotFound:
+            return False
+        return True
+
+    def restart_deployment(self, namespace: str, name: str, *, at: datetime) -> None:
+        stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+        self.patch_merge("apps/v1", "Deployment", namespace, name, patch)
+
+    def deployment_ready(self, namespace: str, name: str) -> DeploymentReadiness:
+        deployment = self.get("apps/v1", "Deployment", namespace, name)
+        if deployment is None:
+            raise KubeNotFound(f"Deployment {namespace}/{name} not found")
+        return deployment_readiness(deployment)
+
+    def apply_crds(self, documents: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
+        if self._crd_applier is not None:
+            return self._crd_applier(documents)
+        try:
+            crds = parse_crd_documents(documents)
+        except CrdDocumentError as e:
+            raise KubeInvalid(str(e)) from None
+        applied: dict[str, str] = {}
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            try:
+                self.apply(crd, field_manager=FIELD_MANAGER, force=True)
+                applied[name] = ""
+            except KubeError as e:
+                applied[name] = str(e)
+        self._discovery.clear()  # new or changed kinds
+        return self.wait_established(applied)
+
+    def read_secret(self, namespace: str, name: str, key: str) -> str:
+        secret = self.get("v1", "Secret", namespace, name)
+        if secret is None:
+            raise KubeNotFound(f"Secret {namespace}/{name} not found")
+        encoded = (secret.get("data") or {}).get(key)
+        if encoded is None:
+            raise KubeNotFound(f"Secret {namespace}/{name} has no key {key!r}")
+        try:
+            return base64.b64decode(encoded, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            # The value is never part of the message.
+            raise KubeInvalid(
+                f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text"
+            ) from None
+
+    # -- CRDs ----------------------------------------------------------------------------
+
+    def wait_established(self, applied: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
+        """Poll each applied CRD (name → apply error, "" when applied) until Established."""
+        deadline = self._monotonic() + self._crd_timeout
+        pending = {name for name, error in applied.items() if not error}
+        seen: dict[str, dict[str, Any]] = {}
+        while True:
+            for name in sorted(pending):
+                crd = self.get(CRD_API_VERSION, "CustomResourceDefinition", None, name)
+                if crd is not None:
+                    seen[name] = crd
+                    if condition_status(crd, "Established") == "True":
+                        pending.discard(name)
+            if not pending or self._monotonic() >= deadline:
+                break
+            self._sleep(self._poll)
+        results = []
+        for name, error in sorted(applied.items()):
+            crd = seen.get(name, {})
+            stored = tuple((crd.get("status") or {}).get("storedVersions") or ())
+            if error:
+                results.append(CrdApplyResult(name, False, False, stored, error))
+            elif name in pending:
+                message = f"not Established after {self._crd_timeout:g}s"
+                results.append(CrdApplyResult(name, True, False, stored, message))
+            else:
+                results.append(CrdApplyResult(name, True, True, stored))
+        return results
+
+    # -- discovery and paths --------------------------------------------------------------
+
+    def _resource(self, api_version: str, kind: str) -> _Resource | None:
+        for refresh in (False, True):
+            if refresh or api_version not in self._discovery:
+                self._discovery[api_version] = self._discover(api_version)
+            kinds = self._discovery[api_version]
+            if kinds is not None and kind in kinds:
+                return kinds[kind]
+        return None
+
+    def _require(self, api_version: str, kind: str) -> _Resource:
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            raise KubeNotFound(f"the server does not serve {kind} in {api_version}")
+        return resource
+
+    def _discover(self, api_version: str) -> dict[str, _Resource] | None:
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        try:
+            data = self._json("GET", base, what=f"discovery of {api_version}")
+        except KubeNotFound:
+            return None
+        kinds: dict[str, _Resource] = {}
+        for entry in data.get("resources") or []:
+            name = str(entry.get("name", ""))
+            if "/" in name or not entry.get("kind"):
+                continue  # subresources
+            kinds[str(entry["kind"])] = _Resource(name, bool(entry.get("namespaced")))
+        return kinds
+
+    @staticmethod
+    def _path(
+        api_version: str, resource: _Resource, namespace: str | None, name: str | None
+    ) -> str:
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if resource.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{resource.plural}"
+        return f"{base}/{name}" if name else base
+
+    # -- the choke point -------------------------------------------------------------------
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> dict[str, Any]:
+        data = self._request(
+            method, path, what=what, query=list(query), body=body, content_type=content_type
+        )
+        if not data:
+            return {}
+        decoded = json.loads(data)
+        return decoded if isinstance(decoded, dict) else {}
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        query: builtins.list[tuple[str, str]],
+        body: Any,
+        content_type: str | None,
+    ) -> bytes:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        attempt = 0
+        while True:
+            try:
+                return self._send(method, path, query, headers, body, what)
+            except TransientError as e:
+                # A POST that failed with 5xx may have happened; only 429 is safe to repeat.
+                retryable = method != "POST" or isinstance(e, KubeTooManyRequests)
+                attempt += 1
+                if not retryable or attempt >= self._retry.attempts:
+                    raise
+                delay = self._retry.delay(attempt - 1, e.retry_after)
+                log.info("kube: %s: %s; retry %d in %.1fs", what, e, attempt, delay)
+                self._sleep(delay)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: builtins.list[tuple[str, str]],
+        headers: dict[str, str],
+        body: Any,
+        what: str,
+    ) -> bytes:
+        _, url, all_headers, serialized, _ = self._client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query,
+            header_params=dict(headers),
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self._client.call_api(
+                method, url, header_params=all_headers, body=serialized,
+                _request_timeout=self._timeout,
+            )  # fmt: skip
+            data: bytes = response.read() or b""  # type: ignore[no-untyped-call]
+        except ApiException as e:
+            raise error_for(e.status or 0, e.body, e.headers, what=what) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise KubeServerError(f"{what}: transport error: {type(e).__name__}") from None
+        if not 200 <= response.status < 300:
+            raise error_for(response.status, data, response.headers, what=what)
+        return data
+
+
+def new_cluster(kubeconfig: Path | str, context: str = "", **kwargs: Any) -> KubeCluster:
+    """Build the adapter from a kubeconfig file and context (current context when "")."""
+    return KubeCluster.from_kubeconfig(kubeconfig, context, **kwargs)
+
+
+def error_for(
+    status: int, body: bytes | str | None, headers: Mapping[str, str] | None, *, what: str
+) -> KubeError:
+    """Map an HTTP failure to the error tree. The server's text is truncated; for Secrets
+    (whose 422 text can echo values) it is dropped altogether."""
+    reason, message = _status_text(body)
+    detail = "" if "Secret" in what else message[:MESSAGE_LIMIT]
+    text = f"{what}: HTTP {status} {reason}".rstrip() + (f": {detail}" if detail else "")
+    if status == 404:
+        return KubeNotFound(text)
+    if status == 409:
+        return KubeConflict(text)
+    if status == 422:
+        return KubeInvalid(text)
+    if status in (401, 403):
+        return KubeForbidden(text)
+    if status == 429:
+        return KubeTooManyRequests(text, retry_after=_retry_after(headers))
+    if status >= 500 or status == 0:
+        return KubeServerError(text, retry_after=_retry_after(headers))
+    return KubeFailed(text)
+
+
+def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None, str]:
+    api_version = obj.get("apiVersion")
+    kind = obj.get("kind")
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not api_version or not kind or not name:
+        raise KubeInvalid("object needs apiVersion, kind and metadata.name")
+    return str(api_version), str(kind), meta.get("namespace") or None, str(name)
+
+
+def _ref(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _sort_key(item: Mapping[str, Any]) -> tuple[str, str]:
+    meta = item.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _status_text(body: bytes | str | None) -> tuple[str, str]:
+    """(reason, message) from a ``kind: Status`` body; other bodies are not trusted."""
+    if not body:
+        return "", ""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return "", ""
+    if not isinstance(data, dict) or data.get("kind") != "Status":
+        return "", ""
+    return str(data.get("reason") or ""), str(data.get("message") or "")
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    if not headers:
+        return None
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

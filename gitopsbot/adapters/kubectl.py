@@ -1,0 +1,147 @@
+"""R7 done the way the upgrade page says: ``kubectl apply --server-side --force-conflicts``.
+
+The CRDs of the target chart are written to a private directory and applied in one call;
+each CRD must print ``serverside-applied``; then ``kubectl wait --for=condition=Established``
+and one ``kubectl get -o json`` confirm each and read its ``status.storedVersions``.
+
+``KubeCluster(crd_applier=KubectlCrdApplier(...).apply_crds)`` uses it; without one,
+``KubeCluster.apply_crds`` does the same server-side apply through the Python client
+(docs/helm.md says when each is used). The kubectl binary is injected: the pinned one from
+``adapters.binaries`` in tests and development, the one on PATH in production.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from gitopsbot.adapters.kube import MESSAGE_LIMIT
+from gitopsbot.core.kube_objects import CrdDocumentError, parse_crd_documents
+from gitopsbot.core.observed import CrdApplyResult
+from gitopsbot.errors import KubeFailed, KubeInvalid, KubeServerError
+from gitopsbot.ports.cluster import FIELD_MANAGER
+
+log = logging.getLogger(__name__)
+
+_APPLIED = re.compile(
+    r"^customresourcedefinition\.apiextensions\.k8s\.io/(?P<name>\S+) serverside-applied\s*$",
+    re.MULTILINE,
+)
+PASSED_ENV = ("PATH", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "HTTPS_PROXY",
+              "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")  # fmt: skip
+
+
+class KubectlCrdApplier:
+    """``apply_crds`` of the Cluster port, by the real kubectl."""
+
+    def __init__(
+        self,
+        binary: Path | str,
+        *,
+        home: Path,
+        kubeconfig: Path | str | None = None,
+        kube_context: str = "",
+        established_timeout_seconds: int = 60,
+        command_timeout_seconds: float = 180.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.binary = str(binary)
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._kubeconfig = str(kubeconfig) if kubeconfig else ""
+        self._context = kube_context
+        self._established_timeout = established_timeout_seconds
+        self._command_timeout = command_timeout_seconds
+        self._environ = dict(os.environ if environ is None else environ)
+
+    def apply_crds(self, documents: Mapping[str, str]) -> list[CrdApplyResult]:
+        try:
+            crds = parse_crd_documents(documents)  # refuses anything that is not a CRD
+        except CrdDocumentError as e:
+            raise KubeInvalid(str(e)) from None
+        names = sorted({str(crd["metadata"]["name"]) for crd in crds})
+        if not names:
+            return []
+        work = Path(tempfile.mkdtemp(prefix="crds-", dir=self.home))
+        try:
+            for index, (file_name, text) in enumerate(sorted(documents.items())):
+                safe = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file_name).name) or "crd.yaml"
+                (work / f"{index:03d}-{safe}").write_text(text, encoding="utf-8")
+            apply = self._run(
+                ["apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+                 "-f", str(work)]
+            )  # fmt: skip
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        applied = set(_APPLIED.findall(apply.stdout))
+        failure = _tail(apply.stderr) if apply.returncode != 0 else ""
+        if applied:
+            self._run(
+                ["wait", "--for=condition=Established",
+                 f"--timeout={self._established_timeout}s",
+                 *(f"customresourcedefinition/{n}" for n in sorted(applied))]
+            )  # fmt: skip
+        observed = self._observe(sorted(applied)) if applied else {}
+        results = []
+        for name in names:
+            if name not in applied:
+                message = failure or "kubectl did not report serverside-applied"
+                results.append(CrdApplyResult(name, False, False, (), message))
+                continue
+            conditions, stored = observed.get(name, ({}, ()))
+            established = conditions.get("Established") == "True"
+            message = "" if established else "not Established"
+            results.append(CrdApplyResult(name, True, established, stored, message))
+        return results
+
+    def _observe(self, names: list[str]) -> dict[str, tuple[dict[str, str], tuple[str, ...]]]:
+        done = self._run(["get", *(f"customresourcedefinition/{n}" for n in names), "-o", "json"])
+        if done.returncode != 0:
+            raise KubeFailed(f"kubectl get crds: {_tail(done.stderr)}")
+        data = json.loads(done.stdout)
+        items = data.get("items", [data]) if isinstance(data, dict) else []
+        seen = {}
+        for item in items:
+            status = item.get("status") or {}
+            conditions = {
+                str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or []
+            }
+            stored = tuple(str(v) for v in status.get("storedVersions") or ())
+            seen[str(item["metadata"]["name"])] = (conditions, stored)
+        return seen
+
+    def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        flags = ["--kubeconfig", self._kubeconfig] if self._kubeconfig else []
+        flags += ["--context", self._context] if self._context else []
+        env = {k: v for k, v in self._environ.items() if k in PASSED_ENV}
+        if not self._kubeconfig and "KUBECONFIG" in self._environ:
+            env["KUBECONFIG"] = self._environ["KUBECONFIG"]
+        env.update(HOME=str(self.home), KUBECACHEDIR=str(self.home / "kube-cache"))
+        log.debug("kubectl: %s", " ".join(argv))
+        try:
+            return subprocess.run(
+                [self.binary, *flags, *argv],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=self._command_timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise KubeServerError(
+                f"kubectl {argv[0]}: no answer after {self._command_timeout:g}s"
+            ) from None
+        except OSError as e:
+            raise KubeFailed(f"kubectl {argv[0]}: cannot run {self.binary}: {e.strerror}") from None
+
+
+def _tail(text: str) -> str:
+    return text.strip()[-MESSAGE_LIMIT:]

@@ -1,0 +1,130 @@
+"""Journals on the state branch: one commit per step transition, through the Repo port.
+
+Layout of the state branch (``gitopsbot/state`` by default; docs/executor.md):
+
+- ``clusters/<name>/journal.yaml``: the current (or last) operation of the cluster
+- ``clusters/<name>/queued.yaml``: the one operation waiting its turn (absent when none)
+- ``clusters/<name>/history/<op id>.yaml``: finished and superseded operations
+- ``clusters/<name>/backups/<op id>/values.yaml`` and ``tf-state.yaml``: R6, secrets masked
+- ``clusters/<name>/seen``: the last watched-branch commit the bot has taken into account
+
+Reads go to the branch's head as ``Repo.head`` reports it (the local commit when a push is
+still pending), so a restart sees its own unpushed transitions. A failed push is not an error
+here: the commit stays local and the next transition pushes both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from gitopsbot.core import journal as journal_mod
+from gitopsbot.core.journal import Journal, OperationStatus
+from gitopsbot.errors import TransientError
+from gitopsbot.ports.repo import Repo
+
+log = logging.getLogger(__name__)
+
+
+def cluster_dir(cluster: str) -> str:
+    return f"clusters/{cluster}"
+
+
+class JournalStore:
+    def __init__(self, repo: Repo, *, branch: str = "gitopsbot/state", push: bool = True) -> None:
+        self._repo = repo
+        self.branch = branch
+        self._push = push
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _read(self, path: str) -> bytes | None:
+        head = self._repo.head(self.branch)
+        if head is None:
+            return None
+        return self._repo.read(head, path)
+
+    def _journal(self, path: str) -> Journal | None:
+        data = self._read(path)
+        if data is None:
+            return None
+        try:
+            return journal_mod.loads(data.decode("utf-8"))
+        except (ValueError, KeyError) as e:
+            raise ValueError(f"{self.branch}:{path}: {e}") from None
+
+    def current(self, cluster: str) -> Journal | None:
+        return self._journal(f"{cluster_dir(cluster)}/journal.yaml")
+
+    def queued(self, cluster: str) -> Journal | None:
+        return self._journal(f"{cluster_dir(cluster)}/queued.yaml")
+
+    def history(self, cluster: str, op_id: str) -> Journal | None:
+        found = self._journal(f"{cluster_dir(cluster)}/history/{op_id}.yaml")
+        if found is None:
+            current = self.current(cluster)
+            if current is not None and current.op_id == op_id:
+                return current
+        return found
+
+    def seen(self, cluster: str) -> str | None:
+        data = self._read(f"{cluster_dir(cluster)}/seen")
+        return data.decode().strip() or None if data is not None else None
+
+    def clusters(self) -> list[str]:
+        head = self._repo.head(self.branch)
+        if head is None:
+            return []
+        return sorted(self._repo.tree(head).list("clusters"))
+
+    def head(self) -> str | None:
+        return self._repo.head(self.branch)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def save(
+        self,
+        journal: Journal,
+        message: str,
+        *,
+        files: Mapping[str, bytes | None] | None = None,
+        seen: str | None = None,
+    ) -> str:
+        """Commit ``journal`` where its status puts it (queued.yaml for QUEUED, journal.yaml
+        otherwise; a superseded one goes to history) plus ``files``; push. Returns the sha."""
+        base = cluster_dir(journal.cluster)
+        text = journal_mod.dumps(journal).encode()
+        out: dict[str, bytes | None] = dict(files or {})
+        if journal.status is OperationStatus.QUEUED:
+            out[f"{base}/queued.yaml"] = text
+        elif journal.status is OperationStatus.SUPERSEDED:
+            out[f"{base}/history/{journal.op_id}.yaml"] = text
+        else:
+            out[f"{base}/journal.yaml"] = text
+            if not journal.active:
+                out[f"{base}/history/{journal.op_id}.yaml"] = text
+        if seen is not None:
+            out[f"{base}/seen"] = (seen + "\n").encode()
+        return self.commit(
+            out, f"{journal.cluster}: {message}\n\nGitopsbot-Operation: {journal.op_id}"
+        )
+
+    def start(self, journal: Journal, message: str) -> str:
+        """Make a (formerly queued) operation the current one; the queue slot empties."""
+        base = cluster_dir(journal.cluster)
+        return self.commit(
+            {
+                f"{base}/journal.yaml": journal_mod.dumps(journal).encode(),
+                f"{base}/queued.yaml": None,
+            },
+            f"{journal.cluster}: {message}\n\nGitopsbot-Operation: {journal.op_id}",
+        )
+
+    def commit(self, files: Mapping[str, bytes | None], message: str) -> str:
+        sha = self._repo.commit_files(self.branch, files, message, parent=None)
+        if self._push:
+            try:
+                self._repo.push(self.branch)
+            except TransientError as e:  # kept locally; the next transition pushes it
+                log.warning("state branch push deferred: %s", e)
+        return sha

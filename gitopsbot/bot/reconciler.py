@@ -1,0 +1,524 @@
+"""One reconcile pass for one cluster: observe → decide → execute one step → record.
+
+The pass (style-research §6.3):
+
+1. **Intake**: new commits on the watched branch touching ``clusters/<name>/`` become an
+   operation (a revert of a recorded operation becomes a rollback), placed by the merge
+   queue (``core.merge_queue``). The first pass ever only records the branch head as the
+   baseline: the bot applies merges it sees happen, not the history before it.
+2. **Decide** (pure): ``core.operation.next_step(journal, observations, now)``.
+3. **Execute** one step, or the pool switch changes, through ``bot.executor``.
+4. **Record**: a commit on the state branch for every transition, mirrored on the pull
+   request (one comment per operation, edited, and the ``gitopsbot/apply`` status).
+
+Resume: a killed pass leaves the journal at its last recorded transition; the next pass runs
+the step again, and the executor recognises an effect that already happened (the Helm
+revision description), so no step that took effect is repeated.
+
+On failure (a step FAILED, a rollout halted), ``rollout.on_failure`` decides: ``rollback``
+commits a revert to the watched branch (Git stays the truth) and starts the rollback;
+``revert-pr`` opens a pull request with the revert for a person to merge; ``halt`` stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, tzinfo
+
+from gitopsbot.bot import report
+from gitopsbot.bot.executor import Executor, StepOutcome
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.core import merge_queue, operation, rollout, windows
+from gitopsbot.core.commit_classes import reverted_shas
+from gitopsbot.core.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    PhaseState,
+    RollbackPoint,
+    Step,
+    StepKind,
+    StepState,
+)
+from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.core.operation import Action, Decision
+from gitopsbot.errors import ForgeError, GitOpsBotError, PermanentError
+from gitopsbot.ports.clock import Clock
+from gitopsbot.ports.files import FileTree
+from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.repo import CommitInfo, Repo
+
+log = logging.getLogger(__name__)
+
+_PR_IN_MESSAGE = re.compile(r"(?:pull request #|\(#|!)(\d+)")
+LOG_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    cluster: str
+    action: str
+    detail: str = ""
+    next_at: datetime | None = None  # come back no later than this
+
+
+class Reconciler:
+    """Drives every cluster's operations. Ports are injected; ``executor_for`` builds the
+    executor of a cluster (its Cluster and Helm ports) from the cluster's spec."""
+
+    def __init__(
+        self,
+        *,
+        repo: Repo,
+        store: JournalStore,
+        executor_for: Callable[[ClusterSpec], Executor],
+        clock: Clock,
+        load_fleet: Callable[[FileTree], Fleet],
+        resolve_tz: Callable[[str], tzinfo],
+        settings: BotSettings,
+        forge: Forge | None = None,
+        fetch: bool = True,
+    ) -> None:
+        self.repo = repo
+        self.store = store
+        self.executor_for = executor_for
+        self.clock = clock
+        self.load_fleet = load_fleet
+        self.resolve_tz = resolve_tz
+        self.settings = settings
+        self.forge = forge
+        self.fetch = fetch
+        self._fleets: dict[str, Fleet] = {}
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def fleet_at(self, sha: str) -> Fleet:
+        if sha not in self._fleets:
+            self._fleets[sha] = self.load_fleet(self.repo.tree(sha))
+        return self._fleets[sha]
+
+    def spec_at(self, sha: str, cluster: str) -> ClusterSpec | None:
+        return self.fleet_at(sha).clusters.get(cluster)
+
+    def pool_windows(self, spec: ClusterSpec) -> dict[str, windows.Window | None]:
+        out: dict[str, windows.Window | None] = {}
+        for pool in spec.rollout.pools:
+            mw = pool.maintenance_window
+            out[pool.name] = (
+                None if mw is None else windows.Window.of(mw, self.resolve_tz(mw.timezone))
+            )
+        return out
+
+    def save(
+        self,
+        journal: Journal,
+        message: str,
+        *,
+        files: Mapping[str, bytes | None] | None = None,
+        seen: str | None = None,
+    ) -> Journal:
+        self.store.save(journal, message, files=files, seen=seen)
+        self.mirror(journal)
+        return journal
+
+    def mirror(self, journal: Journal) -> None:
+        """The pull request shows every transition: one edited comment and a status."""
+        if self.forge is None or journal.pr_number is None:
+            return
+        try:
+            self.forge.upsert_comment(
+                journal.pr_number, marker=report.marker(journal), body=report.markdown(journal)
+            )
+            self.forge.set_status(
+                journal.desired_sha,
+                state=report.commit_state(journal),
+                description=report.headline(journal),
+                context=report.APPLY_CONTEXT,
+            )
+        except ForgeError as e:  # the forge being down never stops an upgrade
+            log.warning("%s: could not mirror on PR #%s: %s", journal.cluster, journal.pr_number, e)
+
+    # -- the pass -------------------------------------------------------------------------
+
+    def reconcile(self, cluster: str) -> PassResult:
+        now = self.clock.now()
+        if self.fetch:
+            self.repo.fetch()
+        intake = self.intake(cluster, now)
+        if intake is not None:
+            return intake
+        current = self.store.current(cluster)
+        if current is None or not current.active:
+            queued = self.store.queued(cluster)
+            if queued is None:
+                return PassResult(cluster, "idle")
+            spec = self.spec_at(queued.desired_sha, cluster)
+            wins = list(self.pool_windows(spec).values()) if spec else []
+            promoted = merge_queue.promote(queued, now=now, pool_windows=wins)
+            if promoted.status is OperationStatus.QUEUED:
+                if promoted != queued:
+                    self.save(promoted, "queued until the window opens")
+                return PassResult(cluster, "queued", next_at=promoted.queue.queued_until)
+            self.store.start(promoted, f"{promoted.kind} {promoted.op_id} started")
+            self.mirror(promoted)
+            return PassResult(cluster, "started", promoted.op_id, next_at=now)
+        return self.advance(current, now)
+
+    def intake(self, cluster: str, now: datetime) -> PassResult | None:
+        head = self.repo.head(self.settings.watched_branch)
+        if head is None:
+            return None
+        seen = self.store.seen(cluster)
+        if seen == head:
+            return None
+        if seen is None:
+            self.store.commit(
+                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                f"{cluster}: baseline {head[:12]}",
+            )
+            return PassResult(cluster, "baseline", head)
+        commits = self.repo.log(self.settings.watched_branch, seen, LOG_LIMIT)
+        touching = [c for c in commits if self._touches(c, cluster)]
+        if not touching:
+            self.store.commit(
+                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                f"{cluster}: nothing new up to {head[:12]}",
+            )
+            return None
+        newest = touching[-1]
+        spec = self.spec_at(newest.sha, cluster)
+        if spec is None:
+            self.store.commit(
+                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                f"{cluster}: removed from the fleet at {newest.sha[:12]}; nothing applied",
+            )
+            return PassResult(cluster, "removed", newest.sha)
+        new = self._operation_for(newest, spec, now)
+        return self._admit(new, spec, head, now)
+
+    def _touches(self, commit: CommitInfo, cluster: str) -> bool:
+        prefix = f"clusters/{cluster}/"
+        if not commit.parents:
+            return True
+        return any(
+            p.startswith(prefix) for p in self.repo.diff_paths(commit.parents[0], commit.sha)
+        )
+
+    def _operation_for(self, commit: CommitInfo, spec: ClusterSpec, now: datetime) -> Journal:
+        pr = self._pr_number(commit)
+        for sha in reverted_shas(commit.message):
+            undone = self._find_op(spec.name, sha)
+            if undone is not None and undone.rollback_point is not None:
+                return operation.new_operation(
+                    kind=OperationKind.ROLLBACK,
+                    cluster=spec.name,
+                    desired_sha=commit.sha,
+                    created_at=now,
+                    policy=spec.rollout,
+                    pr_number=pr,
+                    reverts_op=undone.op_id,
+                )
+        return operation.new_operation(
+            kind=OperationKind.UPGRADE,
+            cluster=spec.name,
+            desired_sha=commit.sha,
+            created_at=now,
+            policy=spec.rollout,
+            pr_number=pr,
+        )
+
+    def _find_op(self, cluster: str, sha: str) -> Journal | None:
+        found = self.store.history(cluster, operation.operation_id(cluster, sha))
+        if found is not None and found.desired_sha.startswith(sha[:12]):
+            return found
+        return None
+
+    def _pr_number(self, commit: CommitInfo) -> int | None:
+        if self.forge is not None:
+            try:
+                for pr in self.forge.list_merged_since(commit.time - timedelta(days=7)):
+                    if pr.merge_commit_sha == commit.sha:
+                        return pr.number
+            except ForgeError as e:
+                log.warning("could not list merged pull requests: %s", e)
+        match = _PR_IN_MESSAGE.search(commit.summary)
+        return int(match.group(1)) if match else None
+
+    def _admit(self, new: Journal, spec: ClusterSpec, head: str, now: datetime) -> PassResult:
+        current = self.store.current(spec.name)
+        queued = self.store.queued(spec.name)
+        if (
+            new.kind is OperationKind.ROLLBACK
+            and current is not None
+            and current.active
+            and current.op_id == new.reverts_op
+        ):
+            # The change being reverted is still running: stop it here, the rollback follows.
+            self._close_switches(current)
+            current = replace(
+                current, status=OperationStatus.FAILED, failure="reverted", remediation="reverted"
+            )
+            self.save(current, f"{current.op_id} stopped: reverted by {new.desired_sha[:12]}")
+        admission = merge_queue.admit(
+            new,
+            running=current,
+            queued=queued,
+            now=now,
+            pool_windows=list(self.pool_windows(spec).values()),
+        )
+        if admission.superseded is not None:
+            self.save(admission.superseded, f"{admission.superseded.op_id} superseded")
+            if queued is not None and admission.journal.status is not OperationStatus.QUEUED:
+                self.store.commit({f"clusters/{spec.name}/queued.yaml": None}, "queue emptied")
+        placed = admission.journal
+        if placed.status is OperationStatus.QUEUED:
+            when = (
+                f"expected start {admission.expected_start.isoformat()}"
+                if admission.expected_start
+                else "after the running operation"
+            )
+            self.save(placed, f"{placed.kind} {placed.op_id} queued: {when}", seen=head)
+            return PassResult(spec.name, "queued", when, next_at=admission.expected_start)
+        self.save(placed, f"{placed.kind} {placed.op_id} started", seen=head)
+        return PassResult(spec.name, "started", placed.op_id, next_at=now)
+
+    # -- advancing an active operation ----------------------------------------------------
+
+    def advance(self, journal: Journal, now: datetime) -> PassResult:
+        spec = self.spec_at(journal.desired_sha, journal.cluster)
+        if spec is None:
+            failed = replace(
+                journal,
+                status=OperationStatus.FAILED,
+                failure=f"cluster {journal.cluster} is not in the fleet at "
+                f"{journal.desired_sha[:12]}",
+            )
+            self.save(failed, "failed: cluster missing")
+            return PassResult(journal.cluster, "failed", failed.failure)
+        executor = self.executor_for(spec)
+        observations = self._observe(journal, spec, executor)
+        decision = operation.next_step(
+            journal, observations, now, policy=spec.rollout, pool_windows=self.pool_windows(spec)
+        )
+        return self.carry_out(decision, journal, spec, executor, now)
+
+    def _observe(
+        self, journal: Journal, spec: ClusterSpec, executor: Executor
+    ) -> operation.Observations:
+        pending = next((s for s in journal.steps if not s.state.finished), None)
+        if pending is None or pending.kind is not StepKind.POOL_PHASE:
+            return operation.Observations()
+        seen = {}
+        for step in journal.steps:
+            if step.kind is StepKind.POOL_PHASE and step.component and not step.state.finished:
+                found = executor.observe_pool(spec, step.pool, step.component)
+                if found is not None:
+                    seen[(step.pool, step.component)] = found
+        return operation.Observations(seen)
+
+    def carry_out(
+        self,
+        decision: Decision,
+        journal: Journal,
+        spec: ClusterSpec,
+        executor: Executor,
+        now: datetime,
+    ) -> PassResult:
+        name = journal.cluster
+        if decision.action is Action.IDLE:
+            return PassResult(name, "idle")
+        if decision.action is Action.WAIT:
+            return PassResult(name, "wait", decision.reason, decision.until)
+        if decision.action is Action.START:
+            self.save(replace(journal, status=OperationStatus.RUNNING), f"{journal.op_id} started")
+            return PassResult(name, "started", journal.op_id, now)
+        if decision.action is Action.FINISH:
+            done = replace(journal, status=OperationStatus.SUCCEEDED)
+            self.save(done, f"{journal.kind} {journal.op_id} succeeded")
+            return PassResult(name, "succeeded", journal.op_id)
+        if decision.action is Action.REMEDIATE:
+            return self.remediate(journal, spec, decision.reason or decision.step, now)
+        if decision.action is Action.DRIVE_POOLS:
+            return self.drive_pools(decision, journal, spec, executor, now)
+        return self.run_step(journal.step(decision.step), journal, spec, executor, now)
+
+    def run_step(
+        self, step: Step, journal: Journal, spec: ClusterSpec, executor: Executor, now: datetime
+    ) -> PassResult:
+        if step.state is StepState.PENDING:
+            step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
+            journal = self.save(journal.with_step(step), f"{step.name} started")
+        elif step.state is StepState.RUNNING and step.started_at is None:
+            step = replace(step, started_at=now)
+        rollback_to = self._rollback_target(journal) if step.kind is StepKind.ROLLBACK else None
+        outcome = executor.run(step, journal, spec, now=now, rollback_to=rollback_to)
+        return self.record(outcome, step, journal, now)
+
+    def _rollback_target(self, journal: Journal) -> RollbackPoint | None:
+        undone = self.store.history(journal.cluster, journal.reverts_op)
+        return undone.rollback_point if undone is not None else None
+
+    def record(
+        self, outcome: StepOutcome, step: Step, journal: Journal, now: datetime
+    ) -> PassResult:
+        if outcome.state is StepState.RUNNING:
+            retry = now + timedelta(seconds=outcome.retry_after or 5)
+            if outcome.detail != step.detail:
+                journal = journal.with_step(replace(step, detail=outcome.detail))
+                self.save(journal, f"{step.name}: {outcome.detail[:100]}")
+            return PassResult(journal.cluster, "running", f"{step.name}: {outcome.detail}", retry)
+        finished = replace(
+            step,
+            state=outcome.state,
+            finished_at=now,
+            detail=outcome.detail,
+            effect=outcome.effect or step.effect,
+        )
+        journal = journal.with_step(finished)
+        if outcome.rollback_point is not None and journal.rollback_point is None:
+            journal = replace(journal, rollback_point=outcome.rollback_point)
+        if outcome.state is StepState.FAILED:
+            journal = replace(journal, failure=f"{step.name}: {outcome.detail}")
+        self.save(journal, f"{step.name} {outcome.state}", files=dict(outcome.files))
+        return PassResult(
+            journal.cluster, str(outcome.state), f"{step.name}: {outcome.detail}", now
+        )
+
+    def drive_pools(
+        self,
+        decision: Decision,
+        journal: Journal,
+        spec: ClusterSpec,
+        executor: Executor,
+        now: datetime,
+    ) -> PassResult:
+        before = journal
+        notes: list[str] = []
+        for ref, pd in decision.phases:
+            step = journal.step(ref.step)
+            phase = pd.phase
+            if pd.action is rollout.PhaseAction.OPEN_SWITCH:
+                executor.set_switch(
+                    spec, ref.pool, ref.component, open_=True, batch_percentage=pd.batch_percentage
+                )
+            elif pd.action is rollout.PhaseAction.CLOSE_SWITCH or pd.close:
+                executor.set_switch(spec, ref.pool, ref.component, open_=False)
+            if pd.action is rollout.PhaseAction.VERIFY_CANARY:
+                problems = executor.check(spec, [ref.pool])
+                if problems:
+                    pd = replace(
+                        pd, action=rollout.PhaseAction.HALT, reason="canary: " + "; ".join(problems)
+                    )
+                    phase = replace(phase, state=PhaseState.HALTED, halt_reason=pd.reason)
+                else:
+                    phase = replace(phase, canary_done=True, state=PhaseState.ROLLING)
+            if step.state is StepState.PENDING and phase.state is not PhaseState.PENDING:
+                step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
+            if phase.state is PhaseState.DONE:
+                step = replace(step, state=StepState.SUCCEEDED, finished_at=now, detail=pd.reason)
+            elif pd.action is rollout.PhaseAction.HALT:
+                step = replace(step, state=StepState.FAILED, finished_at=now, detail=pd.reason)
+                journal = replace(journal, failure=f"{step.name}: {pd.reason}")
+            elif pd.reason and pd.action is not rollout.PhaseAction.WAIT:
+                step = replace(step, detail=pd.reason)
+            journal = journal.with_step(step).with_phase(phase)
+            notes.append(f"{ref.step} {pd.action} {phase.progress}%")
+        if journal != before:
+            self.save(journal, "; ".join(notes))
+        return PassResult(journal.cluster, "pools", "; ".join(notes), decision.until)
+
+    def _close_switches(self, journal: Journal) -> None:
+        spec = self.spec_at(journal.desired_sha, journal.cluster)
+        if spec is None:
+            return
+        executor = self.executor_for(spec)
+        for step in journal.steps:
+            phase = journal.phase(step.name)
+            if step.component and phase.state in (PhaseState.ROLLING, PhaseState.CANARY):
+                try:
+                    executor.set_switch(spec, step.pool, step.component, open_=False)
+                except GitOpsBotError as e:
+                    log.error("%s: could not close %s: %s", journal.cluster, step.name, e)
+
+    # -- on failure -----------------------------------------------------------------------
+
+    def remediate(
+        self, journal: Journal, spec: ClusterSpec, reason: str, now: datetime
+    ) -> PassResult:
+        self._close_switches(journal)
+        policy = spec.rollout.on_failure
+        name = journal.cluster
+        can_roll_back = (
+            journal.kind is not OperationKind.ROLLBACK
+            and journal.rollback_point is not None
+            and journal.rollback_point.helm_revision > 0
+        )
+        if policy == "halt" or not can_roll_back:
+            failed = replace(journal, status=OperationStatus.FAILED, remediation="halt")
+            self.save(failed, f"{journal.op_id} failed and halted: {reason[:100]}")
+            return PassResult(name, "failed", reason)
+        message = (
+            f'Revert "{name}: {journal.op_id}"\n\nThis reverts commit {journal.desired_sha}.\n\n'
+            f"gitopsbot: {journal.kind} failed: {reason[:500]}"
+        )
+        watched = self.settings.watched_branch
+        if policy == "rollback":
+            sha = self.repo.revert_commit(watched, journal.desired_sha, message)
+            self.repo.push(watched)
+            rollback = operation.new_operation(
+                kind=OperationKind.ROLLBACK,
+                cluster=name,
+                desired_sha=sha,
+                created_at=now,
+                policy=spec.rollout,
+                pr_number=journal.pr_number,
+                reverts_op=journal.op_id,
+            )
+            failed = replace(
+                journal, status=OperationStatus.FAILED, remediation=f"rollback:{rollback.op_id}"
+            )
+            self.save(failed, f"{journal.op_id} failed; rolling back by revert {sha[:12]}")
+            self.save(
+                replace(rollback, status=OperationStatus.RUNNING),
+                f"rollback {rollback.op_id} started",
+                seen=sha,
+            )
+            return PassResult(name, "rollback", sha, now)
+        return self._revert_pull_request(journal, reason, message)
+
+    def _revert_pull_request(self, journal: Journal, reason: str, message: str) -> PassResult:
+        if self.forge is None:
+            failed = replace(journal, status=OperationStatus.FAILED, remediation="halt (no forge)")
+            self.save(failed, f"{journal.op_id} failed; no forge for a revert PR")
+            return PassResult(journal.cluster, "failed", reason)
+        watched = self.settings.watched_branch
+        branch = f"gitopsbot/revert/{journal.op_id}"
+        if self.repo.head(branch) is None:
+            base = self.repo.head(watched)
+            # A branch starts from the watched head; revert_commit adds the undo on top.
+            self.repo.commit_files(branch, {}, f"Start revert of {journal.op_id}", parent=base)
+            self.repo.revert_commit(branch, journal.desired_sha, message)
+        self.repo.push(branch)
+        try:
+            pr = self.forge.open_or_update_pull_request(
+                branch=branch,
+                base=watched,
+                title=f"Revert {journal.cluster}: {journal.op_id} ({journal.kind} failed)",
+                body=f"The {journal.kind} failed: {reason}\n\nMerge this to roll back.",
+                marker=f"revert/{journal.op_id}",
+            )
+        except ForgeError as e:
+            raise PermanentError(f"could not open the revert pull request: {e}") from e
+        failed = replace(
+            journal, status=OperationStatus.FAILED, remediation=f"revert-pr:#{pr.number}"
+        )
+        self.save(failed, f"{journal.op_id} failed; revert PR #{pr.number} opened")
+        return PassResult(journal.cluster, "revert-pr", f"#{pr.number}")
+
+
+def first_time(results: Mapping[str, PassResult]) -> datetime | None:
+    times = [r.next_at for r in results.values() if r.next_at is not None]
+    return min(times) if times else None

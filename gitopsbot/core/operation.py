@@ -1,0 +1,215 @@
+"""An operation's steps, and the pure decision of what to do next (Flux-style: decide, never
+mutate).
+
+``new_operation`` builds the journal of an upgrade, rollback, controller restart or
+rollout-only change; ``next_step(journal, observations, now, ...)`` returns a ``Decision`` the
+reconciler carries out through the ports and then records. Step order (R6-R16):
+
+- upgrade: backup, crds, helm-upgrade, controller-ready, [controller-restart R24],
+  pool/<pool>/<component>..., verify
+- rollout-only (no chart version change): backup, helm-upgrade, controller-ready, pools, verify
+- controller-restart (R24: only dynamicConfig / schedulerConfig changed): backup, helm-upgrade,
+  controller-restart, controller-ready, verify
+- rollback (R16): backup, rollback, controller-ready, pools, verify; CRDs are never touched
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from gitopsbot.core import rollout, windows
+from gitopsbot.core.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    PhaseState,
+    Step,
+    StepKind,
+    StepState,
+)
+from gitopsbot.core.model import Component, RolloutPolicy
+
+HELM_DESCRIPTION = "gitopsbot op={op} step=helm-upgrade"
+
+
+def helm_description(op_id: str) -> str:
+    """The description the bot gives its Helm revision, so a restart recognises it."""
+    return HELM_DESCRIPTION.format(op=op_id)
+
+
+def operation_id(cluster: str, sha: str) -> str:
+    """Deterministic: a restart that re-reads the same merge finds the same journal."""
+    return f"{cluster}-{sha[:12]}"
+
+
+def phase_step_name(pool: str, component: Component) -> str:
+    return f"pool/{pool}/{component}"
+
+
+def _pool_steps(policy: RolloutPolicy) -> list[Step]:
+    steps: list[Step] = []
+    pools = list(policy.ordered_pools())
+    if policy.canary_pool:
+        pools.sort(key=lambda p: p.name != policy.canary_pool)  # stable: canary first
+    for pool in pools:
+        for component in rollout.phase_components(pool):
+            steps.append(
+                Step(
+                    name=phase_step_name(pool.name, component),
+                    kind=StepKind.POOL_PHASE,
+                    pool=pool.name,
+                    component=component,
+                )
+            )
+    return steps
+
+
+def build_steps(
+    kind: OperationKind, policy: RolloutPolicy, *, crds: bool = True, restart: bool = False
+) -> tuple[Step, ...]:
+    """The step list of an operation. ``crds``: the target chart ships CRDs to apply (R7);
+    ``restart``: R24 applies (a controller restart after the upgrade)."""
+
+    def s(kind_: StepKind) -> Step:
+        return Step(name=str(kind_), kind=kind_)
+
+    backup, ready, verify = s(StepKind.BACKUP), s(StepKind.CONTROLLER_READY), s(StepKind.VERIFY)
+    upgrade, bounce = s(StepKind.HELM_UPGRADE), s(StepKind.CONTROLLER_RESTART)
+    pools = _pool_steps(policy)
+    if kind is OperationKind.ROLLBACK:
+        return (backup, s(StepKind.ROLLBACK), ready, *pools, verify)
+    if kind is OperationKind.CONTROLLER_RESTART:
+        return (backup, upgrade, bounce, ready, verify)
+    head = [backup]
+    if kind is OperationKind.UPGRADE and crds:
+        head.append(s(StepKind.CRDS))
+    head += [upgrade, ready]
+    if restart:
+        head += [
+            bounce,
+            Step(name="controller-ready-after-restart", kind=StepKind.CONTROLLER_READY),
+        ]
+    return (*head, *pools, verify)
+
+
+def new_operation(
+    *,
+    kind: OperationKind,
+    cluster: str,
+    desired_sha: str,
+    created_at: datetime,
+    policy: RolloutPolicy,
+    pr_number: int | None = None,
+    crds: bool = True,
+    restart: bool = False,
+    reverts_op: str = "",
+) -> Journal:
+    return Journal(
+        op_id=operation_id(cluster, desired_sha),
+        kind=kind,
+        cluster=cluster,
+        desired_sha=desired_sha,
+        created_at=created_at,
+        pr_number=pr_number,
+        steps=build_steps(kind, policy, crds=crds, restart=restart),
+        reverts_op=reverts_op,
+    )
+
+
+class Action(StrEnum):
+    IDLE = "idle"  # nothing to do (no active operation)
+    WAIT = "wait"  # queued, or waiting for a window; come back at ``until``
+    START = "start"  # a queued operation may start now
+    RUN_STEP = "run-step"  # run ``step`` through the executor
+    DRIVE_POOLS = "drive-pools"  # carry out ``phases`` (switch changes, canary checks)
+    REMEDIATE = "remediate"  # a step failed or a rollout halted: apply rollout.on_failure
+    FINISH = "finish"  # every step succeeded or was skipped
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """What the reconciler observed this pass, keyed (pool, component)."""
+
+    pools: Mapping[tuple[str, Component], rollout.PoolObservation] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    step: str = ""
+    phases: tuple[tuple[rollout.PhaseRef, rollout.PhaseDecision], ...] = ()
+    until: datetime | None = None
+    reason: str = ""
+
+
+def next_step(
+    journal: Journal | None,
+    observations: Observations,
+    now: datetime,
+    *,
+    policy: RolloutPolicy,
+    pool_windows: Mapping[str, windows.Window | None],
+) -> Decision:
+    """What the reconciler should do next for this journal. Pure."""
+    if journal is None or not journal.active:
+        return Decision(Action.IDLE)
+    if journal.status is OperationStatus.QUEUED:
+        until = journal.queue.queued_until
+        if until is not None and now < until:
+            return Decision(Action.WAIT, until=until, reason="queued until the window opens")
+        return Decision(Action.START)
+    failed = next((s for s in journal.steps if s.state is StepState.FAILED), None)
+    if failed is not None:
+        return Decision(Action.REMEDIATE, step=failed.name, reason=failed.detail)
+    pending = next((s for s in journal.steps if not s.state.finished), None)
+    if pending is None:
+        return Decision(Action.FINISH)
+    if pending.kind is not StepKind.POOL_PHASE:
+        return Decision(Action.RUN_STEP, step=pending.name)
+    return _drive_pools(journal, observations, now, policy, pool_windows)
+
+
+def _drive_pools(
+    journal: Journal,
+    observations: Observations,
+    now: datetime,
+    policy: RolloutPolicy,
+    pool_windows: Mapping[str, windows.Window | None],
+) -> Decision:
+    refs = [
+        rollout.PhaseRef(s.name, s.pool, s.component)
+        for s in journal.steps
+        if s.kind is StepKind.POOL_PHASE and s.component is not None
+    ]
+    states = {
+        s.name: PhaseState.DONE if s.state.finished else journal.phase(s.name).state
+        for s in journal.steps
+        if s.kind is StepKind.POOL_PHASE
+    }
+    pools = {p.name: p for p in policy.pools}
+    decided: list[tuple[rollout.PhaseRef, rollout.PhaseDecision]] = []
+    waits: list[datetime] = []
+    for ref in rollout.runnable_phases(policy, refs, states):
+        seen = observations.pools.get((ref.pool, ref.component))
+        pool = pools.get(ref.pool)
+        if seen is None or pool is None:
+            waits.append(now + rollout.POLL)
+            continue
+        d = rollout.decide_phase(
+            policy=pool,
+            component=ref.component,
+            observed=seen,
+            phase=journal.phase(ref.step),
+            now=now,
+            window=pool_windows.get(ref.pool),
+        )
+        decided.append((ref, d))
+        if d.until is not None:
+            waits.append(d.until)
+    until = min(waits) if waits else None
+    if not decided:
+        return Decision(Action.WAIT, until=until, reason="waiting for pool status")
+    return Decision(Action.DRIVE_POOLS, phases=tuple(decided), until=until)

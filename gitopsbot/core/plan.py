@@ -1,0 +1,352 @@
+"""The upgrade plan, computed purely from (deployed state, desired state, chart metadata).
+
+``make_plan`` returns a ``Plan``; the executor and the renderer rely on these names:
+
+- ``Plan.steps``: ordered ``Step``s (``StepKind``: backup R6, crds R7, helm-upgrade R8,
+  controller-ready R8, controller-restart R24, pool-rollout R10, verify R15), each with the
+  procedure rule it follows and its impact on running work (R3's impact column);
+- ``Plan.pool_phases``: per pool (rollout order), which components roll (``components``, in
+  the pool's phase order), which changed but wait behind a closed switch (``waiting``, R12),
+  why, and the pool's ``timeline`` (F4);
+- ``Plan.verdicts``: the policy verdicts (``core.policy.Verdict``); ``Plan.decision`` folds
+  them (deny always wins);
+- ``versions``, ``values_diff`` (secrets already masked), ``images``, ``crd_diff``,
+  ``schema_problems``, ``notes``.
+
+A component rolls in a pool when its configuration changes (its image, its pool
+componentConfig, or for the hypervisor the vendor ProviderConfig) and the pool's switch for it
+is on; a controller image change alone may also roll the hypervisor (F4). Nothing rolls on a
+first install: the controller records hashes on first sight (tensorfusion-facts §3.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gitopsbot.core.chart import Chart, ChartIndex
+from gitopsbot.core.crd_diff import CrdDiff, diff_charts
+from gitopsbot.core.images import ImageChange, image_changes
+from gitopsbot.core.model import ClusterSpec, Component, Location, PoolPolicy
+from gitopsbot.core.observed import DeployedState
+from gitopsbot.core.policy import (
+    Decision,
+    PolicyInput,
+    Rule,
+    Verdict,
+    decide,
+    evaluate,
+    restart_needed,
+)
+from gitopsbot.core.schema_check import check_values
+from gitopsbot.core.timeline import PoolTimeline, pool_timeline
+from gitopsbot.core.values_diff import ValuesDiff, diff_values
+from gitopsbot.errors import Problem
+
+# R24's config keys whose change needs a controller restart.
+RESTART_PREFIXES = ("dynamicConfig", "schedulerConfig")
+# Values prefixes per component (besides its image): the pool template the chart renders, and
+# for the hypervisor the NVIDIA ProviderConfig (R10: "vendor ProviderConfig changes").
+COMPONENT_PREFIXES: Mapping[Component, tuple[str, ...]] = {
+    Component.HYPERVISOR: ("cluster.pool.componentConfig.hypervisor", "providerConfigs"),
+    Component.WORKER: ("cluster.pool.componentConfig.worker",),
+    Component.CLIENT: ("cluster.pool.componentConfig.client",),
+}
+# The hypervisor also rolls when the NVIDIA ProviderConfig changes (R10), and that object carries
+# the middleware, worker and client images.
+COMPONENT_IMAGES: Mapping[Component, tuple[str, ...]] = {
+    Component.HYPERVISOR: ("hypervisor", "middleware", "worker", "client"),
+    Component.WORKER: ("worker",),
+    Component.CLIENT: ("client",),
+}
+# R3's impact column.
+IMPACT: Mapping[str, str] = {
+    "backup": "none: reads the release values and the TensorFusion objects",
+    "crds": "none: CRDs are applied server-side before the release (Helm never upgrades crds/)",
+    "controller": (
+        "while no controller replica is available, pods labelled "
+        '`tensor-fusion.ai/enabled: "true"` cannot be created or scheduled'
+    ),
+    "controller-ready": "none: waits for the controller Deployment to be rolled out",
+    Component.HYPERVISOR: (
+        "running pods do not restart; a node takes no new GPU work until its new "
+        "hypervisor is ready"
+    ),
+    Component.WORKER: "apps connected to a rebuilt worker lose their GPU session",
+    Component.CLIENT: "app pods with outdated injection are deleted and recreated by their owners",
+    "verify": "none: reads status; runs the smoke-test workload when configured",
+}
+
+
+class StepKind(StrEnum):
+    BACKUP = "backup"
+    CRDS = "crds"
+    HELM_UPGRADE = "helm-upgrade"
+    CONTROLLER_READY = "controller-ready"
+    CONTROLLER_RESTART = "controller-restart"
+    POOL_ROLLOUT = "pool-rollout"
+    VERIFY = "verify"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    kind: StepKind
+    title: str
+    rule: str  # the procedure rule this step carries out (R6, R7, ...)
+    impact: str
+    pool: str = ""
+    components: tuple[Component, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPhase:
+    pool: str
+    components: tuple[Component, ...]
+    waiting: tuple[Component, ...]
+    reasons: Mapping[Component, str]
+    timeline: PoolTimeline
+
+
+@dataclass(frozen=True, slots=True)
+class VersionChange:
+    chart_before: str
+    chart_after: str
+    app_before: str
+    app_after: str
+
+    @property
+    def chart_changed(self) -> bool:
+        return self.chart_before != self.chart_after
+
+    @property
+    def app_changed(self) -> bool:
+        return self.app_before != self.app_after
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    cluster: str
+    environment: str
+    release: str  # namespace/name
+    baseline: str  # "helm revision N", "git:<ref>" or "nothing deployed"
+    versions: VersionChange
+    steps: tuple[Step, ...]
+    values_diff: ValuesDiff  # masked
+    images: tuple[ImageChange, ...]
+    crd_diff: CrdDiff
+    pool_phases: tuple[PoolPhase, ...]
+    verdicts: tuple[Verdict, ...]
+    decision: Decision
+    schema_problems: tuple[Problem, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.steps)
+
+
+def _values_file(desired: ClusterSpec) -> str:
+    return next((f for f in desired.files if f.endswith("values.yaml")), "values.yaml")
+
+
+def component_reasons(
+    diff: ValuesDiff, images: tuple[ImageChange, ...], *, first_install: bool
+) -> dict[Component, str]:
+    """Components whose configuration changes, with the reason."""
+    if first_install:
+        return {}
+    by_name = {i.component: i for i in images}
+    out: dict[Component, str] = {}
+    for comp in Component:
+        moved = [by_name[n] for n in COMPONENT_IMAGES[comp] if n in by_name and by_name[n].changed]
+        if moved:
+            out[comp] = "; ".join(f"{i.component} image {i.before} → {i.after}" for i in moved)
+            continue
+        touched = [p for p in COMPONENT_PREFIXES[comp] if diff.touches(p)]
+        if touched:
+            out[comp] = f"{', '.join(touched)} changed"
+    controller = by_name.get("controller")
+    if Component.HYPERVISOR not in out and controller is not None and controller.changed:
+        out[Component.HYPERVISOR] = (
+            "controller image changes: the pool hash covers code-level defaults, so the "
+            "hypervisor may roll (F4)"
+        )
+    return out
+
+
+def _pool_phase(pool: PoolPolicy, reasons: Mapping[Component, str], nodes: int) -> PoolPhase:
+    order = [*pool.phases, *(c for c in Component if c not in pool.phases)]
+    rolling = tuple(c for c in order if c in reasons and pool.switch(c))
+    waiting = tuple(c for c in order if c in reasons and not pool.switch(c))
+    return PoolPhase(
+        pool=pool.name,
+        components=rolling,
+        waiting=waiting,
+        reasons={c: reasons[c] for c in (*rolling, *waiting)},
+        timeline=pool_timeline(pool, rolling, nodes=nodes),
+    )
+
+
+def make_plan(
+    *,
+    deployed: DeployedState | None,
+    desired: ClusterSpec,
+    target_chart: Chart,
+    deployed_chart: Chart | None,
+    index: ChartIndex | None,
+    rules: tuple[Rule, ...] = (),
+) -> Plan:
+    rel = desired.release
+    values_file = _values_file(desired)
+    base_values = deployed.values if deployed is not None else {}
+    diff = diff_values(base_values, desired.values)
+    images = image_changes(
+        deployed_values=deployed.values if deployed is not None else None,
+        deployed_chart=deployed_chart,
+        desired_values=desired.values,
+        target_chart=target_chart,
+    )
+    crds = diff_charts(deployed_chart, target_chart)
+
+    def locate(path: str) -> Location | None:
+        return desired.values_locations.get(path)
+
+    schema_problems = check_values(desired.values, target_chart, file=values_file, locate=locate)
+    versions = VersionChange(
+        chart_before=deployed.chart_version if deployed else "",
+        chart_after=target_chart.version,
+        app_before=deployed.app_version if deployed else "",
+        app_after=target_chart.app_version,
+    )
+    verdicts = evaluate(
+        rules,
+        PolicyInput(
+            cluster=desired,
+            deployed=deployed,
+            target_chart=target_chart,
+            deployed_chart=deployed_chart,
+            index=index,
+            values_diff=diff,
+            images=images,
+            crd_diff=crds,
+            schema_problems=schema_problems,
+        ),
+    )
+    first_install = deployed is None
+    reasons = component_reasons(diff, images, first_install=first_install)
+    node_counts = deployed.pool_nodes if deployed else {}
+    phases = tuple(
+        _pool_phase(p, reasons, node_counts.get(p.name, p.nodes))
+        for p in desired.rollout.ordered_pools()
+    )
+    restart = restart_needed(diff, images, RESTART_PREFIXES)
+    upgrade = first_install or versions.chart_changed or bool(diff)
+    steps: list[Step] = []
+    notes: list[str] = []
+    release = f"{rel.namespace}/{rel.release_name}"
+    if upgrade:
+        if deployed is not None:
+            steps.append(
+                Step(
+                    StepKind.BACKUP,
+                    f"Back up `helm get values {rel.release_name}` and the TensorFusion objects",
+                    "R6",
+                    IMPACT["backup"],
+                )
+            )
+        changed_crds = len(crds.changes)
+        steps.append(
+            Step(
+                StepKind.CRDS,
+                f"Apply chart {target_chart.version}'s {len(target_chart.crd_defs)} CRD(s) "
+                f"server-side ({changed_crds} change(s), {len(crds.breaking)} breaking)",
+                "R7",
+                IMPACT["crds"],
+            )
+        )
+        verb = "install" if first_install else "upgrade"
+        steps.append(
+            Step(
+                StepKind.HELM_UPGRADE,
+                f"helm {verb} {rel.release_name} {rel.chart_name} --version {rel.version} "
+                f"-n {rel.namespace} with the whole values file",
+                "R8",
+                IMPACT["controller"],
+            )
+        )
+        steps.append(
+            Step(
+                StepKind.CONTROLLER_READY,
+                f"Wait for deploy/{rel.release_name}-controller to be rolled out "
+                f"(timeout {desired.rollout.controller_ready_timeout_seconds}s)",
+                "R8",
+                IMPACT["controller-ready"],
+            )
+        )
+        if restart and not first_install:
+            steps.append(
+                Step(
+                    StepKind.CONTROLLER_RESTART,
+                    f"rollout restart deploy/{rel.release_name}-controller "
+                    f"({', '.join(restart)} changed; helm upgrade alone does not restart it)",
+                    "R24",
+                    IMPACT["controller"],
+                )
+            )
+        for phase in phases:
+            # A pool without GPU nodes does not update (R14); the timeline notes it.
+            for comp in phase.components if phase.timeline.nodes > 0 else ():
+                tl = next(t for t in phase.timeline.phases if t.component == comp)
+                steps.append(
+                    Step(
+                        StepKind.POOL_ROLLOUT,
+                        f"Roll {comp.value} in pool {phase.pool}: {tl.batches} batch(es) of "
+                        f"{tl.batch_size} node(s) at {tl.batch_percentage}%",
+                        "R10",
+                        IMPACT[comp],
+                        pool=phase.pool,
+                        components=(comp,),
+                    )
+                )
+            for comp in phase.waiting:
+                notes.append(
+                    f"pool {phase.pool}: {comp.value} configuration changes but "
+                    f"autoUpdate{comp.value.capitalize()} is off: it keeps its old version "
+                    "and waits (R12)"
+                )
+        steps.append(
+            Step(
+                StepKind.VERIFY,
+                "Verify the TensorFusionCluster, pools, nodes and one hypervisor per GPU node"
+                + (", then run the smoke test" if desired.smoke_test else ""),
+                "R15",
+                IMPACT["verify"],
+            )
+        )
+    if first_install:
+        notes.append("nothing deployed: the controller records component hashes and rolls nothing")
+    return Plan(
+        cluster=desired.name,
+        environment=desired.environment.value,
+        release=release,
+        baseline=(
+            "nothing deployed"
+            if deployed is None
+            else (
+                f"helm revision {deployed.revision}"
+                if deployed.source == "helm"
+                else deployed.source
+            )
+        ),
+        versions=versions,
+        steps=tuple(steps),
+        values_diff=diff.masked(desired.credentials.secret_paths),
+        images=images,
+        crd_diff=crds,
+        pool_phases=phases,
+        verdicts=verdicts,
+        decision=decide(verdicts),
+        schema_problems=schema_problems,
+        notes=tuple(notes),
+    )

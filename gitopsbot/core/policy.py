@@ -1,0 +1,657 @@
+"""The policy gate: rules as data (YAML), evaluated by a closed set of built-in check kinds.
+
+A rule names the bad situation; when its check finds it, the rule *fires* and yields a
+``Verdict`` whose outcome follows the rule's severity:
+
+- ``deny``: the change is refused (``Outcome.DENIED``); acknowledgements never lift it;
+- ``acknowledge``: refused until ``rollout.yaml`` has ``acknowledgements: {RULE-ID: reason}``
+  (``NEEDS_ACK`` → ``ACKNOWLEDGED``);
+- ``warn``: shown, never blocks.
+
+Rule documents: ``{rules: [{id, description, severity, enforces, check: {kind, ...params},
+environments?, link?}]}`` (a bare list of rules is accepted too). Built-in rules ship in ``policies/``; a fleet repository adds its own
+in its ``policies/`` directory. ``docs/policies.md`` documents every check kind.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from gitopsbot.core.chart import Chart, ChartIndex, major, semver_key
+from gitopsbot.core.crd_diff import CrdDiff
+from gitopsbot.core.images import ImageChange
+from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.observed import DeployedState
+from gitopsbot.core.secrets import find_secret_literals, join_path
+from gitopsbot.core.values_diff import (
+    ValuesDiff,
+    get_path,
+    has_path,
+    leaf_paths,
+    merge_values,
+)
+from gitopsbot.errors import FleetError, Problem
+
+
+class Severity(StrEnum):
+    DENY = "deny"
+    WARN = "warn"
+    ACKNOWLEDGE = "acknowledge"
+
+
+class Outcome(StrEnum):
+    DENIED = "denied"
+    NEEDS_ACK = "needs-acknowledgement"
+    ACKNOWLEDGED = "acknowledged"
+    WARNED = "warned"
+
+
+class Decision(StrEnum):
+    ALLOWED = "allowed"
+    NEEDS_ACK = "needs-acknowledgement"
+    DENIED = "denied"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    description: str
+    severity: Severity
+    kind: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    procedure: str = ""  # the procedure rule it enforces: R2, F3...
+    environments: tuple[str, ...] = ()  # empty: every environment
+    link: str = ""
+    source: str = ""  # file:line, for messages
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    rule_id: str
+    severity: Severity
+    outcome: Outcome
+    procedure: str
+    message: str
+    description: str = ""
+    link: str = ""
+    ack_reason: str = ""
+
+    @property
+    def blocking(self) -> bool:
+        return self.outcome in {Outcome.DENIED, Outcome.NEEDS_ACK}
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInput:
+    """Everything a check may look at. Absent parts (None) mean "cannot be judged here"."""
+
+    cluster: ClusterSpec
+    deployed: DeployedState | None = None
+    target_chart: Chart | None = None
+    deployed_chart: Chart | None = None
+    index: ChartIndex | None = None
+    values_diff: ValuesDiff | None = None
+    images: tuple[ImageChange, ...] = ()
+    crd_diff: CrdDiff | None = None
+    schema_problems: tuple[Problem, ...] = ()
+
+    @property
+    def desired_values(self) -> Mapping[str, Any]:
+        return self.cluster.values
+
+    def effective_desired(self) -> Mapping[str, Any]:
+        if self.target_chart is None:
+            return self.cluster.values
+        return merge_values(self.target_chart.values, self.cluster.values)
+
+    def version_changes(self) -> bool:
+        """Chart or app version moves (or nothing is deployed to compare with: False)."""
+        if self.deployed is None or self.target_chart is None:
+            return False
+        return (
+            self.deployed.chart_version != self.target_chart.version
+            or self.deployed.app_version != self.target_chart.app_version
+        )
+
+
+Check = Callable[[PolicyInput, Mapping[str, Any]], list[str]]
+_MAX_LISTED = 8
+
+
+def _listed(paths: list[str]) -> str:
+    head = ", ".join(paths[:_MAX_LISTED])
+    return head + (f" and {len(paths) - _MAX_LISTED} more" if len(paths) > _MAX_LISTED else "")
+
+
+def _image(inp: PolicyInput, component: str) -> ImageChange | None:
+    return next((i for i in inp.images if i.component == component), None)
+
+
+def check_app_major_change(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    if inp.deployed is None or inp.target_chart is None:
+        return []
+    try:
+        a, b = major(inp.deployed.app_version), major(inp.target_chart.app_version)
+    except ValueError:
+        return []
+    want_from, want_to = params.get("from_major"), params.get("to_major")
+    if (
+        a == b
+        or (want_from is not None and a != want_from)
+        or (want_to is not None and b != want_to)
+    ):
+        return []
+    return [
+        f"app version {inp.deployed.app_version} -> {inp.target_chart.app_version} crosses "
+        f"major {a} -> {b}; the app major decides, not the chart's (F5)"
+    ]
+
+
+def check_hypervisor_image_not_explicit(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    path = ("cluster", "hypervisorImage")
+    if not has_path(inp.desired_values, path) or not get_path(inp.desired_values, path):
+        return ["cluster.hypervisorImage is not set in values.yaml: set it explicitly (R4, F2)"]
+    hv = _image(inp, "hypervisor")
+    if hv is not None and hv.before and not hv.changed and hv.default_moved:
+        return [
+            f"hypervisor image stays {hv.after} while the chart's default moved; "
+            "confirm the hypervisor should not follow (R4)"
+        ]
+    return []
+
+
+def check_controller_replicas_below(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    minimum = int(params.get("min", 2))
+    count = get_path(inp.effective_desired(), ("controller", "replicaCount"), 1)
+    if isinstance(count, int) and not isinstance(count, bool) and count < minimum:
+        return [f"controller.replicaCount is {count}; at least {minimum} keep the webhook up (R5)"]
+    return []
+
+
+def check_values_keys_dropped(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    if inp.deployed is None:
+        return []
+    ignore = tuple(str(p) for p in params.get("ignore", ()))
+    # Secrets are merged in at apply time, so their absence from values.yaml is expected.
+    merged_later = {s.values_path for s in inp.cluster.credentials.secrets}
+    dropped: list[str] = []
+    for parts in leaf_paths(inp.deployed.values):
+        if not parts:
+            continue
+        path = join_path(parts)
+        if path in merged_later or any(_matches(path, p) for p in ignore):
+            continue
+        if not has_path(inp.desired_values, parts):
+            dropped.append(path)
+    if not dropped:
+        return []
+    return [
+        f"values.yaml lacks {len(dropped)} key(s) the deployed release has: {_listed(dropped)}; "
+        "Helm would reset them to chart defaults (R8)"
+    ]
+
+
+def check_switch_without_ack(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    comp = Component(str(params.get("component", "client")))
+    pools = [p.name for p in inp.cluster.rollout.pools if p.switch(comp)]
+    if not pools:
+        return []
+    return [f"autoUpdate{comp.value.capitalize()} is on in pool(s) {_listed(pools)}"]
+
+
+def _matches(path: str, pattern: str) -> bool:
+    return (
+        path == pattern
+        or path.startswith((pattern + ".", pattern + "["))
+        or fnmatch.fnmatchcase(path, pattern)
+    )
+
+
+def check_changed_together(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    if inp.values_diff is None or not inp.version_changes():
+        return []
+    patterns = [str(p) for p in params.get("paths", ())]
+    hits = [c.path for c in inp.values_diff.changes if any(_matches(c.path, p) for p in patterns)]
+    if not hits:
+        return []
+    assert inp.deployed is not None and inp.target_chart is not None
+    return [
+        f"{_listed(hits)} changes in the same upgrade as chart "
+        f"{inp.deployed.chart_version} -> {inp.target_chart.version}; change it on its own"
+    ]
+
+
+def restart_needed(
+    diff: ValuesDiff | None, images: tuple[ImageChange, ...], prefixes: tuple[str, ...]
+) -> list[str]:
+    """R24: config under ``prefixes`` changed but the controller image did not, so
+    ``helm upgrade`` will not restart the controller. Returns the changed prefixes."""
+    if diff is None:
+        return []
+    controller = next((i for i in images if i.component == "controller"), None)
+    if controller is not None and controller.changed:
+        return []
+    return [p for p in prefixes if diff.touches(p)]
+
+
+def check_restart_only_change(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    prefixes = tuple(str(p) for p in params.get("paths", ("dynamicConfig", "schedulerConfig")))
+    hit = restart_needed(inp.values_diff, inp.images, prefixes)
+    if not hit:
+        return []
+    return [
+        f"{', '.join(hit)} changed without a controller image change: the plan adds "
+        "`rollout restart` of the controller (R24)"
+    ]
+
+
+def check_phase_without_switch(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    out = []
+    for pool in inp.cluster.rollout.pools:
+        for comp in pool.phases:
+            if not pool.switch(comp):
+                out.append(
+                    f"pool {pool.name}: phase {comp.value} waits on a component whose "
+                    f"autoUpdate{comp.value.capitalize()} is off: it would never finish (F3)"
+                )
+    return out
+
+
+def check_app_version_downgrade(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    if inp.deployed is None or inp.target_chart is None:
+        return []
+    try:
+        lower = semver_key(inp.target_chart.app_version) < semver_key(inp.deployed.app_version)
+    except ValueError:
+        return []
+    if not lower:
+        return []
+    return [
+        f"chart {inp.target_chart.version} ships app {inp.target_chart.app_version}, lower than "
+        f"the deployed {inp.deployed.app_version} (F5: appVersion is not monotonic)"
+    ]
+
+
+def check_crd_drops_version(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    if inp.crd_diff is None:
+        return []
+    from gitopsbot.core.crd_diff import CrdChangeKind
+
+    kinds = {
+        CrdChangeKind.CRD_REMOVED,
+        CrdChangeKind.VERSION_REMOVED,
+        CrdChangeKind.STORAGE_CHANGED,
+    }
+    return [
+        f"{c.crd}: {c.kind.value}"
+        + (f" {c.version}" if c.version else "")
+        + (f" ({c.detail})" if c.detail else "")
+        for c in inp.crd_diff.changes
+        if c.kind in kinds
+    ]
+
+
+def check_batch_percentage_at_least(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    limit = int(params.get("value", 100))
+    return [
+        f"pool {p.name}: batchPercentage {p.batch_percentage} rolls "
+        f"{'every node at once' if p.batch_percentage >= 100 else 'too many nodes per batch'}"
+        for p in inp.cluster.rollout.pools
+        if p.batch_percentage >= limit
+    ]
+
+
+def check_chart_version_not_in_index(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    if inp.index is None:
+        return []
+    rel = inp.cluster.release
+    if inp.index.get(rel.chart_name, rel.version) is not None:
+        return []
+    known = [v.version for v in inp.index.versions(rel.chart_name)[:5]]
+    return [
+        f"chart {rel.chart_name} {rel.version} is not in {rel.chart_repo_url}"
+        + (f" (newest: {', '.join(known)})" if known else "")
+    ]
+
+
+def check_values_schema(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    return [str(p) for p in inp.schema_problems]
+
+
+def check_secret_literal(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    found = find_secret_literals(inp.desired_values, inp.cluster.credentials.secret_paths)
+    return [
+        f"{p} holds a secret-looking literal: reference it in credentials.yaml instead"
+        for p in found
+    ]
+
+
+_OPS = ("eq", "ne", "lt", "gt", "exists", "absent", "changed")
+
+
+def check_path(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    path = str(params["path"])
+    op = str(params["op"])
+    from gitopsbot.core.secrets import split_path
+
+    parts = split_path(path)
+    scope = str(params.get("values", "effective"))
+    values = inp.effective_desired() if scope == "effective" else inp.desired_values
+    present = has_path(values, parts)
+    actual = get_path(values, parts)
+    want = params.get("value")
+    fired = False
+    if op == "exists":
+        fired = present
+    elif op == "absent":
+        fired = not present
+    elif op == "changed":
+        fired = inp.values_diff is not None and inp.values_diff.touches(path)
+    elif present:
+        try:
+            fired = {
+                "eq": lambda: actual == want,
+                "ne": lambda: actual != want,
+                "lt": lambda: actual < want,
+                "gt": lambda: actual > want,
+            }[op]()
+        except TypeError:
+            fired = False
+    if not fired:
+        return []
+    shown = "" if op in {"exists", "absent", "changed"} else f" {op} {want!r} (is {actual!r})"
+    return [f"{path} {op if not shown else ''}{shown}".replace("  ", " ").strip()]
+
+
+CHECKS: Mapping[str, Check] = {
+    "app_major_change": check_app_major_change,
+    "hypervisor_image_not_explicit": check_hypervisor_image_not_explicit,
+    "controller_replicas_below": check_controller_replicas_below,
+    "values_keys_dropped": check_values_keys_dropped,
+    "switch_without_ack": check_switch_without_ack,
+    "changed_together": check_changed_together,
+    "restart_only_change": check_restart_only_change,
+    "phase_without_switch": check_phase_without_switch,
+    "app_version_downgrade": check_app_version_downgrade,
+    "crd_drops_version": check_crd_drops_version,
+    "batch_percentage_at_least": check_batch_percentage_at_least,
+    "chart_version_not_in_index": check_chart_version_not_in_index,
+    "values_schema": check_values_schema,
+    "secret_literal": check_secret_literal,
+    "path": check_path,
+}
+# Params each kind accepts (unknown params are errors, with a suggestion).
+PARAMS: Mapping[str, frozenset[str]] = {
+    "app_major_change": frozenset({"from_major", "to_major"}),
+    "controller_replicas_below": frozenset({"min"}),
+    "values_keys_dropped": frozenset({"ignore"}),
+    "switch_without_ack": frozenset({"component"}),
+    "changed_together": frozenset({"paths"}),
+    "restart_only_change": frozenset({"paths"}),
+    "batch_percentage_at_least": frozenset({"value"}),
+    "path": frozenset({"path", "op", "value", "values"}),
+}
+_RULE_KEYS = ("id", "description", "severity", "enforces", "check", "environments", "link")
+
+
+def _suggest(word: str, known: tuple[str, ...] | list[str]) -> str:
+    near = difflib.get_close_matches(word, known, n=1)
+    return f"did you mean {near[0]!r}?" if near else f"known: {', '.join(known)}"
+
+
+def parse_rules(text: str, *, source: str) -> tuple[Rule, ...]:
+    """Parse one rule document. Raises FleetError naming file, line and field."""
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        doc = yaml.load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise FleetError(
+            [
+                Problem(
+                    source,
+                    mark.line + 1 if mark else 0,
+                    mark.column + 1 if mark else 0,
+                    "",
+                    f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
+                )
+            ]
+        ) from None
+    problems: list[Problem] = []
+    rules: list[Rule] = []
+
+    def at(node: Any, key: Any = None) -> tuple[int, int]:
+        lc = getattr(node, "lc", None)
+        if lc is None:
+            return 0, 0
+        if key is not None:
+            try:
+                line, col = lc.key(key) if isinstance(node, Mapping) else lc.item(key)
+                return line + 1, col + 1
+            except (KeyError, IndexError, TypeError):
+                pass
+        return lc.line + 1, lc.col + 1
+
+    if doc is None:
+        return ()
+    if isinstance(doc, list):
+        doc = {"rules": doc}  # a bare list of rules is accepted too
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("rules"), list):
+        raise FleetError([Problem(source, 1, 1, "rules", "expected a mapping with a 'rules' list")])
+    for key in doc:
+        if key != "rules":
+            line, col = at(doc, key)
+            problems.append(Problem(source, line, col, str(key), "unknown key", "known: rules"))
+    for i, raw in enumerate(doc["rules"]):
+        where = f"rules[{i}]"
+        line, col = at(doc["rules"], i)
+        if not isinstance(raw, Mapping):
+            problems.append(Problem(source, line, col, where, "expected a mapping"))
+            continue
+        bad = False
+        for key in raw:
+            if key not in _RULE_KEYS:
+                kl, kc = at(raw, key)
+                problems.append(
+                    Problem(
+                        source,
+                        kl,
+                        kc,
+                        f"{where}.{key}",
+                        "unknown key",
+                        _suggest(str(key), _RULE_KEYS),
+                    )
+                )
+                bad = True
+        for req in ("id", "severity", "check"):
+            if req not in raw:
+                problems.append(Problem(source, line, col, f"{where}.{req}", "missing"))
+                bad = True
+        if bad:
+            continue
+        sev = str(raw["severity"])
+        if sev not in {s.value for s in Severity}:
+            sl, sc = at(raw, "severity")
+            problems.append(
+                Problem(
+                    source,
+                    sl,
+                    sc,
+                    f"{where}.severity",
+                    f"unknown severity {sev!r}",
+                    _suggest(sev, [s.value for s in Severity]),
+                )
+            )
+            continue
+        check = raw["check"]
+        cl, cc = at(raw, "check")
+        if not isinstance(check, Mapping) or "kind" not in check:
+            problems.append(
+                Problem(source, cl, cc, f"{where}.check", "expected a mapping with 'kind'")
+            )
+            continue
+        kind = str(check["kind"])
+        if kind not in CHECKS:
+            kl, kc = at(check, "kind")
+            problems.append(
+                Problem(
+                    source,
+                    kl,
+                    kc,
+                    f"{where}.check.kind",
+                    f"unknown check kind {kind!r}",
+                    _suggest(kind, list(CHECKS)),
+                )
+            )
+            continue
+        params = {str(k): _plain(v) for k, v in check.items() if k != "kind"}
+        allowed = PARAMS.get(kind, frozenset())
+        for key in params:
+            if key not in allowed:
+                kl, kc = at(check, key)
+                hint = _suggest(key, sorted(allowed)) if allowed else f"{kind} takes no parameters"
+                problems.append(
+                    Problem(source, kl, kc, f"{where}.check.{key}", "unknown parameter", hint)
+                )
+                bad = True
+        if kind == "path":
+            for req in ("path", "op"):
+                if req not in params:
+                    problems.append(Problem(source, cl, cc, f"{where}.check.{req}", "missing"))
+                    bad = True
+            if params.get("op") is not None and params.get("op") not in _OPS:
+                ol, oc = at(check, "op")
+                problems.append(
+                    Problem(
+                        source,
+                        ol,
+                        oc,
+                        f"{where}.check.op",
+                        f"unknown op {params['op']!r}",
+                        _suggest(str(params["op"]), list(_OPS)),
+                    )
+                )
+                bad = True
+        if bad:
+            continue
+        envs = raw.get("environments") or []
+        rules.append(
+            Rule(
+                id=str(raw["id"]),
+                description=str(raw.get("description", "")).strip(),
+                severity=Severity(sev),
+                kind=kind,
+                params=params,
+                procedure=str(raw.get("enforces", "")),
+                environments=tuple(str(e) for e in envs),
+                link=str(raw.get("link", "")),
+                source=f"{source}:{line}",
+            )
+        )
+    seen: dict[str, str] = {}
+    for r in rules:
+        if r.id in seen:
+            problems.append(
+                Problem(
+                    source,
+                    int(r.source.rsplit(":", 1)[1]),
+                    0,
+                    "id",
+                    f"duplicate rule id {r.id!r} (first at {seen[r.id]})",
+                )
+            )
+        seen[r.id] = r.source
+    if problems:
+        raise FleetError(problems)
+    return tuple(rules)
+
+
+def _plain(value: Any) -> Any:
+    """ruamel round-trip nodes → plain Python values."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
+
+
+def load_rules(documents: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> tuple[Rule, ...]:
+    """Rules from several documents (built-in first, then the fleet's own); ids are unique."""
+    rules: list[Rule] = []
+    problems: list[Problem] = []
+    for path, text in documents:
+        try:
+            rules.extend(parse_rules(text, source=path))
+        except FleetError as exc:
+            problems.extend(exc.problems)
+    seen: dict[str, str] = {}
+    for r in rules:
+        if r.id in seen and seen[r.id] != r.source:
+            file, _, line = r.source.rpartition(":")
+            problems.append(
+                Problem(
+                    file,
+                    int(line or 0),
+                    0,
+                    "id",
+                    f"rule id {r.id!r} is already defined at {seen[r.id]}",
+                )
+            )
+        seen.setdefault(r.id, r.source)
+    if problems:
+        raise FleetError(problems)
+    return tuple(rules)
+
+
+def evaluate(rules: tuple[Rule, ...], inp: PolicyInput) -> tuple[Verdict, ...]:
+    """Verdicts of the rules that fire, in rule order."""
+    acks = inp.cluster.rollout.acknowledgements
+    out: list[Verdict] = []
+    for rule in rules:
+        if rule.environments and inp.cluster.environment.value not in rule.environments:
+            continue
+        for message in CHECKS[rule.kind](inp, rule.params):
+            reason = acks.get(rule.id, "")
+            if rule.severity == Severity.DENY:
+                outcome = Outcome.DENIED
+            elif rule.severity == Severity.WARN:
+                outcome = Outcome.WARNED
+            else:
+                outcome = Outcome.ACKNOWLEDGED if reason else Outcome.NEEDS_ACK
+            out.append(
+                Verdict(
+                    rule_id=rule.id,
+                    severity=rule.severity,
+                    outcome=outcome,
+                    procedure=rule.procedure,
+                    message=message,
+                    description=rule.description,
+                    link=rule.link,
+                    ack_reason=reason if rule.severity == Severity.ACKNOWLEDGE else "",
+                )
+            )
+    return tuple(out)
+
+
+def decide(verdicts: tuple[Verdict, ...]) -> Decision:
+    """Deny always wins; then any unacknowledged rule; else allowed (warnings or not)."""
+    if any(v.outcome == Outcome.DENIED for v in verdicts):
+        return Decision.DENIED
+    if any(v.outcome == Outcome.NEEDS_ACK for v in verdicts):
+        return Decision.NEEDS_ACK
+    return Decision.ALLOWED

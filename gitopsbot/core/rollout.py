@@ -1,0 +1,247 @@
+"""The per-pool phase state machine: when to open or close a component's switch.
+
+The controller rolls a pool's component while its ``autoUpdate<Component>`` switch is on and
+ignores ``maxDuration`` and ``maintenanceWindow`` (R21) and has no canary or pause (R22).
+The bot keeps every switch closed (F1: a post-renderer writes them closed on each helm
+upgrade) and opens one for a phase only inside the window. ``decide_phase`` says what to do
+next for one (pool, component); ``runnable_phases`` says which phases may be driven now.
+Pure: observations and "now" are arguments; nothing is mutated.
+
+Semantics (docs/executor.md):
+
+- maxDuration counts the time the switch was open, summed over windows. A rollout paused by
+  a closed window does not burn its deadline, else a 1-hour window with a 2-hour deadline
+  could never finish a rollout that spans two nights.
+- A stall is progress unchanged for ``stall_timeout`` while the switch is open. F4: a
+  GPUNode stuck in Pending pauses the controller forever; its name goes into the reason.
+- Canary: with ``canary_batch_percentage`` > 0 the first batch runs at that percentage, then
+  the switch closes and the pool is verified before the rest runs at ``batch_percentage``.
+- Done: progress 100 and ``…ConfigSynced`` (R14); a pool without GPU nodes is done at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from gitopsbot.core import windows
+from gitopsbot.core.journal import PhaseProgress, PhaseState
+from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
+
+# How often to look again while a rollout runs, when nothing sooner is due.
+POLL = timedelta(seconds=10)
+
+
+class PhaseAction(StrEnum):
+    OPEN_SWITCH = "open-switch"
+    CLOSE_SWITCH = "close-switch"
+    WAIT = "wait"
+    VERIFY_CANARY = "verify-canary"
+    DONE = "done"
+    HALT = "halt"
+
+
+class HaltReason(StrEnum):
+    MAX_DURATION = "max-duration-exceeded"
+    STALLED = "stalled"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolObservation:
+    """One pool's component as observed (GPUPool status, TensorFusionCluster switch)."""
+
+    progress: int | None  # R14 …UpdateProgress; None when the status has none yet
+    synced: bool  # …ConfigSynced
+    switch_open: bool  # autoUpdate<Component> in the TensorFusionCluster's pool template
+    nodes: int  # GPU nodes in the pool
+    pending_nodes: tuple[str, ...] = ()  # GPUNodes in phase Pending (F4)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseDecision:
+    """What to do for one phase, and the progress to record once it is done.
+
+    ``batch_percentage`` goes with OPEN_SWITCH; ``halt`` with HALT (the switch is closed in
+    the same action when it is open: ``close`` is true).
+    """
+
+    action: PhaseAction
+    phase: PhaseProgress
+    reason: str = ""
+    until: datetime | None = None
+    batch_percentage: int | None = None
+    close: bool = False
+    halt: HaltReason | None = None
+
+
+def phase_components(pool: PoolPolicy) -> tuple[Component, ...]:
+    """The phases the bot drives, in order: only components whose switch it turns on (F3)."""
+    order = [c for c in Component if c in pool.phases or pool.switch(c)]
+    return tuple(c for c in order if pool.switch(c))
+
+
+def active_seconds(phase: PhaseProgress, now: datetime) -> float:
+    """Switch-open time so far (the clock maxDuration is measured on)."""
+    running = (now - phase.opened_at).total_seconds() if phase.opened_at else 0.0
+    return phase.open_seconds + max(running, 0.0)
+
+
+def _closed(phase: PhaseProgress, now: datetime, state: PhaseState) -> PhaseProgress:
+    return replace(phase, state=state, opened_at=None, open_seconds=int(active_seconds(phase, now)))
+
+
+def _track(phase: PhaseProgress, observed: PoolObservation, now: datetime) -> PhaseProgress:
+    value = observed.progress or 0
+    if value != phase.progress:
+        return replace(phase, progress=value, last_progress_at=now)
+    return phase
+
+
+def decide_phase(
+    *,
+    policy: PoolPolicy,
+    component: Component,
+    observed: PoolObservation,
+    phase: PhaseProgress,
+    now: datetime,
+    window: windows.Window | None,
+) -> PhaseDecision:
+    """The next action for ``component`` of ``policy``'s pool (see the module docstring)."""
+    if phase.state is PhaseState.HALTED:
+        return PhaseDecision(PhaseAction.HALT, phase, phase.halt_reason, close=observed.switch_open)
+    if phase.state is PhaseState.DONE:
+        return PhaseDecision(PhaseAction.DONE, phase, close=observed.switch_open)
+    phase = _track(phase, observed, now)
+
+    if observed.nodes == 0 or (observed.synced and (observed.progress or 0) >= 100):
+        reason = "no GPU nodes (R14)" if observed.nodes == 0 else "synced at 100% (R14)"
+        done = _closed(phase, now, PhaseState.DONE)
+        if observed.switch_open:
+            return PhaseDecision(PhaseAction.CLOSE_SWITCH, done, reason)
+        return PhaseDecision(PhaseAction.DONE, done, reason)
+
+    halt = _halt(policy, observed, phase, now)
+    if halt is not None:
+        kind, reason = halt
+        halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=reason)
+        return PhaseDecision(
+            PhaseAction.HALT, halted, reason, close=observed.switch_open, halt=kind
+        )
+
+    if not windows.is_open(window, now):
+        opens = windows.next_open(window, now)
+        if observed.switch_open:
+            paused = _closed(phase, now, PhaseState.PAUSED)
+            return PhaseDecision(
+                PhaseAction.CLOSE_SWITCH, paused, "maintenance window closed", until=opens
+            )
+        waiting = (
+            phase if phase.state is PhaseState.PENDING else replace(phase, state=PhaseState.PAUSED)
+        )
+        return PhaseDecision(PhaseAction.WAIT, waiting, "outside the maintenance window", opens)
+
+    canary = policy.canary_batch_percentage > 0 and not phase.canary_done
+    if canary and phase.state is PhaseState.CANARY_VERIFY:
+        return PhaseDecision(PhaseAction.VERIFY_CANARY, phase, "canary batch finished")
+    if canary and phase.state is PhaseState.CANARY and observed.switch_open and phase.progress:
+        verify = _closed(phase, now, PhaseState.CANARY_VERIFY)
+        return PhaseDecision(PhaseAction.CLOSE_SWITCH, verify, "canary batch finished")
+
+    if not observed.switch_open:
+        state = PhaseState.CANARY if canary else PhaseState.ROLLING
+        opened = replace(
+            phase,
+            state=state,
+            started_at=phase.started_at or now,
+            opened_at=now,
+            last_progress_at=now,  # the stall clock starts when the switch opens
+        )
+        batch = policy.canary_batch_percentage if canary else policy.batch_percentage
+        return PhaseDecision(
+            PhaseAction.OPEN_SWITCH, opened, f"{state} at {batch}%", batch_percentage=batch
+        )
+
+    if phase.opened_at is None:  # open but not by us in this journal (restart): adopt it
+        phase = replace(phase, opened_at=now, started_at=phase.started_at or now)
+        phase = replace(phase, last_progress_at=phase.last_progress_at or now)
+    return PhaseDecision(
+        PhaseAction.WAIT, phase, "rolling", until=_next_look(policy, phase, now, window)
+    )
+
+
+def _halt(
+    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
+) -> tuple[HaltReason, str] | None:
+    limit = policy.max_duration_seconds
+    if limit is not None and active_seconds(phase, now) >= limit:
+        return HaltReason.MAX_DURATION, (
+            f"pool {policy.name}: maxDuration {limit}s exceeded at {phase.progress}%"
+        )
+    if observed.switch_open and phase.opened_at is not None and phase.last_progress_at:
+        quiet = (now - phase.last_progress_at).total_seconds()
+        if quiet >= policy.stall_timeout_seconds:
+            pending = ", ".join(observed.pending_nodes)
+            why = f"; GPUNode Pending: {pending} (F4)" if pending else ""
+            return HaltReason.STALLED, (
+                f"pool {policy.name}: no progress for {int(quiet)}s at {phase.progress}%{why}"
+            )
+    return None
+
+
+def _next_look(
+    policy: PoolPolicy, phase: PhaseProgress, now: datetime, window: windows.Window | None
+) -> datetime:
+    due = [now + POLL]
+    ends = windows.closes_at(window, now)
+    if ends is not None:
+        due.append(ends)
+    if policy.max_duration_seconds is not None:
+        left = policy.max_duration_seconds - active_seconds(phase, now)
+        due.append(now + timedelta(seconds=max(left, 0)))
+    if phase.last_progress_at is not None:
+        due.append(phase.last_progress_at + timedelta(seconds=policy.stall_timeout_seconds))
+    return max(min(due), now)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseRef:
+    step: str
+    pool: str
+    component: Component
+
+
+def runnable_phases(
+    policy: RolloutPolicy, phases: Sequence[PhaseRef], states: Mapping[str, PhaseState]
+) -> tuple[PhaseRef, ...]:
+    """The phases to drive now.
+
+    Within a pool, phases go one after another. The canary pool (if any) runs alone and must
+    finish before any other starts. Other pools start in policy order, at most
+    ``max_parallel_pools`` unfinished at once. A halted phase blocks everything.
+    """
+    if any(states.get(p.step) is PhaseState.HALTED for p in phases):
+        return ()
+    by_pool: dict[str, list[PhaseRef]] = {}
+    for ref in phases:
+        by_pool.setdefault(ref.pool, []).append(ref)
+    order = [p.name for p in policy.ordered_pools() if p.name in by_pool]
+    order += [name for name in by_pool if name not in order]
+    if policy.canary_pool in by_pool:
+        order.remove(policy.canary_pool)
+        order.insert(0, policy.canary_pool)
+
+    def current(pool: str) -> PhaseRef | None:
+        return next((r for r in by_pool[pool] if states.get(r.step) is not PhaseState.DONE), None)
+
+    result: list[PhaseRef] = []
+    for index, pool in enumerate(order):
+        head = current(pool)
+        if head is None:
+            continue
+        if index == 0 and pool == policy.canary_pool:
+            return (head,)
+        if len(result) < max(policy.max_parallel_pools, 1):
+            result.append(head)
+    return tuple(result)

@@ -1,0 +1,107 @@
+"""Read a fleet repository through a ``FileTree`` (a directory or a Git commit) into a ``Fleet``.
+
+The reading is here; the parsing is pure, in ``core.fleet_loading``. Everything wrong is
+collected and raised as one ``FleetError`` (file, line, column, field for each problem).
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Mapping
+from functools import lru_cache
+
+from gitopsbot.core import fleet_loading
+from gitopsbot.core.fleet_loading import CLUSTERS_DIR, POLICIES_DIR, SETTINGS_FILE
+from gitopsbot.core.model import ClusterSpec, Fleet
+from gitopsbot.errors import FleetError, Problem
+from gitopsbot.ports.files import FileTree
+
+
+@lru_cache(maxsize=1)
+def known_timezones() -> frozenset[str] | None:
+    """The IANA names the system's tz database knows; None when it has none installed (then
+    only the syntax of a time zone name is checked)."""
+    names = frozenset(zoneinfo.available_timezones())
+    return names or None
+
+
+def _decode(data: bytes, path: str, problems: list[Problem]) -> str | None:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        problems.append(Problem(path, line, column, "", "not UTF-8 text"))
+        return None
+
+
+def _read(tree: FileTree, path: str, problems: list[Problem]) -> str | None:
+    data = tree.read(path)
+    return None if data is None else _decode(data, path, problems)
+
+
+def _cluster_files(tree: FileTree, name: str, problems: list[Problem]) -> dict[str, str]:
+    directory = f"{CLUSTERS_DIR}/{name}"
+    files: dict[str, str] = {}
+    for entry in tree.list(directory):
+        if not entry.endswith((".yaml", ".yml")):
+            continue
+        text = _read(tree, f"{directory}/{entry}", problems)
+        if text is not None:
+            files[entry] = text
+    return files
+
+
+def _cluster_names(tree: FileTree) -> list[str]:
+    """Directories under clusters/: an entry that reads as a file (README.md...) is skipped."""
+    return [
+        n
+        for n in tree.list(CLUSTERS_DIR)
+        if not n.startswith(".") and tree.read(f"{CLUSTERS_DIR}/{n}") is None
+    ]
+
+
+def load_fleet(tree: FileTree) -> Fleet:
+    """The whole fleet repository: gitopsbot.yaml, clusters/*/, policies/*.yaml.
+
+    Raises ``FleetError`` carrying every problem found in every file.
+    """
+    problems: list[Problem] = []
+    raw = tree.read(SETTINGS_FILE)
+    # Absent: parse_fleet reports it missing. Undecodable: reported here, parsed as empty.
+    settings_text = None if raw is None else (_decode(raw, SETTINGS_FILE, problems) or "")
+    clusters: dict[str, Mapping[str, str]] = {
+        name: _cluster_files(tree, name, problems) for name in _cluster_names(tree)
+    }
+    policies: list[tuple[str, str]] = []
+    for entry in tree.list(POLICIES_DIR):
+        if entry.endswith((".yaml", ".yml")):
+            path = f"{POLICIES_DIR}/{entry}"
+            text = _read(tree, path, problems)
+            if text is not None:
+                policies.append((path, text))
+    return fleet_loading.parse_fleet(
+        settings_text,
+        clusters,
+        policy_documents=policies,
+        known_timezones=known_timezones(),
+        extra_problems=problems,
+    )
+
+
+def load_cluster(tree: FileTree, name: str) -> ClusterSpec:
+    """One cluster (``clusters/<name>/``) without the rest of the fleet. Raises FleetError;
+    a cluster that does not exist is reported with the names that do."""
+    problems: list[Problem] = []
+    names = _cluster_names(tree)
+    if name not in names:
+        hint = fleet_loading.suggest(name, names) if names else "no clusters/ directory"
+        raise FleetError([Problem(f"{CLUSTERS_DIR}/{name}", 0, 0, "", "no such cluster", hint)])
+    files = _cluster_files(tree, name, problems)
+    try:
+        spec = fleet_loading.parse_cluster(name, files, known_timezones=known_timezones())
+    except FleetError as exc:
+        raise FleetError([*problems, *exc.problems]) from None
+    if problems:
+        raise FleetError(problems)
+    return spec

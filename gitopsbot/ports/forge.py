@@ -1,0 +1,74 @@
+"""The forge port: pull (merge) requests, one plan comment, a commit status, labels.
+
+Implemented by ``gitopsbot.adapters.forge.{github,gitlab,gitea}`` over HTTP and by
+``gitopsbot.testing.FakeForge`` in memory; the same contract tests (tests/forge) run
+against all four. Errors are ``gitopsbot.errors.Forge*``; no token appears in any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from gitopsbot.core.forge_types import CommentInfo, CommitState, PullRequestInfo
+
+POLICY_CONTEXT = "gitopsbot/policy"
+
+
+class Forge(Protocol):
+    def find_pull_request(self, branch: str, marker: str) -> PullRequestInfo | None:
+        """The OPEN request from ``branch`` whose body carries ``marker``, else None.
+
+        When several open requests come from the branch, the one with the marker wins;
+        an open request from the branch without any gitopsbot marker is not ours: None.
+        """
+        ...
+
+    def open_or_update_pull_request(
+        self,
+        *,
+        branch: str,
+        base: str,
+        title: str,
+        body: str,
+        marker: str,
+        labels: Sequence[str] = (),
+    ) -> PullRequestInfo:
+        """Open a request for ``branch`` into ``base``, or update the open one (title, body,
+        labels added). Idempotent: a retry after a lost response or a restart finds the
+        request again by branch and marker; the forge's "already exists" answer (GitHub and
+        Gitea 409/422, GitLab 409) is resolved by finding and updating. Never duplicates."""
+        ...
+
+    def get_pull_request(self, number: int) -> PullRequestInfo: ...
+
+    def upsert_comment(self, number: int, *, marker: str, body: str) -> CommentInfo:
+        """Exactly one bot comment per (request, marker), edited in place. Texts above
+        ``forge_types.COMMENT_LIMIT`` are split into numbered parts, each its own comment with
+        its own marker; parts left over from a longer earlier text are deleted."""
+        ...
+
+    def set_status(
+        self,
+        sha: str,
+        *,
+        state: CommitState,
+        description: str,
+        context: str = POLICY_CONTEXT,
+        target_url: str = "",
+    ) -> None:
+        """Set the commit status ``context`` on ``sha`` (a deny is FAILURE)."""
+        ...
+
+    def add_labels(self, number: int, labels: Sequence[str]) -> None:
+        """Add labels (creating them on forges that need labels to exist first)."""
+        ...
+
+    def list_merged_since(self, since: datetime) -> list[PullRequestInfo]:
+        """Requests merged at or after ``since`` (aware datetime), oldest merge first."""
+        ...
+
+    def close_pull_request(self, number: int, comment: str = "") -> None:
+        """Close without merging, leaving ``comment`` (if any) as a plain comment first."""
+        ...

@@ -1,0 +1,102 @@
+"""Helm as the executor needs it: status, history, values, upgrade (with the rollout-policy
+post-renderer), rollback, pull.
+
+Implemented by ``gitopsbot.adapters.helm.HelmCli`` (the real helm 3 or 4 binary) and by
+``gitopsbot.testing.FakeHelm``; the same contract tests (tests/executor) run against both.
+
+R8: every upgrade passes the WHOLE values file from Git, an explicit ``--version`` and
+``--namespace``, never ``--reuse-values``. A release stuck in pending-* raises
+``errors.HelmReleaseLocked`` and is never forced. ``post_render_policy`` (F1, see
+docs/rollout-policy.md) rewrites each rendered TensorFusionCluster's per-pool rollout policy to
+the Git policy with every ``autoUpdate*`` switch closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gitopsbot.core.model import ReleaseSpec, RolloutPolicy
+from gitopsbot.core.observed import HelmReleaseInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ChartRef:
+    """A chart in a repository (``repo_url`` + ``name``; http(s):// or oci://) or a local
+    chart directory/archive (``path``)."""
+
+    name: str = ""
+    repo_url: str = ""
+    path: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.path) == bool(self.repo_url):
+            raise ValueError("ChartRef needs exactly one of repo_url (with name) or path")
+        if self.repo_url and not self.name:
+            raise ValueError("ChartRef with repo_url needs a chart name")
+
+    @classmethod
+    def of(cls, release: ReleaseSpec) -> ChartRef:
+        return cls(name=release.chart_name, repo_url=release.chart_repo_url)
+
+    @property
+    def label(self) -> str:
+        return self.path or f"{self.repo_url.rstrip('/')}/{self.name}"
+
+
+class Helm(Protocol):
+    def status(self, release: str, namespace: str) -> HelmReleaseInfo | None:
+        """The latest revision (whatever its state, pending-* included), or None."""
+        ...
+
+    def history(self, release: str, namespace: str) -> list[HelmReleaseInfo]:
+        """All kept revisions, oldest first; [] when the release does not exist."""
+        ...
+
+    def get_values(
+        self, release: str, namespace: str, revision: int | None = None
+    ) -> dict[str, Any]:
+        """User-supplied values of a revision (latest when None); {} when none were given."""
+        ...
+
+    def upgrade(
+        self,
+        *,
+        release: str,
+        namespace: str,
+        chart: ChartRef,
+        version: str,
+        values: Mapping[str, Any],
+        description: str,
+        post_render_policy: RolloutPolicy | None = None,
+        wait: bool = False,
+        timeout_seconds: int = 300,
+        install: bool = True,
+    ) -> HelmReleaseInfo:
+        """``helm upgrade [--install]`` with the whole ``values`` (R8). Values may hold
+        merged secrets: they go through a 0600 temp file removed afterwards, never argv.
+        Returns the new revision. HelmReleaseLocked when the release is pending-*;
+        HelmTimeout / HelmFailed otherwise."""
+        ...
+
+    def rollback(
+        self,
+        *,
+        release: str,
+        namespace: str,
+        revision: int,
+        description: str,
+        wait: bool = False,
+        timeout_seconds: int = 300,
+    ) -> HelmReleaseInfo:
+        """``helm rollback`` to ``revision``; returns the new revision. Neither helm 3 nor
+        helm 4 takes ``--description`` on rollback: helm records ``Rollback to <revision>``
+        itself, which is how a resumed executor recognises it; ``description`` goes to the
+        log and to errors only (docs/helm.md)."""
+        ...
+
+    def pull(self, chart: ChartRef, version: str, dest: Path) -> Path:
+        """Download and unpack the chart into ``dest``; returns the chart directory."""
+        ...

@@ -1,0 +1,96 @@
+"""API errors as the real server reports them: a ``Status`` object with code and reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """An error the HTTP layer turns into a ``Status`` body with ``code`` and ``reason``."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        kind: str = "",
+        name: str = "",
+        group: str = "",
+        causes: list[tuple[str, str, str]] | None = None,  # (reason, field, message)
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.kind = kind
+        self.name = name
+        self.group = group
+        self.causes = causes or []
+        self.retry_after = retry_after
+
+    def status(self) -> dict[str, Any]:
+        details: dict[str, Any] = {}
+        if self.name:
+            details["name"] = self.name
+        if self.group:
+            details["group"] = self.group
+        if self.kind:
+            details["kind"] = self.kind
+        if self.causes:
+            details["causes"] = [{"reason": r, "field": f, "message": m} for r, f, m in self.causes]
+        if self.retry_after is not None:
+            details["retryAfterSeconds"] = self.retry_after
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if details:
+            body["details"] = details
+        return body
+
+
+class NotFound(ApiError):
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(404, "NotFound", message, **kw)
+
+
+class AlreadyExists(ApiError):
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(409, "AlreadyExists", message, **kw)
+
+
+class Conflict(ApiError):
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(409, "Conflict", message, **kw)
+
+
+class Invalid(ApiError):
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(422, "Invalid", message, **kw)
+
+
+class Gone(ApiError):
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(410, "Expired", message, **kw)
+
+
+class BadRequest(ApiError):
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(400, "BadRequest", message, **kw)
+
+
+class UnsupportedMediaType(ApiError):
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(415, "UnsupportedMediaType", message, **kw)
+
+
+class MethodNotAllowed(ApiError):
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(405, "MethodNotAllowed", message, **kw)

@@ -1,0 +1,197 @@
+"""Custom resources checked against their CRD's structural openAPIV3Schema, as the real API
+server does: defaults applied, unknown fields pruned (unless x-kubernetes-preserve-unknown-
+fields), then types, required fields, enums, bounds and patterns validated. Failures are one
+422 Invalid listing every bad field.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import TYPE_CHECKING, Any
+
+from gitopsbot.sandbox.apiserver.errors import Invalid
+
+if TYPE_CHECKING:
+    from gitopsbot.sandbox.apiserver.resources import ResourceType
+
+Obj = dict[str, Any]
+_TOP = {"apiVersion", "kind", "metadata"}
+
+
+def unknown_fields(obj: Obj, schema: Obj | None) -> list[str]:
+    """Paths the schema would prune (what ``fieldValidation=Strict`` rejects)."""
+    pruned: list[str] = []
+    if schema:
+        _check(copy.deepcopy(obj), schema, [], pruned)
+    return pruned
+
+
+def validate_custom_resource(obj: Obj, schema: Obj | None, rt: ResourceType) -> None:
+    if not schema:
+        return
+    errors: list[tuple[str, str, str]] = []  # (reason, field, message)
+    _check(obj, schema, errors, [])
+    if errors:
+        name = (obj.get("metadata") or {}).get("name", "")
+        text = ", ".join(m for _, _, m in errors)
+        raise Invalid(
+            f'{rt.kind}.{rt.group} "{name}" is invalid: {text}',
+            kind=rt.kind,
+            group=rt.group,
+            name=name,
+            causes=[(r, f, m.removeprefix(f + ": ")) for r, f, m in errors],
+        )
+
+
+def _check(obj: Obj, schema: Obj, errors: list[tuple[str, str, str]], pruned: list[str]) -> None:
+    for k in list(obj):
+        if k in _TOP:
+            continue
+        props = schema.get("properties") or {}
+        if k in props:
+            obj[k] = _walk(obj[k], props[k], k, errors, pruned)
+        elif not schema.get("x-kubernetes-preserve-unknown-fields"):
+            del obj[k]  # pruned, like the real server
+            pruned.append(k)
+    for k, sub in (schema.get("properties") or {}).items():
+        if k not in obj and k not in _TOP and "default" in sub:
+            obj[k] = sub["default"]
+    for req in schema.get("required") or []:
+        if req not in obj:
+            errors.append(("FieldValueRequired", req, f"{req}: Required value"))
+
+
+def _type_ok(value: Any, s: Obj) -> bool:
+    t = s.get("type")
+    if s.get("x-kubernetes-int-or-string"):
+        return isinstance(value, (int, str)) and not isinstance(value, bool)
+    if t is None:
+        return True
+    if t == "object":
+        return isinstance(value, dict)
+    if t == "array":
+        return isinstance(value, list)
+    if t == "string":
+        return isinstance(value, str)
+    if t == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t == "boolean":
+        return isinstance(value, bool)
+    return True
+
+
+def _walk(
+    value: Any, s: Obj, path: str, errors: list[tuple[str, str, str]], pruned: list[str]
+) -> Any:
+    if value is None:
+        if s.get("nullable"):
+            return None
+        errors.append(
+            (
+                "FieldValueTypeInvalid",
+                path,
+                f'{path}: Invalid value: "null": {path} in body must be of type '
+                f"{s.get('type', 'object')}",
+            )
+        )
+        return value
+    if not _type_ok(value, s):
+        errors.append(
+            (
+                "FieldValueTypeInvalid",
+                path,
+                f'{path}: Invalid value: "{_typename(value)}": {path} in body must be'
+                f' of type {s.get("type")}: "{_typename(value)}"',
+            )
+        )
+        return value
+    if "enum" in s and value not in s["enum"]:
+        allowed = ", ".join(f'"{e}"' for e in s["enum"])
+        errors.append(
+            (
+                "FieldValueNotSupported",
+                path,
+                f'{path}: Unsupported value: "{value}": supported values: {allowed}',
+            )
+        )
+    if isinstance(value, str):
+        if "pattern" in s and not re.search(s["pattern"], value):
+            errors.append(
+                (
+                    "FieldValueInvalid",
+                    path,
+                    f'{path}: Invalid value: "{value}": {path} in body should match '
+                    f"'{s['pattern']}'",
+                )
+            )
+        if "maxLength" in s and len(value) > s["maxLength"]:
+            errors.append(("FieldValueTooLong", path, f"{path}: Too long"))
+        if "minLength" in s and len(value) < s["minLength"]:
+            errors.append(("FieldValueInvalid", path, f"{path}: Too short"))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in s and value < s["minimum"]:
+            errors.append(
+                (
+                    "FieldValueInvalid",
+                    path,
+                    f"{path}: Invalid value: {value}: {path} in body should be greater "
+                    f"than or equal to {s['minimum']}",
+                )
+            )
+        if "maximum" in s and value > s["maximum"]:
+            errors.append(
+                (
+                    "FieldValueInvalid",
+                    path,
+                    f"{path}: Invalid value: {value}: {path} in body should be less "
+                    f"than or equal to {s['maximum']}",
+                )
+            )
+    if isinstance(value, dict):
+        props = s.get("properties")
+        extra = s.get("additionalProperties")
+        preserve = s.get("x-kubernetes-preserve-unknown-fields")
+        for k in list(value):
+            if props and k in props:
+                value[k] = _walk(value[k], props[k], f"{path}.{k}", errors, pruned)
+            elif isinstance(extra, dict):
+                value[k] = _walk(value[k], extra, f"{path}.{k}", errors, pruned)
+            elif (props is not None and not preserve and extra is not True) or (
+                props is None and extra is None and not preserve and s.get("type") == "object"
+            ):
+                del value[k]
+                pruned.append(f"{path}.{k}")
+        for k, sub in (props or {}).items():
+            if k not in value and isinstance(sub, dict) and "default" in sub:
+                value[k] = sub["default"]
+        for req in s.get("required") or []:
+            if req not in value:
+                errors.append(
+                    ("FieldValueRequired", f"{path}.{req}", f"{path}.{req}: Required value")
+                )
+    if isinstance(value, list):
+        items = s.get("items")
+        if isinstance(items, dict):
+            value = [_walk(v, items, f"{path}[{i}]", errors, pruned) for i, v in enumerate(value)]
+        if "maxItems" in s and len(value) > s["maxItems"]:
+            errors.append(("FieldValueTooMany", path, f"{path}: Too many"))
+        if "minItems" in s and len(value) < s["minItems"]:
+            errors.append(("FieldValueInvalid", path, f"{path}: Too few"))
+    return value
+
+
+def _typename(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"

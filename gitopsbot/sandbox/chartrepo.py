@@ -1,0 +1,150 @@
+"""A Helm chart repository over HTTP on loopback: serves a directory of index.yaml + archives.
+
+The index is rewritten on the fly so that every chart URL points at this server (the committed
+index in examples/charts/repo holds relative URLs), and helm can ``repo add`` / ``pull`` /
+``install --repo`` against it as against any chart repository.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ruamel.yaml import YAML
+
+from gitopsbot.errors import GitOpsBotError
+
+log = logging.getLogger(__name__)
+
+INDEX = "index.yaml"
+
+
+class ChartRepoError(GitOpsBotError):
+    """The chart repository cannot be served (missing directory or index)."""
+
+
+def rewrite_index(text: str, base_url: str) -> str:
+    """The index with every entry's URLs pointing at ``base_url`` (file name kept)."""
+    yaml = YAML(typ="safe")
+    doc: Any = yaml.load(text)
+    base = base_url.rstrip("/")
+    entries = doc.get("entries") or {} if isinstance(doc, dict) else {}
+    for versions in entries.values():
+        for entry in versions or []:
+            urls = entry.get("urls") or []
+            entry["urls"] = [f"{base}/{Path(urlsplit(u).path).name}" for u in urls]
+    out = io.StringIO()
+    yaml.default_flow_style = False
+    yaml.dump(doc, out)
+    return out.getvalue()
+
+
+class ChartRepo:
+    """Serves ``directory`` (which must hold index.yaml) at ``.url`` until ``.stop()``."""
+
+    def __init__(self, directory: Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.directory = Path(directory).resolve()
+        if not (self.directory / INDEX).is_file():
+            raise ChartRepoError(f"{self.directory}: no {INDEX}; run examples/charts/package.py")
+        self._host = host
+        self._port = port
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise ChartRepoError("chart repository is not started")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise ChartRepoError("chart repository is not started")
+        return int(self._server.server_address[1])
+
+    def start(self) -> ChartRepo:
+        if self._server is not None:
+            return self
+        repo = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                repo._serve(self, body=True)
+
+            def do_HEAD(self) -> None:
+                repo._serve(self, body=False)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("chartrepo: %s", format % args)
+
+        self._server = ThreadingHTTPServer((self._host, self._port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="chartrepo", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> ChartRepo:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _serve(self, handler: BaseHTTPRequestHandler, *, body: bool) -> None:
+        name = unquote(urlsplit(handler.path).path).strip("/")
+        # Flat repository: only files directly in the directory, never a path out of it.
+        if not name or "/" in name or name.startswith("."):
+            self._send(handler, HTTPStatus.NOT_FOUND, b"not found\n", "text/plain", body=body)
+            return
+        path = self.directory / name
+        if not path.is_file():
+            self._send(handler, HTTPStatus.NOT_FOUND, b"not found\n", "text/plain", body=body)
+            return
+        if name == INDEX:
+            data = rewrite_index(path.read_text(), self.url).encode()
+            ctype = "application/x-yaml"
+        else:
+            data = path.read_bytes()
+            ctype = "application/gzip" if name.endswith(".tgz") else "application/octet-stream"
+        self._send(handler, HTTPStatus.OK, data, ctype, body=body)
+
+    @staticmethod
+    def _send(
+        handler: BaseHTTPRequestHandler,
+        status: HTTPStatus,
+        data: bytes,
+        ctype: str,
+        *,
+        body: bool,
+    ) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", ctype)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        if body:
+            handler.wfile.write(data)

@@ -1,0 +1,349 @@
+"""The whole sandbox as one thing: API emulator + controller simulator + chart repository
+(+ services other modules register, such as the Git remote and the local forge), the chosen
+chart installed with real helm, a kubeconfig, and a state file so ``down`` can stop it.
+
+``python -m gitopsbot.sandbox.environment serve --state-dir DIR ...`` runs it in the
+foreground until SIGTERM/SIGINT; ``gitopsbot sandbox up`` starts that process detached and
+``gitopsbot sandbox down`` stops it (gitopsbot/commands/sandbox.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ruamel.yaml import YAML
+
+from gitopsbot import settings
+from gitopsbot.adapters.binaries import ensure
+from gitopsbot.errors import GitOpsBotError
+from gitopsbot.sandbox.apiserver import ApiServer
+from gitopsbot.sandbox.chartrepo import ChartRepo
+from gitopsbot.sandbox.simulator import ControllerSim, SimConfig
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CHARTS = ROOT / "examples" / "charts" / "repo"
+STATE_FILE = "sandbox.json"
+LOG_FILE = "sandbox.log"
+SERVE_MODULE = "gitopsbot.sandbox.environment"
+
+
+class SandboxError(GitOpsBotError):
+    """The sandbox could not start, or its state is not what ``down`` expects."""
+
+
+def default_state_dir() -> Path:
+    return settings.cache_dir() / "sandbox"
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxOptions:
+    state_dir: Path
+    pools: int = 1
+    nodes: int = 3
+    chart_version: str | None = None  # None: the newest in the repository
+    namespace: str = "tensor-fusion-sys"
+    release: str = "tensor-fusion-sys"
+    charts_dir: Path = DEFAULT_CHARTS
+    controller_ready_delay: float = 1.0
+    hypervisor_ready_delay: float = 0.5
+
+
+class Service(Protocol):
+    """Something else the sandbox runs (Git remote, forge): started, stopped, reachable."""
+
+    url: str
+
+    def start(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
+
+# The hook for other sandbox parts: ``register_service("git", lambda sandbox: GitRemote(...))``.
+# Factories run after the API server, simulator and chart repository are up and the chart is
+# installed, in registration order; their ``url`` lands in the state file under "services".
+ServiceFactory = Callable[["Sandbox"], Service]
+SERVICE_FACTORIES: dict[str, ServiceFactory] = {}
+
+
+def register_service(name: str, factory: ServiceFactory) -> None:
+    SERVICE_FACTORIES[name] = factory
+
+
+@dataclass(slots=True)
+class SandboxState:
+    """What ``sandbox.json`` holds: enough for ``down`` and for users to connect."""
+
+    pid: int
+    state_dir: str
+    kubeconfig: str
+    apiserver_url: str
+    chart_repo_url: str
+    namespace: str
+    release: str
+    chart_version: str
+    ready: bool = False
+    services: dict[str, str] = field(default_factory=dict)
+    ports: list[int] = field(default_factory=list)
+
+    def write(self, state_dir: Path) -> None:
+        path = state_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, state_dir: Path) -> SandboxState | None:
+        path = state_dir / STATE_FILE
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text())
+            return cls(**data)
+        except (ValueError, TypeError) as e:
+            raise SandboxError(f"{path}: unreadable sandbox state ({e})") from e
+
+
+class Sandbox:
+    """Start with ``start()``, stop with ``stop()``; ``state`` describes what runs."""
+
+    def __init__(self, options: SandboxOptions, *, helm: Path | None = None) -> None:
+        self.options = options
+        self.state_dir = options.state_dir.resolve()
+        self.helm = helm
+        self.api: ApiServer | None = None
+        self.sim: ControllerSim | None = None
+        self.repo: ChartRepo | None = None
+        self.services: dict[str, Service] = {}
+        self.state: SandboxState | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    def helm_env(self) -> dict[str, str]:
+        """A private helm home under the state dir: the user's helm config is not touched."""
+        home = self.state_dir / "helm"
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+            "KUBECONFIG": str(self.kubeconfig),
+        }
+
+    def start(self) -> SandboxState:
+        opts = self.options
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.repo = ChartRepo(opts.charts_dir).start()
+            version = opts.chart_version or newest_version(opts.charts_dir)
+            self.api = ApiServer(state_dir=self.state_dir / "cluster")
+            self.api.start()
+            self.api.write_kubeconfig(self.kubeconfig, namespace=opts.namespace)
+            controller = f"{opts.release}-controller"
+            # The simulator owns the controller Deployment's readiness, from the first write.
+            self.api.kubelet.exclude("Deployment", opts.namespace, controller)
+            config = SimConfig(
+                nodes_per_pool=opts.nodes,
+                operator_namespace=opts.namespace,
+                require_controller=True,
+                controller_ready_delay=opts.controller_ready_delay,
+                hypervisor_ready_delay=opts.hypervisor_ready_delay,
+            )
+            self.sim = ControllerSim(self.api.store, config, kubelet=self.api.kubelet).start()
+            self.state = SandboxState(
+                pid=os.getpid(),
+                state_dir=str(self.state_dir),
+                kubeconfig=str(self.kubeconfig),
+                apiserver_url=self.api.url,
+                chart_repo_url=self.repo.url,
+                namespace=opts.namespace,
+                release=opts.release,
+                chart_version=version,
+                ports=[self.api.port, self.repo.port],
+            )
+            self.state.write(self.state_dir)
+            self.install(version)
+            self.wait_cluster_running()
+            for name, factory in SERVICE_FACTORIES.items():
+                service = factory(self)
+                service.start()
+                self.services[name] = service
+                self.state.services[name] = service.url
+            self.state.ready = True
+            self.state.write(self.state_dir)
+            return self.state
+        except BaseException:
+            self.stop()
+            raise
+
+    def install(self, version: str) -> None:
+        """``helm upgrade --install`` of the chosen version (idempotent on a kept state dir)."""
+        assert self.repo is not None
+        opts = self.options
+        helm = str(self.helm or ensure("helm4", settings.cache_dir()))
+        args = [
+            helm,
+            "upgrade",
+            "--install",
+            opts.release,
+            "tensor-fusion",
+            "--repo",
+            self.repo.url,
+            "--version",
+            version,
+            "--namespace",
+            opts.namespace,
+            "--create-namespace",
+            "--kubeconfig",
+            str(self.kubeconfig),
+        ]
+        for i in range(1, opts.pools):
+            args += ["--set", f"cluster.extraPools[{i - 1}].name=pool-{i + 1}"]
+        proc = subprocess.run(
+            args, env=self.helm_env(), capture_output=True, text=True, timeout=180, check=False
+        )
+        if proc.returncode != 0:
+            raise SandboxError(f"helm install of tensor-fusion {version} failed: {proc.stderr}")
+
+    def wait_cluster_running(self, timeout: float = 120.0) -> None:
+        assert self.api is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            tfcs = self.api.store.list("tensor-fusion.ai/v1", "TensorFusionCluster")
+            if tfcs and all((t.get("status") or {}).get("phase") == "Running" for t in tfcs):
+                return
+            time.sleep(0.1)
+        raise SandboxError(f"the TensorFusionCluster did not become Running in {timeout:.0f}s")
+
+    def stop(self) -> None:
+        for name, service in reversed(list(self.services.items())):
+            try:
+                service.stop()
+            except Exception:  # stop the rest regardless
+                log.exception("stopping sandbox service %s", name)
+        self.services.clear()
+        if self.sim is not None:
+            self.sim.stop()
+            self.sim = None
+        if self.api is not None:
+            self.api.stop()
+            self.api = None
+        if self.repo is not None:
+            self.repo.stop()
+            self.repo = None
+        (self.state_dir / STATE_FILE).unlink(missing_ok=True)
+
+
+def newest_version(charts_dir: Path) -> str:
+    index: Any = YAML(typ="safe").load((charts_dir / "index.yaml").read_text())
+    versions = [str(e["version"]) for e in index["entries"]["tensor-fusion"]]
+    return max(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def connection_help(state: SandboxState) -> str:
+    """What ``up`` prints: how to point kubectl and helm at the sandbox."""
+    lines = [
+        f"sandbox ready: Kubernetes API {state.apiserver_url}, "
+        f"chart repository {state.chart_repo_url}",
+        f"tensor-fusion {state.chart_version} installed as release {state.release} "
+        f"in namespace {state.namespace}",
+        "",
+        f"  export KUBECONFIG={state.kubeconfig}",
+        "  kubectl get tensorfusionclusters,gpupools,gpunodes",
+        f"  helm -n {state.namespace} list",
+        f"  helm repo add sandbox {state.chart_repo_url}",
+    ]
+    for name, url in sorted(state.services.items()):
+        lines.append(f"  {name}: {url}")
+    lines += ["", f"stop it with: gitopsbot sandbox down --state-dir {state.state_dir}"]
+    return "\n".join(lines)
+
+
+def serve(
+    options: SandboxOptions, *, on_ready: Callable[[SandboxState], None] | None = None
+) -> int:
+    """Run the sandbox in this process until SIGTERM or SIGINT."""
+    stop = threading.Event()
+
+    def _signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _signal)
+    signal.signal(signal.SIGINT, _signal)
+    sandbox = Sandbox(options)
+    state = sandbox.start()
+    try:
+        if on_ready is not None:
+            on_ready(state)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        sandbox.stop()
+    return 0
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The options ``sandbox up`` and ``serve`` share."""
+    p.add_argument("--pools", type=int, default=1, help="GPU pools in the cluster (default 1)")
+    p.add_argument("--nodes", type=int, default=3, help="GPU nodes per pool (default 3)")
+    p.add_argument(
+        "--chart-version", default=None, help="tensor-fusion chart version (default: newest)"
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help=f"where state, kubeconfig and logs go (default {default_state_dir()})",
+    )
+    p.add_argument("--namespace", default="tensor-fusion-sys", help=argparse.SUPPRESS)
+    p.add_argument("--release", default="tensor-fusion-sys", help=argparse.SUPPRESS)
+    p.add_argument("--charts", type=Path, default=DEFAULT_CHARTS, help=argparse.SUPPRESS)
+
+
+def options_from(args: argparse.Namespace) -> SandboxOptions:
+    if args.pools < 1 or args.nodes < 0:
+        raise SandboxError("--pools must be at least 1 and --nodes at least 0")
+    return SandboxOptions(
+        state_dir=(args.state_dir or default_state_dir()).resolve(),
+        pools=args.pools,
+        nodes=args.nodes,
+        chart_version=args.chart_version,
+        namespace=args.namespace,
+        release=args.release,
+        charts_dir=args.charts,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {SERVE_MODULE}")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    add_options(sub.add_parser("serve", help="run the sandbox until SIGTERM"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return serve(options_from(args))
+    except GitOpsBotError as e:
+        sys.stderr.write(f"sandbox: {e}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,471 @@
+"""What the three local forges share: state, the HTTP plumbing, ETags, pagination, faults.
+
+Each provider module (github.py, gitlab.py, gitea.py) adds its routes and its JSON shapes.
+Requests are served by a stdlib ThreadingHTTPServer in a daemon thread; state is guarded by
+one lock. ``log`` records every request; ``counted_requests`` excludes 304 answers, which
+GitHub documents as free against the primary rate limit for authorized conditional requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import threading
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+Json = Any
+
+
+@dataclass(slots=True)
+class Pull:
+    number: int
+    head: str
+    base: str
+    title: str
+    body: str
+    head_sha: str
+    created_at: datetime
+    updated_at: datetime
+    state: str = "open"  # open | closed (merged is a closed request with merged_at)
+    merged_at: datetime | None = None
+    merge_commit_sha: str = ""
+    labels: list[str] = field(default_factory=list)
+    approvers: list[str] = field(default_factory=list)
+    mergeable: bool = True
+
+
+@dataclass(slots=True)
+class Comment:
+    id: int
+    number: int
+    body: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(slots=True)
+class Status:
+    sha: str
+    context: str
+    state: str
+    description: str
+    target_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRequest:
+    method: str
+    path: str
+    status: int
+
+
+@dataclass(slots=True)
+class Fault:
+    """An injected failure: ``status`` answered to the next ``times`` matching requests.
+
+    ``status == 0`` means "do the work, then drop the connection without answering".
+    """
+
+    status: int
+    times: int = 1
+    method: str = ""  # "" = any
+    path: str = ""  # regex searched in the path; "" = any
+    retry_after: int | None = None
+    body: Json = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Answer(Exception):
+    """Raised by a route to answer with an error status and a provider-shaped body."""
+
+    def __init__(self, status: int, body: Json, headers: dict[str, str] | None = None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int
+    body: Json
+    headers: dict[str, str] = field(default_factory=dict)
+    page: list[Json] | None = None  # a list to paginate instead of ``body``
+
+
+Route = Callable[["Request"], Reply]
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Json
+    match: re.Match[str]
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def delivery_id() -> str:
+    return str(uuid.uuid4())
+
+
+def github_like_merged_event(pr: Pull) -> bytes:
+    """The pull_request "closed" (merged) payload; GitHub and Gitea share this shape."""
+    return json.dumps(
+        {
+            "action": "closed",
+            "number": pr.number,
+            "pull_request": {
+                "number": pr.number,
+                "state": "closed",
+                "merged": True,
+                "merge_commit_sha": pr.merge_commit_sha,
+                "merged_at": iso(pr.merged_at),
+                "head": {"ref": pr.head, "sha": pr.head_sha},
+                "base": {"ref": pr.base},
+            },
+        }
+    ).encode()
+
+
+def iso(when: datetime | None) -> str | None:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if when else None
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class LocalForge:
+    """Base of the three local forges. Use as a context manager, or start()/stop()."""
+
+    name = "forge"
+    api_prefix = ""  # e.g. "/api/v1"; routes are matched below it
+    rate_header_prefix = "X-RateLimit-"
+    page_param = "page"
+    size_param = "per_page"
+    rate_limit = 5000
+    etags = True  # GitHub documents conditional requests; GitLab and Gitea REST do not
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        owner: str = "acme",
+        repo: str = "fleet",
+        page_size: int = 2,
+        port: int = 0,
+    ):
+        self.token = token
+        self.port = port
+        self.hooks: list[tuple[str, str]] = []  # (url, secret) called on merge
+        self.hook_failures: list[str] = []  # like GitHub: a failed delivery is not retried
+        self.owner = owner
+        self.repo = repo
+        self.page_size = page_size  # the most items a list answers with: small, to paginate
+        self.lock = threading.RLock()
+        self.pulls: dict[int, Pull] = {}
+        self.comments: dict[int, Comment] = {}
+        self.statuses: list[Status] = []
+        self.labels: dict[str, int] = {}
+        self.log: list[LoggedRequest] = []
+        self.faults: list[Fault] = []
+        self._ids = 100
+        self._routes: list[tuple[str, re.Pattern[str], Route]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.add_routes()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> LocalForge:
+        handler = _handler_for(self)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> LocalForge:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The server's root URL, e.g. http://127.0.0.1:PORT (no trailing slash)."""
+        assert self._server is not None, "server not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def api_url(self) -> str:
+        return self.url + self.api_prefix
+
+    # -- test controls ---------------------------------------------------------------------
+    def inject(self, fault: Fault) -> None:
+        with self.lock:
+            self.faults.append(fault)
+
+    @property
+    def counted_requests(self) -> int:
+        """Requests that count against the rate limit: everything but 304 answers."""
+        with self.lock:
+            return sum(1 for r in self.log if r.status != 304)
+
+    def merge(self, number: int, *, at: datetime | None = None) -> Pull:
+        """Simulate a person clicking "Merge": records merged_at and the merge commit sha,
+        then delivers the provider's merged event to every registered webhook."""
+        with self.lock:
+            pr = self.pulls[number]
+            when = at or now_utc()
+            pr.state, pr.merged_at, pr.updated_at = "closed", when, when
+            pr.merge_commit_sha = hashlib.sha1(f"merge {number} {when}".encode()).hexdigest()
+            hooks = list(self.hooks)
+        for url, secret in hooks:
+            headers, body = self.merged_event(pr, secret)
+            self._deliver(url, headers, body)
+        return pr
+
+    def add_webhook(self, url: str, secret: str) -> None:
+        with self.lock:
+            self.hooks.append((url, secret))
+
+    def throttle(self, *, times: int = 1, retry_after: int | None = 60, method: str = "") -> None:
+        """Switch on a secondary rate limit (403 on GitHub, 429 elsewhere) for ``times``
+        requests; ``method="POST"`` limits only content-creating requests."""
+        status = 403 if self.name == "github" else 429
+        self.inject(Fault(status=status, times=times, method=method, retry_after=retry_after))
+
+    def merged_event(self, pr: Pull, secret: str) -> tuple[dict[str, str], bytes]:
+        """The provider's webhook headers and body announcing ``pr``'s merge."""
+        raise NotImplementedError
+
+    def _deliver(self, url: str, headers: dict[str, str], body: bytes) -> None:
+        request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                if answer.status >= 300:
+                    self.hook_failures.append(f"{url}: {answer.status}")
+        except (OSError, ValueError) as err:
+            self.hook_failures.append(f"{url}: {type(err).__name__}")
+
+    def approve(self, number: int, user: str) -> None:
+        with self.lock:
+            self.pulls[number].approvers.append(user)
+
+    def next_id(self) -> int:
+        with self.lock:
+            self._ids += 1
+            return self._ids
+
+    def new_pull(self, *, head: str, base: str, title: str, body: str) -> Pull:
+        with self.lock:
+            number = max([0, *self.pulls, *(c.number for c in self.comments.values())]) + 1
+            now = now_utc()
+            sha = hashlib.sha1(f"{head} {number}".encode()).hexdigest()
+            pr = Pull(number, head, base, title, body, sha, now, now)
+            self.pulls[number] = pr
+            return pr
+
+    def open_pull_for(self, head: str, base: str) -> Pull | None:
+        return next(
+            (
+                p
+                for p in self.pulls.values()
+                if p.head == head and p.base == base and p.state == "open"
+            ),
+            None,
+        )
+
+    def pull(self, number: int) -> Pull:
+        pr = self.pulls.get(number)
+        if pr is None:
+            raise Answer(404, self.not_found_body())
+        return pr
+
+    def comment(self, cid: int) -> Comment:
+        c = self.comments.get(cid)
+        if c is None:
+            raise Answer(404, self.not_found_body())
+        return c
+
+    # -- for subclasses --------------------------------------------------------------------
+    def add_routes(self) -> None:
+        raise NotImplementedError
+
+    def route(self, method: str, pattern: str, fn: Route) -> None:
+        self._routes.append((method, re.compile(f"^{self.api_prefix}{pattern}$"), fn))
+
+    def token_of(self, headers: dict[str, str]) -> str:
+        auth = headers.get("authorization", "")
+        return auth.split(" ", 1)[1] if " " in auth else ""
+
+    def not_found_body(self) -> Json:
+        return {"message": "Not Found"}
+
+    def unauthorized_body(self) -> Json:
+        return {"message": "Bad credentials"}
+
+    def rate_limited_body(self) -> Json:
+        return {"message": "You have exceeded a secondary rate limit."}
+
+    def link_header(self, url: str, page: int, pages: int) -> dict[str, str]:
+        links = []
+        if page < pages:
+            links.append(f'<{self._page_url(url, page + 1)}>; rel="next"')
+            links.append(f'<{self._page_url(url, pages)}>; rel="last"')
+        if page > 1:
+            links.append(f'<{self._page_url(url, 1)}>; rel="first"')
+            links.append(f'<{self._page_url(url, page - 1)}>; rel="prev"')
+        return {"Link": ", ".join(links)} if links else {}
+
+    def _page_url(self, url: str, page: int) -> str:
+        parts = urlsplit(url)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        query[self.page_param] = str(page)
+        return f"{self.url}{parts.path}?{urlencode(query)}"
+
+    # -- serving ---------------------------------------------------------------------------
+    def serve(self, method: str, raw_path: str, headers: dict[str, str], data: bytes) -> Reply:
+        """Answer one request (called from the handler thread)."""
+        parts = urlsplit(raw_path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        with self.lock:
+            fault = self._take_fault(method, parts.path)
+        if fault is not None and fault.status:
+            extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+            if fault.status in (403, 429):
+                extra[self.rate_header_prefix + "Remaining"] = str(self.rate_limit - 1)
+            body = fault.body if fault.body is not None else self.fault_body(fault.status)
+            return Reply(fault.status, body, {**extra, **fault.headers})
+        if self.token_of(headers) != self.token:
+            return Reply(401, self.unauthorized_body())
+        try:
+            body = json.loads(data) if data else None
+        except ValueError:
+            return Reply(400, {"message": "Problems parsing JSON"})
+        for verb, pattern, fn in self._routes:
+            m = pattern.match(parts.path)
+            if m and verb == method:
+                try:
+                    with self.lock:
+                        reply = fn(Request(method, parts.path, query, body, m))
+                except Answer as a:
+                    return Reply(a.status, a.body, a.headers)
+                if fault is not None:  # status 0: the work is done, the answer is lost
+                    return Reply(0, None)
+                if reply.page is not None:
+                    return self._paginate(raw_path, query, reply)
+                return reply
+        return Reply(404, self.not_found_body())
+
+    def fault_body(self, status: int) -> Json:
+        if status in (403, 429):
+            return self.rate_limited_body()
+        return {"message": "Server Error"}
+
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        for f in self.faults:
+            if (not f.method or f.method == method) and (not f.path or re.search(f.path, path)):
+                f.times -= 1
+                if f.times <= 0:
+                    self.faults.remove(f)
+                return f
+        return None
+
+    def _paginate(self, raw_path: str, query: dict[str, str], reply: Reply) -> Reply:
+        items = reply.page or []
+        try:
+            size = min(int(query.get(self.size_param, self.page_size)), self.page_size)
+            page = max(int(query.get(self.page_param, "1")), 1)
+        except ValueError:
+            raise Answer(400, {"message": "invalid pagination"}) from None
+        size = max(size, 1)
+        pages = max((len(items) + size - 1) // size, 1)
+        headers = dict(reply.headers)
+        headers.update(self.page_headers(raw_path, page, pages, size, len(items)))
+        return Reply(reply.status, items[(page - 1) * size : page * size], headers)
+
+    def page_headers(
+        self, raw_path: str, page: int, pages: int, size: int, total: int
+    ) -> dict[str, str]:
+        return self.link_header(raw_path, page, pages)
+
+
+def _handler_for(forge: LocalForge) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in separate writes; without this, Nagle plus the
+            # client's delayed ACK adds ~40 ms to every answer on loopback.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: the forge keeps its own request log (without headers)."""
+
+        def _any(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            data = self.rfile.read(length) if length else b""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            reply = forge.serve(self.command, self.path, headers, data)
+            path = urlsplit(self.path).path
+            if reply.status == 0:
+                with forge.lock:
+                    forge.log.append(LoggedRequest(self.command, path, 0))
+                self.close_connection = True
+                return
+            payload = b"" if reply.body is None else json.dumps(reply.body).encode()
+            status = reply.status
+            out = dict(reply.headers)
+            if self.command == "GET" and status == 200 and forge.etags:
+                etag = '"' + hashlib.sha256(payload).hexdigest()[:32] + '"'
+                out["ETag"] = etag
+                if headers.get("if-none-match") == etag:
+                    status, payload = 304, b""
+            with forge.lock:
+                forge.log.append(LoggedRequest(self.command, path, status))
+                used = forge.counted_requests
+            if forge.rate_header_prefix:
+                prefix = forge.rate_header_prefix
+                out.setdefault(prefix + "Limit", str(forge.rate_limit))
+                out.setdefault(prefix + "Remaining", str(max(forge.rate_limit - used, 0)))
+                out.setdefault(prefix + "Used", str(used))
+                out.setdefault(prefix + "Reset", str(int(now_utc().timestamp()) + 3600))
+            self.send_response(status)
+            if payload:
+                out["Content-Type"] = "application/json; charset=utf-8"
+            for k, v in out.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if payload and self.command != "HEAD":
+                self.wfile.write(payload)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
+
+    return Handler

@@ -1,0 +1,240 @@
+"""A local Gitea / Forgejo REST API v1 (the subset gitopsbot uses), per the Gitea swagger.
+
+Pulls, issue comments, labels, reviews and commit statuses under /api/v1/repos/{owner}/{repo}.
+Lists paginate with ``page``/``limit``, a Link header and X-Total-Count; a second open pull
+request for the same head and base is refused with 409 "pull request already exists for these
+targets"; 401 on a bad token. Gitea sends no rate-limit headers (proxies in front may 429).
+"""
+
+from __future__ import annotations
+
+from gitopsbot.core.webhook_events import gitea_signature
+from gitopsbot.sandbox.forges.base import (
+    Answer,
+    Comment,
+    Json,
+    LocalForge,
+    Pull,
+    Reply,
+    Request,
+    Status,
+    delivery_id,
+    github_like_merged_event,
+    iso,
+    now_utc,
+)
+
+_STATES = ("pending", "success", "error", "failure", "warning")
+
+
+class GiteaForge(LocalForge):
+    name = "gitea"
+    api_prefix = "/api/v1"
+    rate_header_prefix = ""
+    size_param = "limit"
+    etags = False
+
+    def merged_event(self, pr: Pull, secret: str) -> tuple[dict[str, str], bytes]:
+        body = github_like_merged_event(pr)
+        return {
+            "X-Gitea-Event": "pull_request",
+            "X-Gitea-Delivery": delivery_id(),
+            "X-Gitea-Signature": gitea_signature(secret, body),
+        }, body
+
+    def add_routes(self) -> None:
+        repo = rf"/repos/{self.owner}/{self.repo}"
+        self.route("GET", repo + r"/pulls", self.list_pulls)
+        self.route("POST", repo + r"/pulls", self.create_pull)
+        self.route("GET", repo + r"/pulls/(\d+)", self.get_pull)
+        self.route("PATCH", repo + r"/pulls/(\d+)", self.update_pull)
+        self.route("GET", repo + r"/pulls/(\d+)/reviews", self.list_reviews)
+        self.route("GET", repo + r"/issues/(\d+)/comments", self.list_comments)
+        self.route("POST", repo + r"/issues/(\d+)/comments", self.create_comment)
+        self.route("PATCH", repo + r"/issues/comments/(\d+)", self.update_comment)
+        self.route("DELETE", repo + r"/issues/comments/(\d+)", self.delete_comment)
+        self.route("GET", repo + r"/labels", self.list_labels)
+        self.route("POST", repo + r"/labels", self.create_label)
+        self.route("POST", repo + r"/issues/(\d+)/labels", self.add_labels)
+        self.route("POST", repo + r"/statuses/([0-9a-f]{7,64})", self.create_status)
+        self.route("GET", repo + r"/commits/([^/]+)/statuses", self.list_statuses)
+
+    def not_found_body(self) -> Json:
+        return {"message": "The target couldn't be found.", "errors": []}
+
+    def unauthorized_body(self) -> Json:
+        return {"message": "user does not exist [uid: 0, name: ]"}
+
+    def rate_limited_body(self) -> Json:
+        return {"message": "Too Many Requests"}
+
+    def page_headers(
+        self, raw_path: str, page: int, pages: int, size: int, total: int
+    ) -> dict[str, str]:
+        return {**self.link_header(raw_path, page, pages), "X-Total-Count": str(total)}
+
+    def label_json(self, name: str) -> Json:
+        return {"id": self.labels[name], "name": name, "color": "ededed"}
+
+    def pull_json(self, pr: Pull) -> Json:
+        return {
+            "id": 5000 + pr.number,
+            "number": pr.number,
+            "title": pr.title,
+            "body": pr.body,
+            "state": pr.state,
+            "labels": [self.label_json(n) for n in pr.labels],
+            "html_url": f"{self.url}/{self.owner}/{self.repo}/pulls/{pr.number}",
+            "mergeable": pr.mergeable,
+            "merged": pr.merged_at is not None,
+            "merged_at": iso(pr.merged_at),
+            "merge_commit_sha": pr.merge_commit_sha or None,
+            "head": {"ref": pr.head, "sha": pr.head_sha, "label": pr.head},
+            "base": {"ref": pr.base, "label": pr.base},
+            "created_at": iso(pr.created_at),
+            "updated_at": iso(pr.updated_at),
+            "closed_at": iso(pr.updated_at) if pr.state == "closed" else None,
+        }
+
+    def comment_json(self, c: Comment) -> Json:
+        return {
+            "id": c.id,
+            "body": c.body,
+            "html_url": f"{self.url}/{self.owner}/{self.repo}/pulls/{c.number}#issuecomment-{c.id}",
+            "user": {"login": "gitopsbot"},
+            "created_at": iso(c.created_at),
+            "updated_at": iso(c.updated_at),
+        }
+
+    def list_pulls(self, req: Request) -> Reply:
+        state = req.query.get("state", "open")
+        pulls = [p for p in self.pulls.values() if state == "all" or p.state == state]
+        if req.query.get("sort") == "recentupdate":
+            pulls.sort(key=lambda p: (p.updated_at, p.number), reverse=True)
+        else:
+            pulls.sort(key=lambda p: p.number, reverse=True)
+        return Reply(200, None, page=[self.pull_json(p) for p in pulls])
+
+    def create_pull(self, req: Request) -> Reply:
+        body = req.body or {}
+        for name in ("head", "base", "title"):
+            if not body.get(name):
+                raise Answer(422, {"message": f"[{name.capitalize()}]: Required", "url": ""})
+        existing = self.open_pull_for(body["head"], body["base"])
+        if existing is not None:
+            msg = (
+                f"pull request already exists for these targets [id: {5000 + existing.number}, "
+                f"issue_id: {existing.number}, head_branch: {existing.head}, "
+                f"base_branch: {existing.base}]"
+            )
+            raise Answer(409, {"message": msg, "url": ""})
+        pr = self.new_pull(
+            head=body["head"], base=body["base"], title=body["title"], body=body.get("body") or ""
+        )
+        return Reply(201, self.pull_json(pr))
+
+    def get_pull(self, req: Request) -> Reply:
+        return Reply(200, self.pull_json(self.pull(int(req.match.group(1)))))
+
+    def update_pull(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        body = req.body or {}
+        pr.title = body.get("title", pr.title)
+        pr.body = body.get("body", pr.body)
+        if body.get("state") in ("open", "closed") and pr.merged_at is None:
+            pr.state = body["state"]
+        pr.updated_at = now_utc()
+        return Reply(201, self.pull_json(pr))  # Gitea answers an edit with 201
+
+    def list_reviews(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        reviews = [
+            {"id": i + 1, "user": {"login": u}, "state": "APPROVED", "dismissed": False}
+            for i, u in enumerate(pr.approvers)
+        ]
+        return Reply(200, None, page=reviews)
+
+    def list_comments(self, req: Request) -> Reply:
+        number = int(req.match.group(1))
+        self.pull(number)
+        found = sorted(
+            (c for c in self.comments.values() if c.number == number), key=lambda c: c.id
+        )
+        return Reply(200, None, page=[self.comment_json(c) for c in found])
+
+    def create_comment(self, req: Request) -> Reply:
+        number = int(req.match.group(1))
+        self.pull(number)
+        text = (req.body or {}).get("body") or ""
+        if not text:
+            raise Answer(422, {"message": "[Body]: Required", "url": ""})
+        now = now_utc()
+        c = Comment(self.next_id(), number, text, now, now)
+        self.comments[c.id] = c
+        return Reply(201, self.comment_json(c))
+
+    def update_comment(self, req: Request) -> Reply:
+        c = self.comment(int(req.match.group(1)))
+        text = (req.body or {}).get("body") or ""
+        if not text:
+            raise Answer(422, {"message": "[Body]: Required", "url": ""})
+        c.body, c.updated_at = text, now_utc()
+        return Reply(200, self.comment_json(c))
+
+    def delete_comment(self, req: Request) -> Reply:
+        c = self.comment(int(req.match.group(1)))
+        del self.comments[c.id]
+        return Reply(204, None)
+
+    def list_labels(self, req: Request) -> Reply:
+        return Reply(200, None, page=[self.label_json(n) for n in sorted(self.labels)])
+
+    def create_label(self, req: Request) -> Reply:
+        body = req.body or {}
+        name = str(body.get("name") or "")
+        if not name or not body.get("color"):
+            raise Answer(422, {"message": "[Name Color]: Required", "url": ""})
+        if name in self.labels:
+            raise Answer(409, {"message": "label already exists", "url": ""})
+        self.labels[name] = self.next_id()
+        return Reply(201, self.label_json(name))
+
+    def add_labels(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        by_id = {v: k for k, v in self.labels.items()}
+        for ref in (req.body or {}).get("labels") or []:
+            name = by_id.get(ref) if isinstance(ref, int) else (ref if ref in self.labels else None)
+            if name is None:
+                raise Answer(422, {"message": f"label does not exist [id: {ref}]", "url": ""})
+            if name not in pr.labels:
+                pr.labels.append(name)
+        return Reply(200, [self.label_json(n) for n in pr.labels])
+
+    def create_status(self, req: Request) -> Reply:
+        body = req.body or {}
+        if body.get("state") not in _STATES:
+            raise Answer(422, {"message": "[State]: Required", "url": ""})
+        st = Status(
+            req.match.group(1),
+            body.get("context") or "default",
+            body["state"],
+            body.get("description") or "",
+            body.get("target_url") or "",
+        )
+        self.statuses.append(st)
+        return Reply(201, self.status_json(st))
+
+    @staticmethod
+    def status_json(st: Status) -> Json:
+        return {
+            "status": st.state,
+            "context": st.context,
+            "description": st.description,
+            "target_url": st.target_url,
+        }
+
+    def list_statuses(self, req: Request) -> Reply:
+        sha = req.match.group(1)
+        return Reply(
+            200, None, page=[self.status_json(s) for s in reversed(self.statuses) if s.sha == sha]
+        )

@@ -1,0 +1,262 @@
+"""A local GitLab REST API v4 (the subset gitopsbot uses), per docs.gitlab.com/ee/api.
+
+Merge requests, notes, commit statuses, labels and approvals under
+/api/v4/projects/{url-encoded path}. Lists paginate with ``page``/``per_page`` and the
+X-Page / X-Next-Page / X-Total / Link headers; a second open merge request from the same
+source branch is refused with 409; re-posting a commit status in the state it already has is
+refused with 400 "Cannot transition status"; 401 on a bad token.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+from gitopsbot.sandbox.forges.base import (
+    Answer,
+    Comment,
+    Json,
+    LocalForge,
+    Pull,
+    Reply,
+    Request,
+    Status,
+    delivery_id,
+    iso,
+    now_utc,
+    parse_iso,
+)
+
+NOTE_LIMIT = 1_000_000
+_STATES = ("pending", "running", "success", "failed", "canceled")
+
+
+class GitLabForge(LocalForge):
+    name = "gitlab"
+    api_prefix = "/api/v4"
+    rate_header_prefix = "RateLimit-"
+    etags = False
+
+    def merged_event(self, pr: Pull, secret: str) -> tuple[dict[str, str], bytes]:
+        attrs = self.mr_json(pr) | {
+            "action": "merge",
+            "last_commit": {"id": pr.head_sha},
+        }
+        body = json.dumps({"object_kind": "merge_request", "object_attributes": attrs}).encode()
+        return {
+            "X-Gitlab-Event": "Merge Request Hook",
+            "X-Gitlab-Event-UUID": delivery_id(),
+            "X-Gitlab-Token": secret,
+        }, body
+
+    def add_routes(self) -> None:
+        project = "/projects/" + quote(f"{self.owner}/{self.repo}", safe="")
+        mr = project + r"/merge_requests/(\d+)"
+        self.route("GET", project + r"/merge_requests", self.list_mrs)
+        self.route("POST", project + r"/merge_requests", self.create_mr)
+        self.route("GET", mr, self.get_mr)
+        self.route("PUT", mr, self.update_mr)
+        self.route("GET", mr + r"/approvals", self.approvals)
+        self.route("GET", mr + r"/notes", self.list_notes)
+        self.route("POST", mr + r"/notes", self.create_note)
+        self.route("PUT", mr + r"/notes/(\d+)", self.update_note)
+        self.route("DELETE", mr + r"/notes/(\d+)", self.delete_note)
+        self.route("POST", project + r"/statuses/([0-9a-f]{7,64})", self.create_status)
+        self.route("GET", project + r"/repository/commits/([^/]+)/statuses", self.list_statuses)
+
+    def token_of(self, headers: dict[str, str]) -> str:
+        return headers.get("private-token") or super().token_of(headers)
+
+    def not_found_body(self) -> Json:
+        return {"message": "404 Not found"}
+
+    def unauthorized_body(self) -> Json:
+        return {"message": "401 Unauthorized"}
+
+    def rate_limited_body(self) -> Json:
+        return {"message": "Retry later"}
+
+    def page_headers(
+        self, raw_path: str, page: int, pages: int, size: int, total: int
+    ) -> dict[str, str]:
+        headers = self.link_header(raw_path, page, pages)
+        headers.update(
+            {
+                "X-Page": str(page),
+                "X-Per-Page": str(size),
+                "X-Next-Page": str(page + 1) if page < pages else "",
+                "X-Prev-Page": str(page - 1) if page > 1 else "",
+                "X-Total": str(total),
+                "X-Total-Pages": str(pages),
+            }
+        )
+        return headers
+
+    def mr_json(self, pr: Pull) -> Json:
+        if pr.merged_at is not None:
+            state = "merged"
+        else:
+            state = "opened" if pr.state == "open" else "closed"
+        return {
+            "id": 1000 + pr.number,
+            "iid": pr.number,
+            "project_id": 1,
+            "title": pr.title,
+            "description": pr.body,
+            "state": state,
+            "created_at": iso(pr.created_at),
+            "updated_at": iso(pr.updated_at),
+            "merged_at": iso(pr.merged_at),
+            "closed_at": iso(pr.updated_at) if state == "closed" else None,
+            "source_branch": pr.head,
+            "target_branch": pr.base,
+            "labels": list(pr.labels),
+            "sha": pr.head_sha,
+            "merge_commit_sha": pr.merge_commit_sha or None,
+            "squash_commit_sha": None,
+            "detailed_merge_status": "mergeable" if pr.mergeable else "conflict",
+            "web_url": f"{self.url}/{self.owner}/{self.repo}/-/merge_requests/{pr.number}",
+        }
+
+    @staticmethod
+    def note_json(c: Comment) -> Json:
+        return {
+            "id": c.id,
+            "body": c.body,
+            "system": False,
+            "noteable_type": "MergeRequest",
+            "noteable_iid": c.number,
+            "author": {"username": "gitopsbot"},
+            "created_at": iso(c.created_at),
+            "updated_at": iso(c.updated_at),
+        }
+
+    def list_mrs(self, req: Request) -> Reply:
+        q = req.query
+        state = q.get("state", "all")
+        after = parse_iso(q["updated_after"]) if q.get("updated_after") else None
+        mrs = [self.mr_json(p) for p in self.pulls.values()]
+        mrs = [
+            m
+            for m in mrs
+            if (state == "all" or m["state"] == state)
+            and (not q.get("source_branch") or m["source_branch"] == q["source_branch"])
+            and (not q.get("target_branch") or m["target_branch"] == q["target_branch"])
+            and (after is None or parse_iso(m["updated_at"]) >= after)
+        ]
+        key = "updated_at" if q.get("order_by") == "updated_at" else "created_at"
+        mrs.sort(key=lambda m: (m[key], m["iid"]), reverse=q.get("sort", "desc") == "desc")
+        return Reply(200, None, page=mrs)
+
+    def create_mr(self, req: Request) -> Reply:
+        body = req.body or {}
+        missing = [k for k in ("source_branch", "target_branch", "title") if not body.get(k)]
+        if missing:
+            raise Answer(400, {"error": f"{missing[0]} is missing"})
+        if len(body.get("description") or "") > NOTE_LIMIT:
+            raise Answer(400, {"message": {"description": ["is too long"]}})
+        for p in self.pulls.values():
+            if p.head == body["source_branch"] and p.state == "open":
+                msg = (
+                    f"Another open merge request already exists for this source branch: !{p.number}"
+                )
+                raise Answer(409, {"message": [msg]})
+        pr = self.new_pull(
+            head=body["source_branch"],
+            base=body["target_branch"],
+            title=body["title"],
+            body=body.get("description") or "",
+        )
+        for name in str(body.get("labels") or "").split(","):
+            if name.strip():
+                pr.labels.append(name.strip())
+        return Reply(201, self.mr_json(pr))
+
+    def get_mr(self, req: Request) -> Reply:
+        return Reply(200, self.mr_json(self.pull(int(req.match.group(1)))))
+
+    def update_mr(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        body = req.body or {}
+        pr.title = body.get("title", pr.title)
+        pr.body = body.get("description", pr.body)
+        for name in str(body.get("add_labels") or "").split(","):
+            if name.strip() and name.strip() not in pr.labels:
+                pr.labels.append(name.strip())
+        if body.get("state_event") == "close" and pr.merged_at is None:
+            pr.state = "closed"
+        pr.updated_at = now_utc()
+        return Reply(200, self.mr_json(pr))
+
+    def approvals(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        approved_by = [{"user": {"username": u}} for u in pr.approvers]
+        return Reply(200, {"approved": bool(approved_by), "approved_by": approved_by})
+
+    def list_notes(self, req: Request) -> Reply:
+        number = int(req.match.group(1))
+        self.pull(number)
+        notes = sorted(
+            (c for c in self.comments.values() if c.number == number), key=lambda c: c.id
+        )
+        if req.query.get("sort", "desc") == "desc":
+            notes.reverse()
+        return Reply(200, None, page=[self.note_json(c) for c in notes])
+
+    def create_note(self, req: Request) -> Reply:
+        number = int(req.match.group(1))
+        self.pull(number)
+        text = (req.body or {}).get("body") or ""
+        if not text:
+            raise Answer(400, {"error": "body is missing"})
+        if len(text) > NOTE_LIMIT:
+            raise Answer(
+                400, {"message": {"note": ["is too long (maximum is 1000000 characters)"]}}
+            )
+        now = now_utc()
+        c = Comment(self.next_id(), number, text, now, now)
+        self.comments[c.id] = c
+        return Reply(201, self.note_json(c))
+
+    def update_note(self, req: Request) -> Reply:
+        c = self.comment(int(req.match.group(2)))
+        text = (req.body or {}).get("body") or ""
+        if not text:
+            raise Answer(400, {"error": "body is missing"})
+        c.body, c.updated_at = text, now_utc()
+        return Reply(200, self.note_json(c))
+
+    def delete_note(self, req: Request) -> Reply:
+        c = self.comment(int(req.match.group(2)))
+        del self.comments[c.id]
+        return Reply(204, None)
+
+    def create_status(self, req: Request) -> Reply:
+        body = req.body or {}
+        state = body.get("state")
+        if state not in _STATES:
+            raise Answer(400, {"error": "state does not have a valid value"})
+        name = body.get("name") or body.get("context") or "default"
+        sha = req.match.group(1)
+        previous = [s for s in self.statuses if s.sha == sha and s.context == name]
+        if previous and previous[-1].state == state:
+            raise Answer(400, {"message": f"Cannot transition status via :{state} from :{state}"})
+        st = Status(sha, name, state, body.get("description") or "", body.get("target_url") or "")
+        self.statuses.append(st)
+        return Reply(201, self.status_json(st))
+
+    @staticmethod
+    def status_json(st: Status) -> Json:
+        return {
+            "sha": st.sha,
+            "status": st.state,
+            "name": st.context,
+            "description": st.description,
+            "target_url": st.target_url or None,
+        }
+
+    def list_statuses(self, req: Request) -> Reply:
+        sha = req.match.group(1)
+        return Reply(
+            200, None, page=[self.status_json(s) for s in reversed(self.statuses) if s.sha == sha]
+        )

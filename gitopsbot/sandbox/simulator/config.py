@@ -1,0 +1,56 @@
+"""What the simulated cluster looks like and how its parts misbehave (``SimConfig``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """A TensorFusionWorkload the simulator creates in ``pool`` (the TFC's pool name, e.g.
+    ``shared``), with ``replicas`` worker pods and ``clients`` client-injected app pods that an
+    owner (played by the simulator) recreates when the client rollout deletes them."""
+
+    name: str
+    pool: str
+    namespace: str = "default"
+    replicas: int = 1
+    clients: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    # Nodes per pool; ``pool_nodes`` overrides by the TFC's pool name ("shared").
+    nodes_per_pool: int = 3
+    pool_nodes: Mapping[str, int] = field(default_factory=dict)
+    # Node names; {pool} is the GPUPool name (<cluster>-<pool>), {index} counts from 0.
+    node_name_template: str = "{pool}-gpu-{index:03d}"
+    gpus_per_node: int = 8
+    # Seconds from a pod's creation to Running and Ready.
+    hypervisor_ready_delay: float = 0.0
+    worker_ready_delay: float = 0.0
+    client_ready_delay: float = 0.0
+    # Seconds from a controller Deployment change to its new replicas being ready.
+    controller_ready_delay: float = 0.0
+    # Nodes whose replacement hypervisor (any pod after the first that became ready) never
+    # becomes Ready: the rollout stalls on them, as the real one does (no timeout).
+    broken_nodes: frozenset[str] = frozenset()
+    # Images that cannot be pulled: pods using them stay Pending with ErrImagePull, and a
+    # controller Deployment using one never becomes ready.
+    unpullable_images: frozenset[str] = frozenset()
+    workloads: tuple[WorkloadSpec, ...] = ()
+    # Namespace of hypervisor pods; None: the controller Deployment's, else tensor-fusion-sys.
+    operator_namespace: str | None = None
+    # Set readiness on Deployments labelled app.kubernetes.io/component=controller and
+    # app.kubernetes.io/name=tensor-fusion.
+    manage_controller_deployment: bool = True
+    # Act only while such a Deployment has a ready replica (no controller, no reconcile).
+    require_controller: bool = False
+    # F4: hashes cover code-level defaults, so a new controller image alone rolls components.
+    hash_covers_controller_image: bool = False
+    # The real controller requeues at least 3 s after a batch; 0 lets batchInterval rule.
+    min_batch_requeue: float = 0.0
+
+    def nodes_for(self, pool: str) -> int:
+        return int(self.pool_nodes.get(pool, self.nodes_per_pool))

@@ -1,0 +1,1046 @@
+"""The simulated TensorFusion controller: level-triggered reconciles against the emulator's Store.
+
+Each ``step()`` looks at everything, as controller-runtime reconcilers eventually do, and writes
+only what differs: TensorFusionCluster → GPUPools (spec overwritten from specTemplate, R11),
+GPUPool → Nodes and GPUNodes (the simulated machines), GPUNode → hypervisor pod and phase,
+TensorFusionWorkload → worker pods, owners of client-injected app pods → the pods, the batched
+component rollouts per pool (rollout.py), phases and the controller Deployment's readiness.
+It also plays the kubelet for the pods it creates (Pending → Running/Ready after a delay).
+
+``start()`` runs steps on a thread, woken by Store events and by the next due time; tests
+may instead call ``step()``/``settle()`` with a ``ManualClock``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import secrets
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Protocol
+
+from gitopsbot.sandbox.apiserver.store import ApiError, Store
+from gitopsbot.sandbox.simulator import hashing
+from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
+from gitopsbot.sandbox.simulator.config import SimConfig, WorkloadSpec
+from gitopsbot.sandbox.simulator.rollout import (
+    DOMAIN,
+    Component,
+    Decision,
+    Inventory,
+    Policy,
+    decide,
+    format_time,
+    parse_time,
+)
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+TF = f"{DOMAIN}/v1"
+MANAGER = "tensor-fusion-controller"
+SIM = "sandbox.gitopsbot"
+SIMULATED = f"{SIM}/simulated"  # label on every pod the simulator plays kubelet for
+READY_AT = f"{SIM}/ready-at"  # annotation: when the pod becomes Running and Ready
+NEVER_READY = f"{SIM}/never-ready"
+POOL_LABEL = f"{SIM}/pool"  # on simulated Nodes: the GPUPool they belong to
+OWNER_LABEL = f"{SIM}/owner"  # on client app pods: the simulated owner that recreates them
+DEFAULT_OPERATOR_NAMESPACE = "tensor-fusion-sys"
+CONTROLLER_SELECTOR = "app.kubernetes.io/component=controller,app.kubernetes.io/name=tensor-fusion"
+
+
+def _meta(obj: Obj) -> Obj:
+    meta: Obj = obj.setdefault("metadata", {})
+    return meta
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _annotations(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def _rv(obj: Obj | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _deleting(obj: Obj) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _age_key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
+
+
+def _owner(obj: Obj, *, controller: bool) -> Obj:
+    meta = obj["metadata"]
+    ref: Obj = {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
+    if controller:
+        ref["controller"] = True
+        ref["blockOwnerDeletion"] = True
+    return ref
+
+
+def _pod_ready(pod: Obj) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+class WorkloadStatusOwner(Protocol):
+    """The emulator's kubelet: told to leave a Deployment's status to the simulator."""
+
+    def exclude(self, kind: str, namespace: str, name: str) -> None: ...
+
+
+class ControllerSim:
+    """Plays the TensorFusion controller against ``store`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: SimConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        kubelet: WorkloadStatusOwner | None = None,
+    ) -> None:
+        self.store = store
+        self.kubelet = kubelet
+        self.config = config or SimConfig()
+        self.clock: Clock = clock or SystemClock()
+        self._wrote = False
+        self._wake: list[datetime] = []
+        self._next_wake: datetime | None = None
+        self._had_ready: set[str] = set()
+        self._deploy_seen: dict[tuple[str, str, int], datetime] = {}
+        self._running_image: dict[tuple[str, str], str] = {}
+        self._lock = threading.RLock()
+        self._kick = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self.steps = 0
+
+    # ------------------------------------------------------------------ running
+
+    def start(self) -> ControllerSim:
+        if self._thread is not None:
+            return self
+        self._stopping.clear()
+        self._unsubscribe = self.store.subscribe(lambda _t, _o: self._kick.set())
+        self._thread = threading.Thread(target=self._run, name="controller-sim", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._kick.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def __enter__(self) -> ControllerSim:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._kick.clear()
+            try:
+                changed = self.step()
+            except Exception:  # a bug in one step must not kill the sandbox
+                log.exception("controller simulator step failed")
+                changed = False
+            if changed:
+                continue
+            timeout = 0.5
+            if self._next_wake is not None:
+                ahead = (self._next_wake - self.clock.now()).total_seconds()
+                timeout = max(0.0, min(timeout, ahead))
+            self._kick.wait(timeout)
+
+    def settle(self, max_steps: int = 100) -> int:
+        """Step until a step changes nothing; returns the number of steps that changed."""
+        for n in range(max_steps):
+            if not self.step():
+                return n
+        raise RuntimeError(f"controller simulator did not settle in {max_steps} steps")
+
+    @property
+    def next_wake(self) -> datetime | None:
+        """The earliest time something is due (a pod ready, a batch interval over)."""
+        return self._next_wake
+
+    # ------------------------------------------------------------------ one reconcile
+
+    def step(self) -> bool:
+        """One reconcile of everything; True if it changed anything in the store."""
+        with self._lock:
+            self._wrote = False
+            self._wake = []
+            now = self.clock.now()
+            controller_ready, controller_image, controller_ns = self._controllers(now)
+            if not self.config.require_controller or controller_ready:
+                namespace = self.config.operator_namespace or controller_ns
+                image = controller_image if self.config.hash_covers_controller_image else ""
+                self._reconcile(now, namespace, image)
+            self._kubelet(now)
+            self._next_wake = min(self._wake) if self._wake else None
+            self.steps += 1
+            return self._wrote
+
+    def _reconcile(self, now: datetime, namespace: str, code: str) -> None:
+        self._ensure_namespace(namespace)
+        changed_pools: set[str] = set()
+        tfcs = self.store.list(TF, "TensorFusionCluster")
+        for tfc in tfcs:
+            if self._reconcile_cluster(tfc):
+                changed_pools.add(tfc["metadata"]["name"])
+        pools = [p for p in self.store.list(TF, "GPUPool") if not _deleting(p)]
+        for pool in pools:
+            self._ensure_machines(pool)
+        self._reconcile_gpunodes(pools, namespace, code)
+        self._reconcile_workloads(pools, code)
+        self._reconcile_clients(pools, code)
+        for pool in self.store.list(TF, "GPUPool"):
+            if not _deleting(pool):
+                self._reconcile_pool(pool, namespace, now, code)
+        pools = self.store.list(TF, "GPUPool")
+        for tfc in tfcs:
+            self._cluster_status(tfc, pools, updating=tfc["metadata"]["name"] in changed_pools)
+
+    # ------------------------------------------------------------------ writes
+
+    def _guard(self, what: str, fn: Callable[[], Obj | None], before: Obj | None) -> Obj | None:
+        try:
+            after = fn()
+        except ApiError as e:
+            # Someone else wrote first, or the object went away: look again shortly.
+            log.debug("controller simulator: %s: %s", what, e)
+            self._wake.append(self.clock.now() + timedelta(seconds=0.05))
+            return None
+        if after is None or _rv(after) != _rv(before):
+            self._wrote = True
+        return after
+
+    def _create(self, obj: Obj) -> Obj | None:
+        return self._guard(
+            f"create {obj['kind']} {obj['metadata'].get('name')}",
+            lambda: self.store.create(obj, manager=MANAGER),
+            None,
+        )
+
+    def _set_status(self, obj: Obj, status: Obj) -> Obj | None:
+        if obj.get("status") == status:
+            return obj
+        new = copy.deepcopy(obj)
+        new["status"] = status
+        new["metadata"].pop("resourceVersion", None)  # the controller owns status
+        return self._guard(
+            f"status of {obj['kind']} {obj['metadata']['name']}",
+            lambda: self.store.update_status(new, manager=MANAGER),
+            obj,
+        )
+
+    def _update(self, obj: Obj) -> Obj | None:
+        return self._guard(
+            f"update {obj['kind']} {obj['metadata']['name']}",
+            lambda: self.store.update(obj, manager=MANAGER),
+            None,
+        )
+
+    def _delete(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        self._guard(
+            f"delete {obj['kind']} {meta['name']}",
+            lambda: self.store.delete(
+                obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]
+            ),
+            None,
+        )
+
+    def _ensure_namespace(self, name: str) -> None:
+        if self.store.get("v1", "Namespace", None, name) is None:
+            self._create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    # ------------------------------------------------------------------ controller Deployment
+
+    def _controllers(self, now: datetime) -> tuple[bool, str, str]:
+        """(a controller replica is ready, the running controller image, its namespace)."""
+        ready_any = False
+        image = ""
+        namespace = DEFAULT_OPERATOR_NAMESPACE
+        for dep in self.store.list("apps/v1", "Deployment", label_selector=CONTROLLER_SELECTOR):
+            meta = dep["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            namespace = key[0] or namespace
+            if self.config.manage_controller_deployment:
+                self._controller_readiness(dep, now)
+                dep = self.store.get("apps/v1", "Deployment", key[0], key[1]) or dep
+            status = dep.get("status") or {}
+            if int(status.get("readyReplicas") or 0) > 0:
+                ready_any = True
+                image = self._running_image.get(key) or _container_image(dep)
+        return ready_any, image, namespace
+
+    def _controller_readiness(self, dep: Obj, now: datetime) -> None:
+        meta = dep["metadata"]
+        gen = int(meta.get("generation") or 1)
+        key = (meta.get("namespace", ""), meta["name"])
+        if self.kubelet is not None:
+            self.kubelet.exclude("Deployment", key[0], key[1])
+        replicas = int((dep.get("spec") or {}).get("replicas", 1))
+        old = dep.get("status") or {}
+        if (
+            int(old.get("observedGeneration") or 0) == gen
+            and int(old.get("updatedReplicas") or 0) == replicas
+            and int(old.get("readyReplicas") or 0) == replicas
+        ):
+            # Rolled out (by us, or by the emulator's kubelet before we took over).
+            self._running_image[key] = _container_image(dep)
+            return
+        seen = self._deploy_seen.setdefault((*key, gen), now)
+        due = seen + timedelta(seconds=self.config.controller_ready_delay)
+        pullable = _container_image(dep) not in self.config.unpullable_images
+        done = pullable and now >= due
+        if done:
+            self._running_image[key] = _container_image(dep)
+            ready = updated = replicas
+        else:
+            if pullable:
+                self._wake.append(due)
+            # The old ReplicaSet's pods stay ready until the new ones are (RollingUpdate).
+            ready = min(int(old.get("readyReplicas") or 0), replicas)
+            updated = 0
+        core = {
+            "observedGeneration": gen,
+            "replicas": max(replicas, ready),
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+        }
+        if replicas - ready > 0:
+            core["unavailableReplicas"] = replicas - ready
+        core = {k: v for k, v in core.items() if v or k == "observedGeneration"}
+        old_core = {k: v for k, v in old.items() if k != "conditions"}
+        if old_core == core and old.get("conditions"):
+            return
+        stamp = format_time(now).split(".")[0] + "Z"
+        available = ready >= replicas or (ready > 0 and replicas > 0)
+        conditions = [
+            {
+                "type": "Available",
+                "status": "True" if available else "False",
+                "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+                "message": "Deployment has minimum availability."
+                if available
+                else "Deployment does not have minimum availability.",
+                "lastUpdateTime": stamp,
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "NewReplicaSetAvailable" if done else "ReplicaSetUpdated",
+                "message": f'ReplicaSet "{meta["name"]}" '
+                + ("has successfully progressed." if done else "is progressing."),
+                "lastUpdateTime": stamp,
+                "lastTransitionTime": stamp,
+            },
+        ]
+        self._set_status(dep, {**core, "conditions": conditions})
+
+    # ------------------------------------------------------------------ TFC → GPUPools
+
+    def _reconcile_cluster(self, tfc: Obj) -> bool:
+        """Derive the GPUPools; True if any was created, replaced or deleted."""
+        if _deleting(tfc):
+            return False
+        name = tfc["metadata"]["name"]
+        wanted: dict[str, Obj] = {}
+        for entry in (tfc.get("spec") or {}).get("gpuPools") or []:
+            wanted[f"{name}-{entry['name']}"] = entry
+        owned = {
+            p["metadata"]["name"]: p
+            for p in self.store.list(TF, "GPUPool", label_selector={f"{DOMAIN}/managed-by": name})
+        }
+        changed = False
+        for pool_name, entry in wanted.items():
+            template = entry.get("specTemplate") or {}
+            current = owned.get(pool_name)
+            if current is None:
+                labels = {**_labels(tfc), f"{DOMAIN}/managed-by": name}
+                pool = {
+                    "apiVersion": TF,
+                    "kind": "GPUPool",
+                    "metadata": {
+                        "name": pool_name,
+                        "labels": labels,
+                        "annotations": {
+                            f"{DOMAIN}/is-default-pool": str(bool(entry.get("isDefault"))).lower()
+                        },
+                        "ownerReferences": [_owner(tfc, controller=True)],
+                    },
+                    "spec": copy.deepcopy(template),
+                    "status": {"phase": "Pending"},
+                }
+                changed |= self._create(pool) is not None
+            elif current.get("spec") != template:
+                # R11: a GPUPool's spec is the template's; direct edits are reverted.
+                new = copy.deepcopy(current)
+                new["spec"] = copy.deepcopy(template)
+                changed |= self._update(new) is not None
+        for pool_name, pool in owned.items():
+            if pool_name not in wanted and not _deleting(pool):
+                self._delete(pool)
+                changed = True
+        return changed
+
+    def _cluster_status(self, tfc: Obj, pools: list[Obj], *, updating: bool) -> None:
+        if _deleting(tfc):
+            return
+        name = tfc["metadata"]["name"]
+        mine = [p for p in pools if _labels(p).get(f"{DOMAIN}/managed-by") == name]
+        ready = sorted(p["metadata"]["name"] for p in mine if _phase(p) == "Running")
+        not_ready = sorted(p["metadata"]["name"] for p in mine if _phase(p) != "Running")
+        expected = len((tfc.get("spec") or {}).get("gpuPools") or [])
+        running = not updating and len(mine) == expected and not not_ready
+        old = tfc.get("status") or {}
+        status = dict(old)
+        status.update(
+            {
+                "phase": "Running" if running else "Updating",
+                "totalPools": len(mine),
+                "totalNodes": sum(
+                    int((p.get("status") or {}).get("totalNodes") or 0) for p in mine
+                ),
+                "totalGPUs": sum(int((p.get("status") or {}).get("totalGPUs") or 0) for p in mine),
+                "readyGPUPools": ready,
+                "notReadyGPUPools": not_ready,
+            }
+        )
+        self._set_status(tfc, status)
+
+    # ------------------------------------------------------------------ machines
+
+    def _ensure_machines(self, pool: Obj) -> None:
+        """The simulated Nodes of a pool and their GPUNodes (labels as node_controller.go)."""
+        pool_name = pool["metadata"]["name"]
+        short = _short_pool_name(pool)
+        count = self.config.nodes_for(short)
+        nodes = {
+            n["metadata"]["name"]: n
+            for n in self.store.list("v1", "Node", label_selector={POOL_LABEL: pool_name})
+        }
+        for index in range(count):
+            node_name = self.config.node_name_template.format(pool=pool_name, index=index)
+            if node_name not in nodes:
+                created = self._create(_node(node_name, pool_name, self.config.gpus_per_node))
+                if created is not None:
+                    nodes[node_name] = created
+        for node_name in sorted(nodes):
+            if self.store.get(TF, "GPUNode", None, node_name) is None:
+                self._create(
+                    {
+                        "apiVersion": TF,
+                        "kind": "GPUNode",
+                        "metadata": {
+                            "name": node_name,
+                            "labels": {
+                                f"{DOMAIN}/managed-by": pool_name,
+                                f"{DOMAIN}/pool-{pool_name}": "true",
+                                f"{DOMAIN}/hardware-vendor": "NVIDIA",
+                            },
+                            "ownerReferences": [_owner(pool, controller=True)],
+                        },
+                        "spec": {"manageMode": "AutoSelect"},
+                        "status": {
+                            "phase": "Pending",
+                            "totalGPUs": self.config.gpus_per_node,
+                            "managedGPUs": self.config.gpus_per_node,
+                        },
+                    }
+                )
+
+    # ------------------------------------------------------------------ GPUNode → hypervisor pod
+
+    def _reconcile_gpunodes(self, pools: list[Obj], namespace: str, code: str) -> None:
+        by_pool = {p["metadata"]["name"]: p for p in pools}
+        pods = {
+            p["metadata"]["name"]: p
+            for p in self.store.list(
+                "v1", "Pod", namespace, label_selector={f"{DOMAIN}/component": "hypervisor"}
+            )
+        }
+        for gpunode in self.store.list(TF, "GPUNode"):
+            if _deleting(gpunode):
+                continue
+            pool = by_pool.get(_labels(gpunode).get(f"{DOMAIN}/managed-by", ""))
+            if pool is None:
+                continue
+            node_name = gpunode["metadata"]["name"]
+            spec = pool.get("spec") or {}
+            want = hashing.node_hypervisor_hash(spec, controller_image=code)
+            pod = pods.get(hashing.hypervisor_pod_name(node_name))
+            phase = _phase(gpunode)
+            if pod is not None and not _deleting(pod) and phase != "Running":
+                stopped = (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+                if stopped or _labels(pod).get(f"{DOMAIN}/pod-template-hash") != want:
+                    self._delete(pod)
+                    pod = None
+            if pod is None:
+                node = self.store.get("v1", "Node", None, node_name)
+                if node is not None:
+                    pod = self._create(self._hypervisor_pod(pool, gpunode, node, namespace, want))
+            ready = pod is not None and _pod_ready(pod)
+            if ready:
+                self._had_ready.add(node_name)
+            status = dict(gpunode.get("status") or {})
+            status["phase"] = "Running" if ready else "Pending"
+            if pod is not None:
+                image = (pod["spec"]["containers"] or [{}])[0].get("image", "")
+                state = "Running" if ready else "Pending"
+                status["hypervisorStatus"] = {
+                    "hypervisorState": state,
+                    "hypervisorVersion": image.rpartition(":")[2],
+                }
+            self._set_status(gpunode, status)
+
+    def _hypervisor_pod(self, pool: Obj, gpunode: Obj, node: Obj, namespace: str, want: str) -> Obj:
+        pool_name = pool["metadata"]["name"]
+        spec = pool.get("spec") or {}
+        node_name = gpunode["metadata"]["name"]
+        pod_spec = hashing.hypervisor_pod_spec(spec)
+        mode = hashing.isolation_policy(spec)["defaultIsolationMode"]
+        main = pod_spec["containers"][0]
+        main["args"] = [f"--isolation-mode={mode}", "--isolation-policy=static"]
+        pod_spec["nodeName"] = node_name
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+        pod_spec["tolerations"] = [{"key": f"{DOMAIN}/used-by", "operator": "Exists"}]
+        template_meta = (
+            ((spec.get("componentConfig") or {}).get("hypervisor") or {}).get("podTemplate") or {}
+        ).get("metadata") or {}
+        labels = {
+            **(template_meta.get("labels") or {}),
+            f"{DOMAIN}/pool-{pool_name}": "true",
+            f"{DOMAIN}/pod-template-hash": want,
+            f"{DOMAIN}/component": "hypervisor",
+        }
+        never = node_name in self.config.broken_nodes and node_name in self._had_ready
+        return self._sim_pod(
+            name=hashing.hypervisor_pod_name(node_name),
+            namespace=namespace,
+            labels=labels,
+            annotations=dict(template_meta.get("annotations") or {}),
+            spec=pod_spec,
+            delay=self.config.hypervisor_ready_delay,
+            owners=[_owner(gpunode, controller=True), _owner(node, controller=False)],
+            never_ready=never,
+        )
+
+    def _sim_pod(
+        self,
+        *,
+        name: str,
+        namespace: str,
+        labels: dict[str, str],
+        annotations: dict[str, str],
+        spec: Obj,
+        delay: float,
+        owners: list[Obj],
+        never_ready: bool = False,
+    ) -> Obj:
+        ann = {**annotations, READY_AT: format_time(self.clock.now() + timedelta(seconds=delay))}
+        if never_ready:
+            ann[NEVER_READY] = "true"
+        meta: Obj = {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**labels, SIMULATED: "true"},
+            "annotations": ann,
+        }
+        if owners:
+            meta["ownerReferences"] = owners
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": spec,
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "True"}],
+            },
+        }
+
+    # ------------------------------------------------------------------ the kubelet's part
+
+    def _kubelet(self, now: datetime) -> None:
+        for pod in self.store.list("v1", "Pod", label_selector={SIMULATED: "true"}):
+            if _deleting(pod):
+                continue
+            ann = _annotations(pod)
+            status = pod.get("status") or {}
+            containers = (pod.get("spec") or {}).get("containers") or []
+            unpullable = any(c.get("image") in self.config.unpullable_images for c in containers)
+            statuses = []
+            if unpullable:
+                for c in containers:
+                    statuses.append(
+                        {
+                            "name": c.get("name", ""),
+                            "image": c.get("image", ""),
+                            "imageID": "",
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": {
+                                "waiting": {
+                                    "reason": "ErrImagePull",
+                                    "message": f"failed to pull image {c.get('image')}",
+                                }
+                            },
+                        }
+                    )
+                new = {**status, "phase": "Pending", "containerStatuses": statuses}
+                self._set_status(pod, new)
+                continue
+            due = parse_time(ann[READY_AT]) if READY_AT in ann else now
+            if now < due:
+                self._wake.append(due)
+                continue
+            ready = ann.get(NEVER_READY) != "true"
+            for c in containers:
+                statuses.append(
+                    {
+                        "name": c.get("name", ""),
+                        "image": c.get("image", ""),
+                        "imageID": _image_id(str(c.get("image", ""))),
+                        "containerID": f"containerd://{pod['metadata']['uid'].replace('-', '')}",
+                        "ready": ready,
+                        "started": True,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": format_time(due).split(".")[0] + "Z"}},
+                    }
+                )
+
+            flag = "True" if ready else "False"
+            new = {
+                "phase": "Running",
+                "hostIP": "10.0.0.1",
+                "podIP": "10.0.0.1",
+                "startTime": status.get("startTime") or format_time(due).split(".")[0] + "Z",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True"},
+                    {"type": "Initialized", "status": "True"},
+                    {"type": "ContainersReady", "status": flag},
+                    {"type": "Ready", "status": flag},
+                ],
+                "containerStatuses": statuses,
+            }
+            self._set_status(pod, new)
+
+    # ------------------------------------------------------------------ workloads and clients
+
+    def _pool_for(self, pools: list[Obj], short: str) -> Obj | None:
+        for pool in pools:
+            if _short_pool_name(pool) == short:
+                return pool
+        return None
+
+    def _reconcile_workloads(self, pools: list[Obj], code: str) -> None:
+        for ws in self.config.workloads:
+            pool = self._pool_for(pools, ws.pool)
+            if pool is not None:
+                self._ensure_workload(ws, pool)
+        by_pool = {p["metadata"]["name"]: p for p in pools}
+        for tfw in self.store.list(TF, "TensorFusionWorkload"):
+            pool = by_pool.get(_labels(tfw).get(f"{DOMAIN}/gpupool", ""))
+            if pool is None or _deleting(tfw):
+                continue
+            self._reconcile_workload(tfw, pool, code)
+
+    def _ensure_workload(self, ws: WorkloadSpec, pool: Obj) -> None:
+        self._ensure_namespace(ws.namespace)
+        if self.store.get(TF, "TensorFusionWorkload", ws.namespace, ws.name) is not None:
+            return
+        pool_name = pool["metadata"]["name"]
+        self._create(
+            {
+                "apiVersion": TF,
+                "kind": "TensorFusionWorkload",
+                "metadata": {
+                    "name": ws.name,
+                    "namespace": ws.namespace,
+                    "labels": {f"{DOMAIN}/gpupool": pool_name},
+                },
+                "spec": {"poolName": pool_name, "replicas": ws.replicas, "gpuCount": 1},
+            }
+        )
+
+    def _reconcile_workload(self, tfw: Obj, pool: Obj, code: str) -> None:
+        meta = tfw["metadata"]
+        name, namespace = meta["name"], meta["namespace"]
+        status = dict(tfw.get("status") or {})
+        stamped = str(status.get("podTemplateHash") or "")
+        if not stamped:
+            # Cleared by the worker rollout (or new): re-stamp from the current pool spec.
+            pool_worker = hashing.pool_worker_hash(pool.get("spec") or {}, controller_image=code)
+            stamped = hashing.workload_hash(pool_worker, tfw.get("spec") or {})
+        pods = [
+            p
+            for p in self.store.list(
+                "v1", "Pod", namespace, label_selector={f"{DOMAIN}/workload": name}
+            )
+            if not _deleting(p)
+        ]
+        keep = []
+        for pod in pods:
+            if _labels(pod).get(f"{DOMAIN}/pod-template-hash") != stamped:
+                self._delete(pod)
+            else:
+                keep.append(pod)
+        replicas = int((tfw.get("spec") or {}).get("replicas") or 0)
+        spec = pool.get("spec") or {}
+        for _ in range(replicas - len(keep)):
+            pod_spec = hashing.worker_pod_spec(spec)
+            created = self._create(
+                self._sim_pod(
+                    name=f"{name}-{stamped[:5]}-{secrets.token_hex(3)}",
+                    namespace=namespace,
+                    labels={
+                        f"{DOMAIN}/component": "worker",
+                        f"{DOMAIN}/workload": name,
+                        f"{DOMAIN}/pod-template-hash": stamped,
+                    },
+                    annotations={},
+                    spec=pod_spec,
+                    delay=self.config.worker_ready_delay,
+                    owners=[_owner(tfw, controller=True)],
+                )
+            )
+            if created is not None:
+                keep.append(created)
+        ready = sum(1 for p in keep if _pod_ready(p))
+        status.update(
+            {
+                "podTemplateHash": stamped,
+                "workerCount": len(keep),
+                "readyWorkers": ready,
+                "phase": "Running" if ready >= replicas else "Pending",
+            }
+        )
+        self._set_status(tfw, status)
+
+    def _reconcile_clients(self, pools: list[Obj], code: str) -> None:
+        """The owners (a Deployment, say) of client-injected app pods: recreate what is gone.
+
+        New pods get the pool's current client hash, as the webhook stamps it (facts §3.6).
+        """
+        for ws in self.config.workloads:
+            if ws.clients <= 0:
+                continue
+            pool = self._pool_for(pools, ws.pool)
+            if pool is None:
+                continue
+            self._ensure_namespace(ws.namespace)
+            owner = f"{ws.name}-app"
+            pods = [
+                p
+                for p in self.store.list(
+                    "v1", "Pod", ws.namespace, label_selector={OWNER_LABEL: owner}
+                )
+                if not _deleting(p)
+            ]
+            spec = pool.get("spec") or {}
+            client = hashing.pool_client_hash(spec, controller_image=code)
+            image = ((spec.get("componentConfig") or {}).get("client") or {}).get("image") or ""
+            for _ in range(ws.clients - len(pods)):
+                self._create(
+                    self._sim_pod(
+                        name=f"{owner}-{secrets.token_hex(3)}",
+                        namespace=ws.namespace,
+                        labels={
+                            OWNER_LABEL: owner,
+                            f"{DOMAIN}/enabled": "true",
+                            f"{DOMAIN}/gpupool": pool["metadata"]["name"],
+                            f"{DOMAIN}/component": "client",
+                            f"{DOMAIN}/pod-template-hash": client,
+                        },
+                        annotations={f"{DOMAIN}/gpupool": pool["metadata"]["name"]},
+                        spec={
+                            "initContainers": [{"name": "inject-lib", "image": image}],
+                            "containers": [{"name": "app", "image": "sandbox/app:1"}],
+                        },
+                        delay=self.config.client_ready_delay,
+                        owners=[],
+                    )
+                )
+
+    # ------------------------------------------------------------------ GPUPool: rollouts, phase
+
+    def _reconcile_pool(self, pool: Obj, namespace: str, now: datetime, code: str) -> None:
+        pool_name = pool["metadata"]["name"]
+        spec = pool.get("spec") or {}
+        status = copy.deepcopy(pool.get("status") or {})
+        comp_status: Obj = dict(status.get("componentStatus") or {})
+        annotations = _annotations(pool)
+        ann_changes: dict[str, str | None] = {}
+        patch_status = False
+        min_requeue = timedelta(seconds=self.config.min_batch_requeue)
+        if spec.get("componentConfig"):
+            for component in Component:
+                new_hash, inventory, apply = self._component(component, pool, namespace, code)
+                current_ann = {
+                    k: v for k, v in {**annotations, **ann_changes}.items() if v is not None
+                }
+                decision = decide(
+                    component,
+                    status=comp_status,
+                    annotations=current_ann,
+                    new_hash=new_hash,
+                    policy=Policy.of(spec, component),
+                    inventory=inventory,
+                    now=now,
+                    min_requeue=min_requeue,
+                )
+                log.debug("pool %s %s: %s", pool_name, component, decision.note)
+                if decision.wake_at is not None:
+                    self._wake.append(decision.wake_at)
+                ann_changes.update(decision.annotations)
+                if decision.status is not None:
+                    _apply_component_status(comp_status, component, decision)
+                    patch_status = True
+                if decision.update:
+                    apply(decision.update)
+        if ann_changes:
+            merged = {**annotations, **ann_changes}
+            merged = {k: v for k, v in merged.items() if v is not None}
+            if merged != annotations:
+                fresh = self.store.get(TF, "GPUPool", None, pool_name)
+                if fresh is not None:
+                    patch: Obj = {"metadata": {"annotations": ann_changes}}
+                    self._guard(
+                        f"annotate GPUPool {pool_name}",
+                        lambda: self.store.patch_merge(
+                            TF, "GPUPool", None, pool_name, patch, manager=MANAGER
+                        ),
+                        fresh,
+                    )
+        # Phase: Running when every GPUNode of the pool is (facts §3.9).
+        gpunodes = self.store.list(
+            TF, "GPUNode", label_selector={f"{DOMAIN}/managed-by": pool_name}
+        )
+        ready = sum(1 for n in gpunodes if _phase(n) == "Running")
+        if gpunodes:
+            phase = "Running" if ready == len(gpunodes) else "Updating"
+        else:
+            phase = "Running" if _min_resources_zero(spec) else "Updating"
+        if patch_status:
+            status["componentStatus"] = comp_status
+        status.update(
+            {
+                "phase": phase,
+                "totalNodes": len(gpunodes),
+                "readyNodes": ready,
+                "notReadyNodes": len(gpunodes) - ready,
+                "totalGPUs": sum(
+                    int((n.get("status") or {}).get("totalGPUs") or 0) for n in gpunodes
+                ),
+            }
+        )
+        fresh = self.store.get(TF, "GPUPool", None, pool_name)
+        if fresh is not None:
+            self._set_status(fresh, status)
+
+    def _component(
+        self, component: Component, pool: Obj, namespace: str, code: str
+    ) -> tuple[str, Inventory, Callable[[tuple[str, ...]], None]]:
+        pool_name = pool["metadata"]["name"]
+        spec = pool.get("spec") or {}
+        if component is Component.HYPERVISOR:
+            revisions = _json_annotation(
+                _annotations(pool).get(f"{DOMAIN}/provider-config-revisions")
+            )
+            new_hash = hashing.pool_hypervisor_hash(spec, revisions, controller_image=code)
+            node_hash = hashing.node_hypervisor_hash(spec, controller_image=code)
+            nodes = [
+                n
+                for n in self.store.list(
+                    TF, "GPUNode", label_selector={f"{DOMAIN}/pool-{pool_name}": "true"}
+                )
+                if not _deleting(n)
+            ]
+            pods = {
+                p["metadata"]["name"]: p
+                for p in self.store.list(
+                    "v1", "Pod", namespace, label_selector={f"{DOMAIN}/component": "hypervisor"}
+                )
+            }
+            recheck = any(_phase(n) in ("", "Pending") for n in nodes)
+            outdated = []
+            for n in sorted(nodes, key=_age_key):
+                pod = pods.get(hashing.hypervisor_pod_name(n["metadata"]["name"]))
+                if pod is None or _labels(pod).get(f"{DOMAIN}/pod-template-hash") != node_hash:
+                    outdated.append(n["metadata"]["name"])
+            inventory = Inventory(len(nodes), len(nodes) - len(outdated), recheck, tuple(outdated))
+
+            def select_nodes(names: tuple[str, ...]) -> None:
+                for name in names:
+                    node = self.store.get(TF, "GPUNode", None, name)
+                    if node is not None:
+                        self._set_status(node, {**(node.get("status") or {}), "phase": "Pending"})
+
+            return new_hash, inventory, select_nodes
+
+        if component is Component.WORKER:
+            pool_worker = hashing.pool_worker_hash(spec, controller_image=code)
+            tfws = [
+                w
+                for w in self.store.list(
+                    TF, "TensorFusionWorkload", label_selector={f"{DOMAIN}/gpupool": pool_name}
+                )
+                if not _deleting(w)
+            ]
+            recheck = any(not (w.get("status") or {}).get("podTemplateHash") for w in tfws)
+            outdated = [
+                f"{w['metadata']['namespace']}/{w['metadata']['name']}"
+                for w in sorted(tfws, key=_age_key)
+                if (w.get("status") or {}).get("podTemplateHash")
+                != hashing.workload_hash(pool_worker, w.get("spec") or {})
+            ]
+            inventory = Inventory(len(tfws), len(tfws) - len(outdated), recheck, tuple(outdated))
+
+            def clear_hashes(names: tuple[str, ...]) -> None:
+                for ref in names:
+                    ns, _, name = ref.partition("/")
+                    tfw = self.store.get(TF, "TensorFusionWorkload", ns, name)
+                    if tfw is not None:
+                        status = {**(tfw.get("status") or {})}
+                        status.pop("podTemplateHash", None)
+                        self._set_status(tfw, status)
+
+            return pool_worker, inventory, clear_hashes
+
+        new_hash = hashing.pool_client_hash(spec, controller_image=code)
+        clients = self.store.list(
+            "v1",
+            "Pod",
+            None,
+            label_selector={f"{DOMAIN}/enabled": "true", f"{DOMAIN}/gpupool": pool_name},
+        )
+        recheck = any(_deleting(p) for p in clients)
+        outdated = [
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in sorted(clients, key=_age_key)
+            if _labels(p).get(f"{DOMAIN}/pod-template-hash") != new_hash
+        ]
+        inventory = Inventory(len(clients), len(clients) - len(outdated), recheck, tuple(outdated))
+
+        def delete_pods(names: tuple[str, ...]) -> None:
+            for ref in names:
+                ns, _, name = ref.partition("/")
+                pod = self.store.get("v1", "Pod", ns, name)
+                if pod is not None:
+                    self._delete(pod)
+
+        return new_hash, inventory, delete_pods
+
+
+# ---------------------------------------------------------------------- small pure helpers
+
+
+def _phase(obj: Obj) -> str:
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def _container_image(dep: Obj) -> str:
+    containers = (((dep.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "containers"
+    ) or []
+    return str(containers[0].get("image", "")) if containers else ""
+
+
+def _short_pool_name(pool: Obj) -> str:
+    """The TFC's name for a pool: GPUPool ``<cluster>-<pool>`` minus the cluster prefix."""
+    name = str(pool["metadata"]["name"])
+    cluster = _labels(pool).get(f"{DOMAIN}/managed-by", "")
+    prefix = f"{cluster}-"
+    return name[len(prefix) :] if cluster and name.startswith(prefix) else name
+
+
+def _min_resources_zero(spec: Obj) -> bool:
+    mins = (spec.get("capacityConfig") or {}).get("minResources") or {}
+    return all(str(mins.get(k, "0")) in ("0", "") for k in ("tflops", "vram"))
+
+
+def _json_annotation(text: str | None) -> Obj:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _apply_component_status(comp_status: Obj, component: Component, decision: Decision) -> None:
+    values = decision.status or {}
+    comp_status[component.value] = values["hash"]
+    for key, field in (("progress", component.progress_field), ("synced", component.synced_field)):
+        if key in values:
+            comp_status[field] = values[key]
+        else:
+            comp_status.pop(field, None)  # omitempty: 0 and false are absent
+
+
+def _image_id(image: str) -> str:
+    digest = hashlib.sha256(image.encode()).hexdigest()
+    return f"{image.partition(':')[0]}@sha256:{digest}"
+
+
+def _node(name: str, pool: str, gpus: int) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.present": "true",
+                POOL_LABEL: pool,
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi"},
+            "allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kubeletVersion": "v1.33.0"},
+        },
+    }

@@ -1,0 +1,719 @@
+"""In-memory fakes of the ports, for tests and the bot's own unit tests.
+
+Each fake obeys the same contract tests as the real adapters (tests/forge for the forge).
+Production modules never import this one (tests/test_layering.py checks).
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import copy
+import hashlib
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from gitopsbot.core.forge_types import (
+    COMMENT_LIMIT,
+    CommentInfo,
+    CommitState,
+    PullRequestInfo,
+    PullRequestState,
+    check_marker,
+    find_marker,
+    split_comment,
+    with_marker,
+)
+from gitopsbot.core.kube_objects import CrdDocumentError, deployment_readiness, parse_crd_documents
+from gitopsbot.core.model import RolloutPolicy
+from gitopsbot.core.observed import (
+    CrdApplyResult,
+    DeploymentReadiness,
+    HelmReleaseInfo,
+    HelmReleaseStatus,
+)
+from gitopsbot.errors import (
+    ForgeFailed,
+    ForgeNotFound,
+    HelmFailed,
+    HelmReleaseLocked,
+    KubeConflict,
+    KubeInvalid,
+    KubeNotFound,
+)
+from gitopsbot.ports.cluster import FIELD_MANAGER, RESTARTED_AT
+from gitopsbot.ports.forge import POLICY_CONTEXT
+from gitopsbot.ports.helm import ChartRef
+
+
+@dataclass(slots=True)
+class FakeStatus:
+    state: CommitState
+    description: str
+    target_url: str = ""
+
+
+@dataclass(slots=True)
+class FakeForge:
+    """A forge in memory: pull requests, comments, statuses and labels.
+
+    ``merge(number, at=...)`` stands in for the person clicking "Merge".
+    """
+
+    url: str = "https://forge.invalid/acme/fleet"
+    comment_limit: int = COMMENT_LIMIT
+    pulls: dict[int, PullRequestInfo] = field(default_factory=dict)
+    comments: dict[int, list[CommentInfo]] = field(default_factory=dict)
+    statuses: dict[tuple[str, str], FakeStatus] = field(default_factory=dict)
+    _next_id: int = 1
+
+    def _id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _get(self, number: int) -> PullRequestInfo:
+        try:
+            return self.pulls[number]
+        except KeyError:
+            raise ForgeNotFound(f"pull request #{number} not found") from None
+
+    # -- the port -------------------------------------------------------------------------
+    def find_pull_request(self, branch: str, marker: str) -> PullRequestInfo | None:
+        check_marker(marker)
+        for pr in sorted(self.pulls.values(), key=lambda p: p.number):
+            if pr.state is PullRequestState.OPEN and pr.branch == branch and pr.marker == marker:
+                return pr
+        return None
+
+    def open_or_update_pull_request(
+        self,
+        *,
+        branch: str,
+        base: str,
+        title: str,
+        body: str,
+        marker: str,
+        labels: Sequence[str] = (),
+    ) -> PullRequestInfo:
+        text = with_marker(body, marker)
+        if len(text) > self.comment_limit:
+            raise ForgeFailed("pull request body is too long")
+        found = self.find_pull_request(branch, marker)
+        if found is None:
+            if any(
+                p.branch == branch and p.state is PullRequestState.OPEN for p in self.pulls.values()
+            ):
+                raise ForgeFailed(f"an open request from {branch!r} exists without our marker")
+            number = len(self.pulls) + 1
+            found = PullRequestInfo(
+                number=number,
+                branch=branch,
+                base=base,
+                title=title,
+                state=PullRequestState.OPEN,
+                head_sha=hashlib.sha1(branch.encode()).hexdigest(),
+                url=f"{self.url}/pull/{number}",
+                mergeable=True,
+            )
+        merged_labels = tuple(dict.fromkeys((*found.labels, *labels)))
+        pr = replace(found, title=title, body=text, marker=marker, labels=merged_labels)
+        self.pulls[pr.number] = pr
+        return pr
+
+    def get_pull_request(self, number: int) -> PullRequestInfo:
+        return self._get(number)
+
+    def upsert_comment(self, number: int, *, marker: str, body: str) -> CommentInfo:
+        self._get(number)
+        texts = split_comment(body, marker, limit=self.comment_limit)
+        result: list[CommentInfo] = []
+        written: dict[int, CommentInfo] = {}
+        for c in self.comments.setdefault(number, []):
+            tag = find_marker(c.body)
+            if tag is None or tag.marker != marker:
+                result.append(c)  # someone else's comment: untouched
+            elif tag.part <= len(texts) and tag.part not in written:
+                written[tag.part] = CommentInfo(c.id, texts[tag.part - 1], c.url, len(texts))
+                result.append(written[tag.part])
+            # else: a stale part (or a duplicate) of ours: deleted
+        for part, text in enumerate(texts, start=1):
+            if part not in written:
+                written[part] = CommentInfo(self._id(), text, "", len(texts))
+                result.append(written[part])
+        self.comments[number] = result
+        return written[1]
+
+    def set_status(
+        self,
+        sha: str,
+        *,
+        state: CommitState,
+        description: str,
+        context: str = POLICY_CONTEXT,
+        target_url: str = "",
+    ) -> None:
+        self.statuses[(sha, context)] = FakeStatus(CommitState(state), description, target_url)
+
+    def add_labels(self, number: int, labels: Sequence[str]) -> None:
+        pr = self._get(number)
+        self.pulls[number] = replace(pr, labels=tuple(dict.fromkeys((*pr.labels, *labels))))
+
+    def list_merged_since(self, since: datetime) -> list[PullRequestInfo]:
+        merged = [
+            p
+            for p in self.pulls.values()
+            if p.state is PullRequestState.MERGED and p.merged_at and p.merged_at >= since
+        ]
+        return sorted(merged, key=lambda p: (p.merged_at, p.number))
+
+    def close_pull_request(self, number: int, comment: str = "") -> None:
+        pr = self._get(number)
+        if comment:
+            self.comments.setdefault(number, []).append(CommentInfo(id=self._id(), body=comment))
+        self.pulls[number] = replace(pr, state=PullRequestState.CLOSED)
+
+    # -- test controls --------------------------------------------------------------------
+    def merge(self, number: int, *, at: datetime | None = None) -> PullRequestInfo:
+        """Simulate the merge click: records merged_at and a merge commit sha."""
+        pr = self._get(number)
+        when = at or datetime(2026, 1, 1, tzinfo=UTC)
+        sha = hashlib.sha1(f"merge-{number}-{when.isoformat()}".encode()).hexdigest()
+        merged = replace(pr, state=PullRequestState.MERGED, merged_at=when, merge_commit_sha=sha)
+        self.pulls[number] = merged
+        return merged
+
+    def status_of(self, sha: str, context: str = POLICY_CONTEXT) -> CommitState | None:
+        found = self.statuses.get((sha, context))
+        return found.state if found else None
+
+    def comments_on(self, number: int) -> list[str]:
+        return [c.body for c in self.comments.get(number, [])]
+
+
+# -- Cluster and Helm fakes (contract tests: tests/executor/test_{cluster,helm}_contract.py)
+
+
+_BUILTIN_KINDS: dict[tuple[str, str], bool] = {
+    # (apiVersion, kind) → namespaced
+    ("v1", "Namespace"): False,
+    ("v1", "Secret"): True,
+    ("v1", "ConfigMap"): True,
+    ("v1", "Pod"): True,
+    ("v1", "Node"): False,
+    ("v1", "Service"): True,
+    ("v1", "ServiceAccount"): True,
+    ("apps/v1", "Deployment"): True,
+    ("apps/v1", "DaemonSet"): True,
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): False,
+}
+
+
+def _leaves(value: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """Leaf paths of a mapping; lists count as one leaf (the fake's SSA granularity)."""
+    if isinstance(value, Mapping) and value:
+        out: dict[tuple[str, ...], Any] = {}
+        for key, child in value.items():
+            out.update(_leaves(child, (*prefix, str(key))))
+        return out
+    return {prefix: value}
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge_patch(result.get(key), value)
+    return result
+
+
+def _deep_merge(target: Any, applied: Any) -> Any:
+    """Server-side apply, roughly: maps merge, everything else is replaced."""
+    if isinstance(target, Mapping) and isinstance(applied, Mapping):
+        result = dict(target)
+        for key, value in applied.items():
+            result[key] = _deep_merge(result.get(key), value)
+        return result
+    return copy.deepcopy(applied)
+
+
+@dataclass(slots=True)
+class _Injected:
+    error: Exception
+    times: int
+
+
+class FakeCluster:
+    """In-memory ``ports.cluster.Cluster``.
+
+    Objects are kept by (apiVersion, kind, namespace, name); every write bumps a global
+    resourceVersion, and a change outside metadata/status bumps ``metadata.generation``.
+    Applying a CRD serves its kinds. Apply tracks the leaves each field manager applied and
+    refuses (KubeConflict) a different value for a leaf another manager applied, unless
+    ``force``. With ``instant_deployments`` a Deployment is rolled out at once (status filled
+    in), as the emulator's kubelet does. ``fail(operation, error, times)`` makes the next
+    calls of a method (``"get"``, ``"apply"``, ``"patch_merge"``...) raise ``error``.
+    """
+
+    def __init__(self, *, instant_deployments: bool = True) -> None:
+        self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self.kinds: dict[tuple[str, str], bool] = dict(_BUILTIN_KINDS)
+        self.instant_deployments = instant_deployments
+        self.calls: list[tuple[str, str]] = []  # (operation, "kind ns/name")
+        self._version = 0
+        self._managers: dict[tuple[str, str, str, str], dict[str, dict[tuple[str, ...], Any]]] = {}
+        self._failures: dict[str, list[_Injected]] = {}
+
+    # -- test controls --
+
+    def fail(self, operation: str, error: Exception, *, times: int = 1) -> None:
+        self._failures.setdefault(operation, []).append(_Injected(error, times))
+
+    def put(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` as is (status included), registering its kind if unknown."""
+        api_version, kind, namespace, name = self._identity(obj)
+        self.kinds.setdefault((api_version, kind), bool(namespace))
+        return self._store((api_version, kind, namespace, name), copy.deepcopy(dict(obj)))
+
+    # -- the port --
+
+    def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        self._enter("get", kind, namespace, name)
+        if (api_version, kind) not in self.kinds:
+            return None
+        found = self.objects.get(self._key(api_version, kind, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        self._enter("list", kind, namespace, "")
+        wanted = _parse_equality_selector(label_selector or "")
+        out = []
+        for (av, k, ns, _), obj in sorted(self.objects.items()):
+            if (av, k) != (api_version, kind) or (namespace and ns != namespace):
+                continue
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if all(labels.get(key) == value for key, value in wanted.items()):
+                out.append(copy.deepcopy(obj))
+        return out
+
+    def apply(
+        self, obj: Mapping[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool = False
+    ) -> dict[str, Any]:
+        api_version, kind, namespace, name = self._identity(obj)
+        self._enter("apply", kind, namespace, name)
+        self._require_kind(api_version, kind, namespace, name)
+        key = (api_version, kind, namespace, name)
+        applied = _leaves({k: v for k, v in obj.items() if k not in ("apiVersion", "kind")})
+        managers = self._managers.setdefault(key, {})
+        for other, leaves in managers.items():
+            if other == field_manager:
+                continue
+            clashes = [p for p, v in applied.items() if p in leaves and leaves[p] != v]
+            if clashes and not force:
+                where = ".".join(clashes[0])
+                raise KubeConflict(
+                    f"apply {kind} {_ref(namespace, name)}: HTTP 409 Conflict: "
+                    f'conflict with "{other}": .{where}'
+                )
+            for path in clashes:
+                del leaves[path]
+        managers[field_manager] = applied
+        current = self.objects.get(key)
+        merged = _deep_merge(current or {}, dict(obj))
+        return self._store(key, merged, previous=current)
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        api_version, kind, namespace, name = self._identity(obj)
+        self._enter("create", kind, namespace, name)
+        self._require_kind(api_version, kind, namespace, name)
+        key = (api_version, kind, namespace, name)
+        if key in self.objects:
+            raise KubeConflict(f"create {kind} {_ref(namespace, name)}: HTTP 409 AlreadyExists")
+        return self._store(key, copy.deepcopy(dict(obj)))
+
+    def patch_merge(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        self._enter("patch_merge", kind, namespace, name)
+        key = self._key(api_version, kind, namespace, name)
+        current = self.objects.get(key) if (api_version, kind) in self.kinds else None
+        if current is None:
+            raise KubeNotFound(f"patch {kind} {_ref(namespace, name)}: HTTP 404 NotFound")
+        return self._store(key, _merge_patch(current, patch), previous=current)
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+        self._enter("delete", kind, namespace, name)
+        key = self._key(api_version, kind, namespace, name)
+        self._managers.pop(key, None)
+        return self.objects.pop(key, None) is not None
+
+    def restart_deployment(self, namespace: str, name: str, *, at: datetime) -> None:
+        stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+        self.patch_merge("apps/v1", "Deployment", namespace, name, patch)
+
+    def deployment_ready(self, namespace: str, name: str) -> DeploymentReadiness:
+        deployment = self.get("apps/v1", "Deployment", namespace, name)
+        if deployment is None:
+            raise KubeNotFound(f"Deployment {namespace}/{name} not found")
+        return deployment_readiness(deployment)
+
+    def apply_crds(self, documents: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
+        self._enter("apply_crds", "CustomResourceDefinition", None, "")
+        try:
+            crds = parse_crd_documents(documents)
+        except CrdDocumentError as e:
+            raise KubeInvalid(str(e)) from None
+        results = []
+        for crd in crds:
+            stored = self.apply(crd, field_manager=FIELD_MANAGER, force=True)
+            results.append(
+                CrdApplyResult(
+                    stored["metadata"]["name"],
+                    True,
+                    True,
+                    tuple(stored.get("status", {}).get("storedVersions", ())),
+                )
+            )
+        return sorted(results, key=lambda r: r.name)
+
+    def read_secret(self, namespace: str, name: str, key: str) -> str:
+        secret = self.get("v1", "Secret", namespace, name)
+        if secret is None:
+            raise KubeNotFound(f"Secret {namespace}/{name} not found")
+        encoded = (secret.get("data") or {}).get(key)
+        if encoded is None:
+            raise KubeNotFound(f"Secret {namespace}/{name} has no key {key!r}")
+        return base64.b64decode(encoded).decode("utf-8")
+
+    # -- internals --
+
+    def _enter(self, operation: str, kind: str, namespace: str | None, name: str) -> None:
+        self.calls.append((operation, f"{kind} {_ref(namespace, name)}"))
+        queue = self._failures.get(operation)
+        if queue:
+            injected = queue[0]
+            injected.times -= 1
+            if injected.times <= 0:
+                queue.pop(0)
+            raise injected.error
+
+    def _key(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> tuple[str, str, str, str]:
+        namespaced = self.kinds.get((api_version, kind), True)
+        return (api_version, kind, (namespace or "") if namespaced else "", name)
+
+    @staticmethod
+    def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+        meta = obj.get("metadata") or {}
+        if not obj.get("apiVersion") or not obj.get("kind") or not meta.get("name"):
+            raise KubeInvalid("object needs apiVersion, kind and metadata.name")
+        return (
+            str(obj["apiVersion"]),
+            str(obj["kind"]),
+            str(meta.get("namespace") or ""),
+            str(meta["name"]),
+        )
+
+    def _require_kind(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        namespaced = self.kinds.get((api_version, kind))
+        if namespaced is None:
+            raise KubeNotFound(f"the server does not serve {kind} in {api_version}")
+        if namespaced and not namespace:
+            raise KubeInvalid(f"{kind} {name}: metadata.namespace is required")
+
+    def _store(
+        self,
+        key: tuple[str, str, str, str],
+        obj: dict[str, Any],
+        *,
+        previous: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        api_version, kind, namespace, name = key
+        self._version += 1
+        meta = dict(obj.get("metadata") or {})
+        meta["name"] = name
+        if namespace:
+            meta["namespace"] = namespace
+        old_meta = (previous or {}).get("metadata") or {}
+        meta["uid"] = old_meta.get("uid") or hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+        generation = int(old_meta.get("generation") or 0)
+        body = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+        old_body = {k: v for k, v in (previous or {}).items() if k not in ("metadata", "status")}
+        if previous is None or body != old_body:
+            generation += 1
+        meta["generation"] = generation
+        meta["resourceVersion"] = str(self._version)
+        obj = {**obj, "apiVersion": api_version, "kind": kind, "metadata": meta}
+        if previous is not None and "status" in previous and "status" not in obj:
+            obj["status"] = copy.deepcopy(previous["status"])
+        if kind == "Secret" and "stringData" in obj:
+            data = dict(obj.get("data") or {})
+            for k, v in obj.pop("stringData").items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
+            obj["data"] = data
+        if kind == "CustomResourceDefinition":
+            obj = self._serve_crd(obj)
+        if kind == "Deployment" and self.instant_deployments:
+            replicas = int((obj.get("spec") or {}).get("replicas", 1))
+            obj["status"] = {
+                "observedGeneration": generation,
+                "replicas": replicas,
+                "updatedReplicas": replicas,
+                "readyReplicas": replicas,
+                "availableReplicas": replicas,
+            }
+        self.objects[key] = obj
+        return copy.deepcopy(obj)
+
+    def _serve_crd(self, crd: dict[str, Any]) -> dict[str, Any]:
+        spec = crd.get("spec") or {}
+        group, kind = spec.get("group", ""), (spec.get("names") or {}).get("kind", "")
+        versions = [v for v in spec.get("versions") or [] if v.get("served", True)]
+        for version in versions:
+            self.kinds[(f"{group}/{version['name']}", kind)] = spec.get("scope") != "Cluster"
+        status = dict(crd.get("status") or {})
+        stored = list(status.get("storedVersions") or [])
+        for version in spec.get("versions") or []:
+            if version.get("storage") and version["name"] not in stored:
+                stored.append(version["name"])
+        status["storedVersions"] = stored
+        status["conditions"] = [
+            {"type": "NamesAccepted", "status": "True"},
+            {"type": "Established", "status": "True"},
+        ]
+        return {**crd, "status": status}
+
+
+def _ref(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _parse_equality_selector(text: str) -> dict[str, str]:
+    wanted: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = part.replace("==", "=").partition("=")
+        wanted[key.strip()] = value.strip()
+    return wanted
+
+
+@dataclass(slots=True)
+class _Revision:
+    info: HelmReleaseInfo
+    values: dict[str, Any]
+    post_render_policy: RolloutPolicy | None
+
+
+class FakeHelm:
+    """In-memory ``ports.helm.Helm``: a release history per (namespace, release).
+
+    ``fail(operation, error, times)`` makes the next ``upgrade``/``rollback``/``status``...
+    raise; ``set_pending`` leaves the latest revision in a pending-* state, as a killed helm
+    does. ``app_versions`` maps chart version → appVersion. ``on_deploy`` (if given) is called
+    with each new revision, its values and post-render policy, so a test can reflect the
+    release into a FakeCluster. ``clock`` gives the ``updated`` time.
+    """
+
+    def __init__(
+        self,
+        *,
+        app_versions: Mapping[str, str] | None = None,
+        on_deploy: Callable[[HelmReleaseInfo, Mapping[str, Any], RolloutPolicy | None], None]
+        | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        charts: Mapping[str, Path] | None = None,
+    ) -> None:
+        self.releases: dict[tuple[str, str], builtins.list[_Revision]] = {}
+        self.app_versions = dict(app_versions or {})
+        self.on_deploy = on_deploy
+        self.clock = clock
+        self.charts = dict(charts or {})  # chart version → local chart directory, for pull
+        self.calls: builtins.list[str] = []
+        self._failures: dict[str, builtins.list[_Injected]] = {}
+
+    def fail(self, operation: str, error: Exception, *, times: int = 1) -> None:
+        self._failures.setdefault(operation, []).append(_Injected(error, times))
+
+    def set_pending(
+        self,
+        release: str,
+        namespace: str,
+        status: HelmReleaseStatus = HelmReleaseStatus.PENDING_UPGRADE,
+    ) -> None:
+        history = self.releases[(namespace, release)]
+        history[-1].info = replace(history[-1].info, status=status)
+
+    def status(self, release: str, namespace: str) -> HelmReleaseInfo | None:
+        self._enter("status")
+        history = self.releases.get((namespace, release))
+        return history[-1].info if history else None
+
+    def history(self, release: str, namespace: str) -> builtins.list[HelmReleaseInfo]:
+        self._enter("history")
+        return [r.info for r in self.releases.get((namespace, release), [])]
+
+    def get_values(
+        self, release: str, namespace: str, revision: int | None = None
+    ) -> dict[str, Any]:
+        self._enter("get_values")
+        found = self._revision(release, namespace, revision)
+        return copy.deepcopy(found.values)
+
+    def upgrade(
+        self,
+        *,
+        release: str,
+        namespace: str,
+        chart: ChartRef,
+        version: str,
+        values: Mapping[str, Any],
+        description: str,
+        post_render_policy: RolloutPolicy | None = None,
+        wait: bool = False,
+        timeout_seconds: int = 300,
+        install: bool = True,
+    ) -> HelmReleaseInfo:
+        self._enter("upgrade")
+        history = self.releases.get((namespace, release), [])
+        self._refuse_pending(history, release, namespace, "helm upgrade")
+        if not history and not install:
+            raise HelmFailed(f'helm upgrade {release}: "{release}" has no deployed releases')
+        name, app_version = chart.name, self.app_versions.get(version, version)
+        metadata = Path(chart.path) / "Chart.yaml" if chart.path else None
+        if metadata is not None and metadata.is_file():
+            # Like helm: a local chart's name, version and appVersion come from Chart.yaml.
+            meta = YAML(typ="safe").load(metadata.read_text(encoding="utf-8"))
+            name, version = str(meta["name"]), str(meta["version"])
+            app_version = str(meta.get("appVersion", app_version))
+        return self._deploy(
+            release,
+            namespace,
+            chart_name=name or Path(chart.path).name,
+            chart_version=version,
+            app_version=app_version,
+            values=dict(values),
+            description=description,
+            policy=post_render_policy,
+        )
+
+    def rollback(
+        self,
+        *,
+        release: str,
+        namespace: str,
+        revision: int,
+        description: str,
+        wait: bool = False,
+        timeout_seconds: int = 300,
+    ) -> HelmReleaseInfo:
+        self._enter("rollback")
+        history = self.releases.get((namespace, release), [])
+        self._refuse_pending(history, release, namespace, "helm rollback")
+        target = self._revision(release, namespace, revision)
+        return self._deploy(
+            release,
+            namespace,
+            chart_name=target.info.chart_name,
+            chart_version=target.info.chart_version,
+            app_version=target.info.app_version,
+            values=copy.deepcopy(target.values),
+            description=f"Rollback to {revision}",
+            policy=target.post_render_policy,
+        )
+
+    def pull(self, chart: ChartRef, version: str, dest: Path) -> Path:
+        self._enter("pull")
+        source = Path(chart.path) if chart.path else self.charts.get(version)
+        if source is None or not source.is_dir():
+            raise HelmFailed(f"helm pull {chart.label} {version}: chart not found")
+        target = dest / (chart.name or source.name)
+        shutil.copytree(source, target, dirs_exist_ok=True)
+        return target
+
+    def _enter(self, operation: str) -> None:
+        self.calls.append(operation)
+        queue = self._failures.get(operation)
+        if queue:
+            injected = queue[0]
+            injected.times -= 1
+            if injected.times <= 0:
+                queue.pop(0)
+            raise injected.error
+
+    @staticmethod
+    def _refuse_pending(
+        history: builtins.list[_Revision], release: str, namespace: str, what: str
+    ) -> None:
+        if history and history[-1].info.status.pending:
+            latest = history[-1].info
+            raise HelmReleaseLocked(
+                f"{what}: release {namespace}/{release} revision {latest.revision} is "
+                f"{latest.status}; not forcing it (R8)"
+            )
+
+    def _revision(self, release: str, namespace: str, revision: int | None) -> _Revision:
+        history = self.releases.get((namespace, release), [])
+        if not history:
+            raise HelmFailed(f"helm {release}: release: not found")
+        if revision is None:
+            return history[-1]
+        for entry in history:
+            if entry.info.revision == revision:
+                return entry
+        raise HelmFailed(f"helm {release}: revision {revision} not found")
+
+    def _deploy(
+        self,
+        release: str,
+        namespace: str,
+        *,
+        chart_name: str,
+        chart_version: str,
+        app_version: str,
+        values: dict[str, Any],
+        description: str,
+        policy: RolloutPolicy | None,
+    ) -> HelmReleaseInfo:
+        history = self.releases.setdefault((namespace, release), [])
+        for entry in history:
+            if entry.info.status is HelmReleaseStatus.DEPLOYED:
+                entry.info = replace(entry.info, status=HelmReleaseStatus.SUPERSEDED)
+        info = HelmReleaseInfo(
+            name=release,
+            namespace=namespace,
+            revision=(history[-1].info.revision + 1) if history else 1,
+            status=HelmReleaseStatus.DEPLOYED,
+            chart_name=chart_name,
+            chart_version=chart_version,
+            app_version=app_version,
+            description=description,
+            updated=self.clock(),
+        )
+        history.append(_Revision(info, copy.deepcopy(values), policy))
+        if self.on_deploy is not None:
+            self.on_deploy(info, values, policy)
+        return info

@@ -1,0 +1,25 @@
+"""Fixtures for the plan/policy core tests: the real charts (../shared) and built-in rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from plan_builders import BUILTIN, chart_files
+
+from gitopsbot.core.chart import Chart, parse_chart_files
+from gitopsbot.core.policy import Rule, load_rules
+
+
+@pytest.fixture(scope="session")
+def real_charts(tensor_fusion: Path) -> dict[str, Chart]:
+    """The real charts 1.7.5, 1.8.0 and 1.8.7, parsed once."""
+    return {
+        v: parse_chart_files(chart_files(tensor_fusion / f"chart-{v}"), digest=f"real-{v}")
+        for v in ("1.7.5", "1.8.0", "1.8.7")
+    }
+
+
+@pytest.fixture(scope="session")
+def builtin_rules() -> tuple[Rule, ...]:
+    return load_rules([("policies/builtin.yaml", BUILTIN.read_text())])

@@ -1,0 +1,221 @@
+"""The post-renderer's rewrite (F1, R11, R21): pure text in, text out; and the CLI around it.
+
+Covers: every pool's switches closed and batch settings from Git; pools absent from Git get
+closed switches only; other documents kept byte for byte; a missing policy block created;
+Go duration formatting; the policy document round trip and its located errors; the
+``gitopsbot post-render`` command on stdin/stdout.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
+from gitopsbot.core.postrender import (
+    PostRenderError,
+    decode_policy,
+    encode_policy,
+    go_duration,
+    rewrite_manifests,
+)
+
+CONFIGMAP = """\
+# Source: tensor-fusion/templates/config.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: tf-config
+data:
+  # keeps quoting and comments: a TensorFusionCluster is mentioned but this is no TFC
+  note: 'kind: TensorFusionCluster'
+  number: "0010"
+"""
+
+TFC = """\
+# Source: tensor-fusion/templates/tensorfusioncluster.yaml
+apiVersion: tensor-fusion.ai/v1
+kind: TensorFusionCluster
+metadata:
+  name: tensor-fusion
+spec:
+  gpuPools:
+  - name: shared
+    isDefault: true
+    specTemplate:
+      nodeManagerConfig:
+        defaultVendor: NVIDIA
+        nodePoolRollingUpdatePolicy:
+          autoUpdateHypervisor: true
+          batchInterval: 1s
+          batchPercentage: 20
+          maxDuration: 10m
+          maintenanceWindow:
+            includes:
+            - 2 2 * * *
+  - name: training
+    specTemplate:
+      capacityConfig: {}
+  - name: unlisted
+    specTemplate:
+      nodeManagerConfig:
+        nodePoolRollingUpdatePolicy:
+          autoUpdateHypervisor: true
+          batchPercentage: 20
+"""
+
+STREAM = f"---\n{CONFIGMAP}---\n{TFC}"
+
+POLICY = RolloutPolicy(
+    pools=(
+        PoolPolicy(
+            name="shared",
+            batch_percentage=10,
+            batch_interval_seconds=90,
+            max_duration_seconds=7200,
+            maintenance_window=MaintenanceWindow("0 3 * * 6", 4 * 3600, "Europe/Berlin"),
+        ),
+        PoolPolicy(name="training", batch_percentage=50, batch_interval_seconds=30),
+        PoolPolicy(name="ghost"),
+    )
+)
+
+
+def _load_all(text: str) -> list[dict]:  # type: ignore[type-arg]
+    return [d for d in YAML(typ="safe").load_all(text) if d is not None]
+
+
+def _policies(text: str) -> dict[str, dict]:  # type: ignore[type-arg]
+    tfc = next(d for d in _load_all(text) if d["kind"] == "TensorFusionCluster")
+    return {
+        p["name"]: p["specTemplate"]["nodeManagerConfig"]["nodePoolRollingUpdatePolicy"]
+        for p in tfc["spec"]["gpuPools"]
+    }
+
+
+def test_every_switch_is_closed_and_batches_come_from_git() -> None:
+    result = rewrite_manifests(STREAM, POLICY)
+    policies = _policies(result.text)
+    assert policies["shared"] == {
+        "autoUpdateHypervisor": False,
+        "autoUpdateWorker": False,
+        "autoUpdateClient": False,
+        "batchPercentage": 10,
+        "batchInterval": "1m30s",
+        "maxDuration": "2h",
+        "maintenanceWindow": {"includes": ["0 3 * * 6"]},
+    }
+    # A pool without a policy block gets one (v1.x controllers panic on a nil policy).
+    assert policies["training"] == {
+        "autoUpdateHypervisor": False,
+        "autoUpdateWorker": False,
+        "autoUpdateClient": False,
+        "batchPercentage": 50,
+        "batchInterval": "30s",
+    }
+    assert result.rewritten == (("tensor-fusion", "shared"), ("tensor-fusion", "training"))
+
+
+def test_pool_without_git_policy_gets_closed_switches_and_keeps_chart_batches() -> None:
+    result = rewrite_manifests(STREAM, POLICY)
+    assert _policies(result.text)["unlisted"] == {
+        "autoUpdateHypervisor": False,
+        "autoUpdateWorker": False,
+        "autoUpdateClient": False,
+        "batchPercentage": 20,
+    }
+    assert result.unmatched_pools == ("unlisted",)
+    assert result.missing_pools == ("ghost",)
+
+
+def test_other_documents_are_kept_byte_for_byte() -> None:
+    result = rewrite_manifests(STREAM, POLICY)
+    assert result.text.startswith(f"---\n{CONFIGMAP}---\n# Source: tensor-fusion/templates/")
+    assert "note: 'kind: TensorFusionCluster'" in result.text
+
+
+def test_stream_without_tensorfusioncluster_is_unchanged() -> None:
+    text = f"{CONFIGMAP}---\n{CONFIGMAP}"
+    result = rewrite_manifests(text, POLICY)
+    assert result.text == text
+    assert result.rewritten == ()
+
+
+def test_other_groups_kind_named_tensorfusioncluster_is_not_touched() -> None:
+    other = TFC.replace("tensor-fusion.ai/v1", "example.com/v1")
+    assert rewrite_manifests(other, POLICY).text == other
+
+
+def test_invalid_yaml_in_a_tfc_document_names_the_document() -> None:
+    broken = f"{CONFIGMAP}---\nkind: TensorFusionCluster\nspec: [unclosed\n"
+    with pytest.raises(PostRenderError, match="rendered document 2"):
+        rewrite_manifests(broken, POLICY)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (1, "1s"), (59, "59s"), (60, "1m"), (90, "1m30s"), (3600, "1h"), (3661, "1h1m1s")],
+)
+def test_go_duration(seconds: int, text: str) -> None:
+    assert go_duration(seconds) == text
+
+
+def test_policy_document_round_trip() -> None:
+    decoded = decode_policy(encode_policy(POLICY))
+    assert [p.name for p in decoded.pools] == ["shared", "training", "ghost"]
+    shared = decoded.pools[0]
+    assert (shared.batch_percentage, shared.batch_interval_seconds) == (10, 90)
+    assert shared.max_duration_seconds == 7200
+    assert shared.maintenance_window == POLICY.pools[0].maintenance_window
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "policy.json:1:2: not JSON"),
+        ('{"format": "other"}', "policy.json: format"),
+        ('{"format": "gitopsbot.post-render/v1", "pools": [{"name": ""}]}', r"pools\[0\].name"),
+        (
+            '{"format": "gitopsbot.post-render/v1", "pools": '
+            '[{"name": "a", "batchPercentage": 0, "batchIntervalSeconds": 1}]}',
+            r"pools\[0\].batchPercentage: expected 1..100",
+        ),
+    ],
+)
+def test_bad_policy_document_is_located(text: str, message: str) -> None:
+    with pytest.raises(PostRenderError, match=message):
+        decode_policy(text, source="policy.json")
+
+
+def test_command_rewrites_stdin_to_stdout(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(encode_policy(POLICY), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "gitopsbot", "post-render", "--policy", str(policy)],
+        input=STREAM,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _policies(done.stdout)["shared"]["autoUpdateHypervisor"] is False
+    assert "pool 'unlisted' has no Git policy" in done.stderr
+
+
+def test_command_fails_with_a_located_message(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text("{}", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "gitopsbot", "post-render", "--policy", str(policy)],
+        input=STREAM,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert f"{policy}: format" in done.stderr
+    assert done.stdout == ""

@@ -1,0 +1,200 @@
+"""Operation step lists per kind (CRDs skipped for rollbacks, R24 restart, F3 phases only,
+canary pool first) and next_step as a table: queued/wait/start, first unfinished step, a
+failed step → remediate, pools driven through the rollout machine, finish."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gitopsbot.core import operation, windows
+from gitopsbot.core.journal import (
+    OperationKind,
+    OperationStatus,
+    PhaseState,
+    QueueState,
+    StepState,
+)
+from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy, RolloutPolicy
+from gitopsbot.core.operation import Action
+from gitopsbot.core.rollout import PhaseAction, PoolObservation
+
+T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
+POLICY = RolloutPolicy(
+    pools=(
+        PoolPolicy("a", auto_update_worker=True, phases=(Component.HYPERVISOR, Component.WORKER)),
+        PoolPolicy("b"),
+    ),
+    canary_pool="b",
+)
+
+
+def names(kind: OperationKind, **kw) -> list[str]:
+    return [s.name for s in operation.build_steps(kind, POLICY, **kw)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "kw", "expected"),
+    [
+        (
+            OperationKind.UPGRADE,
+            {},
+            [
+                "backup",
+                "crds",
+                "helm-upgrade",
+                "controller-ready",
+                "pool/b/hypervisor",
+                "pool/a/hypervisor",
+                "pool/a/worker",
+                "verify",
+            ],
+        ),
+        (
+            OperationKind.UPGRADE,
+            {"crds": False, "restart": True},
+            [
+                "backup",
+                "helm-upgrade",
+                "controller-ready",
+                "controller-restart",
+                "controller-ready-after-restart",
+                "pool/b/hypervisor",
+                "pool/a/hypervisor",
+                "pool/a/worker",
+                "verify",
+            ],
+        ),
+        (
+            OperationKind.ROLLBACK,
+            {},
+            [
+                "backup",
+                "rollback",
+                "controller-ready",
+                "pool/b/hypervisor",
+                "pool/a/hypervisor",
+                "pool/a/worker",
+                "verify",
+            ],
+        ),
+        (
+            OperationKind.CONTROLLER_RESTART,
+            {},
+            ["backup", "helm-upgrade", "controller-restart", "controller-ready", "verify"],
+        ),
+        (
+            OperationKind.ROLLOUT_ONLY,
+            {},
+            [
+                "backup",
+                "helm-upgrade",
+                "controller-ready",
+                "pool/b/hypervisor",
+                "pool/a/hypervisor",
+                "pool/a/worker",
+                "verify",
+            ],
+        ),
+    ],
+    ids=["upgrade", "upgrade-no-crds-r24", "rollback", "controller-restart", "rollout-only"],
+)
+def test_step_lists(kind, kw, expected) -> None:
+    assert names(kind, **kw) == expected
+
+
+def test_operation_id_is_deterministic_and_helm_description_names_it() -> None:
+    j = operation.new_operation(
+        kind=OperationKind.UPGRADE,
+        cluster="prod",
+        desired_sha="0123456789abcdef",
+        created_at=T0,
+        policy=POLICY,
+    )
+    assert j.op_id == "prod-0123456789ab"
+    assert operation.helm_description(j.op_id) == "gitopsbot op=prod-0123456789ab step=helm-upgrade"
+
+
+def journal():
+    return operation.new_operation(
+        kind=OperationKind.UPGRADE,
+        cluster="prod",
+        desired_sha="abc",
+        created_at=T0,
+        policy=POLICY,
+    )
+
+
+def finish(j, *steps, state=StepState.SUCCEEDED):
+    for name in steps:
+        j = j.with_step(replace(j.step(name), state=state))
+    return j
+
+
+def nxt(j, obs=None, now=T0, pool_windows=None):
+    return operation.next_step(
+        j, obs or operation.Observations(), now, policy=POLICY, pool_windows=pool_windows or {}
+    )
+
+
+def test_none_or_finished_is_idle() -> None:
+    assert nxt(None).action is Action.IDLE
+    assert nxt(replace(journal(), status=OperationStatus.SUCCEEDED)).action is Action.IDLE
+
+
+def test_queued_waits_then_starts() -> None:
+    q = replace(journal(), status=OperationStatus.QUEUED, queue=QueueState(T0 + timedelta(hours=1)))
+    d = nxt(q)
+    assert (d.action, d.until) == (Action.WAIT, T0 + timedelta(hours=1))
+    assert nxt(q, now=T0 + timedelta(hours=1)).action is Action.START
+
+
+def test_steps_run_in_order_skipped_counts_as_finished() -> None:
+    j = journal()
+    assert (nxt(j).action, nxt(j).step) == (Action.RUN_STEP, "backup")
+    j = finish(j, "backup")
+    j = finish(j, "crds", state=StepState.SKIPPED)
+    assert nxt(j).step == "helm-upgrade"
+
+
+def test_failed_step_remediates() -> None:
+    j = finish(journal(), "backup")
+    j = j.with_step(replace(j.step("crds"), state=StepState.FAILED, detail="storedVersions"))
+    d = nxt(j)
+    assert (d.action, d.step, d.reason) == (Action.REMEDIATE, "crds", "storedVersions")
+
+
+def test_pools_are_driven_canary_pool_first() -> None:
+    j = finish(journal(), "backup", "crds", "helm-upgrade", "controller-ready")
+    seen = {
+        ("b", Component.HYPERVISOR): PoolObservation(0, False, False, nodes=2),
+        ("a", Component.HYPERVISOR): PoolObservation(0, False, False, nodes=2),
+    }
+    d = nxt(j, operation.Observations(seen))
+    assert d.action is Action.DRIVE_POOLS
+    assert [(r.step, pd.action) for r, pd in d.phases] == [
+        ("pool/b/hypervisor", PhaseAction.OPEN_SWITCH)
+    ]
+
+
+def test_pool_waiting_for_its_window() -> None:
+    j = finish(journal(), "backup", "crds", "helm-upgrade", "controller-ready")
+    w = windows.Window.of(MaintenanceWindow("0 4 * * *", 600), UTC)
+    seen = {("b", Component.HYPERVISOR): PoolObservation(0, False, False, nodes=2)}
+    d = nxt(j, operation.Observations(seen), pool_windows={"b": w})
+    assert d.phases[0][1].action is PhaseAction.WAIT
+    assert d.until == T0 + timedelta(hours=2)
+
+
+def test_missing_observation_waits() -> None:
+    j = finish(journal(), "backup", "crds", "helm-upgrade", "controller-ready")
+    assert nxt(j).action is Action.WAIT
+
+
+def test_all_done_finishes() -> None:
+    j = journal()
+    j = finish(j, *[s.name for s in j.steps])
+    assert nxt(j).action is Action.FINISH
+    assert j.phase("pool/b/hypervisor").state is PhaseState.PENDING  # phases untouched

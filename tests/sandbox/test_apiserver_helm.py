@@ -1,0 +1,128 @@
+"""Real helm 4.1 and helm 3.18 against the emulator: the release lifecycle the bot drives."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from gitopsbot.sandbox.apiserver import ApiServer
+from tests.sandbox.conftest import Run
+
+CHARTS = Path(__file__).parent / "charts"
+CHART = CHARTS / "widget"
+V2 = CHARTS / "widget-values-v2.yaml"
+
+pytestmark = pytest.mark.slow
+
+
+def _release(api: ApiServer, name: str, revision: int) -> dict[str, object]:
+    secret = api.store.get("v1", "Secret", "default", f"sh.helm.release.v1.{name}.v{revision}")
+    assert secret is not None, f"no release Secret for revision {revision}"
+    raw = base64.b64decode(base64.b64decode(secret["data"]["release"]))
+    return json.loads(gzip.decompress(raw))  # type: ignore[no-any-return]
+
+
+def _state(api: ApiServer) -> tuple[dict[str, str], list[dict[str, str]], int]:
+    cm = api.store.get("v1", "ConfigMap", "default", "w-config")
+    dep = api.store.get("apps/v1", "Deployment", "default", "w-app")
+    assert cm is not None and dep is not None
+    env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+    return cm["data"], env, dep["spec"]["replicas"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "flags"),
+    [
+        ("helm4", []),
+        ("helm4", ["--wait", "--timeout", "30s"]),
+        ("helm4", ["--server-side=false"]),
+        ("helm3", []),
+        ("helm3", ["--wait", "--timeout", "30s"]),
+    ],
+    ids=["helm4", "helm4-wait", "helm4-client-side", "helm3", "helm3-wait"],
+)
+def test_release_lifecycle(apiserver: ApiServer, run: Run, tool: str, flags: list[str]) -> None:
+    run(tool, "install", "w", str(CHART), *flags)
+    crd = apiserver.store.get(
+        "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "widgets.example.com"
+    )
+    assert crd is not None, "the chart's crds/ were not installed"
+    widget = apiserver.store.get("example.com/v1", "Widget", "default", "w-widget")
+    assert widget is not None and widget["spec"] == {"color": "blue", "size": 3}
+    assert _state(apiserver) == (
+        {"color": "blue"},
+        [{"name": "FEATURE_X", "value": "on"}, {"name": "LOG_LEVEL", "value": "info"}],
+        1,
+    )
+    assert _release(apiserver, "w", 1)["info"]["status"] == "deployed"  # type: ignore[index]
+
+    run(tool, "upgrade", "w", str(CHART), "-f", str(V2), *flags)
+    assert _state(apiserver) == (
+        {"color": "green", "extra": "added in v2"},
+        [{"name": "FEATURE_X", "value": "on"}, {"name": "LOG_LEVEL", "value": "debug"}],
+        3,
+    )
+    history = run(tool, "history", "w", "-o", "json").stdout
+    assert [(h["revision"], h["status"]) for h in json.loads(history)] == [
+        (1, "superseded"),
+        (2, "deployed"),
+    ]
+    values = json.loads(run(tool, "get", "values", "w", "-o", "json").stdout)
+    assert values["color"] == "green" and values["replicas"] == 3
+
+    run(tool, "rollback", "w", "1", *[f for f in flags if f != "--server-side=false"])
+    # the key v2 added is gone again and the env entry is restored
+    data, env, replicas = _state(apiserver)
+    assert data == {"color": "blue"} and replicas == 1
+    assert {"name": "LOG_LEVEL", "value": "info"} in env
+    assert _release(apiserver, "w", 3)["info"]["status"] == "deployed"  # type: ignore[index]
+
+    run(tool, "uninstall", "w")
+    assert apiserver.store.get("v1", "ConfigMap", "default", "w-config") is None
+    assert apiserver.store.get("apps/v1", "Deployment", "default", "w-app") is None
+    assert apiserver.store.list("v1", "Secret", "default", {"owner": "helm"}) == []
+    # CRDs from crds/ outlive the release, as with a real cluster
+    assert apiserver.store.get(
+        "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "widgets.example.com"
+    )
+
+
+def test_helm4_wait_fails_when_the_deployment_never_becomes_ready(
+    apiserver: ApiServer, run: Run
+) -> None:
+    # The simulator's hook: the kubelet leaves this Deployment alone, so it never gets ready.
+    apiserver.kubelet.exclude("Deployment", "default", "w-app")
+    proc = run("helm4", "install", "w", str(CHART), "--wait", "--timeout", "3s", check=False)
+    assert proc.returncode != 0
+    assert "w-app" in proc.stderr or "deadline" in proc.stderr
+
+
+def test_helm4_upgrade_conflicts_with_another_field_manager(
+    apiserver: ApiServer, run: Run, tmp_path: Path
+) -> None:
+    run("helm4", "install", "w", str(CHART))
+    # Someone takes over the image with kubectl's server-side apply --force-conflicts ...
+    manifest = tmp_path / "image.yaml"
+    manifest.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w-app, namespace: default}\n"
+        "spec:\n  selector: {matchLabels: {app: w}}\n  template:\n"
+        "    metadata: {labels: {app: w}}\n"
+        "    spec: {containers: [{name: app, image: 'registry.example/hotfix:9'}]}\n"
+    )
+    run("kubectl", "apply", "--server-side", "--force-conflicts", "-f", str(manifest))
+    # ... so helm's next apply of a different image conflicts, as on a real cluster,
+    proc = run("helm4", "upgrade", "w", str(CHART), "-f", str(V2), check=False)
+    assert proc.returncode != 0
+    assert 'conflict with "kubectl"' in proc.stderr
+    assert "image" in proc.stderr
+    # and --force-conflicts takes the field back.
+    run("helm4", "upgrade", "w", str(CHART), "-f", str(V2), "--force-conflicts")
+    dep = apiserver.store.get("apps/v1", "Deployment", "default", "w-app")
+    assert dep is not None
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.example/widget:2.0.0"
+    )
