@@ -48,7 +48,7 @@ from gitopsbot.errors import (
     KubeNotFound,
 )
 from gitopsbot.ports.cluster import FIELD_MANAGER, RESTARTED_AT
-from gitopsbot.ports.forge import POLICY_CONTEXT
+from gitopsbot.ports.forge import POLICY_CONTEXT, Forge
 from gitopsbot.ports.helm import ChartRef
 
 
@@ -194,6 +194,10 @@ class FakeForge:
 
     def comments_on(self, number: int) -> list[str]:
         return [c.body for c in self.comments.get(number, [])]
+
+    def as_forge(self) -> Forge:
+        """This fake as the port type (mypy checks here that it satisfies the Protocol)."""
+        return self
 
 
 # -- Cluster and Helm fakes (contract tests: tests/executor/test_{cluster,helm}_contract.py)

@@ -86,8 +86,15 @@ class HelmCli:
         read_timeout_seconds: float = 120.0,
         grace_seconds: float = 60.0,
         environ: Mapping[str, str] | None = None,
+        force_conflicts: bool = True,
     ) -> None:
         self.binary = str(binary)
+        # helm 4 applies server-side (force=false). The bot's own merge patches that open and
+        # close pool switches make it a manager of the TensorFusionCluster's ``spec.gpuPools``
+        # (an atomic list), so without forcing, the next upgrade fails with "conflict with
+        # gitopsbot: .spec.gpuPools". Git is the truth: helm takes the fields back, as helm 3's
+        # client-side patch does anyway (docs/helm.md).
+        self._force_conflicts = force_conflicts
         self.home = Path(home)
         self._kubeconfig = str(kubeconfig) if kubeconfig else ""
         self._context = kube_context
@@ -177,8 +184,7 @@ class HelmCli:
             argv += ["--description", description, "--timeout", f"{timeout_seconds}s"]
             if install:
                 argv.append("--install")
-            if wait:
-                argv.append("--wait" if self.major < 4 else "--wait=watcher")
+            argv += self._apply_flags(wait)
             if post_render_policy is not None:
                 policy_file = _private_file(work / "policy.json", encode_policy(post_render_policy))
                 argv += self._post_renderer_args(policy_file)
@@ -207,9 +213,7 @@ class HelmCli:
         what = f"helm rollback {release} to {revision} ({description})"
         self._refuse_pending(release, namespace, what)
         argv = ["rollback", release, str(revision), "--namespace", namespace]
-        argv += ["--timeout", f"{timeout_seconds}s"]
-        if wait:
-            argv.append("--wait" if self.major < 4 else "--wait=watcher")
+        argv += ["--timeout", f"{timeout_seconds}s", *self._apply_flags(wait)]
         result = self._run(
             [*argv, *self._kube()], what=what, timeout=timeout_seconds + self._grace, check=False
         )
@@ -239,6 +243,12 @@ class HelmCli:
                 shutil.rmtree(target)
             shutil.move(str(unpacked[0]), target)
             return target
+
+    def _apply_flags(self, wait: bool) -> list[str]:
+        if self.major < 4:
+            return ["--wait"] if wait else []
+        flags = ["--wait=watcher"] if wait else []
+        return flags + (["--force-conflicts"] if self._force_conflicts else [])
 
     # -- post-renderer -----------------------------------------------------------------------
 

@@ -37,12 +37,8 @@ PROPOSAL_TRAILER = "Gitopsbot-Proposal"
 _CLUSTER = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 _VERSION = r"v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?"
 _PROPOSAL = rf"gitopsbot/(?P<cluster>{_CLUSTER})/(?P<version>{_VERSION})(?![\w+])"
-_BRANCH_RE = re.compile(rf"(?<![\w/.-]){_PROPOSAL}")
-# GitHub writes "Merge pull request #12 from <owner>/<branch>".
-_GITHUB_RE = re.compile(
-    rf"^Merge pull request #\d+ from [\w.-]+/{_PROPOSAL}",
-    re.MULTILINE,
-)
+# A "/" may precede: GitHub writes "from <owner>/<branch>", git "'origin/<branch>'".
+_BRANCH_RE = re.compile(rf"(?<![\w.-]){_PROPOSAL}")
 _TRAILER_RE = re.compile(
     rf"^{PROPOSAL_TRAILER}:\s*(?P<cluster>{_CLUSTER})/(?P<version>{_VERSION})\s*$",
     re.MULTILINE | re.IGNORECASE,
@@ -94,7 +90,6 @@ def proposals_in_message(message: str) -> tuple[ProposalId, ...]:
     """Proposals a commit message names, by trailer or by branch name; sorted, unique."""
     found = {ProposalId(m["cluster"], m["version"]) for m in _TRAILER_RE.finditer(message)}
     found |= {ProposalId(m["cluster"], m["version"]) for m in _BRANCH_RE.finditer(message)}
-    found |= {ProposalId(m["cluster"], m["version"]) for m in _GITHUB_RE.finditer(message)}
     return tuple(sorted(found))
 
 

@@ -451,7 +451,17 @@ def _plain(
         return float(node)
     if isinstance(node, dt.date):
         return node.isoformat()  # Helm reads an unquoted date as a string
-    return node
+    # Custom tags, !!binary, !!set...: nothing Helm's values can carry.
+    where = locs.get(secrets.join_path(path))
+    at = (where.line, where.column) if where else (1, 1)
+    tag = getattr(getattr(node, "tag", None), "value", None) or _kind(node)
+    reader.add(
+        at,
+        secrets.join_path(path) if path else "(document)",
+        f"unsupported YAML value ({tag})",
+        "values hold mappings, lists, strings, numbers, booleans and null",
+    )
+    return None
 
 
 # -- gitopsbot.yaml ----------------------------------------------------------------------------

@@ -193,8 +193,8 @@ class World:
                         "status": {"phase": "Pending" if node in self.pending else "Running"},
                     }
                 )
-                if first:
-                    self._pod(node, name, image)
+                if first or self.cluster.get("v1", "Pod", NS, f"hypervisor-{node}") is None:
+                    self._pod(node, name, self._pool_image(name) or image)
             synced = first or self._pool_image(name) == image
             self.batches[name] = 0
             c.put(
@@ -251,6 +251,9 @@ class World:
             policy = entry["specTemplate"]["nodeManagerConfig"]["nodePoolRollingUpdatePolicy"]
             image = entry["specTemplate"]["componentConfig"]["hypervisor"]["image"]
             nodes = [f"{name}-gpu-{i}" for i in range(self.nodes[name])]
+            for n in nodes:  # nodes added by a test after the first render
+                if self.cluster.get("v1", "Pod", NS, f"hypervisor-{n}") is None:
+                    self._pod(n, name, self._pool_image(name))
             outdated = [n for n in nodes if self.cluster.get("v1", "Pod", NS, f"hypervisor-{n}")["spec"]["containers"][0]["image"] != image]
             if not outdated or not policy.get("autoUpdateHypervisor"):
                 continue
@@ -332,6 +335,10 @@ class Env:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
+    return make_env(tmp_path)
+
+
+def make_env(tmp_path: Path) -> Env:
     src = tmp_path / "src"
     src.mkdir()
     for name, text in fleet_files("1.0.0", "hv:1").items():

@@ -85,31 +85,27 @@ class KillingStore(JournalStore):
     """Dies right before the N-th journal write: the step ran, its record did not happen."""
 
     kill_at = -1
+    kill_message: str | None = None
     writes = 0
 
     def save(self, journal, message, **kw):  # type: ignore[no-untyped-def]
-        type(self).writes += 1
-        if type(self).writes == type(self).kill_at:
+        cls = type(self)
+        cls.writes += 1
+        if cls.writes == cls.kill_at or (cls.kill_message and cls.kill_message in message):
+            cls.kill_message = None
             raise Killed(message)
         return super().save(journal, message, **kw)
 
 
-def _count_saves(env: Env) -> int:
-    KillingStore.kill_at, KillingStore.writes = -1, 0
-    rec = env.reconciler(store_cls=KillingStore)
-    rec.reconcile("lab")  # baseline
-    env.merge_pr(7, "lab: chart 1.1.0 (#7)", fleet_files("1.1.0", "hv:2"))
-    drive(env, rec)
-    return KillingStore.writes
-
-
-@pytest.mark.parametrize("kill_at", range(1, 40, 1))
-def test_kill_and_resume_never_repeats_a_step(env: Env, kill_at: int) -> None:
-    KillingStore.kill_at, KillingStore.writes = kill_at, 0
+def _run_with_kill(env: Env, kill: str | int) -> tuple[bool, object]:
+    """Upgrade with one kill: before the journal write whose message contains ``kill`` (a
+    string) or before the ``kill``-th write (an int). Returns (killed, final journal)."""
+    KillingStore.writes = 0
+    KillingStore.kill_at = kill if isinstance(kill, int) else -1
+    KillingStore.kill_message = kill if isinstance(kill, str) else None
     rec = env.reconciler(store_cls=KillingStore)
     rec.reconcile("lab")
     env.merge_pr(7, "lab: chart 1.1.0", fleet_files("1.1.0", "hv:2"))
-    before = upgrades(env)
     killed = False
     for i in range(80):
         try:
@@ -122,11 +118,34 @@ def test_kill_and_resume_never_repeats_a_step(env: Env, kill_at: int) -> None:
         env.clock.t += timedelta(minutes=1)
         current = rec.store.current("lab")
         if current is not None and not current.active:
-            break
-    if KillingStore.writes < kill_at:
-        pytest.skip(f"the operation has fewer than {kill_at} journal writes")
+            return killed, current
+    raise AssertionError("did not finish")
+
+
+def test_killed_after_helm_upgrade_before_recording_it(env: Env) -> None:
+    before = upgrades(env)
+    killed, current = _run_with_kill(env, "helm-upgrade succeeded")
     assert killed
-    current = rec.store.current("lab")
-    assert current is not None and current.status is OperationStatus.SUCCEEDED, current
-    assert upgrades(env) - before == 1
-    assert env.world.images() == {"hv:2"}
+    assert current.status is OperationStatus.SUCCEEDED
+    assert upgrades(env) - before == 1  # recognised by its description, not repeated
+    assert "already made by this operation" in current.step("helm-upgrade").detail
+
+
+@pytest.mark.slow
+def test_kill_and_resume_at_every_journal_write(tmp_path_factory, request) -> None:
+    """For k = 1, 2, ...: die before the k-th write, restart from Git; until an operation
+    completes without reaching k (every boundary has been tried)."""
+    from tests.executor.conftest import make_env
+
+    k = 0
+    while True:
+        k += 1
+        env = make_env(tmp_path_factory.mktemp(f"kill{k}"))
+        before = upgrades(env)
+        killed, current = _run_with_kill(env, k)
+        assert current.status is OperationStatus.SUCCEEDED, (k, current)
+        assert upgrades(env) - before == 1, k
+        assert env.world.images() == {"hv:2"}, k
+        if not killed:
+            break
+    assert k > 10  # the operation really has that many transitions

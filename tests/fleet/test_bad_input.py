@@ -540,6 +540,15 @@ CASES = [
         "agent.enrollToken",
         "duplicate key",
     ),
+    Case(
+        "values-custom-tag",
+        S + "values.yaml",
+        "metricsTTL: 7d",
+        "metricsTTL: !duration 7d",
+        "metricsTTL",
+        "dynamicConfig.metricsTTL",
+        "unsupported YAML value (!duration)",
+    ),
     # directory level
     Case(
         "cluster-unknown-file",

@@ -59,7 +59,7 @@ def test_any_scalar_in_a_pool_is_accepted_or_located(key: str, value: str) -> No
     try:
         parse_cluster("c", {"release.yaml": RELEASE, "values.yaml": "", "rollout.yaml": rollout})
     except FleetError as exc:
-        assert all(p.line in (0, 1, 2, 3) for p in exc.problems), exc
+        assert all(0 <= p.line <= 4 for p in exc.problems), exc
 
 
 @settings(max_examples=100, deadline=None)

@@ -15,6 +15,7 @@ from forge_harness import Harness
 from gitopsbot.core.forge_types import (
     COMMENT_LIMIT,
     CommitState,
+    PullRequestInfo,
     PullRequestState,
     find_marker,
 )
@@ -25,7 +26,7 @@ MARKER = "cluster-a/tensor-fusion-1.2.3"
 
 def _open(
     h: Harness, *, branch: str = "gitopsbot/a-1.2.3", title: str = "Upgrade a", body: str = "plan"
-):
+) -> PullRequestInfo:
     return h.forge.open_or_update_pull_request(
         branch=branch, base="main", title=title, body=body, marker=MARKER, labels=["gitopsbot"]
     )

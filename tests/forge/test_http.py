@@ -16,6 +16,8 @@ from forge_harness import TOKEN, FakeClock, make_client
 
 from gitopsbot.adapters.forge._http import WriteBucket
 from gitopsbot.adapters.forge.connect import connect
+from gitopsbot.adapters.forge.provider import ForgeProvider
+from gitopsbot.core.forge_types import PullRequestInfo
 from gitopsbot.errors import (
     ForgeRateLimited,
     ForgeServerError,
@@ -27,7 +29,7 @@ from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 CREATE = r"/(pulls|merge_requests)$"
 
 
-def _open(forge, branch: str = "gitopsbot/a"):  # type: ignore[no-untyped-def]
+def _open(forge: ForgeProvider, branch: str = "gitopsbot/a") -> PullRequestInfo:
     return forge.open_or_update_pull_request(
         branch=branch, base="main", title="t", body="b", marker="a/1"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -102,8 +103,11 @@ class Nudges:
         self.arrived.set()
 
 
+Rx = tuple[WebhookReceiver, httpx.Client, "Nudges"]
+
+
 @pytest.fixture
-def receiver():  # type: ignore[no-untyped-def]
+def receiver() -> Iterator[Rx]:
     nudges = Nudges()
     secrets = {"github": SECRET, "gitlab": SECRET, "gitea": SECRET}
     with WebhookReceiver(secrets, nudges) as rx, httpx.Client(base_url=rx.url) as client:
@@ -114,7 +118,7 @@ PROVIDERS = ["github", "gitlab", "gitea"]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_signed_push_nudges_with_the_branch_and_sha(receiver, provider: str) -> None:  # type: ignore[no-untyped-def]
+def test_signed_push_nudges_with_the_branch_and_sha(receiver: Rx, provider: str) -> None:
     _rx, client, nudges = receiver
     body = json.dumps(push_payload(provider)).encode()
     answer = client.post(
@@ -126,7 +130,7 @@ def test_signed_push_nudges_with_the_branch_and_sha(receiver, provider: str) -> 
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_signed_merge_nudges_with_number_and_merge_sha(receiver, provider: str) -> None:  # type: ignore[no-untyped-def]
+def test_signed_merge_nudges_with_number_and_merge_sha(receiver: Rx, provider: str) -> None:
     _rx, client, nudges = receiver
     body = json.dumps(merged_payload(provider)).encode()
     answer = client.post(
@@ -154,8 +158,8 @@ FORGERIES = [
 
 
 @pytest.mark.parametrize(("provider", "forgery"), FORGERIES)
-def test_unsigned_or_forged_delivery_is_rejected_and_not_logged(  # type: ignore[no-untyped-def]
-    receiver, provider: str, forgery: str, caplog: pytest.LogCaptureFixture
+def test_unsigned_or_forged_delivery_is_rejected_and_not_logged(
+    receiver: Rx, provider: str, forgery: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     rx, client, nudges = receiver
@@ -182,7 +186,7 @@ def test_unsigned_or_forged_delivery_is_rejected_and_not_logged(  # type: ignore
     assert not [m for m in messages if BODY_CANARY in m or SECRET in m]
 
 
-def test_gitlab_token_does_not_sign_the_body(receiver) -> None:  # type: ignore[no-untyped-def]
+def test_gitlab_token_does_not_sign_the_body(receiver: Rx) -> None:
     """GitLab documents a shared token, not an HMAC: a body change is not detectable."""
     _rx, client, _nudges = receiver
     body = json.dumps(push_payload("gitlab")).encode()
@@ -190,7 +194,7 @@ def test_gitlab_token_does_not_sign_the_body(receiver) -> None:  # type: ignore[
     assert answer.status_code == 202
 
 
-def test_forgejo_signature_header_is_accepted(receiver) -> None:  # type: ignore[no-untyped-def]
+def test_forgejo_signature_header_is_accepted(receiver: Rx) -> None:
     _rx, client, nudges = receiver
     body = json.dumps(push_payload("gitea")).encode()
     headers = {"X-Forgejo-Event": "push", "X-Forgejo-Signature": gitea_signature(SECRET, body)}
@@ -199,7 +203,7 @@ def test_forgejo_signature_header_is_accepted(receiver) -> None:  # type: ignore
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_ping_and_tag_pushes_are_accepted_but_ignored(receiver, provider: str) -> None:  # type: ignore[no-untyped-def]
+def test_ping_and_tag_pushes_are_accepted_but_ignored(receiver: Rx, provider: str) -> None:
     rx, client, nudges = receiver
     ping = json.dumps({"zen": "hi", "object_kind": "system"}).encode()
     assert (
@@ -219,14 +223,14 @@ def test_ping_and_tag_pushes_are_accepted_but_ignored(receiver, provider: str) -
     assert rx.stats.ignored == 2 and not nudges.events
 
 
-def test_signed_but_malformed_body_is_400(receiver) -> None:  # type: ignore[no-untyped-def]
+def test_signed_but_malformed_body_is_400(receiver: Rx) -> None:
     _rx, client, nudges = receiver
     body = b'{"action": "closed"}'
     answer = client.post("/webhooks/github", content=body, headers=signed("github", "pr", body))
     assert answer.status_code == 400 and not nudges.events
 
 
-def test_unknown_path_and_unconfigured_provider(receiver) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_path_and_unconfigured_provider(receiver: Rx) -> None:
     _rx, client, _nudges = receiver
     assert client.post("/webhooks/bitbucket", content=b"{}").status_code == 404
     nudges2 = Nudges()

@@ -94,6 +94,8 @@ def test_proposal_branch_refuses_bad_parts() -> None:
         ("Merge branch 'gitopsbot/prod-a/1.2.3'", ["prod-a/1.2.3"]),
         # squash merge: only the trailer survives
         ("Upgrade prod-a to 1.2.3 (#12)\n\nGitopsbot-Proposal: prod-a/1.2.3\n", ["prod-a/1.2.3"]),
+        # git merge of a remote-tracking branch
+        ("Merge remote-tracking branch 'origin/gitopsbot/prod-a/1.2.3'", ["prod-a/1.2.3"]),
         ("Merge branch 'feature/x'", []),
         ("Merge branch 'gitopsbot/state'", []),
         ("mention of mygitopsbot/prod-a/1.2.3 inside a word", []),

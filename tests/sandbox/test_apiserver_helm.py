@@ -5,16 +5,19 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gitopsbot.sandbox.apiserver import ApiServer
-from tests.sandbox.conftest import Run
 
 CHARTS = Path(__file__).parent / "charts"
 CHART = CHARTS / "widget"
 V2 = CHARTS / "widget-values-v2.yaml"
+
+Run = Callable[..., subprocess.CompletedProcess[str]]  # the `run` fixture (conftest.py)
 
 pytestmark = pytest.mark.slow
 

@@ -4,12 +4,15 @@ chart's CRDs are applied server-side before the helm upgrade, R-rules of the pro
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gitopsbot.sandbox.apiserver import ApiServer
-from tests.sandbox.conftest import Run
+
+Run = Callable[..., subprocess.CompletedProcess[str]]  # the `run` fixture (conftest.py)
 
 pytestmark = pytest.mark.slow
 

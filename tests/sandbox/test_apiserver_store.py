@@ -123,7 +123,7 @@ def test_crd_establishes_at_once_and_validates_its_resources() -> None:
     with pytest.raises(Invalid) as e:
         s.create(_gadget("bad", mode="c"))
     assert "spec.mode" in str(e.value) and '"c"' in str(e.value)
-    with pytest.raises(Invalid, match="spec.mode: Required value"):
+    with pytest.raises(Invalid, match=r"spec\.mode: Required value"):
         s.create(_gadget("bad"))
     ok = s.create(_gadget("ok", mode="a", stray=1, free={"anything": [1, 2]}))
     assert ok["spec"] == {"mode": "a", "free": {"anything": [1, 2]}}  # stray pruned

@@ -1,1 +1,1 @@
-"""Forge providers over httpx: GitHub, GitLab, Gitea/Forgejo. See ``make_forge``."""
+"""Forge providers over httpx: GitHub, GitLab, Gitea/Forgejo. Build one with ``connect``."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.core.forge_types import (
     CommentInfo,
     CommitState,
@@ -27,13 +28,15 @@ from gitopsbot.core.forge_types import (
     with_marker,
 )
 from gitopsbot.errors import ForgeConflict, ForgeFailed
-from gitopsbot.ports.forge import POLICY_CONTEXT
+from gitopsbot.ports.forge import POLICY_CONTEXT, Forge
 
 STATUS_DESCRIPTION_LIMIT = 140  # GitHub refuses longer commit-status descriptions
 
 
 class ForgeProvider(ABC):
     """Implements ``gitopsbot.ports.forge.Forge`` from a provider's primitives."""
+
+    http: ForgeHttp  # the choke point; ``http.stats`` counts requests, 304s, retries
 
     # -- primitives, one request (or one paginated list) each ------------------------------
     @abstractmethod
@@ -162,3 +165,8 @@ class ForgeProvider(ABC):
         if comment:
             self._create_comment(number, comment)
         self._close(number)
+
+
+def as_forge(provider: ForgeProvider) -> Forge:
+    """The provider as the port type (mypy checks here that it satisfies the Protocol)."""
+    return provider

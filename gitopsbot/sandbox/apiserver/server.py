@@ -87,6 +87,12 @@ class Handler(BaseHTTPRequestHandler):
     server: EmulatorHTTPServer
     server_version = "gitopsbot-sandbox-apiserver"
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without TCP_NODELAY, Nagle's algorithm
+        # and the client's delayed ACK add ~40 ms to every request.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # requests are kept in server.requests instead
 

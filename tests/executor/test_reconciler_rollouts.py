@@ -1,0 +1,119 @@
+"""Rollouts under the rules, through the reconciler with a fake clock: a pool held by its
+window until it opens, paused when the window closes mid-rollout and resumed in the next;
+maxDuration halt → automatic rollback committed to the watched branch as a revert; a stall
+caused by a Pending GPUNode (F4) → halt naming the node; a person's revert → rollback to the
+recorded revision with CRDs untouched."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from gitopsbot.core.journal import OperationKind, OperationStatus, PhaseState, StepState
+
+from tests.executor.conftest import Env, fleet_files, git
+from tests.executor.test_reconciler_upgrade import drive
+
+M = timedelta(minutes=1)
+
+
+def _until(env: Env, rec, predicate, *, passes: int = 200, step: timedelta = M):
+    for _ in range(passes):
+        rec.reconcile("lab")
+        env.world.tick()
+        j = rec.store.current("lab")
+        if j is not None and predicate(j):
+            return j
+        env.clock.t += step
+    raise AssertionError(f"condition not reached: {rec.store.current('lab')}")
+
+
+def test_window_holds_pauses_and_resumes_a_pool(env: Env) -> None:
+    env.world.nodes["b"] = 4  # two batches of 50%
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(3, "lab: hv:2", fleet_files("1.0.0", "hv:2", window="0 2 * * *"))
+
+    # 01:00: pool a has no window and rolls; b waits for 02:00 with its switch closed.
+    j = _until(env, rec, lambda j: j.step("pool/a/hypervisor").state is StepState.SUCCEEDED)
+    assert env.clock.t.hour == 1 and not env.world.switch("b")
+    j = _until(env, rec, lambda j: j.phase("pool/b/hypervisor").state is PhaseState.ROLLING)
+    assert env.clock.t.hour == 2 and env.world.switch("b")
+
+    # The window closes mid-rollout: the bot closes the switch; the controller stops.
+    env.world.batches["b"] = 0
+    env.clock.t = env.clock.t.replace(hour=3, minute=0)
+    rec.reconcile("lab")
+    j = rec.store.current("lab")
+    assert j.phase("pool/b/hypervisor").state is PhaseState.PAUSED
+    assert not env.world.switch("b")
+    env.clock.t += timedelta(hours=5)
+    rec.reconcile("lab")
+    env.world.tick()
+    assert not env.world.switch("b")
+
+    # Next night it resumes and finishes.
+    env.clock.t = (env.clock.t + timedelta(days=1)).replace(hour=2, minute=0)
+    j = drive(env, rec)
+    assert j.status is OperationStatus.SUCCEEDED, j.failure
+    assert env.world.images() == {"hv:2"}
+    assert not env.world.switch("b")
+
+
+def test_max_duration_halts_and_rolls_back_by_revert(env: Env) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    sha = env.merge_pr(4, "lab: hv:2", fleet_files("1.0.0", "hv:2", max_duration="3m"))
+    for _ in range(30):  # the controller never moves: only the deadline can end this
+        rec.reconcile("lab")
+        env.clock.t += M
+        j = rec.store.current("lab")
+        if j.kind is OperationKind.ROLLBACK:
+            break
+    failed = rec.store.history("lab", j.reverts_op)
+    assert failed is not None and failed.status is OperationStatus.FAILED
+    assert "maxDuration" in failed.failure and failed.remediation == f"rollback:{j.op_id}"
+    assert not env.world.switch("a")
+    # Git stays the truth: the watched branch has the revert of the merge.
+    env.human.pull()
+    message = git("log", "-1", "--format=%B", cwd=env.human.path)
+    assert f"This reverts commit {sha}" in message
+    assert j.desired_sha == git("rev-parse", "HEAD", cwd=env.human.path).strip()
+    done = drive(env, rec)
+    assert done.kind is OperationKind.ROLLBACK and done.status is OperationStatus.SUCCEEDED
+    assert env.helm.history("tf", "tf-system")[-1].description == "Rollback to 1"
+    assert env.world.images() == {"hv:1"}
+
+
+def test_pending_node_stalls_and_halts(env: Env) -> None:
+    env.world.pending.add("a-gpu-1")
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(5, "lab: hv:2", fleet_files("1.0.0", "hv:2", stall="2m", on_failure="halt"))
+    j = _until(env, rec, lambda j: not j.active, passes=30)
+    assert j.status is OperationStatus.FAILED and j.remediation == "halt"
+    assert "a-gpu-1" in j.failure and "F4" in j.failure
+    assert j.step("pool/a/hypervisor").state is StepState.FAILED
+    assert j.step("pool/b/hypervisor").state is StepState.PENDING  # nothing after a halt
+    assert not env.world.switch("a")
+    assert "a-gpu-1" in env.forge.comments_on(5)[-1]
+
+
+def test_revert_rolls_back_to_the_recorded_revision(env: Env) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    sha = env.merge_pr(6, "lab: chart 1.1.0, hv:2", fleet_files("1.1.0", "hv:2"))
+    upgraded = drive(env, rec)
+    assert upgraded.status is OperationStatus.SUCCEEDED
+    crd_applies = env.cluster.calls.count(("apply_crds", "CustomResourceDefinition "))
+
+    env.human.revert(sha)
+    done = drive(env, rec)
+
+    assert done.kind is OperationKind.ROLLBACK and done.reverts_op == upgraded.op_id
+    assert done.status is OperationStatus.SUCCEEDED, done.failure
+    assert [s.name for s in done.steps][:3] == ["backup", "rollback", "controller-ready"]
+    latest = env.helm.history("tf", "tf-system")[-1]
+    assert (latest.description, latest.chart_version) == ("Rollback to 1", "1.0.0")
+    assert env.world.images() == {"hv:1"}
+    # R16: CRDs stay at the newer version.
+    assert env.cluster.calls.count(("apply_crds", "CustomResourceDefinition ")) == crd_applies
