@@ -1,10 +1,11 @@
 """Requests per second the Kubernetes API emulator serves to the official kubernetes Python
 client (gets and lists), against a baseline measured in the same run: a bare stdlib
-ThreadingHTTPServer (HTTP/1.1, keep-alive, TCP_NODELAY like the emulator) answering every request with a fixed, pre-encoded
+ThreadingHTTPServer (HTTP/1.1, keep-alive, TCP_NODELAY like the emulator) answering every
+request with a fixed, pre-encoded
 body of the same shape. The client, its deserialisation and the loopback are identical, so the
 ratio is the emulator's own cost. For later load tests (issue 3, part 7).
 
-    python benchmarks/apiserver_bench.py [--seconds 3] [--pods 100] [--threads 1]
+    python benchmarks/apiserver_bench.py [--seconds 5] [--rounds 5] [--pods 100] [--threads 1]
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -81,8 +83,9 @@ def _core(url: str, threads: int) -> client.CoreV1Api:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=3.0, help="measuring time per case")
+    ap.add_argument("--seconds", type=float, default=5.0, help="measuring time per case and side")
     ap.add_argument("--pods", type=int, default=100, help="pods in the listed namespace")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per case")
     ap.add_argument("--threads", type=int, default=1, help="concurrent client threads")
     args = ap.parse_args()
 
@@ -116,14 +119,24 @@ def main() -> None:
             ]
             print(
                 f"kubernetes client -> emulator vs fixed-body stdlib server "
-                f"({args.seconds:g}s per case, {args.threads} thread(s))"
+                f"({args.seconds:g}s per case and side in {args.rounds} interleaved rounds, "
+                f"{args.threads} thread(s); medians)"
             )
             print(f"{'case':<28}{'emulator req/s':>16}{'baseline req/s':>16}{'ratio':>8}")
             for name, fn in cases:
                 fn(core), fn(bcore)  # warm up connections
-                emu = _rate(lambda fn=fn: fn(core), args.seconds, args.threads)
-                ref = _rate(lambda fn=fn: fn(bcore), args.seconds, args.threads)
-                print(f"{name:<28}{emu:>16.0f}{ref:>16.0f}{emu / ref:>8.2f}")
+                # Interleaved short rounds, medians: the machine's other load hits both sides.
+                emus, refs, ratios = [], [], []
+                for _ in range(args.rounds):
+                    emu = _rate(lambda fn=fn: fn(core), args.seconds / args.rounds, args.threads)
+                    ref = _rate(lambda fn=fn: fn(bcore), args.seconds / args.rounds, args.threads)
+                    emus.append(emu)
+                    refs.append(ref)
+                    ratios.append(emu / ref)
+                print(
+                    f"{name:<28}{statistics.median(emus):>16.0f}"
+                    f"{statistics.median(refs):>16.0f}{statistics.median(ratios):>8.2f}"
+                )
         finally:
             base.shutdown()
             base.server_close()

@@ -366,6 +366,10 @@ class FakeCluster:
         current = self.objects.get(key) if (api_version, kind) in self.kinds else None
         if current is None:
             raise KubeNotFound(f"patch {kind} {_ref(namespace, name)}: HTTP 404 NotFound")
+        expected = (patch.get("metadata") or {}).get("resourceVersion")
+        if expected is not None and expected != current["metadata"]["resourceVersion"]:
+            # Optimistic concurrency, as the API server does for a precondition in a patch.
+            raise KubeConflict(f"patch {kind} {_ref(namespace, name)}: HTTP 409 Conflict")
         return self._store(key, _merge_patch(current, patch), previous=current)
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:

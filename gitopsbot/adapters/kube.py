@@ -109,6 +109,9 @@ class KubeCluster:
             client_configuration=configuration,
             persist_config=False,
         )
+        # urllib3 would otherwise retry 429/503 with Retry-After on its own, sleeping where
+        # nobody sees it; retries belong to ``_request`` alone.
+        configuration.retries = False
         return cls(ApiClient(configuration), **kwargs)
 
     def close(self) -> None:

@@ -77,6 +77,10 @@ class JournalStore:
             return []
         return sorted(self._repo.tree(head).list("clusters"))
 
+    def refresh(self) -> None:
+        """Fetch the remote, for readers that watch (``gitopsbot status --watch``)."""
+        self._repo.fetch()
+
     def head(self) -> str | None:
         return self._repo.head(self.branch)
 

@@ -1,17 +1,118 @@
-"""`gitopsbot run` (placeholder until its issue lands; exits 2)."""
+"""`gitopsbot run`: the long-running loop that applies merged changes (docs/executor.md)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
 import sys
+import threading
+from types import FrameType
 from typing import Any
+
+from gitopsbot import app
+from gitopsbot.errors import ConfigError, GitOpsBotError
+
+log = logging.getLogger(__name__)
+
+EXAMPLES = """\
+examples:
+  gitopsbot run --fleet-url https://git.example.com/acme/gpu-fleet.git
+  gitopsbot run --fleet ~/src/gpu-fleet --cluster staging --once   # one round, then exit
+  GITOPSBOT_GIT_TOKEN=... gitopsbot run --fleet-url https://... --kubeconfig ~/.kube/fleet
+
+Each cluster gets its own job: a pass every pollInterval (gitopsbot.yaml) with jitter; a pass
+runs at most one step and records it on the state branch. SIGINT/SIGTERM stop the loop after
+the running pass has recorded (a step boundary). --once runs passes until every cluster is
+idle or waiting (for a window, the controller, a queued change), then exits.
+exit status: 0 stopped cleanly, 1 bad fleet or settings, 2 Git or the cluster unavailable.
+"""
+
+# Passes per cluster in --once before giving up on "immediately due" work.
+ONCE_LIMIT = 200
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="(not built yet)")
+    p = sub.add_parser(
+        "run",
+        help="apply merged changes: the long-running bot",
+        description="Watch the fleet repository and carry out every merged change per cluster: "
+        "backup, CRDs, helm upgrade, controller, pool rollouts under their windows and "
+        "deadlines, verification; record progress on the state branch; roll back on revert.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--fleet-url", metavar="URL", help="the fleet repository's Git URL")
+    where.add_argument("--fleet", metavar="PATH", help="a local clone of the fleet repository")
+    p.add_argument("--branch", default="main", help="branch with gitopsbot.yaml (default main)")
+    p.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this cluster (repeatable; default all)",
+    )
+    p.add_argument("--kubeconfig", default="", help="kubeconfig file (default ~/.kube/config)")
+    p.add_argument("--once", action="store_true", help="run until idle or waiting, then exit")
+    p.add_argument(
+        "--no-push",
+        action="store_true",
+        help="keep state-branch commits local (dry runs, debugging)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.stderr.write("gitopsbot run: not built yet\n")
-    return 2
+    try:
+        options = app.RunOptions(
+            fleet_url=app.fleet_url(url=args.fleet_url, path=args.fleet),
+            branch=args.branch,
+            kubeconfig=args.kubeconfig,
+            clusters=tuple(args.cluster),
+            push=not args.no_push,
+        )
+        bot = app.build_bot(options)
+    except ConfigError as e:
+        sys.stderr.write(f"gitopsbot run: {e}\n")
+        return 1
+    except GitOpsBotError as e:
+        sys.stderr.write(f"gitopsbot run: {e}\n")
+        return 2
+    if args.once:
+        return run_once(bot)
+    return run_forever(bot)
+
+
+def run_once(bot: app.Bot) -> int:
+    status = 0
+    for cluster in bot.clusters:
+        for _ in range(ONCE_LIMIT):
+            try:
+                result = bot.reconciler.reconcile(cluster)
+            except GitOpsBotError as e:
+                sys.stderr.write(f"{cluster}: {e}\n")
+                status = 2
+                break
+            print(f"{cluster}: {result.action} {result.detail}".rstrip())
+            now = bot.reconciler.clock.now()
+            if result.next_at is None or result.next_at > now:
+                break
+    return status
+
+
+def run_forever(bot: app.Bot) -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.warning("signal %s: stopping after the running passes", signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    bot.scheduler.set_clusters(bot.clusters)
+    bot.scheduler.start()
+    print(f"gitopsbot run: watching {', '.join(bot.clusters)} (Ctrl-C to stop)", flush=True)
+    stop.wait()
+    bot.scheduler.shutdown(wait=True)  # graceful: at a step boundary
+    return 0

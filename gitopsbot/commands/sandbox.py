@@ -9,13 +9,8 @@ everything it started) and checks that its ports are closed.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +71,7 @@ def run_up(args: argparse.Namespace) -> int:
         return 2
     state_dir = options.state_dir
     existing = env.SandboxState.read(state_dir)
-    if existing is not None and _alive(existing.pid):
+    if existing is not None and env.process_alive(existing.pid):
         sys.stderr.write(
             f"gitopsbot sandbox up: a sandbox is already running from {state_dir} "
             f"(pid {existing.pid}); run `gitopsbot sandbox down --state-dir {state_dir}` first\n"
@@ -88,60 +83,13 @@ def run_up(args: argparse.Namespace) -> int:
         shutil.rmtree(state_dir / "cluster", ignore_errors=True)
     if args.foreground:
         return env.serve(options, on_ready=lambda s: print(env.connection_help(s), flush=True))
-    return _detach(args, options, timeout=args.timeout)
-
-
-def _detach(args: argparse.Namespace, options: env.SandboxOptions, *, timeout: float) -> int:
-    state_dir = options.state_dir
-    cmd = [
-        sys.executable,
-        "-m",
-        env.SERVE_MODULE,
-        "serve",
-        "--state-dir",
-        str(state_dir),
-        "--pools",
-        str(options.pools),
-        "--nodes",
-        str(options.nodes),
-        "--namespace",
-        options.namespace,
-        "--release",
-        options.release,
-        "--charts",
-        str(options.charts_dir),
-    ]
-    if options.chart_version:
-        cmd += ["--chart-version", options.chart_version]
-    log_path = state_dir / env.LOG_FILE
-    with log_path.open("ab") as log_file:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # survives this shell; `down` signals it by pid
-        )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        code = proc.poll()
-        if code is not None:
-            sys.stderr.write(
-                f"gitopsbot sandbox up: the sandbox exited ({code}); {log_path} says:\n"
-                + _tail(log_path)
-            )
-            return 1
-        state = SandboxState.read(state_dir)
-        if state is not None and state.ready and state.pid == proc.pid:
-            print(env.connection_help(state))
-            return 0
-        time.sleep(0.2)
-    _terminate(proc.pid)
-    sys.stderr.write(
-        f"gitopsbot sandbox up: not ready after {timeout:.0f}s; stopped it. {log_path}:\n"
-        + _tail(log_path)
-    )
-    return 1
+    try:
+        state = env.start_detached(options, timeout=args.timeout)
+    except GitOpsBotError as e:
+        sys.stderr.write(f"gitopsbot sandbox up: {e}\n")
+        return 1
+    print(env.connection_help(state))
+    return 0
 
 
 def run_down(args: argparse.Namespace) -> int:
@@ -154,69 +102,11 @@ def run_down(args: argparse.Namespace) -> int:
     if state is None:
         print(f"no sandbox running from {state_dir}")
         return 0
-    if _alive(state.pid) and _is_sandbox(state.pid) and not _terminate(state.pid):
-        sys.stderr.write(f"gitopsbot sandbox down: pid {state.pid} did not stop\n")
+    try:
+        env.stop_detached(state)
+    except GitOpsBotError as e:
+        sys.stderr.write(f"gitopsbot sandbox down: {e}\n")
         return 1
     (state_dir / env.STATE_FILE).unlink(missing_ok=True)
-    still_open = [port for port in state.ports if _port_open(port)]
-    if still_open:
-        sys.stderr.write(f"gitopsbot sandbox down: ports still open: {still_open}\n")
-        return 1
     print(f"sandbox stopped (pid {state.pid}); state kept in {state_dir}")
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of this process counts as gone.
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
-
-
-def _is_sandbox(pid: int) -> bool:
-    # Never signal a process that merely reuses the recorded pid.
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return True  # no /proc (macOS): trust the state file
-    return env.SERVE_MODULE.encode() in cmdline
-
-
-def _terminate(pid: int, timeout: float = 20.0) -> bool:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return True
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.1)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return True
-    time.sleep(0.2)
-    return not _alive(pid)
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:]) + "\n"

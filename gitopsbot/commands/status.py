@@ -1,17 +1,89 @@
-"""`gitopsbot status` (placeholder until its issue lands; exits 2)."""
+"""`gitopsbot status`: where each cluster stands, read from the state branch in Git."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from datetime import UTC, datetime
 from typing import Any
+
+from gitopsbot import app
+from gitopsbot.bot import report
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.errors import ConfigError, GitOpsBotError
+
+EXAMPLES = """\
+examples:
+  gitopsbot status --fleet .                       # every cluster
+  gitopsbot status --fleet . --cluster staging     # one cluster, every step
+  gitopsbot status --fleet-url https://... --watch # live progress while a rollout runs
+
+Reads only Git (the bot's state branch): it works from any machine with read access and
+never talks to a cluster. exit status: 0 printed, 1 unknown cluster, 2 Git unavailable.
+"""
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("status", help="(not built yet)")
+    p = sub.add_parser(
+        "status",
+        help="where each cluster stands (from Git)",
+        description="Show each cluster's current or last operation, its steps and per-pool "
+        "rollout progress, and any queued change, from the bot's state branch.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--fleet-url", metavar="URL", help="the fleet repository's Git URL")
+    where.add_argument("--fleet", metavar="PATH", help="a local clone of the fleet repository")
+    p.add_argument("--cluster", metavar="NAME", help="only this cluster")
+    p.add_argument("--watch", action="store_true", help="refresh until interrupted")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes")
     p.set_defaults(func=run)
 
 
+def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str, int]:
+    names = store.clusters()
+    if cluster is not None and cluster not in names:
+        known = ", ".join(names) or "none yet"
+        return f"cluster {cluster!r} has no record on the state branch (known: {known})\n", 1
+    out: list[str] = []
+    for name in [cluster] if cluster else names:
+        current = store.current(name)
+        if current is None:
+            out.append(
+                f"{name}: no operation yet (watching since {(store.seen(name) or '?')[:12]})"
+            )
+        else:
+            out.extend(report.lines(current, now))
+        queued = store.queued(name)
+        if queued is not None:
+            out.append(f"  next: {report.headline(queued)} ({queued.op_id})")
+    if not out:
+        out.append("no cluster has a record on the state branch yet")
+    return "\n".join(out) + "\n", 0
+
+
 def run(args: argparse.Namespace) -> int:
-    sys.stderr.write("gitopsbot status: not built yet\n")
-    return 2
+    try:
+        url = app.fleet_url(url=args.fleet_url, path=args.fleet)
+        store, _ = app.open_state(url)
+    except ConfigError as e:
+        sys.stderr.write(f"gitopsbot status: {e}\n")
+        return 1
+    except GitOpsBotError as e:
+        sys.stderr.write(f"gitopsbot status: {e}\n")
+        return 2
+    while True:
+        text, code = render(store, args.cluster, datetime.now(UTC))
+        if args.watch and sys.stdout.isatty():
+            sys.stdout.write("\x1b[2J\x1b[H")  # clear and home: a live display
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        if not args.watch or code:
+            return code
+        try:
+            time.sleep(args.interval)
+            store.refresh()
+        except KeyboardInterrupt:
+            return 0

@@ -15,10 +15,11 @@ reconciler carries out through the ports and then records. Step order (R6-R16):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from gitopsbot.core import rollout, windows
 from gitopsbot.core.journal import (
@@ -31,6 +32,8 @@ from gitopsbot.core.journal import (
     StepState,
 )
 from gitopsbot.core.model import Component, RolloutPolicy
+from gitopsbot.core.plan import Plan
+from gitopsbot.core.plan import StepKind as PlanStep
 
 HELM_DESCRIPTION = "gitopsbot op={op} step=helm-upgrade"
 
@@ -93,6 +96,66 @@ def build_steps(
             Step(name="controller-ready-after-restart", kind=StepKind.CONTROLLER_READY),
         ]
     return (*head, *pools, verify)
+
+
+# R24: a change to these values needs a controller restart that helm upgrade does not do.
+RESTART_KEYS = ("dynamicConfig", "schedulerConfig")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What kind of operation a change needs, and which optional steps."""
+
+    kind: OperationKind
+    crds: bool = True
+    restart: bool = False
+
+
+def _leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, Mapping) and value:
+        for key, child in value.items():
+            yield from _leaves(child, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, value
+
+
+def changed_paths(
+    before: Mapping[str, Any], after: Mapping[str, Any], *, ignore: Collection[str] = ()
+) -> set[str]:
+    """Dotted leaf paths whose value differs (lists compare whole). ``ignore``: paths (and
+    their children) left out, e.g. the secret paths Git never holds."""
+    a, b = dict(_leaves(before)), dict(_leaves(after))
+    changed = {p for p in a.keys() | b.keys() if a.get(p) != b.get(p)}
+    return {p for p in changed if not any(p == i or p.startswith(i + ".") for i in ignore)}
+
+
+def classify_change(
+    *, deployed_chart: str | None, target_chart: str, changed: Collection[str]
+) -> Shape:
+    """The operation a change needs. A chart version change (or a first install) is an
+    upgrade with CRDs; otherwise a rollout-only change, or a controller restart (R24) when
+    only dynamicConfig / schedulerConfig changed."""
+    if deployed_chart is None or deployed_chart != target_chart:
+        return Shape(OperationKind.UPGRADE, crds=True)
+
+    def r24(path: str) -> bool:
+        return any(path == k or path.startswith(k + ".") for k in RESTART_KEYS)
+
+    touched = any(r24(p) for p in changed)
+    if touched and all(r24(p) for p in changed):
+        return Shape(OperationKind.CONTROLLER_RESTART, crds=False, restart=True)
+    return Shape(OperationKind.ROLLOUT_ONLY, crds=False, restart=touched)
+
+
+def shape_of_plan(plan: Plan) -> Shape:
+    """The operation a rendered plan describes (its steps say CRDs and R24)."""
+    kinds = {s.kind for s in plan.steps}
+    crds, restart = PlanStep.CRDS in kinds, PlanStep.CONTROLLER_RESTART in kinds
+    if plan.versions.chart_before != plan.versions.chart_after:
+        return Shape(OperationKind.UPGRADE, crds=crds, restart=restart)
+    if restart and PlanStep.POOL_ROLLOUT not in kinds:
+        return Shape(OperationKind.CONTROLLER_RESTART, crds=False, restart=True)
+    return Shape(OperationKind.ROLLOUT_ONLY, crds=crds, restart=restart)
 
 
 def new_operation(

@@ -9,17 +9,20 @@ A rule names the bad situation; when its check finds it, the rule *fires* and yi
 - ``warn``: shown, never blocks.
 
 Rule documents: ``{rules: [{id, description, severity, enforces, check: {kind, ...params},
-environments?, link?}]}`` (a bare list of rules is accepted too). Built-in rules ship in ``policies/``; a fleet repository adds its own
-in its ``policies/`` directory. ``docs/policies.md`` documents every check kind.
+environments?, link?}]}`` (a bare list of rules is accepted too). Built-in rules ship in
+``policies/``; a fleet repository adds its own in its ``policies/`` directory.
+``docs/policies.md`` documents every check kind.
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -182,21 +185,32 @@ def check_values_keys_dropped(inp: PolicyInput, params: Mapping[str, Any]) -> li
     ignore = tuple(str(p) for p in params.get("ignore", ()))
     # Secrets are merged in at apply time, so their absence from values.yaml is expected.
     merged_later = {s.values_path for s in inp.cluster.credentials.secrets}
-    dropped: list[str] = []
-    for parts in leaf_paths(inp.deployed.values):
-        if not parts:
-            continue
-        path = join_path(parts)
-        if path in merged_later or any(_matches(path, p) for p in ignore):
-            continue
-        if not has_path(inp.desired_values, parts):
-            dropped.append(path)
+    dropped = [
+        path
+        for path in (join_path(p) for p in _missing(inp.deployed.values, inp.desired_values, ()))
+        if path not in merged_later and not any(_matches(path, p) for p in ignore)
+    ]
     if not dropped:
         return []
     return [
         f"values.yaml lacks {len(dropped)} key(s) the deployed release has: {_listed(dropped)}; "
         "Helm would reset them to chart defaults (R8)"
     ]
+
+
+def _missing(old: Any, new: Any, parts: tuple[str | int, ...]) -> list[tuple[str | int, ...]]:
+    """Leaf paths of ``old`` that ``new`` lacks (a missing subtree counts as its leaves)."""
+    if isinstance(old, Mapping) and old:
+        if not isinstance(new, Mapping):
+            return [] if new is not None else leaf_paths(old, parts)
+        out: list[tuple[str | int, ...]] = []
+        for key, child in old.items():
+            if key in new:
+                out.extend(_missing(child, new[key], (*parts, key)))
+            else:
+                out.extend(leaf_paths(child, (*parts, key)))
+        return out
+    return []
 
 
 def check_switch_without_ack(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
@@ -207,11 +221,17 @@ def check_switch_without_ack(inp: PolicyInput, params: Mapping[str, Any]) -> lis
     return [f"autoUpdate{comp.value.capitalize()} is on in pool(s) {_listed(pools)}"]
 
 
+@lru_cache(maxsize=1024)
+def _glob(pattern: str) -> re.Pattern[str]:
+    return re.compile(fnmatch.translate(pattern))
+
+
 def _matches(path: str, pattern: str) -> bool:
     return (
         path == pattern
         or path.startswith((pattern + ".", pattern + "["))
-        or fnmatch.fnmatchcase(path, pattern)
+        or (("*" in pattern or "?" in pattern or "[" in pattern)
+        and _glob(pattern).match(path) is not None)
     )
 
 

@@ -13,9 +13,17 @@ import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
-from gitopsbot.core.secrets import MASK, is_secret_path, join_path, looks_like_token, split_path
+from gitopsbot.core.secrets import (
+    BUILTIN_SECRET_PATHS,
+    MASK,
+    is_secret_key,
+    join_path,
+    looks_like_token,
+    split_path,
+)
 
 PathParts = tuple[str | int, ...]
 
@@ -69,28 +77,51 @@ class ValuesDiff:
 
     def masked(self, extra_paths: Iterable[str] = ()) -> ValuesDiff:
         """The same diff with secret values replaced by ``***`` (for PR text and logs)."""
-        extra = tuple(extra_paths)
+        declared = _declared(extra_paths)
         return ValuesDiff(
             tuple(
                 Change(
                     c.kind,
                     c.parts,
-                    _mask(c.parts, c.before, extra),
-                    _mask(c.parts, c.after, extra),
+                    _mask(c.parts, c.before, declared, _secret_so_far(c.parts)),
+                    _mask(c.parts, c.after, declared, _secret_so_far(c.parts)),
                 )
                 for c in self.changes
             )
         )
 
 
-def _mask(parts: PathParts, value: Any, extra: tuple[str, ...]) -> Any:
+def _declared(extra_paths: Iterable[str]) -> tuple[PathParts, ...]:
+    out = [split_path(p) for p in BUILTIN_SECRET_PATHS]
+    for p in extra_paths:
+        try:
+            out.append(split_path(p))
+        except ValueError:
+            continue  # the loader reports malformed declared paths with their location
+    return tuple(out)
+
+
+# Keys repeat across thousands of leaves and plans; the regex verdict per key is memoized.
+_secret_key = lru_cache(maxsize=8192)(is_secret_key)
+
+
+def _secret_so_far(parts: PathParts) -> bool:
+    return any(isinstance(p, str) and _secret_key(p) for p in parts)
+
+
+def _mask(parts: PathParts, value: Any, declared: tuple[PathParts, ...], secret: bool) -> Any:
+    """Mask leaves at secret paths: a secret-looking key on the way (``secret``), a declared
+    path or under one (core.secrets rules), or a token-shaped string anywhere."""
     if value is None or value == "" or isinstance(value, bool):
         return value
     if isinstance(value, Mapping):
-        return {k: _mask((*parts, str(k)), v, extra) for k, v in value.items()}
+        return {
+            k: _mask((*parts, str(k)), v, declared, secret or _secret_key(str(k)))
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [_mask((*parts, i), v, extra) for i, v in enumerate(value)]
-    if (parts and is_secret_path(join_path(parts), extra)) or looks_like_token(value):
+        return [_mask((*parts, i), v, declared, secret) for i, v in enumerate(value)]
+    if secret or looks_like_token(value) or any(parts[: len(d)] == d for d in declared):
         return MASK
     return value
 

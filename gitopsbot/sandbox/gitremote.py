@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import zlib
@@ -130,7 +131,8 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A client hanging up mid-request is normal for git; log instead of printing.
-        log.debug("gitremote: request from %s failed", client_address, exc_info=True)
+        error = sys.exc_info()[1]
+        log.debug("gitremote: request from %s failed: %r", client_address, error)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -49,11 +49,16 @@ def git(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
-def rollout_yaml(*, window: str = "", on_failure: str = "rollback", stall: str = "10m",
-                 max_duration: str = "2h", canary: int = 0) -> str:
+def rollout_yaml(
+    *,
+    window: str = "",
+    on_failure: str = "rollback",
+    stall: str = "10m",
+    max_duration: str = "2h",
+    canary: int = 0,
+) -> str:
     win = (
-        f"    maintenanceWindow:\n      cron: \"{window}\"\n      duration: 1h\n"
-        "      timeZone: UTC\n"
+        f'    maintenanceWindow:\n      cron: "{window}"\n      duration: 1h\n      timeZone: UTC\n'
         if window
         else ""
     )
@@ -79,8 +84,7 @@ def fleet_files(version: str, image: str, **rollout: Any) -> dict[str, str]:
             "environment: staging\n"
         ),
         "clusters/lab/values.yaml": (
-            f"cluster:\n  name: lab-tfc\n  hypervisorImage: {image}\n"
-            "agent:\n  agentId: lab\n"
+            f"cluster:\n  name: lab-tfc\n  hypervisorImage: {image}\nagent:\n  agentId: lab\n"
         ),
         "clusters/lab/rollout.yaml": rollout_yaml(**rollout),
     }
@@ -148,12 +152,15 @@ class World:
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
                 "metadata": {"name": f"{RELEASE}-controller", "namespace": NS},
-                "spec": {"replicas": 1, "template": {"metadata": {"labels": {"v": info.chart_version}}}},
+                "spec": {
+                    "replicas": 1,
+                    "template": {"metadata": {"labels": {"v": info.chart_version}}},
+                },
             }
         )
         image = values["cluster"]["hypervisorImage"]
         pools = []
-        for pool in (policy.pools if policy else ()):
+        for pool in policy.pools if policy else ():
             pools.append(
                 {
                     "name": pool.name,
@@ -220,7 +227,10 @@ class World:
                 "metadata": {
                     "name": f"hypervisor-{node}",
                     "namespace": NS,
-                    "labels": {f"{GROUP}/component": "hypervisor", f"{GROUP}/pool-lab-tfc-{pool}": "true"},
+                    "labels": {
+                        f"{GROUP}/component": "hypervisor",
+                        f"{GROUP}/pool-lab-tfc-{pool}": "true",
+                    },
                 },
                 "spec": {"nodeName": node, "containers": [{"name": "hv", "image": image}]},
                 "status": {"phase": "Running"},
@@ -254,7 +264,14 @@ class World:
             for n in nodes:  # nodes added by a test after the first render
                 if self.cluster.get("v1", "Pod", NS, f"hypervisor-{n}") is None:
                     self._pod(n, name, self._pool_image(name))
-            outdated = [n for n in nodes if self.cluster.get("v1", "Pod", NS, f"hypervisor-{n}")["spec"]["containers"][0]["image"] != image]
+            outdated = [
+                n
+                for n in nodes
+                if self.cluster.get("v1", "Pod", NS, f"hypervisor-{n}")["spec"]["containers"][0][
+                    "image"
+                ]
+                != image
+            ]
             if not outdated or not policy.get("autoUpdateHypervisor"):
                 continue
             if any(n in self.pending for n in nodes):
@@ -268,8 +285,18 @@ class World:
             done = len(outdated) <= size
             progress = 100 if done else progress
             self.cluster.patch_merge(
-                TF, "GPUPool", None, f"lab-tfc-{name}",
-                {"status": {"componentStatus": {"hypervisorUpdateProgress": progress, "hypervisorConfigSynced": done}}},
+                TF,
+                "GPUPool",
+                None,
+                f"lab-tfc-{name}",
+                {
+                    "status": {
+                        "componentStatus": {
+                            "hypervisorUpdateProgress": progress,
+                            "hypervisorConfigSynced": done,
+                        }
+                    }
+                },
             )
 
 
@@ -301,11 +328,15 @@ class Env:
     base_sha: str
 
     def repo(self, name: str = "mirror") -> GitRepo:
-        repo = GitRepo(GitSettings(url=self.url, mirror_dir=self.tmp / name, author_email="bot@example.com"))
+        repo = GitRepo(
+            GitSettings(url=self.url, mirror_dir=self.tmp / name, author_email="bot@example.com")
+        )
         repo.fetch()
         return repo
 
-    def reconciler(self, *, store_cls: type[JournalStore] = JournalStore, name: str = "mirror") -> Reconciler:
+    def reconciler(
+        self, *, store_cls: type[JournalStore] = JournalStore, name: str = "mirror"
+    ) -> Reconciler:
         repo = self.repo(name)
         secrets = type("NoSecrets", (), {"resolve_all": lambda self, refs: {}})()
         executor = Executor(cluster=self.cluster, helm=self.helm, secrets=secrets)
@@ -327,7 +358,10 @@ class Env:
         )
         del self.forge.pulls[pr.number]
         self.forge.pulls[number] = replace(
-            pr, number=number, state=PullRequestState.MERGED, merged_at=self.clock.t,
+            pr,
+            number=number,
+            state=PullRequestState.MERGED,
+            merged_at=self.clock.t,
             merge_commit_sha=sha,
         )
         return sha
@@ -361,8 +395,13 @@ def make_env(tmp_path: Path) -> Env:
     fleet = load_fleet_dir(src)
     spec = fleet.clusters["lab"]
     helm.upgrade(
-        release=RELEASE, namespace=NS, chart=ChartRef.of(spec.release), version="1.0.0",
-        values=spec.values, description="install by hand", post_render_policy=spec.rollout,
+        release=RELEASE,
+        namespace=NS,
+        chart=ChartRef.of(spec.release),
+        version="1.0.0",
+        values=spec.values,
+        description="install by hand",
+        post_render_policy=spec.rollout,
     )
     cluster.apply_crds({"gpupools.yaml": CRD})
     base = git("rev-parse", "HEAD", cwd=human_path).strip()

@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from gitopsbot.core.journal import OperationKind, OperationStatus, PhaseState, StepState
-
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive
 

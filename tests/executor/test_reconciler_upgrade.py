@@ -14,7 +14,6 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.core.forge_types import CommitState
 from gitopsbot.core.journal import OperationStatus, StepState
-
 from tests.executor.conftest import Env, fleet_files
 
 
@@ -50,8 +49,13 @@ def test_whole_upgrade(env: Env) -> None:
     assert journal.status is OperationStatus.SUCCEEDED, journal.failure
     assert journal.desired_sha == sha and journal.pr_number == 7
     assert [s.name for s in journal.steps] == [
-        "backup", "crds", "helm-upgrade", "controller-ready",
-        "pool/a/hypervisor", "pool/b/hypervisor", "verify",
+        "backup",
+        "crds",
+        "helm-upgrade",
+        "controller-ready",
+        "pool/a/hypervisor",
+        "pool/b/hypervisor",
+        "verify",
     ]
     assert all(s.state is StepState.SUCCEEDED for s in journal.steps)
     assert upgrades(env) - before == 1
@@ -62,8 +66,14 @@ def test_whole_upgrade(env: Env) -> None:
     assert a.finished_at is not None and b.started_at is not None and a.finished_at <= b.started_at
     # The rollback point is the revision before ours.
     assert journal.rollback_point is not None
-    assert (journal.rollback_point.helm_revision, journal.rollback_point.chart_version) == (1, "1.0.0")
-    assert journal.rollback_point.images == {"a": {"hypervisor": "hv:1"}, "b": {"hypervisor": "hv:1"}}
+    assert (journal.rollback_point.helm_revision, journal.rollback_point.chart_version) == (
+        1,
+        "1.0.0",
+    )
+    assert journal.rollback_point.images == {
+        "a": {"hypervisor": "hv:1"},
+        "b": {"hypervisor": "hv:1"},
+    }
     latest = env.helm.history("tf", "tf-system")[-1]
     assert latest.description == f"gitopsbot op={journal.op_id} step=helm-upgrade"
     assert latest.chart_version == "1.1.0"

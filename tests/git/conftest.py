@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,3 +151,102 @@ def fleet(
         credentials=HttpsPassword(USER, PASSWORD),
         files=CLUSTER_FILES,
     )
+
+
+# -- a real SSH server (asyncssh) running git's own upload-pack / receive-pack ----------------
+
+
+@dataclass
+class SshServer:
+    """An SSH server on loopback serving the bare repositories under ``root``."""
+
+    root: Path
+    port: int
+    host_public_key: str  # "ssh-ed25519 AAAA..."
+    client_key: Path  # authorised private key (public key at <client_key>.pub)
+    other_key: Path  # a key the server does not know
+
+    def url(self, name: str) -> str:
+        return f"ssh://git@127.0.0.1:{self.port}/{name}.git"
+
+    def known_hosts_line(self) -> str:
+        return f"[127.0.0.1]:{self.port} {self.host_public_key}\n"
+
+
+def _keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    asyncssh = pytest.importorskip("asyncssh", reason="asyncssh (dev extra) runs the SSH server")
+    import asyncio
+    import shlex
+    import threading
+
+    base = tmp_path_factory.mktemp("ssh")
+    root = base / "remote"
+    root.mkdir()
+    host_key = _keygen(base / "host_key")
+    client_key = _keygen(base / "client_key")
+    other_key = _keygen(base / "other_key")
+
+    async def handle(process: Any) -> None:
+        argv = shlex.split(process.command or "")
+        if len(argv) != 2 or argv[0] not in ("git-upload-pack", "git-receive-pack"):
+            process.exit(1)
+            await process.wait_closed()
+            return
+        repo = root / argv[1].lstrip("/")
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            argv[0].removeprefix("git-"),
+            str(repo),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        await process.redirect(stdin=proc.stdin, stdout=proc.stdout, stderr=proc.stderr)
+        process.exit(await proc.wait())
+        await process.wait_closed()  # runs asyncssh's cleanup tasks
+
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(
+        asyncssh.listen(
+            "127.0.0.1",
+            0,
+            server_host_keys=[str(host_key)],
+            authorized_client_keys=f"{client_key}.pub",
+            process_factory=handle,
+            encoding=None,
+        )
+    )
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    host_public = " ".join(Path(f"{host_key}.pub").read_text().split()[:2])
+    yield SshServer(root, port, host_public, client_key, other_key)
+
+    async def close() -> None:
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run_coroutine_threadsafe(close(), loop).result(timeout=10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    loop.close()
+
+
+@pytest.fixture
+def ssh_home(tmp_path: Path, ssh_server: SshServer) -> Iterator[Path]:
+    """A home directory whose ~/.ssh/known_hosts trusts the test server (libgit2 reads it)."""
+    import pygit2
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "known_hosts").write_text(ssh_server.known_hosts_line())
+    previous = pygit2.settings.homedir
+    pygit2.settings.homedir = str(home)
+    yield home
+    pygit2.settings.homedir = previous

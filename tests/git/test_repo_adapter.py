@@ -132,6 +132,42 @@ def test_conflicting_replay_fails_without_losing_the_human_commit(fleet: Fleet) 
         repo.push("main")
     check = fleet.human("checker")
     assert check.show("origin/main:gitopsbot.yaml") == "human: 1\n"
+    # The failed commit is dropped, so the next pass starts from the remote's state.
+    assert repo.head("main") == check.sha("origin/main")
+    again = repo.commit_files("main", {"gitopsbot.yaml": b"bot: 2\n"}, "bot", parent=None)
+    assert repo.push("main") == again
+
+
+def test_push_after_fetch_onto_a_stale_parent_is_replayed(fleet: Fleet) -> None:
+    """The mirror already knows the human's commit (libgit2's local non-fast-forward check)."""
+    human = fleet.human()
+    repo = fleet.bot()
+    old = repo.head("main")
+    human_sha = human.commit("human", {"b.txt": "human\n"})
+    human.push()
+    repo.fetch()
+    repo.commit_files("main", {"a.txt": b"bot\n"}, "bot", parent=old)
+    pushed = repo.push("main")
+    check = fleet.human("checker")
+    assert check.sha("origin/main") == pushed
+    assert check.sha("origin/main~1") == human_sha
+
+
+def test_unpushed_commits_survive_a_fetch_after_the_remote_moved(fleet: Fleet) -> None:
+    human = fleet.human()
+    repo = fleet.bot()
+    mine = repo.commit_files("main", {"a.txt": b"bot\n"}, "bot", parent=None)
+    human.commit("human", {"b.txt": "human\n"})
+    human.push()
+    repo.fetch()
+    assert repo.head("main") == mine  # still ours until pushed
+    second = repo.commit_files("main", {"c.txt": b"bot\n"}, "bot 2", parent=None)
+    assert repo.commit_info(second).parents == (mine,)
+    repo.push("main")
+    check = fleet.human("checker")
+    assert check.show("origin/main:a.txt") == "bot\n"
+    assert check.show("origin/main:b.txt") == "human\n"
+    assert check.show("origin/main:c.txt") == "bot\n"
 
 
 def test_push_gives_up_after_the_configured_attempts(fleet: Fleet) -> None:

@@ -72,6 +72,10 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
             self.connections.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client hanging up mid-request is normal (watch cancelled, tool exited).
+        pass
+
     def close_connections(self) -> None:
         with self.conn_lock:
             conns = list(self.connections)

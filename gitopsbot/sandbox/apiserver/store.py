@@ -53,10 +53,10 @@ from __future__ import annotations
 
 import base64
 import bisect
-import copy
 import json
 import secrets
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -117,6 +117,15 @@ class Event:
 EventList = list[Event]
 
 
+def clone(value: Any) -> Any:
+    """Deep copy of a JSON value; several times faster than copy.deepcopy (no memo)."""
+    if type(value) is dict:
+        return {k: clone(v) for k, v in value.items()}
+    if type(value) is list:
+        return [clone(v) for v in value]
+    return value
+
+
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -148,12 +157,14 @@ class Store:
         self._lock = threading.RLock()
         self.changed = threading.Condition(self._lock)
         self._objects: dict[tuple[str, str], dict[Key, Obj]] = {}
+        # owner uid -> dependents (group, kind, key), for garbage collection without a scan
+        self._dependents: dict[str, set[tuple[str, str, Key]]] = {}
         self._rv = 1
         self._log: list[Event] = []
         self._log_rvs: list[int] = []
         self._oldest_rv = 1  # events with rv > _oldest_rv - 1 are retained
         self._subscribers: list[Callback] = []
-        self._pending: list[tuple[str, Obj]] = []
+        self._pending: deque[tuple[str, Obj]] = deque()
         self._dispatching = False
         self._dispatch_lock = threading.Lock()
         self.closed = False
@@ -247,7 +258,7 @@ class Store:
 
     def present(self, obj: Obj, api_version: str | None = None) -> Obj:
         """A deep copy, with apiVersion as the caller asked (one stored copy serves all)."""
-        out = copy.deepcopy(obj)
+        out: Obj = clone(obj)
         if api_version:
             out["apiVersion"] = api_version
         return out
@@ -296,7 +307,7 @@ class Store:
         """Read-modify-write under the lock: ``build(old) -> new`` (a fresh dict)."""
         with self._lock:
             old = self.get_stored(rt, namespace, name)
-            new = build(copy.deepcopy(old))
+            new = build(clone(old))
             stored = self._write(
                 rt,
                 old,
@@ -347,8 +358,7 @@ class Store:
                     continue
                 if rt.kind == "CustomResourceDefinition":
                     self.registry.register_crd(obj)
-                meta = obj["metadata"]
-                self._bucket(rt)[(meta.get("namespace", ""), meta["name"])] = obj
+                self._put(rt, obj)
             self._rv = max(self._rv, rv)
             self._oldest_rv = self._rv + 1
             self._pending.clear()
@@ -378,6 +388,33 @@ class Store:
     def _bucket(self, rt: ResourceType) -> dict[Key, Obj]:
         return self._objects.setdefault((rt.group, rt.kind), {})
 
+    def _put(self, rt: ResourceType, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = self._key(rt, meta.get("namespace"), meta["name"])
+        bucket = self._bucket(rt)
+        old = bucket.get(key)
+        if old is not None:
+            self._unindex(rt, key, old)
+        bucket[key] = obj
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("uid"):
+                self._dependents.setdefault(ref["uid"], set()).add((rt.group, rt.kind, key))
+
+    def _drop(self, rt: ResourceType, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = self._key(rt, meta.get("namespace"), meta["name"])
+        old = self._bucket(rt).pop(key, None)
+        if old is not None:
+            self._unindex(rt, key, old)
+
+    def _unindex(self, rt: ResourceType, key: Key, obj: Obj) -> None:
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            deps = self._dependents.get(ref.get("uid", ""))
+            if deps is not None:
+                deps.discard((rt.group, rt.kind, key))
+                if not deps:
+                    del self._dependents[ref["uid"]]
+
     def _iter(self, rt: ResourceType, namespace: str | None) -> Iterator[Obj]:
         bucket = self._objects.get((rt.group, rt.kind), {})
         if namespace and rt.namespaced:
@@ -391,7 +428,7 @@ class Store:
             rt,
             meta.get("namespace"),
             meta.get("name", ""),
-            lambda _old: copy.deepcopy(obj),
+            lambda _old: clone(obj),
             manager=manager,
             subresource=subresource,
         )
@@ -428,7 +465,7 @@ class Store:
                         with self._dispatch_lock:
                             self._dispatching = False
                         return
-                    etype, obj = self._pending.pop(0)
+                    etype, obj = self._pending.popleft()
                     subs = list(self._subscribers)
                 for cb in subs:
                     cb(etype, self.present(obj))
@@ -446,7 +483,7 @@ class Store:
         keep_status: bool = False,
         dry_run: bool = False,
     ) -> Obj:
-        new = copy.deepcopy(obj)
+        new: Obj = clone(obj)
         meta = new.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise BadRequest("metadata must be an object")
@@ -506,7 +543,7 @@ class Store:
                     fieldsets.entry(manager, "Update", rt.api_version, fields, now_rfc3339())
                 ]
         meta["resourceVersion"] = str(self._next_rv())
-        self._bucket(rt)[key] = new
+        self._put(rt, new)
         self._record(rt, "ADDED", new, None)
         if rt.kind == "CustomResourceDefinition":
             self._crd_changed(new)
@@ -545,7 +582,7 @@ class Store:
             raise BadRequest("the name of the object does not match the name in the URL")
         if subresource == "status":
             status = new.get("status")
-            new = copy.deepcopy(old)
+            new = clone(old)
             if status is None:
                 new.pop("status", None)
             else:
@@ -553,7 +590,7 @@ class Store:
             meta = new["metadata"]
         elif rt.has_status:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = clone(old["status"])
             else:
                 new.pop("status", None)
         new["apiVersion"] = rt.api_version
@@ -608,11 +645,11 @@ class Store:
             return new
         if old_meta.get("deletionTimestamp") and not meta.get("finalizers"):
             meta["resourceVersion"] = str(self._next_rv())
-            self._bucket(rt)[self._key(rt, meta.get("namespace"), meta["name"])] = new
+            self._put(rt, new)
             self._record(rt, "MODIFIED", new, old)
             return self._finalize(rt, new)
         meta["resourceVersion"] = str(self._next_rv())
-        self._bucket(rt)[self._key(rt, meta.get("namespace"), meta["name"])] = new
+        self._put(rt, new)
         self._record(rt, "MODIFIED", new, old)
         if rt.kind == "CustomResourceDefinition" and subresource != "status":
             self._crd_changed(new)
@@ -623,13 +660,13 @@ class Store:
         if meta.get("deletionTimestamp"):
             return old
         if meta.get("finalizers") or rt.kind == "Namespace":
-            new = copy.deepcopy(old)
+            new: Obj = clone(old)
             new["metadata"]["deletionTimestamp"] = now_rfc3339()
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             if rt.kind == "Namespace":
                 new.setdefault("status", {})["phase"] = "Terminating"
             new["metadata"]["resourceVersion"] = str(self._next_rv())
-            self._bucket(rt)[self._key(rt, meta.get("namespace"), meta["name"])] = new
+            self._put(rt, new)
             self._record(rt, "MODIFIED", new, old)
             if rt.kind == "Namespace":
                 self._empty_namespace(meta["name"])
@@ -640,7 +677,7 @@ class Store:
 
     def _finalize(self, rt: ResourceType, obj: Obj) -> Obj:
         meta = obj["metadata"]
-        self._bucket(rt).pop(self._key(rt, meta.get("namespace"), meta["name"]), None)
+        self._drop(rt, obj)
         self._next_rv()
         self._record(rt, "DELETED", obj, None)
         if rt.kind == "CustomResourceDefinition":
@@ -659,14 +696,11 @@ class Store:
 
     def _collect_garbage(self, owner_uid: str) -> None:
         # Background propagation, done at once: dependents whose owner is gone are deleted.
-        for (group, kind), bucket in list(self._objects.items()):
+        for group, kind, key in sorted(self._dependents.pop(owner_uid, set())):
             rt = self.registry.find(group, kind)
-            if rt is None:
-                continue
-            for obj in list(bucket.values()):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if any(r.get("uid") == owner_uid for r in refs):
-                    self._delete(rt, obj)
+            obj = self._objects.get((group, kind), {}).get(key)
+            if rt is not None and obj is not None:
+                self._delete(rt, obj)
 
     def _admit(self, rt: ResourceType, new: Obj, old: Obj | None) -> None:
         """Defaults and validation per kind."""
@@ -743,10 +777,10 @@ class Store:
         old_status = crd.get("status") or {}
         if _same_conditions(old_status, status):
             return
-        new = copy.deepcopy(crd)
+        new: Obj = clone(crd)
         new["status"] = status
         new["metadata"]["resourceVersion"] = str(self._next_rv())
-        self._bucket(rt)[("", crd["metadata"]["name"])] = new
+        self._put(rt, new)
         self._record(rt, "MODIFIED", new, crd)
 
     def _crd_removed(self, crd: Obj) -> None:

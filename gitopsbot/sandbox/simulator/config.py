@@ -49,6 +49,9 @@ class SimConfig:
     require_controller: bool = False
     # F4: hashes cover code-level defaults, so a new controller image alone rolls components.
     hash_covers_controller_image: bool = False
+    # F6: while a 2.0–2.13 controller image runs, hypervisor pods are named
+    # tf-hypervisor-<node>; a newer controller creates hypervisor-<node> beside them.
+    legacy_hypervisor_names: bool = False
     # The real controller requeues at least 3 s after a batch; 0 lets batchInterval rule.
     min_batch_requeue: float = 0.0
 

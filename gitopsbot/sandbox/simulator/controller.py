@@ -28,6 +28,7 @@ from gitopsbot.sandbox.apiserver.store import ApiError, Store
 from gitopsbot.sandbox.simulator import hashing
 from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
 from gitopsbot.sandbox.simulator.config import SimConfig, WorkloadSpec
+from gitopsbot.sandbox.simulator.informer import Informer
 from gitopsbot.sandbox.simulator.rollout import (
     DOMAIN,
     Component,
@@ -51,7 +52,20 @@ NEVER_READY = f"{SIM}/never-ready"
 POOL_LABEL = f"{SIM}/pool"  # on simulated Nodes: the GPUPool they belong to
 OWNER_LABEL = f"{SIM}/owner"  # on client app pods: the simulated owner that recreates them
 DEFAULT_OPERATOR_NAMESPACE = "tensor-fusion-sys"
-CONTROLLER_SELECTOR = "app.kubernetes.io/component=controller,app.kubernetes.io/name=tensor-fusion"
+WATCHED = (
+    ("apps/v1", "Deployment"),
+    (TF, "TensorFusionCluster"),
+    (TF, "GPUPool"),
+    (TF, "GPUNode"),
+    (TF, "TensorFusionWorkload"),
+    ("v1", "Node"),
+    ("v1", "Pod"),
+    ("v1", "Namespace"),
+)
+CONTROLLER_SELECTOR = {
+    "app.kubernetes.io/component": "controller",
+    "app.kubernetes.io/name": "tensor-fusion",
+}
 
 
 def _meta(obj: Obj) -> Obj:
@@ -135,7 +149,8 @@ class ControllerSim:
         self._kick = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._unsubscribe: Callable[[], None] | None = None
+        self._pod_prefix = "hypervisor-"
+        self.cache = Informer(store, WATCHED, on_change=self._kick.set)
         self.steps = 0
 
     # ------------------------------------------------------------------ running
@@ -144,7 +159,6 @@ class ControllerSim:
         if self._thread is not None:
             return self
         self._stopping.clear()
-        self._unsubscribe = self.store.subscribe(lambda _t, _o: self._kick.set())
         self._thread = threading.Thread(target=self._run, name="controller-sim", daemon=True)
         self._thread.start()
         return self
@@ -155,9 +169,11 @@ class ControllerSim:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+
+    def close(self) -> None:
+        """Stop, and stop following the Store's events."""
+        self.stop()
+        self.cache.close()
 
     def __enter__(self) -> ControllerSim:
         return self.start()
@@ -210,6 +226,10 @@ class ControllerSim:
             if not self.config.require_controller or controller_ready:
                 namespace = self.config.operator_namespace or controller_ns
                 image = controller_image if self.config.hash_covers_controller_image else ""
+                legacy = self.config.legacy_hypervisor_names and hashing.legacy_pod_prefix(
+                    controller_image
+                )
+                self._pod_prefix = "tf-hypervisor-" if legacy else "hypervisor-"
                 self._reconcile(now, namespace, image)
             self._kubelet(now)
             self._next_wake = min(self._wake) if self._wake else None
@@ -219,20 +239,20 @@ class ControllerSim:
     def _reconcile(self, now: datetime, namespace: str, code: str) -> None:
         self._ensure_namespace(namespace)
         changed_pools: set[str] = set()
-        tfcs = self.store.list(TF, "TensorFusionCluster")
+        tfcs = self.cache.list(TF, "TensorFusionCluster")
         for tfc in tfcs:
             if self._reconcile_cluster(tfc):
                 changed_pools.add(tfc["metadata"]["name"])
-        pools = [p for p in self.store.list(TF, "GPUPool") if not _deleting(p)]
+        pools = [p for p in self.cache.list(TF, "GPUPool") if not _deleting(p)]
         for pool in pools:
             self._ensure_machines(pool)
         self._reconcile_gpunodes(pools, namespace, code)
         self._reconcile_workloads(pools, code)
         self._reconcile_clients(pools, code)
-        for pool in self.store.list(TF, "GPUPool"):
+        for pool in self.cache.list(TF, "GPUPool"):
             if not _deleting(pool):
                 self._reconcile_pool(pool, namespace, now, code)
-        pools = self.store.list(TF, "GPUPool")
+        pools = self.cache.list(TF, "GPUPool")
         for tfc in tfcs:
             self._cluster_status(tfc, pools, updating=tfc["metadata"]["name"] in changed_pools)
 
@@ -248,6 +268,8 @@ class ControllerSim:
             return None
         if after is None or _rv(after) != _rv(before):
             self._wrote = True
+        if after is not None:
+            self.cache.apply(after)
         return after
 
     def _create(self, obj: Obj) -> Obj | None:
@@ -278,16 +300,22 @@ class ControllerSim:
 
     def _delete(self, obj: Obj) -> None:
         meta = obj["metadata"]
-        self._guard(
-            f"delete {obj['kind']} {meta['name']}",
-            lambda: self.store.delete(
+        try:
+            last = self.store.delete(
                 obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]
-            ),
-            None,
-        )
+            )
+        except ApiError as e:
+            log.debug("controller simulator: delete %s %s: %s", obj["kind"], meta["name"], e)
+            self._wake.append(self.clock.now() + timedelta(seconds=0.05))
+            return
+        self._wrote = True
+        if last is not None and _deleting(last):
+            self.cache.apply(last)  # finalizers hold it
+        else:
+            self.cache.forget(obj)
 
     def _ensure_namespace(self, name: str) -> None:
-        if self.store.get("v1", "Namespace", None, name) is None:
+        if self.cache.get("v1", "Namespace", None, name) is None:
             self._create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
     # ------------------------------------------------------------------ controller Deployment
@@ -297,13 +325,13 @@ class ControllerSim:
         ready_any = False
         image = ""
         namespace = DEFAULT_OPERATOR_NAMESPACE
-        for dep in self.store.list("apps/v1", "Deployment", label_selector=CONTROLLER_SELECTOR):
+        for dep in self.cache.list("apps/v1", "Deployment", labels=CONTROLLER_SELECTOR):
             meta = dep["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
             namespace = key[0] or namespace
             if self.config.manage_controller_deployment:
                 self._controller_readiness(dep, now)
-                dep = self.store.get("apps/v1", "Deployment", key[0], key[1]) or dep
+                dep = self.cache.get("apps/v1", "Deployment", key[0], key[1]) or dep
             status = dep.get("status") or {}
             if int(status.get("readyReplicas") or 0) > 0:
                 ready_any = True
@@ -389,7 +417,7 @@ class ControllerSim:
             wanted[f"{name}-{entry['name']}"] = entry
         owned = {
             p["metadata"]["name"]: p
-            for p in self.store.list(TF, "GPUPool", label_selector={f"{DOMAIN}/managed-by": name})
+            for p in self.cache.list(TF, "GPUPool", labels={f"{DOMAIN}/managed-by": name})
         }
         changed = False
         for pool_name, entry in wanted.items():
@@ -457,7 +485,7 @@ class ControllerSim:
         count = self.config.nodes_for(short)
         nodes = {
             n["metadata"]["name"]: n
-            for n in self.store.list("v1", "Node", label_selector={POOL_LABEL: pool_name})
+            for n in self.cache.list("v1", "Node", labels={POOL_LABEL: pool_name})
         }
         for index in range(count):
             node_name = self.config.node_name_template.format(pool=pool_name, index=index)
@@ -466,7 +494,7 @@ class ControllerSim:
                 if created is not None:
                     nodes[node_name] = created
         for node_name in sorted(nodes):
-            if self.store.get(TF, "GPUNode", None, node_name) is None:
+            if self.cache.get(TF, "GPUNode", None, node_name) is None:
                 self._create(
                     {
                         "apiVersion": TF,
@@ -495,11 +523,12 @@ class ControllerSim:
         by_pool = {p["metadata"]["name"]: p for p in pools}
         pods = {
             p["metadata"]["name"]: p
-            for p in self.store.list(
-                "v1", "Pod", namespace, label_selector={f"{DOMAIN}/component": "hypervisor"}
+            for p in self.cache.list(
+                "v1", "Pod", namespace, labels={f"{DOMAIN}/component": "hypervisor"}
             )
         }
-        for gpunode in self.store.list(TF, "GPUNode"):
+        wants: dict[str, str] = {}
+        for gpunode in self.cache.list(TF, "GPUNode"):
             if _deleting(gpunode):
                 continue
             pool = by_pool.get(_labels(gpunode).get(f"{DOMAIN}/managed-by", ""))
@@ -507,8 +536,11 @@ class ControllerSim:
                 continue
             node_name = gpunode["metadata"]["name"]
             spec = pool.get("spec") or {}
-            want = hashing.node_hypervisor_hash(spec, controller_image=code)
-            pod = pods.get(hashing.hypervisor_pod_name(node_name))
+            pool_name = pool["metadata"]["name"]
+            if pool_name not in wants:  # one hash per pool, not per node
+                wants[pool_name] = hashing.node_hypervisor_hash(spec, controller_image=code)
+            want = wants[pool_name]
+            pod = pods.get(hashing.hypervisor_pod_name(node_name, self._pod_prefix))
             phase = _phase(gpunode)
             if pod is not None and not _deleting(pod) and phase != "Running":
                 stopped = (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
@@ -516,7 +548,7 @@ class ControllerSim:
                     self._delete(pod)
                     pod = None
             if pod is None:
-                node = self.store.get("v1", "Node", None, node_name)
+                node = self.cache.get("v1", "Node", None, node_name)
                 if node is not None:
                     pod = self._create(self._hypervisor_pod(pool, gpunode, node, namespace, want))
             ready = pod is not None and _pod_ready(pod)
@@ -555,7 +587,7 @@ class ControllerSim:
         }
         never = node_name in self.config.broken_nodes and node_name in self._had_ready
         return self._sim_pod(
-            name=hashing.hypervisor_pod_name(node_name),
+            name=hashing.hypervisor_pod_name(node_name, self._pod_prefix),
             namespace=namespace,
             labels=labels,
             annotations=dict(template_meta.get("annotations") or {}),
@@ -577,7 +609,8 @@ class ControllerSim:
         owners: list[Obj],
         never_ready: bool = False,
     ) -> Obj:
-        ann = {**annotations, READY_AT: format_time(self.clock.now() + timedelta(seconds=delay))}
+        now = self.clock.now()
+        ann = {**annotations, READY_AT: format_time(now + timedelta(seconds=delay))}
         if never_ready:
             ann[NEVER_READY] = "true"
         meta: Obj = {
@@ -588,82 +621,84 @@ class ControllerSim:
         }
         if owners:
             meta["ownerReferences"] = owners
+        pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+        # Born in the state the kubelet would give it now: saves a write per pod when
+        # hypervisors are ready at once (500-node rollouts).
+        pod["status"] = self._pod_status(pod, now) or {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+        }
+        return pod
+
+    def _pod_status(self, pod: Obj, now: datetime) -> Obj | None:
+        """The status the kubelet reports at ``now``, or None while the pod is starting."""
+        ann = _annotations(pod)
+        status = pod.get("status") or {}
+        containers = (pod.get("spec") or {}).get("containers") or []
+        meta = pod["metadata"]
+        if any(c.get("image") in self.config.unpullable_images for c in containers):
+            waiting = [
+                {
+                    "name": c.get("name", ""),
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {
+                        "waiting": {
+                            "reason": "ErrImagePull",
+                            "message": f"failed to pull image {c.get('image')}",
+                        }
+                    },
+                }
+                for c in containers
+            ]
+            conditions = status.get("conditions") or [{"type": "PodScheduled", "status": "True"}]
+            return {"phase": "Pending", "conditions": conditions, "containerStatuses": waiting}
+        due = parse_time(ann[READY_AT]) if READY_AT in ann else now
+        if now < due:
+            self._wake.append(due)
+            return None
+        ready = ann.get(NEVER_READY) != "true"
+        since = format_time(due).split(".")[0] + "Z"
+        ident = hashlib.sha256(f"{meta.get('namespace')}/{meta['name']}/{since}".encode())
+        running = [
+            {
+                "name": c.get("name", ""),
+                "image": c.get("image", ""),
+                "imageID": _image_id(str(c.get("image", ""))),
+                "containerID": f"containerd://{ident.hexdigest()}",
+                "ready": ready,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": since}},
+            }
+            for c in containers
+        ]
+        flag = "True" if ready else "False"
         return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": meta,
-            "spec": spec,
-            "status": {
-                "phase": "Pending",
-                "conditions": [{"type": "PodScheduled", "status": "True"}],
-            },
+            "phase": "Running",
+            "hostIP": "10.0.0.1",
+            "podIP": "10.0.0.1",
+            "startTime": status.get("startTime") or since,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+                {"type": "ContainersReady", "status": flag},
+                {"type": "Ready", "status": flag},
+            ],
+            "containerStatuses": running,
         }
 
     # ------------------------------------------------------------------ the kubelet's part
 
     def _kubelet(self, now: datetime) -> None:
-        for pod in self.store.list("v1", "Pod", label_selector={SIMULATED: "true"}):
+        for pod in self.cache.list("v1", "Pod", labels={SIMULATED: "true"}):
             if _deleting(pod):
                 continue
-            ann = _annotations(pod)
-            status = pod.get("status") or {}
-            containers = (pod.get("spec") or {}).get("containers") or []
-            unpullable = any(c.get("image") in self.config.unpullable_images for c in containers)
-            statuses = []
-            if unpullable:
-                for c in containers:
-                    statuses.append(
-                        {
-                            "name": c.get("name", ""),
-                            "image": c.get("image", ""),
-                            "imageID": "",
-                            "ready": False,
-                            "restartCount": 0,
-                            "state": {
-                                "waiting": {
-                                    "reason": "ErrImagePull",
-                                    "message": f"failed to pull image {c.get('image')}",
-                                }
-                            },
-                        }
-                    )
-                new = {**status, "phase": "Pending", "containerStatuses": statuses}
-                self._set_status(pod, new)
-                continue
-            due = parse_time(ann[READY_AT]) if READY_AT in ann else now
-            if now < due:
-                self._wake.append(due)
-                continue
-            ready = ann.get(NEVER_READY) != "true"
-            for c in containers:
-                statuses.append(
-                    {
-                        "name": c.get("name", ""),
-                        "image": c.get("image", ""),
-                        "imageID": _image_id(str(c.get("image", ""))),
-                        "containerID": f"containerd://{pod['metadata']['uid'].replace('-', '')}",
-                        "ready": ready,
-                        "started": True,
-                        "restartCount": 0,
-                        "state": {"running": {"startedAt": format_time(due).split(".")[0] + "Z"}},
-                    }
-                )
-
-            flag = "True" if ready else "False"
-            new = {
-                "phase": "Running",
-                "hostIP": "10.0.0.1",
-                "podIP": "10.0.0.1",
-                "startTime": status.get("startTime") or format_time(due).split(".")[0] + "Z",
-                "conditions": [
-                    {"type": "PodScheduled", "status": "True"},
-                    {"type": "Initialized", "status": "True"},
-                    {"type": "ContainersReady", "status": flag},
-                    {"type": "Ready", "status": flag},
-                ],
-                "containerStatuses": statuses,
-            }
-            self._set_status(pod, new)
+            status = self._pod_status(pod, now)
+            if status is not None:
+                self._set_status(pod, status)
 
     # ------------------------------------------------------------------ workloads and clients
 
@@ -679,7 +714,7 @@ class ControllerSim:
             if pool is not None:
                 self._ensure_workload(ws, pool)
         by_pool = {p["metadata"]["name"]: p for p in pools}
-        for tfw in self.store.list(TF, "TensorFusionWorkload"):
+        for tfw in self.cache.list(TF, "TensorFusionWorkload"):
             pool = by_pool.get(_labels(tfw).get(f"{DOMAIN}/gpupool", ""))
             if pool is None or _deleting(tfw):
                 continue
@@ -687,7 +722,7 @@ class ControllerSim:
 
     def _ensure_workload(self, ws: WorkloadSpec, pool: Obj) -> None:
         self._ensure_namespace(ws.namespace)
-        if self.store.get(TF, "TensorFusionWorkload", ws.namespace, ws.name) is not None:
+        if self.cache.get(TF, "TensorFusionWorkload", ws.namespace, ws.name) is not None:
             return
         pool_name = pool["metadata"]["name"]
         self._create(
@@ -714,9 +749,7 @@ class ControllerSim:
             stamped = hashing.workload_hash(pool_worker, tfw.get("spec") or {})
         pods = [
             p
-            for p in self.store.list(
-                "v1", "Pod", namespace, label_selector={f"{DOMAIN}/workload": name}
-            )
+            for p in self.cache.list("v1", "Pod", namespace, labels={f"{DOMAIN}/workload": name})
             if not _deleting(p)
         ]
         keep = []
@@ -772,9 +805,7 @@ class ControllerSim:
             owner = f"{ws.name}-app"
             pods = [
                 p
-                for p in self.store.list(
-                    "v1", "Pod", ws.namespace, label_selector={OWNER_LABEL: owner}
-                )
+                for p in self.cache.list("v1", "Pod", ws.namespace, labels={OWNER_LABEL: owner})
                 if not _deleting(p)
             ]
             spec = pool.get("spec") or {}
@@ -842,7 +873,7 @@ class ControllerSim:
             merged = {**annotations, **ann_changes}
             merged = {k: v for k, v in merged.items() if v is not None}
             if merged != annotations:
-                fresh = self.store.get(TF, "GPUPool", None, pool_name)
+                fresh = self.cache.get(TF, "GPUPool", None, pool_name)
                 if fresh is not None:
                     patch: Obj = {"metadata": {"annotations": ann_changes}}
                     self._guard(
@@ -853,9 +884,7 @@ class ControllerSim:
                         fresh,
                     )
         # Phase: Running when every GPUNode of the pool is (facts §3.9).
-        gpunodes = self.store.list(
-            TF, "GPUNode", label_selector={f"{DOMAIN}/managed-by": pool_name}
-        )
+        gpunodes = self.cache.list(TF, "GPUNode", labels={f"{DOMAIN}/managed-by": pool_name})
         ready = sum(1 for n in gpunodes if _phase(n) == "Running")
         if gpunodes:
             phase = "Running" if ready == len(gpunodes) else "Updating"
@@ -874,7 +903,7 @@ class ControllerSim:
                 ),
             }
         )
-        fresh = self.store.get(TF, "GPUPool", None, pool_name)
+        fresh = self.cache.get(TF, "GPUPool", None, pool_name)
         if fresh is not None:
             self._set_status(fresh, status)
 
@@ -891,28 +920,28 @@ class ControllerSim:
             node_hash = hashing.node_hypervisor_hash(spec, controller_image=code)
             nodes = [
                 n
-                for n in self.store.list(
-                    TF, "GPUNode", label_selector={f"{DOMAIN}/pool-{pool_name}": "true"}
+                for n in self.cache.list(
+                    TF, "GPUNode", labels={f"{DOMAIN}/pool-{pool_name}": "true"}
                 )
                 if not _deleting(n)
             ]
             pods = {
                 p["metadata"]["name"]: p
-                for p in self.store.list(
-                    "v1", "Pod", namespace, label_selector={f"{DOMAIN}/component": "hypervisor"}
+                for p in self.cache.list(
+                    "v1", "Pod", namespace, labels={f"{DOMAIN}/component": "hypervisor"}
                 )
             }
             recheck = any(_phase(n) in ("", "Pending") for n in nodes)
             outdated = []
             for n in sorted(nodes, key=_age_key):
-                pod = pods.get(hashing.hypervisor_pod_name(n["metadata"]["name"]))
+                pod = pods.get(hashing.hypervisor_pod_name(n["metadata"]["name"], self._pod_prefix))
                 if pod is None or _labels(pod).get(f"{DOMAIN}/pod-template-hash") != node_hash:
                     outdated.append(n["metadata"]["name"])
             inventory = Inventory(len(nodes), len(nodes) - len(outdated), recheck, tuple(outdated))
 
             def select_nodes(names: tuple[str, ...]) -> None:
                 for name in names:
-                    node = self.store.get(TF, "GPUNode", None, name)
+                    node = self.cache.get(TF, "GPUNode", None, name)
                     if node is not None:
                         self._set_status(node, {**(node.get("status") or {}), "phase": "Pending"})
 
@@ -922,8 +951,8 @@ class ControllerSim:
             pool_worker = hashing.pool_worker_hash(spec, controller_image=code)
             tfws = [
                 w
-                for w in self.store.list(
-                    TF, "TensorFusionWorkload", label_selector={f"{DOMAIN}/gpupool": pool_name}
+                for w in self.cache.list(
+                    TF, "TensorFusionWorkload", labels={f"{DOMAIN}/gpupool": pool_name}
                 )
                 if not _deleting(w)
             ]
@@ -939,7 +968,7 @@ class ControllerSim:
             def clear_hashes(names: tuple[str, ...]) -> None:
                 for ref in names:
                     ns, _, name = ref.partition("/")
-                    tfw = self.store.get(TF, "TensorFusionWorkload", ns, name)
+                    tfw = self.cache.get(TF, "TensorFusionWorkload", ns, name)
                     if tfw is not None:
                         status = {**(tfw.get("status") or {})}
                         status.pop("podTemplateHash", None)
@@ -948,11 +977,11 @@ class ControllerSim:
             return pool_worker, inventory, clear_hashes
 
         new_hash = hashing.pool_client_hash(spec, controller_image=code)
-        clients = self.store.list(
+        clients = self.cache.list(
             "v1",
             "Pod",
             None,
-            label_selector={f"{DOMAIN}/enabled": "true", f"{DOMAIN}/gpupool": pool_name},
+            labels={f"{DOMAIN}/enabled": "true", f"{DOMAIN}/gpupool": pool_name},
         )
         recheck = any(_deleting(p) for p in clients)
         outdated = [
@@ -965,7 +994,7 @@ class ControllerSim:
         def delete_pods(names: tuple[str, ...]) -> None:
             for ref in names:
                 ns, _, name = ref.partition("/")
-                pod = self.store.get("v1", "Pod", ns, name)
+                pod = self.cache.get("v1", "Pod", ns, name)
                 if pod is not None:
                     self._delete(pod)
 

@@ -128,10 +128,23 @@ def _code(controller_image: str) -> tuple[str, ...]:
     return (controller_image,) if controller_image else ()
 
 
-def hypervisor_pod_name(node: str) -> str:
-    """``hypervisor-<node>``; past 63 characters truncated with a sha256 suffix (F6)."""
-    name = f"hypervisor-{node}"
+def hypervisor_pod_name(node: str, prefix: str = "hypervisor-") -> str:
+    """``hypervisor-<node>``; past 63 characters truncated with a sha256 suffix (F6).
+
+    Controllers 2.0–2.13 used the prefix ``tf-hypervisor-`` instead.
+    """
+    name = f"{prefix}{node}"
     if len(name) <= 63:
         return name
     digest = hashlib.sha256(node.encode()).hexdigest()[:8]
-    return f"hypervisor-{node[:43].rstrip('-')}-{digest}"
+    return f"{prefix}{node[:43].rstrip('-')}-{digest}"
+
+
+def legacy_pod_prefix(controller_image: str) -> bool:
+    """True for controller images 2.0.0–2.13.x, which named pods ``tf-hypervisor-<node>``."""
+    tag = controller_image.rpartition(":")[2].lstrip("v")
+    try:
+        major, minor = (int(x) for x in tag.split(".")[:2])
+    except ValueError:
+        return False
+    return major == 2 and minor < 14

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.adapters import helm as helm_module
 from gitopsbot.adapters.helm import PLUGIN_NAME, HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
@@ -145,7 +144,7 @@ def test_canary_secret_never_leaks(
                 files.append((path, stat.S_IMODE(path.stat().st_mode), path.read_text()))
         return real_run(argv, **kwargs)
 
-    monkeypatch.setattr(helm_module.subprocess, "run", spy)
+    monkeypatch.setattr(subprocess, "run", spy)
     values = {"agent": {"enrollToken": CANARY, "agentId": "agent-1"}}
     helm_cli.upgrade(
         release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",

@@ -1,0 +1,157 @@
+"""Composition root: builds the adapters from the fleet's settings and hands ports to the bot.
+
+The only module that knows every concrete class. ``build_bot`` wires the reconciler for
+``gitopsbot run``; ``open_state`` gives ``gitopsbot status`` a read-only view of the state
+branch. Tests and the sandbox build the same objects with fakes or emulators instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitopsbot import settings
+from gitopsbot.adapters import binaries
+from gitopsbot.adapters.clock import SystemClock
+from gitopsbot.adapters.forge.connect import from_settings
+from gitopsbot.adapters.forge.provider import as_forge
+from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsToken
+from gitopsbot.adapters.helm import HelmCli
+from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.kubectl import KubectlCrdApplier
+from gitopsbot.adapters.secrets import SecretResolver
+from gitopsbot.bot.executor import Executor
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.reconciler import Reconciler
+from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.errors import ConfigError
+from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.ports.forge import Forge
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What ``gitopsbot run`` was told on the command line."""
+
+    fleet_url: str
+    branch: str = "main"  # where gitopsbot.yaml is read first (its watchedBranch then rules)
+    kubeconfig: str = ""  # "" → the kubernetes client's default (~/.kube/config)
+    clusters: tuple[str, ...] = ()  # only these (default: every cluster in the fleet)
+    push: bool = True
+    workers: int = 4
+    cache: Path = field(default_factory=settings.cache_dir)
+
+
+def fleet_url(*, url: str | None, path: str | None) -> str:
+    if url:
+        return url
+    if path:
+        resolved = Path(path).resolve()
+        if not (resolved / ".git").exists() and not (resolved / "HEAD").exists():
+            raise ConfigError(f"--fleet {path}: not a Git repository (the bot reads commits)")
+        return resolved.as_uri()
+    raise ConfigError("give --fleet-url URL or --fleet PATH")
+
+
+def open_repo(url: str, cache: Path) -> GitRepo:
+    token = settings.environment_value("GITOPSBOT_GIT_TOKEN")
+    mirror = cache / "mirrors" / hashlib.sha256(url.encode()).hexdigest()[:16]
+    repo = GitRepo(
+        GitSettings(url=url, mirror_dir=mirror, credentials=HttpsToken(token) if token else None)
+    )
+    repo.fetch()
+    return repo
+
+
+def read_fleet(repo: GitRepo, branch: str) -> Fleet:
+    head = repo.head(branch)
+    if head is None:
+        raise ConfigError(f"branch {branch!r} not found in the fleet repository")
+    return load_fleet(repo.tree(head))
+
+
+def open_state(url: str, cache: Path | None = None) -> tuple[JournalStore, BotSettings]:
+    """A read-only view of the state branch (no push) for ``gitopsbot status``."""
+    repo = open_repo(url, cache or settings.cache_dir())
+    fleet_settings = BotSettings()
+    try:
+        fleet_settings = read_fleet(repo, "main").settings
+    except ConfigError:
+        pass
+    return JournalStore(repo, branch=fleet_settings.state_branch, push=False), fleet_settings
+
+
+def _forge(fleet_settings: BotSettings, clock: SystemClock) -> Forge | None:
+    forge = fleet_settings.forge
+    if forge.kind == "git-only" or forge.token is None:
+        return None
+    token = SecretResolver().resolve(forge.token)
+    return as_forge(from_settings(forge, token, clock=clock))
+
+
+@dataclass
+class Bot:
+    reconciler: Reconciler
+    scheduler: Scheduler
+    clusters: tuple[str, ...]
+
+
+def executor_factory(options: RunOptions) -> Callable[[ClusterSpec], Executor]:
+    """One Cluster and Helm adapter per cluster (per kube context), built on first use."""
+    built: dict[str, Executor] = {}
+    helm_binary = binaries.ensure("helm4", options.cache)
+    kubectl_binary = binaries.ensure("kubectl", options.cache)
+    kubeconfig = options.kubeconfig or str(Path.home() / ".kube" / "config")
+
+    def make(spec: ClusterSpec) -> Executor:
+        if spec.name not in built:
+            context = spec.release.kube_context
+            home = options.cache / "clusters" / spec.name
+            applier = KubectlCrdApplier(
+                kubectl_binary, home=home / "kubectl", kubeconfig=kubeconfig, kube_context=context
+            )
+            cluster = KubeCluster.from_kubeconfig(
+                kubeconfig, context, crd_applier=applier.apply_crds
+            )
+            helm = HelmCli(
+                helm_binary, home=home / "helm", kubeconfig=kubeconfig, kube_context=context
+            )
+            secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
+            built[spec.name] = Executor(cluster=cluster, helm=helm, secrets=secrets)
+        return built[spec.name]
+
+    return make
+
+
+def build_bot(options: RunOptions) -> Bot:
+    clock = SystemClock()
+    repo = open_repo(options.fleet_url, options.cache)
+    fleet = read_fleet(repo, options.branch)
+    bot_settings = fleet.settings
+    unknown = sorted(set(options.clusters) - set(fleet.clusters))
+    if unknown:
+        raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
+    reconciler = Reconciler(
+        repo=repo,
+        store=JournalStore(repo, branch=bot_settings.state_branch, push=options.push),
+        executor_for=executor_factory(options),
+        clock=clock,
+        load_fleet=load_fleet,
+        resolve_tz=zoneinfo.ZoneInfo,
+        settings=bot_settings,
+        forge=_forge(bot_settings, clock),
+    )
+    scheduler = Scheduler(
+        reconcile=reconciler.reconcile,
+        clock=clock,
+        interval_seconds=bot_settings.poll_interval_seconds,
+        jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),
+        # One Git mirror is shared by every job: GitRepo is not thread-safe.
+        workers=1,
+    )
+    clusters = options.clusters or tuple(sorted(fleet.clusters))
+    return Bot(reconciler, scheduler, clusters)

@@ -1,0 +1,115 @@
+"""The long-running loop: one apscheduler job per cluster, never two passes at once for one.
+
+Each job runs ``reconcile(cluster)`` (one pass: at most one step). Jobs use an interval
+trigger with jitter (clusters do not all hit Git at once), ``max_instances=1`` (one pass per
+cluster at a time) and ``coalesce`` (a backlog of missed runs becomes one run). A pass that
+asks to come back sooner (``PassResult.next_at``) moves its job's next run forward; a webhook
+calls ``nudge`` to run now. ``shutdown`` stops taking new passes and waits for running ones,
+so the bot stops at a step boundary: a pass records its transition before it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from gitopsbot.bot.reconciler import PassResult
+from gitopsbot.errors import GitOpsBotError, TransientError
+from gitopsbot.ports.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+def job_id(cluster: str) -> str:
+    return f"cluster:{cluster}"
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        reconcile: Callable[[str], PassResult],
+        clock: Clock,
+        interval_seconds: int = 30,
+        jitter_seconds: int = 5,
+        workers: int = 4,
+        soonest_seconds: float = 1.0,
+    ) -> None:
+        self._reconcile = reconcile
+        self._clock = clock
+        self._interval = max(interval_seconds, 1)
+        self._jitter = jitter_seconds
+        self._soonest = timedelta(seconds=soonest_seconds)
+        self._scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=workers)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60},
+            timezone="UTC",
+        )
+        self._lock = threading.Lock()
+        self.results: dict[str, PassResult] = {}
+
+    @property
+    def clusters(self) -> list[str]:
+        return sorted(j.id.split(":", 1)[1] for j in self._scheduler.get_jobs())
+
+    def set_clusters(self, names: Iterable[str]) -> None:
+        """Add jobs for new clusters, remove those of clusters gone from the fleet."""
+        wanted = set(names)
+        for name in set(self.clusters) - wanted:
+            self._scheduler.remove_job(job_id(name))
+        for name in sorted(wanted - set(self.clusters)):
+            self._scheduler.add_job(
+                self._run,
+                IntervalTrigger(seconds=self._interval, jitter=self._jitter, timezone="UTC"),
+                args=(name,),
+                id=job_id(name),
+                name=f"reconcile {name}",
+                next_run_time=self._clock.now(),
+            )
+
+    def start(self) -> None:
+        self._scheduler.start()
+
+    def nudge(self, cluster: str | None = None) -> None:
+        """Run the cluster's pass now (None: every cluster), e.g. from a webhook."""
+        names = self.clusters if cluster is None else [cluster]
+        for name in names:
+            self._move(name, self._clock.now())
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        """Stop scheduling; with ``wait``, return once the running passes have recorded."""
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=wait)
+
+    def _move(self, name: str, when: datetime) -> None:
+        try:
+            job = self._scheduler.get_job(job_id(name))
+            if job is not None and (job.next_run_time is None or when < job.next_run_time):
+                job.modify(next_run_time=when)
+        except JobLookupError:  # removed meanwhile
+            pass
+
+    def _run(self, cluster: str) -> None:
+        try:
+            result = self._reconcile(cluster)
+        except TransientError as e:
+            log.warning("%s: pass failed, will retry: %s", cluster, e)
+            return
+        except GitOpsBotError as e:
+            log.error("%s: pass failed: %s", cluster, e)
+            return
+        except Exception:  # a bug must not kill the loop for every cluster
+            log.exception("%s: pass crashed", cluster)
+            return
+        with self._lock:
+            self.results[cluster] = result
+        log.info("%s: %s %s", cluster, result.action, result.detail)
+        if result.next_at is not None:
+            self._move(cluster, max(result.next_at, self._clock.now() + self._soonest))

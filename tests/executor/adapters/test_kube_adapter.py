@@ -1,0 +1,235 @@
+"""KubeCluster beyond the contract: error mapping and retries over real HTTP (the emulator's
+fault injection), CRD apply of the real TensorFusion CRDs (R7) through the Python client and
+through real kubectl, and the Deployment readiness judgment.
+
+Covers: 429 with Retry-After is retried after the server's delay; 5xx retried with backoff,
+then KubeServerError after the bounded attempts; a POST is not repeated after a 5xx; 409 →
+KubeConflict, 422 → KubeInvalid, 404 → KubeNotFound; a transport failure → KubeServerError;
+messages truncated and free of Secret data; every TensorFusion CRD of chart 1.8.7 confirmed
+Established with its stored versions; kubectl's ``serverside-applied`` parsed per CRD; a
+Deployment judged like ``kubectl rollout status``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitopsbot.adapters.kube import MESSAGE_LIMIT, KubeCluster, RetryPolicy, error_for
+from gitopsbot.adapters.kubectl import KubectlCrdApplier
+from gitopsbot.core.kube_objects import deployment_readiness
+from gitopsbot.errors import (
+    KubeConflict,
+    KubeFailed,
+    KubeForbidden,
+    KubeInvalid,
+    KubeNotFound,
+    KubeServerError,
+    KubeTooManyRequests,
+)
+from gitopsbot.sandbox.apiserver import ApiServer
+
+NS = "default"
+
+
+def _cm(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}}
+
+
+def test_429_is_retried_after_retry_after(
+    api: ApiServer, kube: KubeCluster, sleeps: list[float]
+) -> None:
+    kube.create(_cm("x"))
+    rule = api.faults.error(429, retry_after=2, path="/api/v1/namespaces/default/configmaps/x")
+    rule.times = 2
+    assert kube.get("v1", "ConfigMap", NS, "x") is not None
+    assert sleeps == [2.0, 2.0]
+
+
+def test_5xx_backs_off_then_gives_up(
+    api: ApiServer, kube: KubeCluster, sleeps: list[float]
+) -> None:
+    kube.create(_cm("x"))
+    api.faults.error(503, path="/api/v1/namespaces/default/configmaps/x")
+    with pytest.raises(KubeServerError, match="HTTP 503"):
+        kube.get("v1", "ConfigMap", NS, "x")
+    assert sleeps == [0.5, 1.0]  # attempts=3 in the fixture: two waits, doubling
+
+
+def test_post_is_not_repeated_after_5xx(
+    api: ApiServer, kube: KubeCluster, sleeps: list[float]
+) -> None:
+    rule = api.faults.error(500, path="/api/v1/namespaces/default/configmaps", method="POST")
+    with pytest.raises(KubeServerError):
+        kube.create(_cm("once"))
+    assert rule.hits == 1
+    assert sleeps == []
+
+
+def test_409_maps_to_conflict(api: ApiServer, kube: KubeCluster) -> None:
+    kube.create(_cm("x"))
+    api.faults.error(409, path="/api/v1/namespaces/default/configmaps/x", method="PATCH")
+    with pytest.raises(KubeConflict):
+        kube.patch_merge("v1", "ConfigMap", NS, "x", {"data": {"a": "b"}})
+
+
+def test_422_maps_to_invalid(kube: KubeCluster) -> None:
+    kube.apply_crds({"tfc.yaml": _TFC_CRD_MIN})
+    bad = {
+        "apiVersion": "example.com/v1",
+        "kind": "Thing",
+        "metadata": {"name": "t", "namespace": NS},
+        "spec": {"size": "not-a-number"},
+    }
+    with pytest.raises(KubeInvalid):
+        kube.apply(bad)
+
+
+def test_transport_failure_maps_to_server_error(tmp_path: Path, sleeps: list[float]) -> None:
+    server = ApiServer()
+    server.start()
+    config = server.write_kubeconfig(tmp_path / "kc")
+    server.stop()
+    cluster = KubeCluster.from_kubeconfig(
+        config, retry=RetryPolicy(attempts=2), sleep=sleeps.append, request_timeout_seconds=5
+    )
+    with pytest.raises(KubeServerError, match="transport"):
+        cluster.get("v1", "ConfigMap", NS, "x")
+    assert len(sleeps) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (404, KubeNotFound),
+        (409, KubeConflict),
+        (422, KubeInvalid),
+        (401, KubeForbidden),
+        (403, KubeForbidden),
+        (429, KubeTooManyRequests),
+        (500, KubeServerError),
+        (400, KubeFailed),
+    ],
+)
+def test_error_mapping_table(status: int, error: type[Exception]) -> None:
+    body = '{"kind": "Status", "reason": "R", "message": "' + "m" * 1000 + '"}'
+    mapped = error_for(status, body, {"Retry-After": "7"}, what="get ConfigMap a/b")
+    assert isinstance(mapped, error)
+    assert len(str(mapped)) < MESSAGE_LIMIT + 60
+    if isinstance(mapped, KubeTooManyRequests):
+        assert mapped.retry_after == 7.0
+
+
+def test_secret_errors_drop_server_text() -> None:
+    body = (
+        '{"kind": "Status", "reason": "Invalid", '
+        '"message": "data.token: Invalid value: \\"hunter2-canary\\""}'
+    )
+    mapped = error_for(422, body, None, what="create Secret ns/creds")
+    assert "hunter2-canary" not in str(mapped)
+    assert "Secret ns/creds" in str(mapped)
+
+
+def test_non_status_bodies_are_not_trusted() -> None:
+    mapped = error_for(502, "<html>proxy said hunter2</html>", None, what="get ConfigMap a/b")
+    assert "hunter2" not in str(mapped)
+
+
+@pytest.mark.slow
+def test_real_tensor_fusion_crds_through_the_client(tensor_fusion: Path, kube: KubeCluster) -> None:
+    documents = _crds(tensor_fusion)
+    results = kube.apply_crds(documents)
+    assert len(results) == len(documents) == 12
+    assert all(r.ok for r in results), [r for r in results if not r.ok]
+    assert {r.name for r in results} >= {
+        "tensorfusionclusters.tensor-fusion.ai",
+        "gpupools.tensor-fusion.ai",
+    }
+    assert all(r.stored_versions == ("v1",) for r in results)
+    assert kube.list("tensor-fusion.ai/v1", "GPUPool") == []  # the kinds are served
+
+
+@pytest.mark.slow
+def test_real_tensor_fusion_crds_through_kubectl(
+    tensor_fusion: Path, binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path
+) -> None:
+    applier = KubectlCrdApplier(
+        binaries["kubectl"], home=tmp_path / "kubectl", kubeconfig=kubeconfig
+    )
+    documents = _crds(tensor_fusion)
+    results = applier.apply_crds(documents)
+    assert [r.name for r in results] == sorted(r.name for r in results)
+    assert len(results) == 12
+    assert all(r.applied and r.established for r in results), results
+    # A second apply (the next upgrade's R7 step) is accepted too.
+    assert all(r.ok for r in applier.apply_crds(documents))
+
+
+def test_kubectl_applier_refuses_non_crds(
+    binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path
+) -> None:
+    applier = KubectlCrdApplier(binaries["kubectl"], home=tmp_path / "k", kubeconfig=kubeconfig)
+    with pytest.raises(KubeInvalid, match=r"cm\.yaml"):
+        applier.apply_crds({"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"})
+
+
+@pytest.mark.parametrize(
+    ("status", "spec_replicas", "generation", "ready", "message"),
+    [
+        ({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+          "availableReplicas": 2, "readyReplicas": 2}, 2, 2, True, ""),
+        ({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+          "availableReplicas": 2}, 2, 2, False, "observe the new generation"),
+        ({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1,
+          "availableReplicas": 2}, 2, 2, False, "1 of 2 replicas updated"),
+        ({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 2,
+          "availableReplicas": 2}, 2, 2, False, "1 old replicas pending termination"),
+        ({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+          "availableReplicas": 1}, 2, 2, False, "1 of 2 updated replicas available"),
+        ({"observedGeneration": 2, "conditions": [{"type": "Progressing", "status": "False",
+          "reason": "ProgressDeadlineExceeded"}]}, 2, 2, False, "progress deadline exceeded"),
+    ],
+)  # fmt: skip
+def test_deployment_readiness(
+    status: dict[str, Any], spec_replicas: int, generation: int, ready: bool, message: str
+) -> None:
+    deployment = {
+        "metadata": {"name": "c", "namespace": "tf", "generation": generation},
+        "spec": {"replicas": spec_replicas},
+        "status": status,
+    }
+    judged = deployment_readiness(deployment)
+    assert judged.ready is ready
+    assert bool(judged) is ready
+    assert message in judged.message
+
+
+def _crds(tensor_fusion: Path) -> dict[str, str]:
+    directory = tensor_fusion / "chart-1.8.7" / "crds"
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(directory.glob("*.yaml"))}
+
+
+_TFC_CRD_MIN = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.example.com
+spec:
+  group: example.com
+  names: {kind: Thing, listKind: ThingList, plural: things, singular: thing}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+"""
