@@ -23,11 +23,13 @@ from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.secrets import SecretResolver
+from gitopsbot.adapters.webhooks import WebhookReceiver
 from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.forge import Forge
@@ -98,17 +100,39 @@ class Bot:
     reconciler: Reconciler
     scheduler: Scheduler
     clusters: tuple[str, ...]
+    settings: BotSettings = field(default_factory=BotSettings)
+
+
+def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
+    """A receiver on ``HOST:PORT`` whose verified deliveries nudge the loop: a push to the
+    watched branch or a merged request wakes every cluster's job (a pass that finds nothing
+    new is cheap). Polling stays the safety net."""
+    host, _, port = listen.rpartition(":")
+    if not port.isdigit():
+        raise ConfigError(f"--webhook-listen {listen!r}: expected HOST:PORT")
+    forge = bot.settings.forge
+    secrets: dict[str, str] = {}
+    if forge.kind != "git-only" and forge.webhook_secret is not None:
+        secrets[forge.kind] = SecretResolver().resolve(forge.webhook_secret)
+
+    def nudge(event: WebhookEvent) -> None:
+        watched = bot.settings.watched_branch
+        if (event.kind is EventKind.PUSH and event.branch == watched) or event.merged:
+            bot.scheduler.nudge()
+
+    return WebhookReceiver(secrets, nudge, host=host or "127.0.0.1", port=int(port))
 
 
 def executor_factory(options: RunOptions) -> Callable[[ClusterSpec], Executor]:
     """One Cluster and Helm adapter per cluster (per kube context), built on first use."""
     built: dict[str, Executor] = {}
-    helm_binary = binaries.ensure("helm4", options.cache)
-    kubectl_binary = binaries.ensure("kubectl", options.cache)
     kubeconfig = options.kubeconfig or str(Path.home() / ".kube" / "config")
 
     def make(spec: ClusterSpec) -> Executor:
         if spec.name not in built:
+            # Resolved on first use: a pass that only reads Git needs no binaries.
+            helm_binary = binaries.ensure("helm4", options.cache)
+            kubectl_binary = binaries.ensure("kubectl", options.cache)
             context = spec.release.kube_context
             home = options.cache / "clusters" / spec.name
             applier = KubectlCrdApplier(
@@ -154,4 +178,4 @@ def build_bot(options: RunOptions) -> Bot:
         workers=1,
     )
     clusters = options.clusters or tuple(sorted(fleet.clusters))
-    return Bot(reconciler, scheduler, clusters)
+    return Bot(reconciler, scheduler, clusters, bot_settings)

@@ -79,7 +79,8 @@ class GitSettings:
 
     ``url``: https://, ssh://, scp-like ``git@host:path`` or file://. ``mirror_dir``: the bare
     local mirror (created on first use). ``push_attempts``: pushes tried before giving up on a
-    remote that keeps moving.
+    remote that keeps moving. ``timeout_seconds``: libgit2's connect and read timeouts
+    (process-wide settings in libgit2; the last GitRepo created sets them).
     """
 
     url: str
@@ -88,6 +89,8 @@ class GitSettings:
     author_name: str = "gitopsbot"
     author_email: str = "gitopsbot@localhost"
     push_attempts: int = 5
+    # Connect and read timeouts of the transport: a hung remote must not stall the loop.
+    timeout_seconds: float = 60.0
 
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
@@ -159,7 +162,13 @@ class _Callbacks(pygit2.RemoteCallbacks):
             self.rejected.append((refname, message))
 
 
-_AUTH_HINTS = ("401", "403", "authentication", "credentials", "auth ", "permission denied")
+_AUTH_HINTS = (
+    "status code: 401",
+    "status code: 403",
+    "authentication",
+    "credentials",
+    "permission denied",
+)
 _UNAVAILABLE_HINTS = (
     "failed to connect",
     "could not resolve",
@@ -194,6 +203,9 @@ class GitRepo:
             secrets = (cred.passphrase,)
         self._secrets = secrets
         self._url_for_messages = redact(settings.url, secrets)
+        timeout_ms = max(1, int(settings.timeout_seconds * 1000))
+        pygit2.settings.server_connect_timeout = timeout_ms
+        pygit2.settings.server_timeout = timeout_ms
         with self._mapped("open the local mirror"):
             self._repo = self._open_mirror(settings.mirror_dir, settings.url)
 

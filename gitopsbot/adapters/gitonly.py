@@ -207,6 +207,13 @@ class GitOnlyForge:
             labels=proposal.labels,
         )
 
+    def _owns(self, sha: str, proposal: _Proposal, head: str) -> bool:
+        """True when ``sha`` is one of the proposal's own commits (on it, not on its base)."""
+        if not self._repo.is_ancestor(sha, head):
+            return False
+        base_head = self._repo.head(proposal.base)
+        return base_head is None or not self._repo.is_ancestor(sha, base_head)
+
     def _branch_of(self, number: int) -> str:
         for branch in self._repo.branches(self._prefix):
             if request_number(branch) == number and self._load(branch) is not None:
@@ -258,6 +265,11 @@ class GitOnlyForge:
             start = self._repo.head(base)
             if start is None:
                 raise ForgeFailed(f"git-only: base branch {base!r} does not exist")
+        if loaded is not None and loaded[0].marker == marker:
+            done = self._info(branch, *loaded)
+            if done.state is PullRequestState.MERGED:
+                # Already merged: writing now would make the branch look unmerged.
+                return done
         if loaded is not None and loaded[0].marker != marker and not loaded[0].closed:
             other = self._info(branch, *loaded)
             if other.state is PullRequestState.OPEN:
@@ -321,7 +333,7 @@ class GitOnlyForge:
     ) -> None:
         for branch in self._repo.branches(self._prefix):
             loaded = self._load(branch)
-            if loaded is None or not self._repo.is_ancestor(sha, loaded[1]):
+            if loaded is None or not self._owns(sha, loaded[0], loaded[1]):
                 continue
             proposal = loaded[0]
             old = proposal.statuses.get(context)

@@ -1,8 +1,8 @@
 """The Helm port over the real helm binary (helm 3 or helm 4; the major is detected).
 
 - Private ``HELM_CONFIG_HOME``/``HELM_CACHE_HOME``/``HELM_DATA_HOME``/``HELM_PLUGINS`` and
-  ``HOME`` under ``home`` (no repository list, plugin or kube discovery cache is shared
-  with a person's helm).
+  ``KUBECACHEDIR`` under ``home`` (no repository list, plugin or discovery cache is shared
+  with a person's helm); the rest of the environment is an allow-list (``tool_env``).
 - argv is a list (no shell) and never holds a value: values (with merged secrets) go through
   a 0600 file in a 0700 directory, removed afterwards (R8, R17). helm's stderr is bounded and
   every string value of the upgrade is masked in it before it reaches an exception or log.
@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gitopsbot.adapters.tool_env import tool_environment
 from gitopsbot.core.model import RolloutPolicy
 from gitopsbot.core.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.core.postrender import encode_policy
@@ -42,23 +43,6 @@ log = logging.getLogger(__name__)
 PLUGIN_NAME = "gitopsbot-rollout-policy"
 STDERR_TAIL = 2000
 MASK = "***"
-# Environment helm (and the post-renderer it starts) may see; everything else is dropped.
-PASSED_ENV = (
-    "PATH",
-    "KUBERNETES_SERVICE_HOST",
-    "KUBERNETES_SERVICE_PORT",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "GITOPSBOT_CACHE",
-    "PYTHONPATH",
-    "VIRTUAL_ENV",
-)
 _NOT_FOUND = re.compile(r"release: not found")
 _LOCKED = re.compile(r"another operation \(install/upgrade/rollback\) is in progress")
 _TIMED_OUT = re.compile(r"context deadline exceeded|timed out waiting", re.IGNORECASE)
@@ -235,7 +219,8 @@ class HelmCli:
                 argv += ["--repo", chart.repo_url]
             argv += ["--untar", "--untardir", str(work)]
             self._run(argv, what=f"helm pull {chart.label} {version}")
-            unpacked = [p for p in work.iterdir() if p.is_dir()]
+            # helm 3.18 also leaves a directory named after the archive: take the chart.
+            unpacked = [p for p in work.iterdir() if (p / "Chart.yaml").is_file()]
             if len(unpacked) != 1:
                 raise HelmFailed(f"helm pull {chart.label} {version}: no chart directory")
             target = dest / unpacked[0].name
@@ -287,18 +272,15 @@ class HelmCli:
         return flags + (["--kube-context", self._context] if self._context else [])
 
     def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in self._environ.items() if k in PASSED_ENV}
-        if not self._kubeconfig and "KUBECONFIG" in self._environ:
-            env["KUBECONFIG"] = self._environ["KUBECONFIG"]
-        env.update(
-            HOME=str(self.home),
-            HELM_CONFIG_HOME=str(self.home / "config"),
-            HELM_CACHE_HOME=str(self.home / "cache"),
-            HELM_DATA_HOME=str(self.home / "data"),
-            HELM_PLUGINS=str(self.home / "plugins"),
-            KUBECACHEDIR=str(self.home / "cache" / "kube"),
-        )
-        return env
+        private = {
+            "HELM_CONFIG_HOME": str(self.home / "config"),
+            "HELM_CACHE_HOME": str(self.home / "cache"),
+            "HELM_DATA_HOME": str(self.home / "data"),
+            "HELM_PLUGINS": str(self.home / "plugins"),
+            # Discovery cache (client-go honours KUBECACHEDIR): private, per cluster.
+            "KUBECACHEDIR": str(self.home / "cache" / "kube"),
+        }
+        return tool_environment(self._environ, kubeconfig=self._kubeconfig, private=private)
 
     @contextmanager
     def _workdir(self) -> Iterator[Path]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gitopsbot.adapters.kube import MESSAGE_LIMIT
+from gitopsbot.adapters.tool_env import tool_environment
 from gitopsbot.core.kube_objects import CrdDocumentError, parse_crd_documents
 from gitopsbot.core.observed import CrdApplyResult
 from gitopsbot.errors import KubeFailed, KubeInvalid, KubeServerError
@@ -34,8 +35,6 @@ _APPLIED = re.compile(
     r"^customresourcedefinition\.apiextensions\.k8s\.io/(?P<name>\S+) serverside-applied\s*$",
     re.MULTILINE,
 )
-PASSED_ENV = ("PATH", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "HTTPS_PROXY",
-              "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")  # fmt: skip
 
 
 class KubectlCrdApplier:
@@ -120,10 +119,8 @@ class KubectlCrdApplier:
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         flags = ["--kubeconfig", self._kubeconfig] if self._kubeconfig else []
         flags += ["--context", self._context] if self._context else []
-        env = {k: v for k, v in self._environ.items() if k in PASSED_ENV}
-        if not self._kubeconfig and "KUBECONFIG" in self._environ:
-            env["KUBECONFIG"] = self._environ["KUBECONFIG"]
-        env.update(HOME=str(self.home), KUBECACHEDIR=str(self.home / "kube-cache"))
+        private = {"KUBECACHEDIR": str(self.home / "kube-cache")}
+        env = tool_environment(self._environ, kubeconfig=self._kubeconfig, private=private)
         log.debug("kubectl: %s", " ".join(argv))
         try:
             return subprocess.run(

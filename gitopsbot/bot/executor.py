@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from gitopsbot.core import chart as chart_mod
 from gitopsbot.core import journal as journal_mod
@@ -55,6 +55,7 @@ SWITCH = {
     Component.CLIENT: "autoUpdateClient",
 }
 VERIFY_TIMEOUT_SECONDS = 600
+CheckMode = Literal["verify", "images", "canary"]
 RETRY = 5.0
 
 
@@ -266,6 +267,16 @@ class Executor:
                 return info.revision
         return 0
 
+    def _refuse_locked(self, spec: ClusterSpec) -> None:
+        """R8: a release stuck in pending-* (a killed helm) is reported, never forced."""
+        rel = spec.release
+        latest = self.helm.status(rel.release_name, rel.namespace)
+        if latest is not None and latest.status.pending:
+            raise HelmReleaseLocked(
+                f"release {rel.namespace}/{rel.release_name} revision {latest.revision} is "
+                f"{latest.status} ({latest.description or 'no description'}); not forcing it"
+            )
+
     def helm_upgrade(
         self, journal: Journal, spec: ClusterSpec, *, version: str | None = None
     ) -> StepOutcome:
@@ -278,6 +289,7 @@ class Executor:
                 f"revision {done} already made by this operation",
                 effect=Effect(helm_revision=done, description=description),
             )
+        self._refuse_locked(spec)
         resolved = self.secrets.resolve_all(list(spec.credentials.secrets))
         values = secrets_mod.merge_secrets(spec.values, resolved)  # secrets exist only here
         info = self.helm.upgrade(
@@ -334,6 +346,7 @@ class Executor:
                     f"revision {info.revision} already rolled back by this operation",
                     effect=Effect(helm_revision=info.revision, description=mine),
                 )
+        self._refuse_locked(spec)
         if any(i.revision == point.helm_revision for i in history):
             info = self.helm.rollback(
                 release=rel.release_name,
@@ -377,12 +390,17 @@ class Executor:
             if (n.get("status") or {}).get("phase", "Pending") == "Pending"
         )
         policy = _rolling_policy(tfc, pool)
+        current = None
+        if component is Component.HYPERVISOR:
+            image = self._pool_images(spec).get(pool, {}).get("hypervisor")
+            current = image is None or not self._check_nodes(spec, pool, image, mode="images")
         return rollout.PoolObservation(
             progress=None if progress is None else int(progress),
             synced=bool(status.get(f"{component}ConfigSynced", False)),
             switch_open=bool(policy.get(SWITCH[component], False)),
             nodes=len(nodes),
             pending_nodes=pending,
+            current=current,
         )
 
     def set_switch(
@@ -425,8 +443,11 @@ class Executor:
 
     # -- R15 verification -----------------------------------------------------------------
 
-    def check(self, spec: ClusterSpec, pools: Sequence[str] | None = None) -> list[str]:
-        """Problems found (empty: verified). ``pools`` limits the check (canary)."""
+    def check(
+        self, spec: ClusterSpec, pools: Sequence[str] | None = None, *, canary: bool = False
+    ) -> list[str]:
+        """Problems found (empty: verified). ``pools`` limits the check; ``canary``: after a
+        canary batch (most pods are still on the old image, the pool may be Updating)."""
         problems: list[str] = []
         name = tfc_name(spec)
         tfc = self.cluster.get(TF, "TensorFusionCluster", None, name)
@@ -441,13 +462,26 @@ class Executor:
             if gp is None:
                 problems.append(f"GPUPool {gpupool_name(spec, pool)} not found")
                 continue
-            if (gp.get("status") or {}).get("phase") != "Running":
+            phase = (gp.get("status") or {}).get("phase")
+            if phase != "Running" and not (canary and phase == "Updating"):
                 problems.append(f"GPUPool {gpupool_name(spec, pool)} is {_phase(gp)}")
-            problems += self._check_nodes(spec, pool, images.get(pool, {}).get("hypervisor"))
+            problems += self._check_nodes(
+                spec,
+                pool,
+                images.get(pool, {}).get("hypervisor"),
+                mode="canary" if canary else "verify",
+            )
         return problems
 
-    def _check_nodes(self, spec: ClusterSpec, pool: str, image: str | None) -> list[str]:
+    def _check_nodes(
+        self, spec: ClusterSpec, pool: str, image: str | None, *, mode: CheckMode = "verify"
+    ) -> list[str]:
+        """R15 per GPU node of ``pool``. ``mode``: "verify" reports everything; "images" only
+        hypervisor pods on another image than ``image``; "canary" everything except pods
+        still on the old image, and requires at least one on the new image."""
         problems: list[str] = []
+        stale: list[str] = []
+        moved = 0
         label = f"{GROUP}/pool-{gpupool_name(spec, pool)}=true"
         nodes = self.cluster.list(TF, "GPUNode", label_selector=label)
         pods = self.cluster.list(
@@ -477,8 +511,16 @@ class Executor:
                 problems.append(f"hypervisor pod {names[0]} is {_phase(pod)}")
             running = [c.get("image") for c in (pod.get("spec") or {}).get("containers") or []]
             if image and image not in running:
-                problems.append(f"hypervisor pod {names[0]} runs {running}, expected {image}")
-        return problems
+                stale.append(f"hypervisor pod {names[0]} runs {running}, expected {image}")
+            else:
+                moved += 1
+        if mode == "images":
+            return stale
+        if mode == "canary":
+            if nodes and not moved:
+                problems.append(f"pool {pool}: no hypervisor on {image} after the canary batch")
+            return problems
+        return problems + stale
 
     def verify(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
         problems = self.check(spec)

@@ -15,8 +15,8 @@ to the forge or to Git (it only reads).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from gitopsbot.core import proposals as core
 from gitopsbot.core.chart import ChartIndex
@@ -38,7 +38,6 @@ from gitopsbot.core.render import render_markdown
 from gitopsbot.errors import FleetError, ForgeNotFound, GitFailed, GitOpsBotError, Problem
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.ports.charts import ChartSource
-from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 
@@ -53,24 +52,6 @@ def plan_marker(cluster: str) -> str:
     return f"plan/{cluster}"
 
 
-class EditedTree:
-    """A FileTree with some files replaced: the fleet as a proposal would leave it."""
-
-    def __init__(self, base: FileTree, edits: Mapping[str, bytes]) -> None:
-        self._base = base
-        self._edits = dict(edits)
-
-    @property
-    def label(self) -> str:
-        return f"{self._base.label}+proposal"
-
-    def read(self, path: str) -> bytes | None:
-        return self._edits[path] if path in self._edits else self._base.read(path)
-
-    def list(self, directory: str) -> list[str]:
-        return self._base.list(directory)
-
-
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """What a pass did for one cluster's target version."""
@@ -81,6 +62,7 @@ class Proposal:
     number: int
     url: str
     decision: str  # the plan's policy decision
+    head: str = ""  # the branch head after this pass (its status is set)
     opened: bool = False
     updated: bool = False  # request text, labels or branch changed
 
@@ -194,7 +176,7 @@ class Proposer:
                 PullRequestState.MERGED: ProposalState.MERGED,
                 PullRequestState.CLOSED: ProposalState.CLOSED,
             }[info.state]
-            out.append(ProposalRecord(rec.cluster, rec.version, rec.number, state))
+            out.append(replace(rec, state=state))
         return tuple(out), seen
 
     def indexes(
@@ -262,7 +244,8 @@ class Proposer:
             report.proposals.append(proposal)
             opened_for[d.cluster] = proposal
             records = core.upsert_record(
-                records, ProposalRecord(d.cluster, proposal.version, proposal.number)
+                records,
+                ProposalRecord(d.cluster, proposal.version, proposal.number, head=proposal.head),
             )
         for d in decisions:
             for closing in d.close:
@@ -281,7 +264,7 @@ class Proposer:
                 rec = closing.record
                 records = core.upsert_record(
                     records,
-                    ProposalRecord(rec.cluster, rec.version, rec.number, ProposalState.SUPERSEDED),
+                    replace(rec, state=ProposalState.SUPERSEDED),
                 )
         if core.render_ledger(records) != core.render_ledger(before):
             self._write_ledger(state_branch, records)
@@ -290,8 +273,6 @@ class Proposer:
 
     def _write_ledger(self, state_branch: str, records: Sequence[ProposalRecord]) -> None:
         text = core.render_ledger(records).encode()
-        if self.repo.read(state_branch, core.LEDGER_FILE) == text:
-            return  # pragma: no cover - compared before; kept for a concurrent writer
         open_count = sum(1 for r in records if r.state is ProposalState.OPEN)
         self.repo.commit_files(
             state_branch,
@@ -371,38 +352,35 @@ class Proposer:
         assert d.target is not None
         rel = spec.release
         version = d.target.version
-        pid = ProposalId(d.cluster, version)
-        branch = pid.branch
+        branch = ProposalId(d.cluster, version).branch
         marker = core.marker(d.cluster, version)
         target_chart = self.charts.chart(rel.chart_repo_url, rel.chart_name, version)
         image = effective_images({}, target_chart).get("hypervisor", "")
+
+        # The branch: created from the watched head; an existing one is edited (on top of its
+        # own head, keeping what people pushed there) only when the bump is missing from it.
+        branch_head = self.repo.head(branch)
+        base = head if branch_head is None else branch_head
         release_path = f"{CLUSTERS_DIR}/{d.cluster}/{RELEASE_FILE}"
         values_path = f"{CLUSTERS_DIR}/{d.cluster}/{VALUES_FILE}"
-        release_text = (self.repo.read(head, release_path) or b"").decode("utf-8")
-        values_text = (self.repo.read(head, values_path) or b"").decode("utf-8")
+        old = {p: self.repo.read(base, p) or b"" for p in (release_path, values_path)}
         new_release, new_values = core.proposal_edits(
-            release_text=release_text,
-            values_text=values_text,
+            release_text=old[release_path].decode("utf-8"),
+            values_text=old[values_path].decode("utf-8"),
             version=version,
             hypervisor_image=image,
         )
         edits = {release_path: new_release.encode(), values_path: new_values.encode()}
-        desired = load_cluster(EditedTree(self.repo.tree(head), edits), d.cluster)
-        plan = self.plan_for(spec, desired, index=index, rules=rules)
-
-        # The branch: created from the watched head, or fast-forwarded when its files are stale.
         pushed = False
-        branch_head = self.repo.head(branch)
-        if branch_head is None or any(
-            self.repo.read(branch_head, path) != data for path, data in edits.items()
-        ):
+        if branch_head is None or edits != old:
             message = core.commit_message(d.cluster, rel.chart_name, rel.version, version, image)
-            self.repo.commit_files(
-                branch, edits, message, parent=head if branch_head is None else branch_head
-            )
+            self.repo.commit_files(branch, edits, message, parent=base)
             branch_head = self.repo.push(branch)
             pushed = True
 
+        # The plan: what merging the branch does to the watched branch's state.
+        desired = load_cluster(self.repo.tree(branch_head), d.cluster)
+        plan = self.plan_for(spec, desired, index=index, rules=rules)
         body = core.proposal_body(
             d,
             chart=rel.chart_name,
@@ -433,9 +411,15 @@ class Proposer:
                 marker=marker,
                 labels=labels,
             )
+        # The status goes on every new head (also one a person pushed), once: the ledger
+        # remembers the head it was last set on.
+        status_head = d.existing.head if d.existing else ""
+        if not current or pushed or status_head != branch_head:
             state, description = core.policy_status(plan.decision)
             self.forge.set_status(branch_head, state=state, description=description)
         assert pr is not None
+        # Git-only mode records requests and statuses as commits: remember the final head.
+        final_head = self.repo.head(branch) or branch_head
         return Proposal(
             cluster=d.cluster,
             version=version,
@@ -443,6 +427,7 @@ class Proposer:
             number=pr.number,
             url=pr.url,
             decision=str(plan.decision),
+            head=final_head,
             opened=opened,
             updated=(not opened) and (not current or pushed),
         )

@@ -27,12 +27,13 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, tzinfo
+from typing import Any
 
 from gitopsbot.bot import report
 from gitopsbot.bot.executor import Executor, StepOutcome
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import merge_queue, operation, rollout, windows
-from gitopsbot.core.commit_classes import reverted_shas
+from gitopsbot.core.commit_classes import desired_paths, reverted_shas
 from gitopsbot.core.journal import (
     Journal,
     OperationKind,
@@ -45,7 +46,7 @@ from gitopsbot.core.journal import (
 )
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.core.operation import Action, Decision
-from gitopsbot.errors import ForgeError, GitOpsBotError, PermanentError
+from gitopsbot.errors import ConfigError, ForgeError, GitOpsBotError, PermanentError
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.forge import Forge
@@ -189,7 +190,16 @@ class Reconciler:
             )
             return None
         newest = touching[-1]
-        spec = self.spec_at(newest.sha, cluster)
+        try:
+            spec = self.spec_at(newest.sha, cluster)
+        except ConfigError as e:
+            # Bad fleet files got merged: nothing is applied; the next good commit is.
+            log.error("%s: fleet invalid at %s: %s", cluster, newest.sha[:12], e)
+            self.store.commit(
+                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                f"{cluster}: fleet invalid at {newest.sha[:12]}; nothing applied\n\n{e}"[:4000],
+            )
+            return PassResult(cluster, "invalid", str(e))
         if spec is None:
             self.store.commit(
                 {f"clusters/{cluster}/seen": (head + "\n").encode()},
@@ -209,26 +219,76 @@ class Reconciler:
 
     def _operation_for(self, commit: CommitInfo, spec: ClusterSpec, now: datetime) -> Journal:
         pr = self._pr_number(commit)
-        for sha in reverted_shas(commit.message):
-            undone = self._find_op(spec.name, sha)
-            if undone is not None and undone.rollback_point is not None:
-                return operation.new_operation(
-                    kind=OperationKind.ROLLBACK,
-                    cluster=spec.name,
-                    desired_sha=commit.sha,
-                    created_at=now,
-                    policy=spec.rollout,
-                    pr_number=pr,
-                    reverts_op=undone.op_id,
-                )
+        base = commit.parents[0] if commit.parents else ""
+        undone = self._undone(commit, spec.name)
+        if undone is not None:
+            return operation.new_operation(
+                kind=OperationKind.ROLLBACK,
+                cluster=spec.name,
+                desired_sha=commit.sha,
+                created_at=now,
+                policy=spec.rollout,
+                pr_number=pr,
+                reverts_op=undone.op_id,
+                base_sha=base,
+            )
+        shape = self._shape(spec)
         return operation.new_operation(
-            kind=OperationKind.UPGRADE,
+            kind=shape.kind,
             cluster=spec.name,
             desired_sha=commit.sha,
             created_at=now,
             policy=spec.rollout,
             pr_number=pr,
+            crds=shape.crds,
+            restart=shape.restart,
+            base_sha=base,
         )
+
+    def _shape(self, spec: ClusterSpec) -> operation.Shape:
+        """Compare with what will be deployed when this change starts: the running
+        operation's target if one runs, else the Helm release."""
+        secret_paths = [r.values_path for r in spec.credentials.secrets]
+        current = self.store.current(spec.name)
+        before = (
+            self.spec_at(current.desired_sha, spec.name) if current and current.active else None
+        )
+        if before is not None:
+            chart: str | None = before.release.version
+            values: Mapping[str, Any] = before.values
+        else:
+            helm = self.executor_for(spec).helm
+            status = helm.status(spec.release.release_name, spec.release.namespace)
+            chart = status.chart_version if status else None
+            values = (
+                helm.get_values(spec.release.release_name, spec.release.namespace) if status else {}
+            )
+        changed = operation.changed_paths(values, spec.values, ignore=secret_paths)
+        return operation.classify_change(
+            deployed_chart=chart, target_chart=spec.release.version, changed=changed
+        )
+
+    def _undone(self, commit: CommitInfo, cluster: str) -> Journal | None:
+        """The recorded operation this commit undoes: named by git's "This reverts commit"
+        line, or (a hand-made undo) the cluster's last operation when the commit restores
+        exactly the desired files that operation started from."""
+        for sha in reverted_shas(commit.message):
+            found = self._find_op(cluster, sha)
+            if found is not None and found.rollback_point is not None:
+                return found
+        last = self.store.current(cluster)
+        if (
+            last is None
+            or not last.base_sha
+            or last.kind is OperationKind.ROLLBACK
+            or last.rollback_point is None
+            or last.rollback_point.helm_revision == 0
+        ):
+            return None
+        paths = desired_paths(cluster)
+        now = [self.repo.read(commit.sha, p) for p in paths]
+        before = [self.repo.read(last.base_sha, p) for p in paths]
+        return last if now == before else None
 
     def _find_op(self, cluster: str, sha: str) -> Journal | None:
         found = self.store.history(cluster, operation.operation_id(cluster, sha))
@@ -407,7 +467,7 @@ class Reconciler:
             elif pd.action is rollout.PhaseAction.CLOSE_SWITCH or pd.close:
                 executor.set_switch(spec, ref.pool, ref.component, open_=False)
             if pd.action is rollout.PhaseAction.VERIFY_CANARY:
-                problems = executor.check(spec, [ref.pool])
+                problems = executor.check(spec, [ref.pool], canary=True)
                 if problems:
                     pd = replace(
                         pd, action=rollout.PhaseAction.HALT, reason="canary: " + "; ".join(problems)

@@ -1,4 +1,4 @@
-"""`gitopsbot comment` (placeholder until its issue lands; exits 2)."""
+"""`gitopsbot comment`: post (or refresh) the plan comment and policy status on a request."""
 
 from __future__ import annotations
 
@@ -6,12 +6,55 @@ import argparse
 import sys
 from typing import Any
 
+from gitopsbot.commands.propose import add_fleet_options, proposer, wire
+from gitopsbot.core.policy import Decision
+from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError
+
+EXAMPLES = """\
+examples:
+  GITOPSBOT_FORGE_TOKEN=... gitopsbot comment --cluster staging --pr 42 \\
+      --fleet-url https://github.com/acme/fleet.git
+  gitopsbot comment --cluster staging --pr 42 --fleet . --chart-dir examples/charts/repo
+
+The plan compares the watched branch (baseline) with the request's branch (desired state).
+One comment per cluster and request, edited in place on every run; the gitopsbot/policy
+status on the request's head fails when policy denies. Forge and token come from
+gitopsbot.yaml's forge: section (the token through its env or file reference).
+exit status: 0 posted (1 with --check when not allowed), 1 bad fleet files or settings,
+2 Git, forge or chart repository unavailable.
+"""
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("comment", help="(not built yet)")
+    p = sub.add_parser(
+        "comment",
+        help="post the plan of one cluster on an existing pull request",
+        description="Compute the plan of CLUSTER between the watched branch and pull request "
+        "N's branch, keep it as one comment on the request, and set the gitopsbot/policy "
+        "status on its head (docs/proposals.md).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--cluster", required=True, metavar="NAME", help="cluster under clusters/")
+    p.add_argument("--pr", required=True, type=int, metavar="N", help="pull/merge request")
+    add_fleet_options(p)
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 when the plan is denied or unacknowledged"
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.stderr.write("gitopsbot comment: not built yet\n")
-    return 2
+    try:
+        wiring = wire(args)
+        pr, plan = proposer(wiring, args.branch, args.chart_dir).comment(args.cluster, args.pr)
+    except (ConfigError, FleetError) as e:
+        sys.stderr.write(f"gitopsbot comment: {e}\n")
+        return 1
+    except GitOpsBotError as e:
+        sys.stderr.write(f"gitopsbot comment: {e}\n")
+        return 2
+    print(f"#{pr.number} {args.cluster}: plan posted, policy {plan.decision} {pr.url}".rstrip())
+    if args.check and plan.decision != Decision.ALLOWED:
+        return 1
+    return 0

@@ -11,6 +11,7 @@ from types import FrameType
 from typing import Any
 
 from gitopsbot import app
+from gitopsbot.adapters.webhooks import WebhookReceiver
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.once:
         return run_once(bot)
-    return run_forever(bot)
+    try:
+        receiver = app.webhook_receiver(bot, args.webhook_listen) if args.webhook_listen else None
+    except GitOpsBotError as e:
+        sys.stderr.write(f"gitopsbot run: {e}\n")
+        return 1
+    return run_forever(bot, receiver)
 
 
 def run_once(bot: app.Bot) -> int:
@@ -101,7 +107,7 @@ def run_once(bot: app.Bot) -> int:
     return status
 
 
-def run_forever(bot: app.Bot) -> int:
+def run_forever(bot: app.Bot, receiver: WebhookReceiver | None = None) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -113,6 +119,13 @@ def run_forever(bot: app.Bot) -> int:
     bot.scheduler.set_clusters(bot.clusters)
     bot.scheduler.start()
     print(f"gitopsbot run: watching {', '.join(bot.clusters)} (Ctrl-C to stop)", flush=True)
-    stop.wait()
-    bot.scheduler.shutdown(wait=True)  # graceful: at a step boundary
+    if receiver is not None:
+        receiver.start()
+        print(f"gitopsbot run: webhooks at {receiver.url}/webhooks/<provider>", flush=True)
+    try:
+        stop.wait()
+    finally:
+        if receiver is not None:
+            receiver.stop()
+        bot.scheduler.shutdown(wait=True)  # graceful: at a step boundary
     return 0

@@ -140,6 +140,9 @@ class Journal:
     desired_sha: str
     created_at: datetime
     status: OperationStatus = OperationStatus.RUNNING
+    # The desired commit's first parent: the Git state this operation moved away from, so
+    # a later commit restoring it (a hand-made undo) is recognised as a rollback.
+    base_sha: str = ""
     pr_number: int | None = None
     steps: tuple[Step, ...] = ()
     phases: tuple[PhaseProgress, ...] = ()
@@ -210,6 +213,7 @@ def to_dict(j: Journal) -> dict[str, Any]:
         "kind": str(j.kind),
         "cluster": j.cluster,
         "desired_sha": j.desired_sha,
+        "base_sha": j.base_sha,
         "pr_number": j.pr_number,
         "created_at": _time(j.created_at),
         "status": str(j.status),
@@ -282,6 +286,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
         kind=OperationKind(d["kind"]),
         cluster=str(d["cluster"]),
         desired_sha=str(d["desired_sha"]),
+        base_sha=str(d.get("base_sha", "")),
         pr_number=None if d.get("pr_number") is None else int(d["pr_number"]),
         created_at=_created(d),
         status=OperationStatus(d["status"]),

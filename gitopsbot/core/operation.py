@@ -169,6 +169,7 @@ def new_operation(
     crds: bool = True,
     restart: bool = False,
     reverts_op: str = "",
+    base_sha: str = "",
 ) -> Journal:
     return Journal(
         op_id=operation_id(cluster, desired_sha),
@@ -179,6 +180,7 @@ def new_operation(
         pr_number=pr_number,
         steps=build_steps(kind, policy, crds=crds, restart=restart),
         reverts_op=reverts_op,
+        base_sha=base_sha,
     )
 
 

@@ -230,8 +230,10 @@ def _matches(path: str, pattern: str) -> bool:
     return (
         path == pattern
         or path.startswith((pattern + ".", pattern + "["))
-        or (("*" in pattern or "?" in pattern or "[" in pattern)
-        and _glob(pattern).match(path) is not None)
+        or (
+            ("*" in pattern or "?" in pattern or "[" in pattern)
+            and _glob(pattern).match(path) is not None
+        )
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
+from ruamel.yaml.util import load_yaml_guess_indent
 
 from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
 
@@ -98,7 +99,7 @@ def rewrite_manifests(manifests: str, policy: RolloutPolicy) -> PostRenderResult
         if TFC_KIND not in chunk.body:
             out.append(chunk.separator + chunk.body)
             continue
-        doc = _load(chunk.body, chunk.index)
+        doc, style = _load(chunk.body, chunk.index)
         if not _is_tfc(doc):
             out.append(chunk.separator + chunk.body)
             continue
@@ -108,7 +109,8 @@ def rewrite_manifests(manifests: str, policy: RolloutPolicy) -> PostRenderResult
                 rewritten.append((name, pool_name))
             else:
                 unmatched.append(pool_name)
-        out.append(chunk.separator + _dump(doc, trailing_newline=chunk.body.endswith("\n")))
+        text = _dump(doc, style, trailing_newline=chunk.body.endswith("\n"))
+        out.append(chunk.separator + text)
     seen = {pool for _, pool in rewritten}
     missing = tuple(name for name in pools if name not in seen)
     return PostRenderResult("".join(out), tuple(rewritten), tuple(unmatched), missing)
@@ -214,24 +216,30 @@ def _split(text: str) -> list[_Chunk]:
     return chunks
 
 
-def _yaml() -> YAML:
+def _yaml(style: tuple[int, int] = (2, 0)) -> YAML:
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     yaml.width = 4096  # never fold long strings differently from what helm rendered
-    yaml.indent(mapping=2, sequence=2, offset=0)
+    sequence, offset = style
+    yaml.indent(mapping=2, sequence=sequence, offset=offset)
     return yaml
 
 
-def _load(body: str, index: int) -> Any:
+def _load(body: str, index: int) -> tuple[Any, tuple[int, int]]:
+    """The document and its list style (sequence indent, dash offset), so the rewritten
+    document keeps the chart's own ``- item`` indentation."""
     try:
-        return _yaml().load(body)
+        doc = _yaml().load(body)
+        _, indent, dash = load_yaml_guess_indent(body)
     except YAMLError as e:
         raise PostRenderError(f"rendered document {index + 1}: invalid YAML: {e}") from e
+    style = (indent, dash) if dash and indent and indent > dash else (2, 0)
+    return doc, style
 
 
-def _dump(doc: Any, *, trailing_newline: bool) -> str:
+def _dump(doc: Any, style: tuple[int, int], *, trailing_newline: bool) -> str:
     stream = _TextSink()
-    _yaml().dump(doc, stream)
+    _yaml(style).dump(doc, stream)
     text = "".join(stream.parts)
     return text if trailing_newline else text.rstrip("\n")
 

@@ -61,6 +61,7 @@ class ProposalRecord:
     version: str
     number: int
     state: ProposalState = ProposalState.OPEN
+    head: str = ""  # the branch head the policy status was last set on
 
     @property
     def branch(self) -> str:
@@ -415,6 +416,7 @@ def parse_ledger(text: str | None, *, source: str = LEDGER_FILE) -> tuple[Propos
                     version=str(r["version"]),
                     number=int(r["number"]),
                     state=ProposalState(r["state"]),
+                    head=str(r.get("head", "")),
                 )
                 for r in raw
             )
@@ -429,7 +431,13 @@ def render_ledger(records: Sequence[ProposalRecord]) -> str:
     doc = {
         "version": LEDGER_VERSION,
         "proposals": [
-            {"cluster": r.cluster, "version": r.version, "number": r.number, "state": r.state.value}
+            {
+                "cluster": r.cluster,
+                "version": r.version,
+                "number": r.number,
+                "state": r.state.value,
+                "head": r.head,
+            }
             for r in sorted(records)
         ],
     }

@@ -57,6 +57,10 @@ class PoolObservation:
     switch_open: bool  # autoUpdate<Component> in the TensorFusionCluster's pool template
     nodes: int  # GPU nodes in the pool
     pending_nodes: tuple[str, ...] = ()  # GPUNodes in phase Pending (F4)
+    # Whether the pool's pods already run what its template says (hypervisor: the image on
+    # every node); None when it cannot be told. Guards against a status still reading
+    # "synced at 100" from before the controller saw the new template.
+    current: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +119,8 @@ def decide_phase(
         return PhaseDecision(PhaseAction.DONE, phase, close=observed.switch_open)
     phase = _track(phase, observed, now)
 
-    if observed.nodes == 0 or (observed.synced and (observed.progress or 0) >= 100):
+    finished = observed.synced and (observed.progress or 0) >= 100 and observed.current is not False
+    if observed.nodes == 0 or finished:
         reason = "no GPU nodes (R14)" if observed.nodes == 0 else "synced at 100% (R14)"
         done = _closed(phase, now, PhaseState.DONE)
         if observed.switch_open:

@@ -10,6 +10,7 @@ through ``masked`` first.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -132,7 +133,22 @@ def diff_values(source: Mapping[str, Any], target: Mapping[str, Any]) -> ValuesD
     return ValuesDiff(tuple(out))
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal subtrees, type-strict (``true`` is not ``1``): C-speed ``==`` first, then the JSON
+    text, which tells booleans, integers and floats apart. Most of a values file is unchanged,
+    so this prunes the walk."""
+    if a != b:
+        return False
+    dump = json.dumps
+    try:
+        return dump(a, sort_keys=True, default=repr) == dump(b, sort_keys=True, default=repr)
+    except (TypeError, ValueError):  # keys of mixed types cannot be sorted: walk instead
+        return False
+
+
 def _diff(a: Any, b: Any, parts: PathParts, out: list[Change]) -> None:
+    if isinstance(a, Mapping | list) and _same(a, b):
+        return
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         for key in a:
             if key not in b:

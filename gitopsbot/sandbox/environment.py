@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CHARTS = ROOT / "examples" / "charts" / "repo"
 STATE_FILE = "sandbox.json"
+TF = "tensor-fusion.ai/v1"
 LOG_FILE = "sandbox.log"
 SERVE_MODULE = "gitopsbot.sandbox.environment"
 
@@ -223,11 +224,16 @@ class Sandbox:
             raise SandboxError(f"helm install of tensor-fusion {version} failed: {proc.stderr}")
 
     def wait_cluster_running(self, timeout: float = 120.0) -> None:
+        """Until every TFC is Running, its pools match their templates and no rollout runs.
+
+        On a kept state dir with another chart version, that includes the hypervisor rollout
+        the upgrade starts.
+        """
         assert self.api is not None
+        store = self.api.store
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            tfcs = self.api.store.list("tensor-fusion.ai/v1", "TensorFusionCluster")
-            if tfcs and all((t.get("status") or {}).get("phase") == "Running" for t in tfcs):
+            if _settled(store.list(TF, "TensorFusionCluster"), store.list(TF, "GPUPool")):
                 return
             time.sleep(0.1)
         raise SandboxError(f"the TensorFusionCluster did not become Running in {timeout:.0f}s")
@@ -249,6 +255,25 @@ class Sandbox:
             self.repo.stop()
             self.repo = None
         (self.state_dir / STATE_FILE).unlink(missing_ok=True)
+
+
+def _settled(tfcs: list[dict[str, Any]], pools: list[dict[str, Any]]) -> bool:
+    if not tfcs:
+        return False
+    by_name = {p["metadata"]["name"]: p for p in pools}
+    for tfc in tfcs:
+        if (tfc.get("status") or {}).get("phase") != "Running":
+            return False
+        for entry in (tfc.get("spec") or {}).get("gpuPools") or []:
+            pool = by_name.get(f"{tfc['metadata']['name']}-{entry['name']}")
+            if pool is None or pool.get("spec") != entry.get("specTemplate"):
+                return False
+            if (pool.get("status") or {}).get("phase") != "Running":
+                return False
+            annotations = pool["metadata"].get("annotations") or {}
+            if any(k.endswith("-update-in-progress") and v for k, v in annotations.items()):
+                return False
+    return True
 
 
 def newest_version(charts_dir: Path) -> str:

@@ -144,6 +144,10 @@ class World:
     nodes: dict[str, int] = field(default_factory=lambda: {"a": 2, "b": 2})
     batches: dict[str, int] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
+    # The controller sees a new template only at its next beat: until then the GPUPool
+    # status still says "synced at 100" from the last rollout.
+    notice_late: int = 0  # beats before the controller notices
+    unnoticed: dict[str, int] = field(default_factory=dict)
 
     def deploy(self, info: HelmReleaseInfo, values: Any, policy: RolloutPolicy | None) -> None:
         c = self.cluster
@@ -204,6 +208,9 @@ class World:
                     self._pod(node, name, self._pool_image(name) or image)
             synced = first or self._pool_image(name) == image
             self.batches[name] = 0
+            if self.notice_late and not first:
+                self.unnoticed[name] = self.notice_late
+                continue
             c.put(
                 {
                     "apiVersion": TF,
@@ -272,6 +279,17 @@ class World:
                 ]
                 != image
             ]
+            if outdated and self.unnoticed.get(name):
+                self.unnoticed[name] -= 1
+                continue
+            if outdated and self.notice_late:
+                self.cluster.patch_merge(
+                    TF,
+                    "GPUPool",
+                    None,
+                    f"lab-tfc-{name}",
+                    {"status": {"componentStatus": {"hypervisorConfigSynced": False}}},
+                )
             if not outdated or not policy.get("autoUpdateHypervisor"):
                 continue
             if any(n in self.pending for n in nodes):

@@ -60,6 +60,7 @@ journals = st.builds(
     kind=st.sampled_from(J.OperationKind),
     cluster=text,
     desired_sha=text,
+    base_sha=text,
     created_at=some_time,
     status=st.sampled_from(J.OperationStatus),
     pr_number=st.one_of(st.none(), st.integers(1, 10**6)),

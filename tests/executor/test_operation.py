@@ -198,3 +198,81 @@ def test_all_done_finishes() -> None:
     j = finish(j, *[s.name for s in j.steps])
     assert nxt(j).action is Action.FINISH
     assert j.phase("pool/b/hypervisor").state is PhaseState.PENDING  # phases untouched
+
+
+# -- what a change needs -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("deployed", "target", "changed", "expected"),
+    [
+        (None, "1.0.0", set(), operation.Shape(OperationKind.UPGRADE, crds=True)),
+        ("1.0.0", "1.1.0", {"cluster.hypervisorImage"}, operation.Shape(OperationKind.UPGRADE)),
+        (
+            "1.0.0",
+            "1.0.0",
+            {"dynamicConfig.metricsTTL"},
+            operation.Shape(OperationKind.CONTROLLER_RESTART, crds=False, restart=True),
+        ),
+        (
+            "1.0.0",
+            "1.0.0",
+            {"schedulerConfig", "dynamicConfig.x"},
+            operation.Shape(OperationKind.CONTROLLER_RESTART, crds=False, restart=True),
+        ),
+        (
+            "1.0.0",
+            "1.0.0",
+            {"cluster.hypervisorImage"},
+            operation.Shape(OperationKind.ROLLOUT_ONLY, crds=False),
+        ),
+        (
+            "1.0.0",
+            "1.0.0",
+            {"cluster.hypervisorImage", "dynamicConfig.metricsTTL"},
+            operation.Shape(OperationKind.ROLLOUT_ONLY, crds=False, restart=True),
+        ),
+        (
+            "1.0.0",
+            "1.0.0",
+            {"dynamicConfigs.x"},  # a prefix of the name is not the key
+            operation.Shape(OperationKind.ROLLOUT_ONLY, crds=False),
+        ),
+    ],
+    ids=[
+        "first-install",
+        "chart",
+        "r24-dynamic",
+        "r24-both",
+        "rollout-only",
+        "rollout-and-r24",
+        "not-r24",
+    ],
+)
+def test_classify_change(deployed, target, changed, expected) -> None:
+    assert (
+        operation.classify_change(deployed_chart=deployed, target_chart=target, changed=changed)
+        == expected
+    )
+
+
+def test_changed_paths_ignores_secret_paths() -> None:
+    before = {"agent": {"enrollToken": "***", "agentId": "a"}, "x": [1, 2], "y": {"z": 1}}
+    after = {"agent": {"agentId": "b"}, "x": [1, 2], "y": {"z": 1, "w": 2}}
+    assert operation.changed_paths(before, after, ignore=["agent.enrollToken"]) == {
+        "agent.agentId",
+        "y.w",
+    }
+
+
+def test_rollout_only_with_r24_restarts_the_controller() -> None:
+    steps = [
+        s.name for s in operation.build_steps(OperationKind.ROLLOUT_ONLY, POLICY, restart=True)
+    ]
+    assert steps[:5] == [
+        "backup",
+        "helm-upgrade",
+        "controller-ready",
+        "controller-restart",
+        "controller-ready-after-restart",
+    ]

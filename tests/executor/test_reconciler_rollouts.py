@@ -116,3 +116,67 @@ def test_revert_rolls_back_to_the_recorded_revision(env: Env) -> None:
     assert env.world.images() == {"hv:1"}
     # R16: CRDs stay at the newer version.
     assert env.cluster.calls.count(("apply_crds", "CustomResourceDefinition ")) == crd_applies
+
+
+def test_a_stale_synced_status_does_not_end_the_phase(env: Env) -> None:
+    # Right after the upgrade the GPUPool still reads "synced at 100" from the last
+    # rollout; the pods on the old image say otherwise, so the bot still opens the switch.
+    env.world.notice_late = 5
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(8, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    done = drive(env, rec)
+    assert done.status is OperationStatus.SUCCEEDED, done.failure
+    assert env.world.images() == {"hv:2"}
+    assert done.phase("pool/a/hypervisor").started_at is not None  # the switch was opened
+
+
+def test_a_hand_made_undo_is_a_rollback(env: Env) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(16, "lab: chart 1.1.0, hv:2", fleet_files("1.1.0", "hv:2"))
+    upgraded = drive(env, rec)
+    assert upgraded.status is OperationStatus.SUCCEEDED
+    # Not `git revert`: a person writes the old files back by hand.
+    env.human.pull()
+    env.human.commit("lab: back to 1.0.0", fleet_files("1.0.0", "hv:1"))
+    done = drive(env, rec)
+    assert done.kind is OperationKind.ROLLBACK and done.reverts_op == upgraded.op_id
+    assert env.helm.history("tf", "tf-system")[-1].description == "Rollback to 1"
+    assert env.world.images() == {"hv:1"}
+
+
+def test_canary_batch_then_verification_then_the_rest(env: Env) -> None:
+    env.world.nodes["a"] = 4
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(17, "lab: hv:2", fleet_files("1.0.0", "hv:2", canary=25))
+    _until(env, rec, lambda j: j.phase("pool/a/hypervisor").state is PhaseState.CANARY_VERIFY)
+    pods = env.cluster.list("v1", "Pod", "tf-system")
+    on_new = [p for p in pods if p["spec"]["containers"][0]["image"] == "hv:2"]
+    assert len(on_new) == 1  # one node of four: the canary batch
+    assert not env.world.switch("a")  # paused for verification
+    done = drive(env, rec)
+    assert done.status is OperationStatus.SUCCEEDED, done.failure
+    assert done.phase("pool/a/hypervisor").canary_done
+    assert env.world.images() == {"hv:2"}
+
+
+def test_a_failing_canary_halts_before_the_rest(env: Env) -> None:
+    env.world.nodes["a"] = 4
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(18, "lab: hv:2", fleet_files("1.0.0", "hv:2", canary=25, on_failure="halt"))
+    _until(env, rec, lambda j: j.phase("pool/a/hypervisor").state is PhaseState.CANARY_VERIFY)
+    pod = next(
+        p
+        for p in env.cluster.list("v1", "Pod", "tf-system")
+        if p["spec"]["containers"][0]["image"] == "hv:2"
+    )
+    pod["status"]["phase"] = "CrashLoopBackOff"
+    env.cluster.put(pod)
+    j = _until(env, rec, lambda j: not j.active, passes=5)
+    assert j.status is OperationStatus.FAILED and "canary" in j.failure
+    pods = env.cluster.list("v1", "Pod", "tf-system")
+    assert sum(p["spec"]["containers"][0]["image"] == "hv:2" for p in pods) == 1
+    assert not env.world.switch("a")

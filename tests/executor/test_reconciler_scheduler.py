@@ -107,3 +107,56 @@ def test_clusters_removed_and_shutdown_waits_for_the_running_pass() -> None:
     rec.gate.set()
     stopper.join(10)
     assert seen_at_return == [0]
+
+
+def test_a_signed_push_webhook_nudges_every_cluster(monkeypatch) -> None:
+    """Real HTTP on loopback: a verified push to the watched branch wakes the jobs; an
+    unsigned one and a push to another branch do not."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from gitopsbot import app
+    from gitopsbot.core.model import BotSettings, ForgeSettings, SecretRef
+    from gitopsbot.core.webhook_events import github_signature
+
+    monkeypatch.setenv("TEST_HOOK_SECRET", "hook-secret-1")
+    nudged: list[str | None] = []
+
+    class FakeScheduler:
+        def nudge(self, cluster: str | None = None) -> None:
+            nudged.append(cluster)
+
+    settings = BotSettings(
+        forge=ForgeSettings(
+            kind="github",
+            url="https://api.github.invalid",
+            repository="acme/fleet",
+            webhook_secret=SecretRef("", "env", "TEST_HOOK_SECRET"),
+        )
+    )
+    bot = app.Bot(reconciler=None, scheduler=FakeScheduler(), clusters=("a",), settings=settings)  # type: ignore[arg-type]
+
+    def post(ref: str, *, sign: bool = True) -> int:
+        body = json.dumps({"ref": ref, "after": "a" * 40}).encode()
+        headers = {"X-GitHub-Event": "push", "Content-Type": "application/json"}
+        if sign:
+            headers["X-Hub-Signature-256"] = github_signature("hook-secret-1", body)
+        request = urllib.request.Request(
+            f"{rx.url}/webhooks/github", data=body, headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    with app.webhook_receiver(bot, "127.0.0.1:0") as rx:
+        assert post("refs/heads/main", sign=False) == 401
+        assert post("refs/heads/feature") == 202
+        assert post("refs/heads/main") == 202
+        for _ in range(100):  # the nudge follows the answer on the server thread
+            if nudged:
+                break
+            threading.Event().wait(0.05)
+    assert nudged == [None]

@@ -73,7 +73,7 @@ def test_status_from_git(env: Env, monkeypatch: pytest.MonkeyPatch, capsys) -> N
         env.clock.t += timedelta(minutes=1)
     text, code = render(rec.store, None, env.clock.t)
     assert code == 0
-    assert "lab: upgrade lab-" in text and "running" in text and "(PR #11)" in text
+    assert "lab: rollout-only lab-" in text and "running" in text and "(PR #11)" in text
     assert "✓ helm-upgrade" in text and "· verify" in text
 
     monkeypatch.setenv("GITOPSBOT_CACHE", str(env.tmp / "cli-cache"))
@@ -102,3 +102,36 @@ def test_a_newer_merge_supersedes_the_queued_one(env: Env) -> None:
     assert done.desired_sha == third and done.status is OperationStatus.SUCCEEDED
     assert rec.store.history("lab", f"lab-{first[:12]}").status is OperationStatus.SUCCEEDED
     assert env.world.images() == {"hv:4"}
+
+
+def test_r24_change_restarts_the_controller_once(env: Env) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    files = fleet_files("1.0.0", "hv:1")
+    files["clusters/lab/values.yaml"] += "dynamicConfig:\n  metricsTTL: 7d\n"
+    env.merge_pr(15, "lab: metrics TTL", files)
+    done = drive(env, rec)
+    assert done.kind.value == "controller-restart" and done.status is OperationStatus.SUCCEEDED
+    assert [s.name for s in done.steps] == [
+        "backup",
+        "helm-upgrade",
+        "controller-restart",
+        "controller-ready",
+        "verify",
+    ]
+    restarts = [
+        c for c in env.cluster.calls if c == ("patch_merge", "Deployment tf-system/tf-controller")
+    ]
+    assert len(restarts) == 1
+    assert env.helm.get_values("tf", "tf-system")["dynamicConfig"] == {"metricsTTL": "7d"}
+
+
+def test_run_once_from_the_command_line(env: Env, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(env.tmp / "cli-cache"))
+    assert main(["run", "--fleet-url", env.url, "--once"]) == 0
+    assert "lab: baseline" in capsys.readouterr().out
+    assert main(["status", "--fleet-url", env.url]) == 0
+    assert "lab: no operation yet (watching since" in capsys.readouterr().out
+    assert main(["run", "--fleet-url", env.url, "--once", "--cluster", "nope"]) == 1
+    assert "nope: not in the fleet" in capsys.readouterr().err
+    assert main(["run", "--fleet", str(env.tmp / "not-a-repo"), "--once"]) == 1

@@ -274,3 +274,10 @@ def test_phase_components_only_those_switched_on_f3() -> None:
     assert rollout.phase_components(pool) == (Component.HYPERVISOR, Component.WORKER)
     off = PoolPolicy("b", auto_update_hypervisor=False)
     assert rollout.phase_components(off) == ()
+
+
+def test_synced_but_pods_not_current_is_not_done() -> None:
+    stale = PoolObservation(100, True, False, nodes=4, current=False)
+    assert decide(stale, NEW, T0 + M).action is PhaseAction.OPEN_SWITCH
+    fresh = replace(stale, current=True)
+    assert decide(fresh, NEW, T0 + M).action is PhaseAction.DONE

@@ -207,9 +207,12 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        await process.redirect(stdin=proc.stdin, stdout=proc.stdout, stderr=proc.stderr)
-        process.exit(await proc.wait())
-        await process.wait_closed()  # runs asyncssh's cleanup tasks
+        try:
+            await process.redirect(stdin=proc.stdin, stdout=proc.stdout, stderr=proc.stderr)
+            process.exit(await proc.wait())
+        finally:
+            # Runs asyncssh's cleanup tasks even when the client hung up mid-transfer.
+            await process.wait_closed()
 
     loop = asyncio.new_event_loop()
     server = loop.run_until_complete(

@@ -97,6 +97,11 @@ def test_comments_and_statuses_update_plan_md(fleet: Fleet) -> None:
     forge.set_status(after, state=CommitState.FAILURE, description="deny: window closed")
     assert forge.get_pull_request(number).head_sha == after  # same verdict: no commit
     forge.add_labels(number, ["upgrade"])
+    # A status on a commit of main is no proposal's: nothing is written anywhere.
+    proposal_head = forge.get_pull_request(number).head_sha
+    base_sha = fleet.human("other").sha("origin/main")
+    forge.set_status(base_sha, state=CommitState.SUCCESS, description="main is fine")
+    assert forge.get_pull_request(number).head_sha == proposal_head
     plan = fleet.human().show(f"origin/{BRANCH}:clusters/alpha/PLAN.md")
     assert "plan two" in plan and "plan one" not in plan
     assert "| `gitopsbot/policy` | failure | deny: window closed |" in plan
@@ -126,6 +131,10 @@ def test_merge_is_detected_by_ancestry(fleet: Fleet) -> None:
     # Writing to a merged proposal would un-merge it: skipped.
     forge.upsert_comment(number, marker="plan", body="applied")
     assert forge.get_pull_request(number).state is PullRequestState.MERGED
+    again = forge.open_or_update_pull_request(
+        branch=BRANCH, base="main", title="again", body="again", marker=MARKER
+    )
+    assert again.state is PullRequestState.MERGED and again.head_sha == pr.head_sha
     # And the merge classifies as the bot's proposal on the watched branch.
     start = human.sha("HEAD~2")
     snaps = [

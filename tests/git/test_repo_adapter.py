@@ -73,6 +73,25 @@ def test_new_commits_are_detected_and_read_at_any_commit(fleet: Fleet) -> None:
     assert not (fleet.tmp / "mirror" / "clusters").exists()  # bare: no work tree
 
 
+def test_log_after_a_force_push(fleet: Fleet) -> None:
+    """History rewritten under the bot: the new commits are those the old head lacks."""
+    human = fleet.human()
+    repo = fleet.bot()
+    root = repo.head("main")
+    dropped = human.commit("will be dropped", {"x.txt": "1\n"})
+    human.push()
+    repo.fetch()
+    assert repo.head("main") == dropped
+    human.git("reset", "--quiet", "--hard", "HEAD~1")
+    replacement = human.commit("replacement", {"y.txt": "2\n"})
+    human.git("push", "--quiet", "--force", "origin", "main")
+    repo.fetch()
+    assert repo.head("main") == replacement
+    assert [c.sha for c in repo.log("main", dropped, 10)] == [replacement]
+    assert [c.sha for c in repo.log("main", root, 10)] == [replacement]
+    assert not repo.is_ancestor(dropped, replacement)
+
+
 def test_state_branch_commit_and_push(fleet: Fleet) -> None:
     repo = fleet.bot()
     sha = repo.commit_files(

@@ -304,5 +304,5 @@ def test_ledger_round_trip_and_upsert() -> None:
     updated = upsert_record(parse_ledger(text), ProposalRecord("b", "1.9.0", 2, SUPERSEDED))
     assert [r.state for r in updated] == [CLOSED, SUPERSEDED]
     assert parse_ledger(None) == ()
-    with pytest.raises(ValueError, match="proposals.json"):
+    with pytest.raises(ValueError, match=r"proposals\.json"):
         parse_ledger('{"proposals": [{"cluster": 1}]}')

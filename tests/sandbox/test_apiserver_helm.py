@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -129,3 +130,40 @@ def test_helm4_upgrade_conflicts_with_another_field_manager(
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == (
         "registry.example/widget:2.0.0"
     )
+
+
+@pytest.mark.parametrize("tool", ["helm4", "helm3"])
+def test_chart_carrying_the_real_crds(
+    apiserver: ApiServer, run: Run, tool: str, tensor_fusion: Path, tmp_path: Path
+) -> None:
+    """Large CRDs (hundreds of KB in crds/ and in the release Secret) install and upgrade."""
+    crds = tensor_fusion / "chart-1.8.7" / "crds"
+    if not crds.is_dir():
+        pytest.skip(f"{crds} is absent: real CRDs not available here")
+    chart = tmp_path / "big"
+    shutil.copytree(CHART, chart)
+    for crd in crds.glob("*.yaml"):
+        shutil.copy(crd, chart / "crds" / crd.name)
+    run(tool, "install", "big", str(chart))
+    names = {
+        c["metadata"]["name"]
+        for c in apiserver.store.list("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    }
+    assert {f"{p.stem.split('_', 1)[1]}.tensor-fusion.ai" for p in crds.glob("*.yaml")} <= names
+    release = apiserver.store.get("v1", "Secret", "default", "sh.helm.release.v1.big.v1")
+    assert release is not None and len(release["data"]["release"]) > 10_000
+    run(tool, "upgrade", "big", str(chart), "--set", "color=red")
+    widget = apiserver.store.get("example.com/v1", "Widget", "default", "big-widget")
+    assert widget is not None and widget["spec"]["color"] == "red"
+
+
+@pytest.mark.parametrize("tool", ["helm4", "helm3"])
+def test_hook_jobs_complete(apiserver: ApiServer, run: Run, tool: str) -> None:
+    # helm waits for a hook Job to complete; the built-in kubelet completes Jobs at once.
+    run(tool, "install", "w", str(CHART), "--set", "hookJob=true", "--timeout", "30s")
+    run(tool, "upgrade", "w", str(CHART), "--set", "hookJob=true", "--timeout", "30s")
+    job = apiserver.store.get("batch/v1", "Job", "default", "w-pre-upgrade")
+    assert job is not None
+    assert {c["type"] for c in job["status"]["conditions"]} >= {"Complete"}
+    hooks = [e for e in apiserver.requests if "/jobs" in e[1] and e[0] in ("POST", "PATCH")]
+    assert len(hooks) >= 2  # created once per install and upgrade

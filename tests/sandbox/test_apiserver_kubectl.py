@@ -80,7 +80,7 @@ def test_real_crds_apply_wait_and_validate(
         "customresourcedefinition.apiextensions.k8s.io/tensorfusionclusters.tensor-fusion.ai"
         in (names)
     )
-    # Re-applying the same CRDs changes nothing (no new generation).
+    # Re-applying the same CRDs changes nothing (not even the resourceVersion).
     crd = apiserver.store.get(
         "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "gpupools.tensor-fusion.ai"
     )
@@ -89,7 +89,7 @@ def test_real_crds_apply_wait_and_validate(
         "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "gpupools.tensor-fusion.ai"
     )
     assert crd is not None and again is not None
-    assert again["metadata"]["generation"] == crd["metadata"]["generation"]
+    assert again["metadata"]["resourceVersion"] == crd["metadata"]["resourceVersion"]
 
     bad = tmp_path / "bad.json"
     bad.write_text(_pool("bad", 150))
@@ -118,6 +118,17 @@ def test_real_crds_apply_wait_and_validate(
     assert policy["batchInterval"] == "1s" and policy["maxDuration"] == "10m"  # CRD defaults
     assert "notAField" not in pool["spec"]  # pruned, as the real server does
 
+    # kubectl get prints the CRD's additionalPrinterColumns (server-side Table)
+    from ruamel.yaml import YAML
+
+    crd_doc = YAML(typ="safe").load((crds / "tensor-fusion.ai_gpupools.yaml").read_text())
+    columns = [
+        c["name"].upper()
+        for c in crd_doc["spec"]["versions"][0].get("additionalPrinterColumns", [])
+    ]
+    header = run("kubectl", "get", "gpupools").stdout.splitlines()[0]
+    assert header.startswith("NAME") and all(c in header for c in columns), header
+
 
 def test_rollout_restart_status_and_wait(apiserver: ApiServer, run: Run, tmp_path: Path) -> None:
     manifest = tmp_path / "deploy.yaml"
@@ -139,6 +150,9 @@ def test_rollout_restart_status_and_wait(apiserver: ApiServer, run: Run, tmp_pat
     out = run("kubectl", "rollout", "status", "deployment/web", "--timeout=10s").stdout
     assert "successfully rolled out" in out
     run("kubectl", "wait", "--for=condition=Available", "deployment/web", "--timeout=10s")
+    table = run("kubectl", "get", "deployment", "web").stdout.split()
+    assert table[:5] == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    assert table[5:9] == ["web", "2/2", "2", "2"]
     rs = json.loads(run("kubectl", "get", "rs", "-l", "app=web", "-o", "json").stdout)["items"]
     assert sorted(r["spec"]["replicas"] for r in rs) == [0, 2]  # old scaled down, new up
 
@@ -165,7 +179,7 @@ def test_rollout_status_waits_for_the_simulator(
     run("kubectl", "rollout", "status", "deployment/web", "--timeout=10s")
 
 
-def test_client_side_apply_removes_dropped_list_items_and_get_all(
+def test_client_side_apply_then_migration_to_server_side_apply(
     apiserver: ApiServer, run: Run, tmp_path: Path
 ) -> None:
     manifest = tmp_path / "deploy.yaml"
@@ -180,7 +194,33 @@ def test_client_side_apply_removes_dropped_list_items_and_get_all(
     dep = apiserver.store.get("apps/v1", "Deployment", "default", "web")
     assert dep is not None
     assert dep["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
-    # and the migration of the same object to server-side apply
+    # Moving to server-side apply takes over the client-side fields without conflicts
+    # (kubectl's managedFields migration plus the server's last-applied rule) ...
+    manifest.write_text(
+        DEPLOYMENT.replace("nginx:1", "nginx:2").replace(
+            'env: [{name: A, value: "1"}]', 'env: [{name: C, value: "3"}]'
+        )
+    )
     run("kubectl", "apply", "--server-side", "-f", str(manifest))
+    dep = apiserver.store.get("apps/v1", "Deployment", "default", "web")
+    assert dep is not None
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "nginx:2"
+    assert container["env"] == [{"name": "C", "value": "3"}]  # A was applied before: removed
+    managers = {(m["manager"], m["operation"]) for m in dep["metadata"]["managedFields"]}
+    assert ("kubectl", "Apply") in managers
+    assert ("kubectl-client-side-apply", "Update") not in managers
+    # ... after which another server-side applier does conflict.
+    manifest.write_text(DEPLOYMENT.replace("nginx:1", "nginx:3"))
+    proc = run(
+        "kubectl",
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "-f",
+        str(manifest),
+        check=False,
+    )
+    assert proc.returncode != 0 and 'conflict with "kubectl"' in proc.stderr
     out = run("kubectl", "get", "all").stdout
     assert "deployment.apps/web" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -301,3 +302,72 @@ def test_state_dir_survives_a_restart(tmp_path: Path) -> None:
             second, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "new"}}
         )
         assert int(body["metadata"]["resourceVersion"]) > rv
+
+
+def test_strategic_merge_keys_of_pod_spec_lists(apiserver: ApiServer) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "i:1",
+                    "ports": [{"containerPort": 80, "name": "http"}],
+                    "volumeMounts": [{"mountPath": "/a", "name": "va"}],
+                }
+            ],
+            "initContainers": [{"name": "init", "image": "i:1"}],
+            "volumes": [{"name": "va", "emptyDir": {}}],
+            "tolerations": [{"key": "gpu", "operator": "Exists"}],
+        },
+        "status": {"phase": "Running"},
+    }
+    pods = "/api/v1/namespaces/default/pods"
+    assert req(apiserver, "POST", pods, pod)[0] == 201
+    patch = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "ports": [{"containerPort": 9090, "name": "metrics"}],
+                    "volumeMounts": [{"mountPath": "/b", "name": "vb"}],
+                }
+            ],
+            "initContainers": [{"name": "init", "image": "i:2"}],
+            "volumes": [{"name": "vb", "emptyDir": {}}],
+            "tolerations": [{"key": "other", "operator": "Exists"}],
+        }
+    }
+    status, _, body = req(
+        apiserver, "PATCH", f"{pods}/p", patch, ctype="application/strategic-merge-patch+json"
+    )
+    assert status == 200, body
+    spec = body["spec"]
+    c = spec["containers"][0]
+    assert [p["containerPort"] for p in c["ports"]] == [80, 9090]
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/a", "/b"]
+    assert c["image"] == "i:1"
+    assert spec["initContainers"] == [{"name": "init", "image": "i:2"}]
+    assert [v["name"] for v in spec["volumes"]] == ["va", "vb"]
+    # tolerations have no merge key in the real API (atomic list): replaced whole
+    assert spec["tolerations"] == [{"key": "other", "operator": "Exists"}]
+    # field selectors, as kubectl wait and the bot use them (a created pod starts Pending:
+    # status sent with a create is dropped, as the real server does)
+    status, _, body = req(apiserver, "GET", f"{pods}?fieldSelector=status.phase%3DPending")
+    assert [i["metadata"]["name"] for i in body["items"]] == ["p"]
+    status, _, body = req(apiserver, "GET", f"{pods}?fieldSelector=metadata.name!%3Dp")
+    assert body["items"] == []
+
+
+def test_a_watch_whose_client_hung_up_is_released(apiserver: ApiServer) -> None:
+    conn = http.client.HTTPConnection(apiserver.host, apiserver.port, timeout=10)
+    conn.request("GET", "/api/v1/namespaces/default/pods?watch=true")  # no timeoutSeconds
+    assert conn.getresponse().status == 200
+    assert apiserver.open_connections == 1
+    conn.close()
+    deadline = time.monotonic() + 20  # a bound for a slow machine, not a speed assertion
+    while apiserver.open_connections and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert apiserver.open_connections == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client, dynamic, watch
 from kubernetes.client.rest import ApiException
 
 from gitopsbot.sandbox.apiserver import ApiServer
@@ -263,3 +263,25 @@ def test_watch_sees_changes_resumes_and_reports_gone(
         ):
             pass
     assert e.value.status == 410
+
+
+def test_watch_bookmarks_and_dynamic_client(apiserver: ApiServer, api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    types = [
+        ev["type"]
+        for ev in watch.Watch().stream(
+            core.list_namespaced_config_map,
+            "default",
+            allow_watch_bookmarks=True,
+            timeout_seconds=1,
+        )
+    ]
+    assert types[0] == "ADDED" and "BOOKMARK" in types[1:]  # bookmark_interval is 0.2 s
+    dc = dynamic.DynamicClient(api)  # legacy discovery: /version, /api, /apis, /apis/<g>/<v>
+    cms = dc.resources.get(api_version="v1", kind="ConfigMap")
+    assert [i.metadata.name for i in cms.get(namespace="default").items] == ["a"]
+    _widget_crd(apiserver)
+    widgets = dc.resources.get(api_version="example.com/v1", kind="Widget")
+    widgets.create(body=_widget("w"), namespace="default")
+    assert widgets.get(name="w", namespace="default").spec.size == 3

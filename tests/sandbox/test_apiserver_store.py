@@ -239,3 +239,39 @@ def test_secret_string_data_is_folded_into_data() -> None:
         }
     )
     assert sec["data"] == {"k": "dg=="} and sec["type"] == "Opaque" and "stringData" not in sec
+
+
+def test_schema_ratcheting_lets_unchanged_invalid_values_stay() -> None:
+    s = Store()
+    s.create(CRD)
+    s.create(_gadget("g", mode="a"))
+    # a newer CRD version no longer allows "a" ...
+    crd = s.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "gadgets.example.com")
+    assert crd is not None
+    props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    props["spec"]["properties"]["mode"]["enum"] = ["b"]
+    props["spec"]["properties"]["level"] = {"type": "integer", "minimum": 1}
+    s.update(crd)
+    # ... an update that leaves mode alone still passes, as on a real (1.30+) server,
+    g = s.patch_merge("example.com/v1", "Gadget", "default", "g", {"spec": {"level": 2}})
+    assert g["spec"] == {"mode": "a", "level": 2}
+    # but a changed value is checked against the new schema.
+    with pytest.raises(Invalid, match=r"spec\.level"):
+        s.patch_merge("example.com/v1", "Gadget", "default", "g", {"spec": {"level": 0}})
+    with pytest.raises(Invalid, match=r"spec\.mode"):
+        s.create(_gadget("new", mode="a"))
+
+
+def test_a_failing_subscriber_does_not_fail_the_writer(caplog: pytest.LogCaptureFixture) -> None:
+    s = Store()
+    seen: list[str] = []
+
+    def broken(_etype: str, _obj: dict[str, Any]) -> None:
+        raise RuntimeError("simulator bug")
+
+    s.subscribe(broken)
+    s.subscribe(lambda etype, obj: seen.append(obj["metadata"]["name"]))
+    s.create(_cm("a"))
+    s.create(_cm("b"))
+    assert seen == ["a", "b"]
+    assert "simulator bug" in caplog.text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -56,6 +57,7 @@ def _pid_alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_up_then_down_leaves_nothing_running(tmp_path: Path, binaries: dict[str, Path]) -> None:
     state_dir = tmp_path / "sbx"
+    state: dict[str, Any] = {"pid": 0, "ports": []}
     up = _cli(
         "up",
         "--state-dir",
@@ -255,3 +257,107 @@ def test_stop_stops_services_and_removes_state(
     assert marker.events == ["start", "stop"]
     assert not any(_port_open(p) for p in ports)
     assert not (sb.state_dir / "sandbox.json").exists()
+
+
+@pytest.mark.slow
+def test_rollout_status_and_replica_sets_follow_the_controller_upgrade(
+    sandbox: tuple[Sandbox, _Marker], binaries: dict[str, Path]
+) -> None:
+    # The simulator owns the controller Deployment's readiness (with a delay). kubectl rollout
+    # status reads the Deployment status; helm 3's legacy --wait also needs the new
+    # ReplicaSet, ready, with the old one scaled to 0. (helm 3 --wait as a whole also waits for
+    # the Service's clusterIP, which the emulator does not allocate yet.)
+    sb, _ = sandbox
+    assert sb.repo is not None and sb.api is not None
+    proc = subprocess.run(
+        [
+            str(binaries["helm3"]),
+            "upgrade",
+            "tensor-fusion-sys",
+            "tensor-fusion",
+            "--repo",
+            sb.repo.url,
+            "--version",
+            "1.8.7",
+            "-n",
+            "tensor-fusion-sys",
+            "--kubeconfig",
+            str(sb.kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        env=sb.helm_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    status = subprocess.run(
+        [
+            str(binaries["kubectl"]),
+            "--kubeconfig",
+            str(sb.kubeconfig),
+            "-n",
+            "tensor-fusion-sys",
+            "rollout",
+            "status",
+            "deploy/tensor-fusion-sys-controller",
+            "--timeout=30s",
+        ],
+        capture_output=True,
+        text=True,
+        env=sb.helm_env(),
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "successfully rolled out" in status.stdout
+    dep = sb.api.store.get(
+        "apps/v1", "Deployment", "tensor-fusion-sys", "tensor-fusion-sys-controller"
+    )
+    assert dep is not None
+    image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image.endswith(":2.17.0")
+    rs = sb.api.store.list("apps/v1", "ReplicaSet", "tensor-fusion-sys")
+    by_replicas = sorted(
+        (r["spec"]["replicas"], r["spec"]["template"]["spec"]["containers"][0]["image"]) for r in rs
+    )
+    assert by_replicas == [(0, image.replace("2.17.0", "2.13.0")), (1, image)]
+
+
+@pytest.mark.slow
+def test_foreground_runs_until_interrupted(tmp_path: Path) -> None:
+    state_dir = tmp_path / "fg"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gitopsbot",
+            "sandbox",
+            "up",
+            "--foreground",
+            "--nodes",
+            "1",
+            "--state-dir",
+            str(state_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "export KUBECONFIG=" in line:
+                break
+        assert any(f"export KUBECONFIG={state_dir / 'kubeconfig'}" in x for x in lines), lines
+        state = json.loads((state_dir / "sandbox.json").read_text())
+        assert state["pid"] == proc.pid and all(_port_open(p) for p in state["ports"])
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not any(_port_open(p) for p in state["ports"])
+    assert not (state_dir / "sandbox.json").exists()

@@ -485,3 +485,29 @@ def test_controller_image_upgrade_alone_rolls_when_hash_covers_it(
     c.run(lambda: c.comp()["hypervisor"] != old and bool(c.comp().get("hypervisorConfigSynced")))
     after = {n: p["metadata"]["uid"] for n, p in c.hypervisors().items()}
     assert all(after[n] != before[n] for n in before)
+
+
+def test_upgrade_from_2_13_leaves_two_hypervisors_per_node(make: Callable[..., Cluster]) -> None:
+    # F6: 2.0–2.13 named pods tf-hypervisor-<node>; nothing cleans them up after an upgrade.
+    c = make(SimConfig(nodes_per_pool=2, legacy_hypervisor_names=True))
+    c.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    c.store.create(_controller_deployment("tensorfusion/tensor-fusion-operator:2.13.0"))
+    c.run(lambda: bool(c.comp().get("hypervisorConfigSynced")))
+    assert sorted(c.hypervisors()) == [
+        f"tf-hypervisor-{POOL}-gpu-000",
+        f"tf-hypervisor-{POOL}-gpu-001",
+    ]
+    dep = c.store.get("apps/v1", "Deployment", NS, "tf-controller")
+    assert dep is not None
+    dep["spec"]["template"]["spec"]["containers"][0]["image"] = (
+        "tensorfusion/tensor-fusion-operator:2.17.0"
+    )
+    c.store.update(dep)
+    c.sim.settle()
+    names = sorted(c.hypervisors())
+    assert names == [
+        f"hypervisor-{POOL}-gpu-000",
+        f"hypervisor-{POOL}-gpu-001",
+        f"tf-hypervisor-{POOL}-gpu-000",
+        f"tf-hypervisor-{POOL}-gpu-001",
+    ]

@@ -107,6 +107,14 @@ class ApiServer:
         """(method, path?query, status) of recent requests, oldest first."""
         return list(self._httpd.requests) if self._httpd is not None else []
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections being served now (watches included)."""
+        if self._httpd is None:
+            return 0
+        with self._httpd.conn_lock:
+            return len(self._httpd.connections)
+
     def __enter__(self) -> ApiServer:
         self.start()
         return self

@@ -192,15 +192,25 @@ def server_side_apply(
     owners = _owners(old)
     me = (manager, "Apply", subresource or "")
     conflicts: list[tuple[str, Path]] = []
-    for key, (paths, av) in owners.items():
+    hits: dict[tuple[str, str, str], set[Path]] = {}
+    for key, (paths, _av) in owners.items():
         if key[0] == manager:
             continue
         hit = {p for p in paths if p in mine and _value_at(base, p) != mine[p] and p[-1] != "."}
         if hit:
-            if force:
-                owners[key] = (paths - hit, av)
-            else:
-                conflicts.extend((key[0], p) for p in sorted(hit))
+            hits[key] = hit
+            conflicts.extend((key[0], p) for p in sorted(hit))
+    if (
+        conflicts
+        and not force
+        and manager == "kubectl"
+        and _from_last_applied(base, conflicts, keyed=keyed)
+    ):
+        force = True
+    if force:
+        for key, hit in hits.items():
+            owners[key] = (owners[key][0] - hit, owners[key][1])
+        conflicts = []
     if conflicts:
         lines = "\n".join(f'- conflict with "{m}": {_dotted(p)}' for m, p in conflicts)
         raise Conflict(
@@ -212,13 +222,33 @@ def server_side_apply(
         )
     previous, _ = owners.get(me, (set(), api_version))
     others = set().union(*(p for k, (p, _) in owners.items() if k != me)) if owners else set()
-    for p in sorted(previous - set(mine), key=len, reverse=True):
+    # whole list items ("." paths) first: removing a key field first would lose the item
+    for p in sorted(previous - set(mine), key=lambda q: (q[-1] != ".", -len(q))):
         if _covers(others, p) or _covers(set(mine), p):
             continue
         _delete_at(base, p[:-1] if p[-1] == "." else p)
     merged = apply_merge(base, root, keyed=keyed)
     owners[me] = (set(mine), api_version)
     return merged, _entries(owners, {me: time}, old)
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _from_last_applied(obj: Obj, conflicts: list[tuple[str, Path]], *, keyed: bool) -> bool:
+    # The real server's lastAppliedManager: kubectl's first server-side apply after client-side
+    # applies takes over, without conflicts, fields whose live value is the last-applied one.
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    if not text:
+        return False
+    try:
+        last = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(last, dict):
+        return False
+    applied = leaves(managed_root(last, status=False), keyed=keyed)
+    return all(p in applied and _value_at(obj, p) == applied[p] for _, p in conflicts)
 
 
 def _dotted(p: Path) -> str:

@@ -1,8 +1,8 @@
 """A tiny stand-in for the workload controllers: marks Deployments, StatefulSets and
-DaemonSets rolled out and ready (after an optional delay), and gives each Deployment a
-ReplicaSet for its current template, as ``helm --wait`` (legacy) and ``kubectl rollout status``
-expect. No Pods are made. The controller simulator takes over chosen workloads with
-``exclude(kind, namespace, name)``.
+DaemonSets rolled out and ready (after an optional delay), gives each Deployment a ReplicaSet
+for its current template, as ``helm --wait`` (legacy) and ``kubectl rollout status`` expect,
+and completes Jobs at once (helm waits for hook Jobs). No Pods are made. The controller
+simulator takes over chosen workloads with ``exclude(kind, namespace, name)``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,12 @@ class Kubelet:
             t.cancel()
 
     def _on_event(self, etype: str, obj: Obj) -> None:
-        if not self.enabled or etype == "DELETED" or obj.get("apiVersion") != "apps/v1":
+        if not self.enabled or etype == "DELETED":
+            return
+        if obj.get("apiVersion") == "batch/v1" and obj.get("kind") == "Job":
+            self._job(obj)
+            return
+        if obj.get("apiVersion") != "apps/v1":
             return
         kind = obj.get("kind", "")
         meta = obj["metadata"]
@@ -77,6 +82,42 @@ class Kubelet:
         with self._lock:
             self._timers.add(timer)
         timer.start()
+
+    def _job(self, job: Obj) -> None:
+        # Jobs (helm hooks among them) run to completion at once: helm waits for hook Jobs.
+        meta = job["metadata"]
+        if (job.get("status") or {}).get("completionTime") or meta.get("deletionTimestamp"):
+            return
+        with self._lock:
+            if ("Job", meta.get("namespace", ""), meta["name"]) in self._excluded:
+                return
+        now = now_rfc3339()
+        completions = int((job.get("spec") or {}).get("completions") or 1)
+        job["status"] = {
+            "startTime": now,
+            "completionTime": now,
+            "succeeded": completions,
+            "ready": 0,
+            "active": 0,
+            "conditions": [
+                {
+                    "type": "SuccessCriteriaMet",
+                    "status": "True",
+                    "lastProbeTime": now,
+                    "lastTransitionTime": now,
+                },
+                {
+                    "type": "Complete",
+                    "status": "True",
+                    "lastProbeTime": now,
+                    "lastTransitionTime": now,
+                },
+            ],
+        }
+        try:
+            self.store.update_status(job, manager=MANAGER)
+        except ApiError:
+            pass  # changed or deleted meanwhile
 
     def _reconcile_later(self, key: tuple[str, str, str]) -> None:
         with self._lock:

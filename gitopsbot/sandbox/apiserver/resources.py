@@ -23,7 +23,7 @@ class ResourceType:
     subresources: tuple[str, ...] = ()  # "status", "scale"
     custom: bool = False
     singular: str = field(default="")
-    printer_columns: tuple[tuple[str, str, str], ...] = ()  # (name, type, jsonPath)
+    printer_columns: tuple[tuple[str, str, str, int], ...] = ()  # name, type, jsonPath, priority
 
     @property
     def api_version(self) -> str:
@@ -181,7 +181,12 @@ class Registry:
         first = next(v for v in served if v["name"] == order[0])
         subs = tuple(sorted((first.get("subresources") or {}).keys()))
         cols = tuple(
-            (c.get("name", ""), c.get("type", "string"), c.get("jsonPath", ""))
+            (
+                c.get("name", ""),
+                c.get("type", "string"),
+                c.get("jsonPath", ""),
+                int(c.get("priority", 0)),
+            )
             for c in first.get("additionalPrinterColumns") or []
         )
         rt = ResourceType(

@@ -27,11 +27,18 @@ def unknown_fields(obj: Obj, schema: Obj | None) -> list[str]:
     return pruned
 
 
-def validate_custom_resource(obj: Obj, schema: Obj | None, rt: ResourceType) -> None:
+def validate_custom_resource(
+    obj: Obj, schema: Obj | None, rt: ResourceType, old: Obj | None = None
+) -> None:
     if not schema:
         return
     errors: list[tuple[str, str, str]] = []  # (reason, field, message)
     _check(obj, schema, errors, [])
+    if old is not None:
+        # Validation ratcheting (on by default since Kubernetes 1.30): an update may keep a
+        # value that is invalid under the current schema if it does not change it, so a CRD
+        # upgrade does not lock existing objects.
+        errors = [e for e in errors if _at(obj, e[1]) != _at(old, e[1])]
     if errors:
         name = (obj.get("metadata") or {}).get("name", "")
         text = ", ".join(m for _, _, m in errors)
@@ -60,6 +67,23 @@ def _check(obj: Obj, schema: Obj, errors: list[tuple[str, str, str]], pruned: li
     for req in schema.get("required") or []:
         if req not in obj:
             errors.append(("FieldValueRequired", req, f"{req}: Required value"))
+
+
+_MISSING = object()
+
+
+def _at(obj: Any, path: str) -> Any:
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("["):
+            i = int(part[1:-1])
+            if not isinstance(obj, list) or i >= len(obj):
+                return _MISSING
+            obj = obj[i]
+        elif isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        else:
+            return _MISSING
+    return obj
 
 
 def _type_ok(value: Any, s: Obj) -> bool:

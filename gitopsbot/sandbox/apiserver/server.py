@@ -8,6 +8,7 @@ bodies may be JSON, YAML (apply patches) or protobuf (helm's release Secrets/Con
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -19,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
 
-from gitopsbot.sandbox.apiserver import discovery, fieldsets, protobuf
+from gitopsbot.sandbox.apiserver import discovery, fieldsets, protobuf, tables
 from gitopsbot.sandbox.apiserver.errors import (
     ApiError,
     BadRequest,
@@ -341,6 +342,9 @@ class Verb:
                     self.watch()
                 else:
                     self.list_objects()
+            elif self.sub is None and tables.wants_table(self.h.headers.get("Accept") or ""):
+                obj = self.store.get_stored(self.rt, self.ns, self.name)
+                self.h._send(200, tables.table(self.rt, [obj], self.store.resource_version))
             else:
                 self.h._send(200, self.out(self.store.get_stored(self.rt, self.ns, self.name)))
         elif m == "POST" and self.name is None:
@@ -375,6 +379,9 @@ class Verb:
 
     def list_objects(self) -> None:
         items, rv = self.store.snapshot(self.rt, self.ns, self.selector())
+        if tables.wants_table(self.h.headers.get("Accept") or ""):
+            self.h._send(200, tables.table(self.rt, items, rv))
+            return
         self.h._send(
             200,
             {
@@ -432,6 +439,9 @@ class Verb:
                     break
                 if drop_at is not None and now >= drop_at:
                     raise _Dropped()
+                if self._client_gone():
+                    h.close_connection = True
+                    return
                 wait = min(deadline, next_bookmark, drop_at or deadline) - now
                 with cond:
                     if self.store.resource_version <= last:
@@ -454,6 +464,16 @@ class Verb:
             raise
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()
+
+    def _client_gone(self) -> bool:
+        # A client that hangs up on a quiet watch would otherwise hold its thread until
+        # timeoutSeconds; a readable socket with nothing to read means it closed.
+        conn = self.h.connection
+        try:
+            readable, _, _ = select.select([conn], [], [], 0)
+            return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def filter(self, ev: Event, match: Callable[[Obj], bool]) -> tuple[str, Obj] | None:
         if ev.group != self.rt.group or ev.kind != self.rt.kind:

@@ -7,6 +7,8 @@ shared with the store.
 Public API (stable; the controller simulator codes against it)::
 
     store.get(api_version, kind, namespace, name) -> dict | None
+        # None if absent; every call raises NotFound if the kind is not registered (a CRD
+        # not installed). namespace is ignored (pass None) for cluster-scoped kinds.
     store.list(api_version, kind, namespace=None, label_selector=None) -> list[dict]
         # namespace None = all namespaces; label_selector is the Kubernetes string form
         # ("app=x,tier in (a,b),!legacy") or a dict of equalities {"app": "x"}
@@ -33,7 +35,9 @@ Public API (stable; the controller simulator codes against it)::
         # callback(event_type, obj) with event_type "ADDED" | "MODIFIED" | "DELETED", for
         # every change of every kind, in order, called OUTSIDE the store lock (a callback may
         # write to the store; those events are delivered after it returns). Callbacks run on
-        # the writing thread; keep them short or hand work to your own thread.
+        # a writing thread (whichever is delivering; with delay 0 the emulator's kubelet
+        # reacts inside the write that triggered it); keep them short or hand work to your
+        # own thread. An exception in a callback is logged and never reaches the writer.
     store.resource_version -> int   # the current global resourceVersion
     store.compact() -> None         # forget event history: older watch resumes get 410 Gone
 
@@ -54,6 +58,7 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+import logging
 import secrets
 import threading
 from collections import deque
@@ -97,6 +102,8 @@ Obj = dict[str, Any]
 Callback = Callable[[str, Obj], None]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped kinds
 ObjList = list[Obj]
+
+_log = logging.getLogger(__name__)
 
 # Events kept for watch resume; older resourceVersions get 410 Gone, as etcd compaction does.
 HISTORY = 20_000
@@ -439,7 +446,7 @@ class Store:
         return self._rv
 
     def _record(self, rt: ResourceType, etype: str, obj: Obj, old: Obj | None) -> None:
-        rv = int(obj["metadata"]["resourceVersion"]) if etype != "DELETED" else self._rv
+        rv = int(obj["metadata"]["resourceVersion"])
         self._log.append(Event(rv, etype, rt.group, rt.kind, obj, old))
         self._log_rvs.append(rv)
         if len(self._log) > 2 * HISTORY:
@@ -468,7 +475,11 @@ class Store:
                     etype, obj = self._pending.popleft()
                     subs = list(self._subscribers)
                 for cb in subs:
-                    cb(etype, self.present(obj))
+                    try:
+                        cb(etype, self.present(obj))
+                    except Exception:  # noqa: BLE001 - any subscriber bug is contained here
+                        # A broken subscriber must not fail the writer (maybe helm's request).
+                        _log.exception("store subscriber %r failed on %s", cb, etype)
         except BaseException:
             with self._dispatch_lock:
                 self._dispatching = False
@@ -637,10 +648,10 @@ class Store:
         if not meta.get("managedFields"):
             meta.pop("managedFields", None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
-        if _without_volatile(new) == _without_volatile(old) and (
-            meta.get("managedFields") == old_meta.get("managedFields")
+        if _without_volatile(new) == _without_volatile(old) and _same_managers(
+            meta.get("managedFields"), old_meta.get("managedFields")
         ):
-            return old
+            return old  # a no-op write (e.g. re-applying the same manifest) changes nothing
         if dry_run:
             return new
         if old_meta.get("deletionTimestamp") and not meta.get("finalizers"):
@@ -676,9 +687,10 @@ class Store:
         return self._finalize(rt, old)
 
     def _finalize(self, rt: ResourceType, obj: Obj) -> Obj:
-        meta = obj["metadata"]
         self._drop(rt, obj)
-        self._next_rv()
+        # The DELETED event carries the deletion's resourceVersion, as informers expect.
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self._next_rv())}}
+        meta = obj["metadata"]
         self._record(rt, "DELETED", obj, None)
         if rt.kind == "CustomResourceDefinition":
             self._crd_removed(obj)
@@ -712,6 +724,8 @@ class Store:
                     data[k] = base64.b64encode(str(v).encode()).decode()
                 new["data"] = data
             new.setdefault("type", "Opaque")
+        elif rt.group == "" and rt.kind == "Pod" and old is None:
+            new.setdefault("status", {}).setdefault("phase", "Pending")
         elif rt.group == "" and rt.kind == "Namespace":
             meta = new["metadata"]
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
@@ -734,7 +748,7 @@ class Store:
             _check_crd(new)
         if rt.custom:
             schema = self.registry.schema(rt, split_api_version(new.get("apiVersion", ""))[1])
-            validate_custom_resource(new, schema, rt)
+            validate_custom_resource(new, schema, rt, old)
 
     def _crd_changed(self, crd: Obj) -> None:
         # Registration happens at once, and the conditions are set in the same write, because
@@ -791,6 +805,13 @@ class Store:
             for obj in list(self._objects.get((group, names["kind"]), {}).values()):
                 self._finalize(rt, obj)
         self.registry.unregister_crd(crd)
+
+
+def _same_managers(a: Any, b: Any) -> bool:
+    def strip(entries: Any) -> list[Obj]:
+        return [{k: v for k, v in e.items() if k != "time"} for e in entries or []]
+
+    return strip(a) == strip(b)
 
 
 def _same_conditions(old: Obj, new: Obj) -> bool:

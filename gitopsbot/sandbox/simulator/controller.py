@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol
 
+from gitopsbot.sandbox.apiserver.kubelet import template_hash
 from gitopsbot.sandbox.apiserver.store import ApiError, Store
 from gitopsbot.sandbox.simulator import hashing
 from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
@@ -54,6 +55,7 @@ OWNER_LABEL = f"{SIM}/owner"  # on client app pods: the simulated owner that rec
 DEFAULT_OPERATOR_NAMESPACE = "tensor-fusion-sys"
 WATCHED = (
     ("apps/v1", "Deployment"),
+    ("apps/v1", "ReplicaSet"),
     (TF, "TensorFusionCluster"),
     (TF, "GPUPool"),
     (TF, "GPUNode"),
@@ -196,7 +198,7 @@ class ControllerSim:
                 changed = False
             if changed:
                 continue
-            timeout = 0.5
+            timeout = 2.0  # a safety net only: events and due times wake it sooner
             if self._next_wake is not None:
                 ahead = (self._next_wake - self.clock.now()).total_seconds()
                 timeout = max(0.0, min(timeout, ahead))
@@ -360,6 +362,7 @@ class ControllerSim:
         done = pullable and now >= due
         if done:
             self._running_image[key] = _container_image(dep)
+            self._replica_set(dep)
             ready = updated = replicas
         else:
             if pullable:
@@ -404,6 +407,57 @@ class ControllerSim:
             },
         ]
         self._set_status(dep, {**core, "conditions": conditions})
+
+    def _replica_set(self, dep: Obj) -> None:
+        """The new ReplicaSet, ready; older ones scaled to 0 (helm 3's legacy --wait needs it)."""
+        meta = dep["metadata"]
+        spec = dep.get("spec") or {}
+        template = copy.deepcopy(spec.get("template") or {})
+        h = template_hash(template)
+        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
+        selector = copy.deepcopy(spec.get("selector") or {})
+        selector.setdefault("matchLabels", {})["pod-template-hash"] = h
+        replicas = int(spec.get("replicas", 1))
+        name = f"{meta['name']}-{h}"
+        owned = [
+            rs
+            for rs in self.cache.list("apps/v1", "ReplicaSet", meta["namespace"])
+            if any(r.get("uid") == meta["uid"] for r in rs["metadata"].get("ownerReferences") or [])
+        ]
+        revisions = [
+            int(_annotations(rs).get("deployment.kubernetes.io/revision", "0") or 0) for rs in owned
+        ]
+        for rs in owned:
+            if rs["metadata"]["name"] != name and (rs.get("spec") or {}).get("replicas"):
+                new = copy.deepcopy(rs)
+                new["spec"]["replicas"] = 0
+                self._update(new)
+                self._set_status(new, {"replicas": 0, "observedGeneration": 1})
+        if any(rs["metadata"]["name"] == name for rs in owned):
+            return
+        self._create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": name,
+                    "namespace": meta["namespace"],
+                    "labels": dict(template["metadata"]["labels"]),
+                    "annotations": {
+                        "deployment.kubernetes.io/revision": str(1 + max(revisions, default=0))
+                    },
+                    "ownerReferences": [_owner(dep, controller=True)],
+                },
+                "spec": {"replicas": replicas, "selector": selector, "template": template},
+                "status": {
+                    "replicas": replicas,
+                    "readyReplicas": replicas,
+                    "availableReplicas": replicas,
+                    "fullyLabeledReplicas": replicas,
+                    "observedGeneration": 1,
+                },
+            }
+        )
 
     # ------------------------------------------------------------------ TFC → GPUPools
 

@@ -24,6 +24,7 @@ from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
 from gitopsbot.errors import HelmError
 from gitopsbot.ports.helm import ChartRef
+from gitopsbot.sandbox.chartrepo import ChartRepo
 
 pytestmark = pytest.mark.slow
 
@@ -191,8 +192,10 @@ def test_private_directories(helm_cli: HelmCli, chart: Charts) -> None:
         values={}, description="d", post_render_policy=POLICY,
     )  # fmt: skip
     env = helm_cli._env()
-    for key in ("HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME", "HELM_PLUGINS", "HOME"):
+    for key in ("HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME", "HELM_PLUGINS"):
         assert Path(env[key]).is_relative_to(helm_cli.home)
+    assert Path(env["KUBECACHEDIR"]).is_relative_to(helm_cli.home)
+    assert (helm_cli.home / "cache" / "kube").is_dir()  # helm really used the private cache
     assert stat.S_IMODE((helm_cli.home / "work").stat().st_mode) == 0o700
 
 
@@ -211,3 +214,24 @@ def test_pull_local_chart(helm_cli: HelmCli, chart: Charts, tmp_path: Path) -> N
     target = helm_cli.pull(chart("1.8.7"), "1.8.7", tmp_path / "pulled")
     assert (target / "Chart.yaml").is_file()
     assert (target / "crds").is_dir()
+
+
+def test_pull_and_upgrade_from_a_chart_repository(
+    helm_cli: HelmCli, kube: KubeCluster, tmp_path: Path
+) -> None:
+    """``--repo URL`` (R7's ``helm pull --repo``, R8's ``upgrade --repo``) over real HTTP."""
+    repo_dir = Path(__file__).resolve().parents[3] / "examples" / "charts" / "repo"
+    if not (repo_dir / "index.yaml").is_file():
+        pytest.skip("examples/charts/repo is absent")
+    with ChartRepo(repo_dir) as repo:
+        ref = ChartRef(name="tensor-fusion", repo_url=repo.url)
+        pulled = helm_cli.pull(ref, "1.8.0", tmp_path / "pulled")
+        assert pulled.name == "tensor-fusion"
+        assert "version: 1.8.0" in (pulled / "Chart.yaml").read_text()
+        assert any((pulled / "crds").iterdir())
+        info = helm_cli.upgrade(
+            release="tf", namespace="default", chart=ref, version="1.8.7", values={},
+            description="from repo", post_render_policy=POLICY,
+        )  # fmt: skip
+    assert (info.chart_version, info.app_version) == ("1.8.7", "2.17.0")
+    assert _policies(kube)["shared"]["autoUpdateHypervisor"] is False

@@ -8,6 +8,7 @@ Go duration formatting; the policy document round trip and its located errors; t
 
 from __future__ import annotations
 
+import difflib
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +220,26 @@ def test_command_fails_with_a_located_message(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"{policy}: format" in done.stderr
     assert done.stdout == ""
+
+
+def test_indented_list_style_is_kept_so_only_policy_lines_change() -> None:
+    # Re-indent the whole gpuPools list the way the sandbox chart renders it ("    - ").
+    lines = []
+    inside = False
+    for line in TFC.splitlines():
+        if line == "  gpuPools:":
+            inside = True
+            lines.append(line)
+            continue
+        lines.append("  " + line if inside else line)
+    indented = "\n".join(lines) + "\n"
+    result = rewrite_manifests(indented, POLICY)
+    changed = [
+        line
+        for line in difflib.unified_diff(indented.splitlines(), result.text.splitlines(), n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    policy_keys = ("autoUpdate", "batch", "maxDuration", "includes", "- ", "nodeManagerConfig:",
+                   "nodePoolRollingUpdatePolicy:")  # fmt: skip
+    assert changed, "nothing was rewritten"
+    assert all(any(k in line for k in policy_keys) for line in changed), changed

@@ -90,6 +90,26 @@ def test_unreachable_remote_is_transient(tmp_path: Path) -> None:
         repo.fetch()
 
 
+def test_hung_remote_times_out_as_transient(tmp_path: Path) -> None:
+    """A server that accepts the connection and never answers: GitUnavailable, not a hang."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        repo = GitRepo(
+            GitSettings(
+                url=f"http://127.0.0.1:{port}/x.git",
+                mirror_dir=tmp_path / "m",
+                timeout_seconds=0.5,
+            )
+        )
+        try:
+            with pytest.raises(GitUnavailable, match="timed out"):
+                repo.fetch()
+        finally:
+            GitRepo(GitSettings(url="file:///nonexistent", mirror_dir=tmp_path / "reset"))
+
+
 # -- SSH: no SSH server can run here, so the plumbing is tested up to the handshake. -------
 
 

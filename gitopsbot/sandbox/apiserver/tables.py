@@ -1,0 +1,233 @@
+"""Server-side printing: ``Table`` answers for ``kubectl get`` (Accept ``as=Table``), with the
+columns kubectl shows for the common built-in kinds and a CRD's additionalPrinterColumns."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from gitopsbot.sandbox.apiserver.resources import ResourceType
+
+Obj = dict[str, Any]
+Column = tuple[str, str, Callable[[Obj], Any], int]  # (name, type, cell, priority)
+
+
+def wants_table(accept: str) -> bool:
+    return any("as=Table" in offer for offer in accept.split(",")[:1])
+
+
+def age(obj: Obj) -> str:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return "<unknown>"
+    then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    secs = max(0, int((datetime.now(UTC) - then).total_seconds()))
+    if secs < 120:
+        return f"{secs}s"
+    if secs < 3600:
+        return f"{secs // 60}m"
+    if secs < 2 * 86400:
+        return f"{secs // 3600}h"
+    return f"{secs // 86400}d"
+
+
+def _get(obj: Any, *path: str, default: Any = 0) -> Any:
+    for p in path:
+        if not isinstance(obj, dict) or p not in obj:
+            return default
+        obj = obj[p]
+    return obj
+
+
+def _pod_ready(o: Obj) -> str:
+    statuses = _get(o, "status", "containerStatuses", default=[]) or []
+    total = len(_get(o, "spec", "containers", default=[]) or [])
+    return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
+
+
+def _pod_status(o: Obj) -> str:
+    if _get(o, "metadata", "deletionTimestamp", default=None):
+        return "Terminating"
+    for s in _get(o, "status", "containerStatuses", default=[]) or []:
+        reason = _get(s, "state", "waiting", "reason", default=None)
+        if reason:
+            return str(reason)
+    return str(_get(o, "status", "phase", default="Pending"))
+
+
+def _node_status(o: Obj) -> str:
+    for c in _get(o, "status", "conditions", default=[]) or []:
+        if c.get("type") == "Ready":
+            return "Ready" if c.get("status") == "True" else "NotReady"
+    return "Unknown"
+
+
+_BUILTIN: dict[tuple[str, str], list[tuple[str, str, Callable[[Obj], Any]]]] = {
+    ("", "Pod"): [
+        ("Ready", "string", _pod_ready),
+        ("Status", "string", _pod_status),
+        (
+            "Restarts",
+            "integer",
+            lambda o: sum(
+                s.get("restartCount", 0)
+                for s in _get(o, "status", "containerStatuses", default=[]) or []
+            ),
+        ),
+    ],
+    ("apps", "Deployment"): [
+        (
+            "Ready",
+            "string",
+            lambda o: (
+                f"{_get(o, 'status', 'readyReplicas')}/{_get(o, 'spec', 'replicas', default=1)}"
+            ),
+        ),
+        ("Up-to-date", "integer", lambda o: _get(o, "status", "updatedReplicas")),
+        ("Available", "integer", lambda o: _get(o, "status", "availableReplicas")),
+    ],
+    ("apps", "ReplicaSet"): [
+        ("Desired", "integer", lambda o: _get(o, "spec", "replicas", default=1)),
+        ("Current", "integer", lambda o: _get(o, "status", "replicas")),
+        ("Ready", "integer", lambda o: _get(o, "status", "readyReplicas")),
+    ],
+    ("apps", "StatefulSet"): [
+        (
+            "Ready",
+            "string",
+            lambda o: (
+                f"{_get(o, 'status', 'readyReplicas')}/{_get(o, 'spec', 'replicas', default=1)}"
+            ),
+        ),
+    ],
+    ("apps", "DaemonSet"): [
+        ("Desired", "integer", lambda o: _get(o, "status", "desiredNumberScheduled")),
+        ("Current", "integer", lambda o: _get(o, "status", "currentNumberScheduled")),
+        ("Ready", "integer", lambda o: _get(o, "status", "numberReady")),
+        ("Up-to-date", "integer", lambda o: _get(o, "status", "updatedNumberScheduled")),
+        ("Available", "integer", lambda o: _get(o, "status", "numberAvailable")),
+    ],
+    ("", "Node"): [
+        ("Status", "string", _node_status),
+        (
+            "Version",
+            "string",
+            lambda o: _get(o, "status", "nodeInfo", "kubeletVersion", default=""),
+        ),
+    ],
+    ("", "Namespace"): [("Status", "string", lambda o: _get(o, "status", "phase", default=""))],
+    ("", "ConfigMap"): [
+        ("Data", "integer", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}))
+    ],
+    ("", "Secret"): [
+        ("Type", "string", lambda o: o.get("type", "")),
+        ("Data", "integer", lambda o: len(o.get("data") or {})),
+    ],
+}
+
+BUILTIN: dict[tuple[str, str], list[Column]] = {
+    k: [(n, t, fn, 0) for n, t, fn in cols] for k, cols in _BUILTIN.items()
+}
+
+_SEGMENT = re.compile(
+    r"\.([A-Za-z0-9_-]+)|\[(\d+)\]|\[\?\(@\.([A-Za-z0-9_]+)==[\"']([^\"']*)[\"']\)\]"
+)
+
+
+def json_path(obj: Any, path: str) -> Any:
+    """The simple JSONPath subset printer columns use: .a.b, [0], [?(@.type=="Ready")]."""
+    path = path.strip().removeprefix("{").removesuffix("}")
+    nodes = [obj]
+    for m in _SEGMENT.finditer(path):
+        field, index, key, value = m.groups()
+        out = []
+        for n in nodes:
+            if field is not None and isinstance(n, dict) and field in n:
+                out.append(n[field])
+            elif index is not None and isinstance(n, list) and int(index) < len(n):
+                out.append(n[int(index)])
+            elif key is not None and isinstance(n, list):
+                out.extend(i for i in n if isinstance(i, dict) and str(i.get(key)) == value)
+        nodes = out
+    if not nodes:
+        return None
+    return nodes[0] if len(nodes) == 1 else ",".join(_text(n) for n in nodes)
+
+
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _columns(rt: ResourceType) -> tuple[list[Column], bool]:
+    if rt.custom:
+        cols: list[Column] = []
+        has_age = False
+        for name, ctype, path, priority in rt.printer_columns:
+            if ctype == "date":
+                has_age = has_age or name.lower() == "age"
+                cols.append((name, "string", _path_cell(path, date=True), priority))
+            else:
+                cols.append((name, ctype, _path_cell(path, date=False), priority))
+        return cols, not has_age
+    return BUILTIN.get((rt.group, rt.kind), []), True
+
+
+def _path_cell(path: str, *, date: bool) -> Callable[[Obj], Any]:
+    def cell(o: Obj) -> Any:
+        value = json_path(o, path)
+        return _date_cell(value) if date else value
+
+    return cell
+
+
+def _date_cell(value: Any) -> str:
+    if not isinstance(value, str):
+        return "<unknown>"
+    return age({"metadata": {"creationTimestamp": value}})
+
+
+def table(rt: ResourceType, items: list[Obj], resource_version: int) -> Obj:
+    cols, add_age = _columns(rt)
+    defs = [{"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}]
+    defs += [
+        {"name": n, "type": t, "format": "", "description": "", "priority": prio}
+        for n, t, _, prio in cols
+    ]
+    if add_age:
+        defs.append(
+            {"name": "Age", "type": "string", "format": "", "description": "", "priority": 0}
+        )
+    rows = []
+    for o in items:
+        cells: list[Any] = [o["metadata"]["name"]]
+        cells += [_cell(fn, o) for _, _, fn, _ in cols]
+        if add_age:
+            cells.append(age(o))
+        rows.append(
+            {
+                "cells": cells,
+                "object": {
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": o["metadata"],
+                },
+            }
+        )
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": str(resource_version)},
+        "columnDefinitions": defs,
+        "rows": rows,
+    }
+
+
+def _cell(fn: Callable[[Obj], Any], o: Obj) -> Any:
+    try:
+        v = fn(o)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+    return v if v is None or isinstance(v, (str, int, float, bool)) else _text(v)

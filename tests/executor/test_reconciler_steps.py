@@ -1,0 +1,191 @@
+"""Single steps through the executor on the fakes: CRDs skipped for an older target (R16) and
+refused when a stored version would be dropped (R7); verification catching F6's leftover
+tf-hypervisor-<node> pod, a wrong image and a non-Running node (R15); a release stuck in
+pending-* reported, not forced (R8); a rollback whose revision aged out becomes an upgrade to
+the recorded version; and the reconciler's merge queue and revert-PR paths end to end."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from gitopsbot.bot.executor import TF, Executor
+from gitopsbot.core import operation
+from gitopsbot.core.journal import (
+    OperationKind,
+    OperationStatus,
+    RollbackPoint,
+    Step,
+    StepKind,
+    StepState,
+)
+from gitopsbot.core.observed import HelmReleaseStatus
+from gitopsbot.fleetrepo import load_fleet
+from tests.executor.conftest import CRD, NS, T0, Env, fleet_files
+from tests.executor.test_reconciler_upgrade import drive
+
+
+class NoSecrets:
+    def resolve_all(self, refs):  # type: ignore[no-untyped-def]
+        return {}
+
+
+def _spec(env: Env, sha: str | None = None):
+    repo = env.repo("spec-reader")
+    return load_fleet(repo.tree(sha or repo.head("main"))).clusters["lab"]
+
+
+def _journal(spec, kind=OperationKind.UPGRADE, point=None):
+    j = operation.new_operation(
+        kind=kind,
+        cluster="lab",
+        desired_sha="f" * 40,
+        created_at=T0,
+        policy=spec.rollout,
+    )
+    return replace(j, rollback_point=point)
+
+
+def _executor(env: Env) -> Executor:
+    return Executor(cluster=env.cluster, helm=env.helm, secrets=NoSecrets())
+
+
+def test_crds_never_downgraded(env: Env) -> None:
+    spec = _spec(env)  # target 1.0.0
+    j = _journal(spec, point=RollbackPoint(helm_revision=3, chart_version="1.1.0"))
+    out = _executor(env).run(j.step("crds"), j, spec, now=env.clock.t)
+    assert out.state is StepState.SKIPPED and "R16" in out.detail
+
+
+def test_crds_refused_when_a_stored_version_would_be_dropped(env: Env) -> None:
+    live = env.cluster.get(
+        "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "gpupools.tensor-fusion.ai"
+    )
+    live["status"]["storedVersions"] = ["v1alpha1", "v1"]
+    env.cluster.put(live)
+    spec = _spec(env)
+    j = _journal(spec, point=RollbackPoint(helm_revision=1, chart_version="1.0.0"))
+    out = _executor(env).run(j.step("crds"), j, spec, now=env.clock.t)
+    assert out.state is StepState.FAILED
+    assert "v1alpha1" in out.detail and "storedVersions" in out.detail
+    assert ("apply_crds", "CustomResourceDefinition ") not in env.cluster.calls[-3:]
+
+
+def test_crds_applied_and_confirmed(env: Env) -> None:
+    spec = _spec(env)
+    j = _journal(spec, point=RollbackPoint(helm_revision=1, chart_version="1.0.0"))
+    out = _executor(env).run(j.step("crds"), j, spec, now=env.clock.t)
+    assert out.state is StepState.SUCCEEDED and "1 CRDs" in out.detail
+    assert "gpupools" in CRD
+
+
+def test_verify_catches_f6_duplicates_wrong_images_and_nodes(env: Env) -> None:
+    spec = _spec(env)
+    ex = _executor(env)
+    step = Step("verify", StepKind.VERIFY, StepState.RUNNING, started_at=env.clock.t)
+    assert ex.run(step, _journal(spec), spec, now=env.clock.t).state is StepState.SUCCEEDED
+    env.cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "tf-hypervisor-a-gpu-0", "namespace": NS},
+            "spec": {"nodeName": "a-gpu-0", "containers": [{"image": "old:2.13"}]},
+            "status": {"phase": "Running"},
+        }
+    )
+    pod = env.cluster.get("v1", "Pod", NS, "hypervisor-b-gpu-1")
+    pod["spec"]["containers"][0]["image"] = "hv:0"
+    env.cluster.put(pod)
+    node = env.cluster.get(TF, "GPUNode", None, "b-gpu-0")
+    node["status"]["phase"] = "Pending"
+    env.cluster.put(node)
+    running = ex.run(step, _journal(spec), spec, now=env.clock.t)
+    assert running.state is StepState.RUNNING  # retried for a while first
+    late = ex.run(step, _journal(spec), spec, now=env.clock.t + timedelta(minutes=11))
+    assert late.state is StepState.FAILED
+    assert "F6" in late.detail and "tf-hypervisor-a-gpu-0" in late.detail
+    assert "runs ['hv:0'], expected hv:1" in late.detail
+    assert "GPUNode b-gpu-0 is Pending" in late.detail
+
+
+def test_pending_release_is_reported_not_forced(env: Env) -> None:
+    spec = _spec(env)
+    env.helm.set_pending("tf", NS, HelmReleaseStatus.PENDING_UPGRADE)
+    j = _journal(spec)
+    out = _executor(env).run(j.step("helm-upgrade"), j, spec, now=env.clock.t)
+    assert out.state is StepState.FAILED and "pending-upgrade" in out.detail
+    assert env.helm.calls.count("upgrade") == 1  # only the install in the fixture
+
+
+def test_rollback_to_a_revision_gone_from_history_upgrades_instead(env: Env) -> None:
+    spec = _spec(env)
+    j = _journal(spec, OperationKind.ROLLBACK, point=RollbackPoint(1, "1.0.0"))
+    out = _executor(env).run(
+        j.step("rollback"),
+        j,
+        spec,
+        now=env.clock.t,
+        rollback_to=RollbackPoint(helm_revision=99, chart_version="1.0.0"),
+    )
+    assert out.state is StepState.SUCCEEDED and "gone" in out.detail
+    latest = env.helm.history("tf", NS)[-1]
+    assert latest.chart_version == "1.0.0" and latest.description.startswith("gitopsbot op=")
+
+
+def test_merge_outside_every_window_waits_and_says_when(env: Env) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    files = fleet_files("1.0.0", "hv:2", window="0 3 * * *")
+    # Pool a gets a window too: now no pool may roll at 01:00.
+    files["clusters/lab/rollout.yaml"] = files["clusters/lab/rollout.yaml"].replace(
+        "  b:\n",
+        '    maintenanceWindow:\n      cron: "0 4 * * *"\n      duration: 1h\n'
+        "      timeZone: UTC\n  b:\n",
+    )
+    env.merge_pr(21, "lab: hv:2", files)
+    result = rec.reconcile("lab")
+    assert result.action == "queued" and result.next_at == env.clock.t.replace(hour=3)
+    queued = rec.store.queued("lab")
+    assert queued is not None and queued.status is OperationStatus.QUEUED
+    assert "Expected start: 2026-06-10T03:00:00+00:00" in env.forge.comments_on(21)[-1]
+    env.clock.t = env.clock.t.replace(hour=2, minute=59)
+    assert rec.reconcile("lab").action == "queued"
+    env.clock.t = env.clock.t.replace(hour=3, minute=0)
+    assert rec.reconcile("lab").action == "started"
+    assert rec.store.current("lab").status is OperationStatus.RUNNING
+
+
+def test_failed_verification_opens_a_revert_pull_request(env: Env) -> None:
+    env.world.pending.add("b-gpu-1")  # b never verifies: its node stays Pending
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    sha = env.merge_pr(
+        22, "lab: hv:2", fleet_files("1.0.0", "hv:2", on_failure="revert-pr", stall="5m")
+    )
+    done = drive(env, rec, passes=60)
+    assert done.status is OperationStatus.FAILED
+    assert done.remediation.startswith("revert-pr:#")
+    number = int(done.remediation.split("#")[1])
+    pr = env.forge.get_pull_request(number)
+    assert pr.branch == f"gitopsbot/revert/{done.op_id}" and pr.base == "main"
+    repo = env.repo("pr-reader")
+    head = repo.head(pr.branch)
+    assert f"This reverts commit {sha}" in repo.log(pr.branch, None, 1)[0].message
+    assert b"hv:1" in repo.read(head, "clusters/lab/values.yaml")
+    assert env.repo("main-reader").head("main") == sha  # main untouched: a person merges
+
+
+def test_bad_fleet_files_merged_apply_nothing(env: Env) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    files = fleet_files("1.0.0", "hv:2")
+    files["clusters/lab/rollout.yaml"] += "maxParallelPools: many\n"
+    env.merge_pr(23, "lab: broken", files)
+    result = rec.reconcile("lab")
+    assert result.action == "invalid" and "rollout.yaml" in result.detail
+    assert rec.store.current("lab") is None
+    assert env.helm.calls.count("upgrade") == 1  # only the fixture's install
+    assert rec.reconcile("lab").action == "idle"  # not retried on every pass
+    fixed = env.merge_pr(24, "lab: fixed", fleet_files("1.0.0", "hv:2"))
+    assert rec.reconcile("lab").action == "started"
+    assert rec.store.current("lab").desired_sha == fixed

@@ -1,0 +1,100 @@
+"""`gitopsbot propose --once` and `gitopsbot comment` end to end, wired from gitopsbot.yaml
+(forge kind, URL and token reference) against the local GitHub server; the token is a canary
+that must not appear in any output or in Git."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import TOKEN, World, git
+
+from gitopsbot.cli import main
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GITOPSBOT_FORGE_TOKEN", TOKEN)  # examples/fleet: token: {env: ...}
+    monkeypatch.delenv("GITOPSBOT_CHARTS", raising=False)
+    monkeypatch.delenv("GITOPSBOT_GIT_TOKEN", raising=False)
+
+
+def everything_in_git(world: World) -> str:
+    return git("--git-dir", str(world.bare), "log", "--all", "-p")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("env")
+def test_propose_once_then_comment(
+    world_factory: Callable[..., World], capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = world_factory(versions={"staging": "1.8.0"})
+    assert main(["propose", "--once", "--fleet-url", world.remote_url]) == 0
+    out = capsys.readouterr()
+    assert "staging: 1.8.3 #" in out.out and "opened" in out.out
+    (number,) = world.forge_server.pulls
+    # A second run is a no-op (its report says so) and writes nothing to the forge.
+    writes_before = [r for r in world.forge_server.log if r.method != "GET"]
+    assert main(["propose", "--once", "--fleet-url", world.remote_url]) == 0
+    assert "unchanged" in capsys.readouterr().out
+    assert [r for r in world.forge_server.log if r.method != "GET"] == writes_before
+
+    code = main(
+        ["comment", "--cluster", "staging", "--pr", str(number), "--fleet-url", world.remote_url]
+    )
+    out2 = capsys.readouterr()
+    assert code == 0, out2.err
+    assert f"#{number} staging: plan posted" in out2.out
+    comments = [c.body for c in world.forge_server.comments.values() if c.number == number]
+    assert len(comments) == 1 and "gitopsbot plan for `staging`" in comments[0]
+    # Run again: still one comment, edited in place.
+    assert (
+        main(
+            [
+                "comment",
+                "--cluster",
+                "staging",
+                "--pr",
+                str(number),
+                "--fleet-url",
+                world.remote_url,
+            ]
+        )
+        == 0
+    )
+    assert len([c for c in world.forge_server.comments.values() if c.number == number]) == 1
+    contexts = {s.context for s in world.forge_server.statuses}
+    assert contexts == {"gitopsbot/policy"}
+    shown = out.out + out.err + out2.out + out2.err + capsys.readouterr().err
+    assert TOKEN not in shown
+    assert TOKEN not in everything_in_git(world)
+
+
+@pytest.mark.usefixtures("env")
+def test_missing_token_is_named_not_printed(
+    world_factory: Callable[..., World],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = world_factory(versions={"staging": "1.8.0"})
+    monkeypatch.delenv("GITOPSBOT_FORGE_TOKEN")
+    assert main(["propose", "--once", "--fleet-url", world.remote_url]) != 0
+    err = capsys.readouterr().err
+    assert "GITOPSBOT_FORGE_TOKEN" in err
+
+
+@pytest.mark.usefixtures("env")
+def test_git_only_flag_needs_no_token(
+    world_factory: Callable[..., World],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = world_factory(versions={"staging": "1.8.0"})
+    monkeypatch.delenv("GITOPSBOT_FORGE_TOKEN")
+    assert main(["propose", "--once", "--git-only", "--fleet-url", world.remote_url]) == 0
+    assert "gitopsbot plan for `staging`" in world.show(
+        "gitopsbot/staging/1.8.3", "clusters/staging/PLAN.md"
+    )
+    assert world.forge_server.log == []
