@@ -551,6 +551,8 @@ class Executor:
             return StepOutcome(StepState.SUCCEEDED, "verified; smoke test succeeded (R15)")
         waited = (now - (step.started_at or now)).total_seconds()
         if phase == "Failed" or waited >= spec.smoke_test.timeout_seconds:
+            # Removed so the next operation's test starts fresh; the result is in the journal.
+            self.cluster.delete("v1", "Pod", meta["namespace"], str(meta.get("name")))
             return StepOutcome(StepState.FAILED, f"smoke test {phase} after {int(waited)}s")
         return StepOutcome(StepState.RUNNING, f"smoke test {phase}", retry_after=RETRY)
 

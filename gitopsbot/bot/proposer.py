@@ -149,9 +149,13 @@ class Proposer:
         if self.repo.head(state_branch) is None:
             return ()
         raw = self.repo.read(state_branch, core.LEDGER_FILE)
-        return core.parse_ledger(
-            raw.decode("utf-8") if raw else None, source=f"{state_branch}:{core.LEDGER_FILE}"
-        )
+        try:
+            return core.parse_ledger(
+                raw.decode("utf-8") if raw else None, source=f"{state_branch}:{core.LEDGER_FILE}"
+            )
+        except (ValueError, UnicodeDecodeError) as exc:
+            # Never guess: a lost ledger would reopen declined proposals.
+            raise GitFailed(f"{exc}; fix or remove it on the state branch") from None
 
     def refresh(
         self, records: Sequence[ProposalRecord]

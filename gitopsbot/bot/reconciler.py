@@ -30,7 +30,7 @@ from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from gitopsbot.bot import report
-from gitopsbot.bot.executor import Executor, StepOutcome
+from gitopsbot.bot.executor import VERIFY_TIMEOUT_SECONDS, Executor, StepOutcome
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import merge_queue, operation, rollout, windows
 from gitopsbot.core.commit_classes import desired_paths, reverted_shas
@@ -468,7 +468,11 @@ class Reconciler:
                 executor.set_switch(spec, ref.pool, ref.component, open_=False)
             if pd.action is rollout.PhaseAction.VERIFY_CANARY:
                 problems = executor.check(spec, [ref.pool], canary=True)
-                if problems:
+                since = phase.last_progress_at or now
+                settling = (now - since).total_seconds() < VERIFY_TIMEOUT_SECONDS
+                if problems and settling:  # pods of the canary batch may still be starting
+                    pd = replace(pd, action=rollout.PhaseAction.WAIT, reason="; ".join(problems))
+                elif problems:
                     pd = replace(
                         pd, action=rollout.PhaseAction.HALT, reason="canary: " + "; ".join(problems)
                     )
@@ -577,8 +581,3 @@ class Reconciler:
         )
         self.save(failed, f"{journal.op_id} failed; revert PR #{pr.number} opened")
         return PassResult(journal.cluster, "revert-pr", f"#{pr.number}")
-
-
-def first_time(results: Mapping[str, PassResult]) -> datetime | None:
-    times = [r.next_at for r in results.values() if r.next_at is not None]
-    return min(times) if times else None

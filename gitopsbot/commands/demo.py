@@ -1,17 +1,101 @@
-"""`gitopsbot demo` (placeholder until its issue lands; exits 2)."""
+"""`gitopsbot demo`: the whole product in a few minutes, on loopback (docs/demo.md).
+
+Starts the sandbox (Kubernetes API emulator, TensorFusion controller simulator, chart
+repository, Git remote, local GitHub), then plays the story of ``gitopsbot.sandbox.story``:
+a proposal pull request with its plan, the merge, the upgrade applied pool by pool (one pool
+held by its maintenance window), verification, a ``git revert`` and the rollback. Everything
+it starts is stopped before it exits, on success, error or Ctrl-C.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import threading
+from pathlib import Path
 from typing import Any
+
+from gitopsbot import settings
+from gitopsbot.errors import GitOpsBotError
+from gitopsbot.sandbox.story import GIT_PASSWORD, GIT_USER, STATE_BRANCH, StoryOptions, StoryWorld, play
+
+EPILOG = """\
+examples:
+  gitopsbot demo                         # about two minutes; leaves nothing running
+  gitopsbot demo --keep                  # then keep the sandbox up until Ctrl-C
+  gitopsbot demo --state-dir /tmp/demo   # where the sandbox, clones and logs go
+
+exit status: 0 the story ran to the end, 1 a step of it failed, 2 the sandbox could not start.
+"""
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="(not built yet)")
+    p = sub.add_parser(
+        "demo",
+        help="play the whole story in a local sandbox: propose, merge, roll out, revert",
+        description="Start a local sandbox (Kubernetes API emulator, TensorFusion controller "
+        "simulator, chart repository, Git remote, local GitHub) and play a whole upgrade: a "
+        "proposal pull request with its plan, the merge, the bot's backup, CRDs, helm upgrade, "
+        "controller check and batched rollout of two pools (one held by its maintenance window "
+        "until it opens), verification, then a git revert and the rollback. Prints where to "
+        "look afterwards. See docs/demo.md.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help=f"working directory, emptied first (default {settings.cache_dir() / 'demo'})",
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="at the end, keep the sandbox, Git remote and forge up until Ctrl-C",
+    )
+    p.add_argument("--nodes", type=int, default=3, help="GPU nodes per pool (default 3)")
+    p.add_argument("--verbose", action="store_true", help="log the bot's passes to stderr")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.stderr.write("gitopsbot demo: not built yet\n")
-    return 2
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.ERROR,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.nodes < 1:
+        sys.stderr.write("gitopsbot demo: --nodes must be at least 1\n")
+        return 2
+    state_dir = (args.state_dir or settings.cache_dir() / "demo").resolve()
+    options = StoryOptions(state_dir=state_dir, nodes=args.nodes)
+    try:
+        return play(options, out=sys.stdout, keep=_hold if args.keep else None)
+    except KeyboardInterrupt:
+        sys.stderr.write("\ngitopsbot demo: interrupted; everything it started is stopped\n")
+        return 130
+    except GitOpsBotError as e:
+        sys.stderr.write(f"gitopsbot demo: {e}\n")
+        return 1
+    finally:
+        sys.stdout.flush()
+
+
+def _hold(world: StoryWorld) -> None:
+    """--keep: print how to reach everything, then wait for Ctrl-C."""
+    assert world.sandbox is not None and world.forge is not None
+    authed = world.fleet_url.replace("http://", f"http://{GIT_USER}:{GIT_PASSWORD}@", 1)
+    print(
+        "\nthe sandbox stays up until Ctrl-C (the bot is stopped):\n"
+        f"  export KUBECONFIG={world.kubeconfig}\n"
+        "  kubectl get tensorfusionclusters,gpupools,gpunodes\n"
+        "  helm -n tensor-fusion-sys history tensor-fusion-sys\n"
+        f"  git clone {authed}   # branches main and {STATE_BRANCH}\n"
+        f"  curl -H 'Authorization: token sandbox-forge-token' "
+        f"{world.forge.api_url}/repos/acme/fleet/issues/1/comments\n",
+        flush=True,
+    )
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        print("\nstopping the sandbox")

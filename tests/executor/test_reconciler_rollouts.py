@@ -175,7 +175,7 @@ def test_a_failing_canary_halts_before_the_rest(env: Env) -> None:
     )
     pod["status"]["phase"] = "CrashLoopBackOff"
     env.cluster.put(pod)
-    j = _until(env, rec, lambda j: not j.active, passes=5)
+    j = _until(env, rec, lambda j: not j.active, passes=15)  # after 10 minutes of retries
     assert j.status is OperationStatus.FAILED and "canary" in j.failure
     pods = env.cluster.list("v1", "Pod", "tf-system")
     assert sum(p["spec"]["containers"][0]["image"] == "hv:2" for p in pods) == 1

@@ -189,3 +189,38 @@ def test_bad_fleet_files_merged_apply_nothing(env: Env) -> None:
     fixed = env.merge_pr(24, "lab: fixed", fleet_files("1.0.0", "hv:2"))
     assert rec.reconcile("lab").action == "started"
     assert rec.store.current("lab").desired_sha == fixed
+
+
+def test_smoke_test_result_is_read_back(env: Env) -> None:
+    from gitopsbot.core.model import SmokeTest
+
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "cuda-smoke"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "t", "image": "cuda:12"}]},
+    }
+    spec = replace(_spec(env), smoke_test=SmokeTest(manifest=manifest, timeout_seconds=300))
+    ex = _executor(env)
+    step = Step("verify", StepKind.VERIFY, StepState.RUNNING, started_at=env.clock.t)
+    first = ex.run(step, _journal(spec), spec, now=env.clock.t)
+    assert first.state is StepState.RUNNING and "started" in first.detail
+    pod = env.cluster.get("v1", "Pod", NS, "cuda-smoke")
+    assert pod is not None  # created in the release namespace
+    assert ex.run(step, _journal(spec), spec, now=env.clock.t).state is StepState.RUNNING
+    pod["status"] = {"phase": "Succeeded"}
+    env.cluster.put(pod)
+    done = ex.run(step, _journal(spec), spec, now=env.clock.t)
+    assert done.state is StepState.SUCCEEDED and "smoke test succeeded" in done.detail
+    assert env.cluster.get("v1", "Pod", NS, "cuda-smoke") is None
+    # A failing test fails verification.
+    ex.run(step, _journal(spec), spec, now=env.clock.t)
+    pod = env.cluster.get("v1", "Pod", NS, "cuda-smoke")
+    pod["status"] = {"phase": "Failed"}
+    env.cluster.put(pod)
+    failed = ex.run(step, _journal(spec), spec, now=env.clock.t)
+    assert failed.state is StepState.FAILED and "Failed" in failed.detail
+    # Timeout while pending.
+    ex.run(step, _journal(spec), spec, now=env.clock.t)
+    late = ex.run(step, _journal(spec), spec, now=env.clock.t + timedelta(seconds=301))
+    assert late.state is StepState.FAILED

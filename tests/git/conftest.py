@@ -196,7 +196,6 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
         argv = shlex.split(process.command or "")
         if len(argv) != 2 or argv[0] not in ("git-upload-pack", "git-receive-pack"):
             process.exit(1)
-            await process.wait_closed()
             return
         repo = root / argv[1].lstrip("/")
         proc = await asyncio.create_subprocess_exec(
@@ -205,14 +204,29 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
             str(repo),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
         )
-        try:
-            await process.redirect(stdin=proc.stdin, stdout=proc.stdout, stderr=proc.stderr)
-            process.exit(await proc.wait())
-        finally:
-            # Runs asyncssh's cleanup tasks even when the client hung up mid-transfer.
-            await process.wait_closed()
+        assert proc.stdin is not None and proc.stdout is not None
+
+        # Copy by hand (not process.redirect): nothing is left pending once git exits.
+        async def client_to_git() -> None:
+            assert proc.stdin is not None
+            try:
+                while data := await process.stdin.read(65536):
+                    proc.stdin.write(data)
+                    await proc.stdin.drain()
+            except (ConnectionError, asyncssh.Error):
+                pass
+            finally:
+                proc.stdin.close()
+
+        feeder = asyncio.ensure_future(client_to_git())
+        while data := await proc.stdout.read(65536):
+            process.stdout.write(data)
+        code = await proc.wait()
+        feeder.cancel()
+        await asyncio.gather(feeder, return_exceptions=True)
+        process.exit(code)
 
     loop = asyncio.new_event_loop()
     server = loop.run_until_complete(

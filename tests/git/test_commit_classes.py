@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitopsbot.core.commit_classes import (
     CommitKind,
@@ -285,3 +287,35 @@ def test_merge_of_a_bot_branch_is_a_proposal_merge(fleet: Fleet) -> None:
     assert kinds == [("Merge branch 'gitopsbot/alpha/2.0.0'", CommitKind.PROPOSAL_MERGE)]
     assert result.commits[0].proposals == (ProposalId("alpha", "2.0.0"),)
     assert result.commits[0].clusters == ("alpha",)
+
+
+# -- properties -----------------------------------------------------------------------------
+
+_STATES = [V1, V2, V3, OTHER, None]
+
+
+@given(
+    st.lists(
+        st.lists(st.integers(0, len(_STATES) - 1), min_size=2, max_size=2), min_size=2, max_size=12
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_revert_by_files_means_an_earlier_state_came_back(walk: list[list[int]]) -> None:
+    """For any history of two clusters: a cluster is 'restored' exactly when the commit changed
+    it to a (present) state it had at some earlier commit, and then to the newest such."""
+    snaps = []
+    for i, pair in enumerate(walk):
+        clusters = {
+            name: _STATES[k] for name, k in zip(("a", "b"), pair, strict=True) if _STATES[k]
+        }
+        snaps.append(_snap(f"c{i}", f"commit {i}", clusters))  # type: ignore[arg-type]
+    result = classify_commits(snaps[1:], baseline=snaps[0])
+    for offset, item in enumerate(result.commits, start=1):
+        for name in ("a", "b"):
+            now = snaps[offset].clusters.get(name)
+            before = snaps[offset - 1].clusters.get(name)
+            assert (name in item.clusters) == (now != before)
+            earlier = [s.commit.sha for s in snaps[:offset] if s.clusters.get(name) == now]
+            expected = earlier[-1] if now is not None and now != before and earlier else None
+            assert item.restores.get(name) == expected
+        assert (item.kind is CommitKind.REVERT) == bool(item.restores)

@@ -22,13 +22,21 @@ from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.bot.proposer import Proposer
 from gitopsbot.core.yamledit import set_value
 from gitopsbot.sandbox.chartrepo import ChartRepo
+from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.gitea import GiteaForge
 from gitopsbot.sandbox.forges.github import GitHubForge
+from gitopsbot.sandbox.forges.gitlab import GitLabForge
 from gitopsbot.sandbox.gitremote import create_fleet_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_FLEET = ROOT / "examples" / "fleet"
 EXAMPLE_CHARTS = ROOT / "examples" / "charts"
 TOKEN = "ghp_canary-token-0123456789"  # a canary: must never appear in output or Git
+SERVERS: dict[str, type[LocalForge]] = {
+    "github": GitHubForge,
+    "gitlab": GitLabForge,
+    "gitea": GiteaForge,
+}
 
 
 @dataclass
@@ -132,8 +140,9 @@ class World:
     tmp: Path
     remote_url: str
     bare: Path
-    forge_server: GitHubForge
+    forge_server: LocalForge
     charts: Charts
+    kind: str = "github"
 
     def repo(self) -> GitRepo:
         return GitRepo(
@@ -147,7 +156,7 @@ class World:
 
     def forge(self) -> ForgeProvider:
         return connect(
-            "github",
+            self.kind,
             url=self.forge_server.api_url,
             repository="acme/fleet",
             token=TOKEN,
@@ -201,6 +210,7 @@ def make_fleet(
     scope: str = "minor",
     versions: dict[str, str],
     forge_url: str = "",
+    forge_kind: str = "github",
 ) -> Path:
     """examples/fleet with only the clusters in ``versions``, at those chart versions, their
     chart repository ``chart_url`` (no test reaches the network)."""
@@ -217,18 +227,23 @@ def make_fleet(
     text = set_value(text, "proposals.scope", scope)
     if forge_url:
         text = set_value(set_value(text, "forge.url", forge_url), "forge.repository", "acme/fleet")
+        text = set_value(text, "forge.kind", forge_kind)
     settings.write_text(text)
     return dest
 
 
 @pytest.fixture
 def world_factory(tmp_path: Path, charts: Charts) -> Iterator[Callable[..., World]]:
-    servers: list[GitHubForge] = []
+    servers: list[LocalForge] = []
 
     def make(
-        *, versions: dict[str, str] | None = None, max_open: int = 3, scope: str = "minor"
+        *,
+        versions: dict[str, str] | None = None,
+        max_open: int = 3,
+        scope: str = "minor",
+        kind: str = "github",
     ) -> World:
-        server = GitHubForge(token=TOKEN)
+        server = SERVERS[kind](token=TOKEN)
         server.start()
         servers.append(server)
         fleet = make_fleet(
@@ -238,10 +253,11 @@ def world_factory(tmp_path: Path, charts: Charts) -> Iterator[Callable[..., Worl
             max_open=max_open,
             scope=scope,
             forge_url=server.api_url,
+            forge_kind=kind,
         )
         url = create_fleet_repo(tmp_path / "remotes", "fleet", fleet)
         bare = Path(unquote(urlsplit(url).path))
-        return World(tmp_path, url, bare, server, charts)
+        return World(tmp_path, url, bare, server, charts, kind)
 
     yield make
     for s in servers:

@@ -26,6 +26,7 @@ def everything_in_git(world: World) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 @pytest.mark.usefixtures("env")
 def test_propose_once_then_comment(
     world_factory: Callable[..., World], capsys: pytest.CaptureFixture[str]

@@ -235,3 +235,22 @@ def test_policy_deny_fails_the_status(world_factory: Callable[..., World]) -> No
     assert "⛔ denied" in pr.body and "R5" in pr.body
     (status,) = [s for s in world.forge_server.statuses if s.context == "gitopsbot/policy"]
     assert status.state == "failure" and status.sha == world.sha(pr.head)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["gitlab", "gitea"])
+def test_other_forges_open_then_stay_quiet_then_supersede(
+    world_factory: Callable[..., World], kind: str
+) -> None:
+    world = world_factory(versions={"staging": "1.8.0"}, kind=kind)
+    first = world.proposer().run_once()
+    assert first.problems == [] and [p.version for p in first.proposals] == ["1.8.3"]
+    (pr,) = world.forge_server.pulls.values()
+    assert "gitopsbot plan for `staging`" in pr.body
+    assert sorted(pr.labels) == ["gitopsbot", "upgrade"]
+    before = writes(world)
+    world.proposer().run_once()
+    assert writes(world) == before
+    world.charts.add_example("1.8.7")
+    world.proposer().run_once()
+    assert list(open_pulls(world)) == ["gitopsbot/staging/1.8.7"]

@@ -371,3 +371,25 @@ def test_a_watch_whose_client_hung_up_is_released(apiserver: ApiServer) -> None:
     while apiserver.open_connections and time.monotonic() < deadline:
         time.sleep(0.05)
     assert apiserver.open_connections == 0
+
+
+def test_faults_over_http_for_another_process(apiserver: ApiServer) -> None:
+    status, _, rule = req(
+        apiserver,
+        "POST",
+        "/sandbox/v1/faults",
+        {"action": "error", "status": 503, "path": "*/configmaps", "times": 1},
+    )
+    assert status == 201 and rule["id"] >= 1
+    assert req(apiserver, "GET", "/api/v1/namespaces/default/configmaps")[0] == 503
+    assert req(apiserver, "GET", "/api/v1/namespaces/default/configmaps")[0] == 200
+    status, _, listed = req(apiserver, "GET", "/sandbox/v1/faults")
+    assert [(r["id"], r["hits"]) for r in listed["rules"]] == [(rule["id"], 1)]
+    # a catch-all rule never blocks the control API itself
+    req(apiserver, "POST", "/sandbox/v1/faults", {"action": "error", "status": 500})
+    assert req(apiserver, "GET", "/version")[0] == 500
+    assert req(apiserver, "DELETE", f"/sandbox/v1/faults/{rule['id']}")[0] == 200
+    assert req(apiserver, "DELETE", "/sandbox/v1/faults")[0] == 200
+    assert req(apiserver, "GET", "/version")[0] == 200
+    status, _, body = req(apiserver, "POST", "/sandbox/v1/faults", {"action": "explode"})
+    assert status == 400 and "explode" in body["message"]

@@ -8,6 +8,15 @@ Retry-After) and dropped watches, each for requests whose path matches a glob pa
     server.faults.remove(rule); server.faults.clear()
 
 ``times`` limits how many requests a rule hits (None = until removed); ``rule.hits`` counts.
+
+Out of process (e.g. against ``gitopsbot sandbox up``), the same rules are managed over HTTP;
+paths under ``/sandbox/`` are never faulted::
+
+    curl -X POST $URL/sandbox/v1/faults \\
+         -d '{"action": "error", "status": 503, "path": "*/secrets*", "times": 2}'
+    curl $URL/sandbox/v1/faults          # rules with their hits
+    curl -X DELETE $URL/sandbox/v1/faults/1
+    curl -X DELETE $URL/sandbox/v1/faults
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -28,7 +38,25 @@ class FaultRule:
     times: int | None = None
     hits: int = 0
     watch_only: bool = False
+    id: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "action": self.action,
+            "path": self.path,
+            "method": self.method,
+            "times": self.times,
+            "hits": self.hits,
+        }
+        if self.action == "error":
+            out.update(status=self.status, retryAfter=self.retry_after)
+        elif self.action == "latency":
+            out["seconds"] = self.seconds
+        else:
+            out["after"] = self.seconds
+        return out
 
     def _take(self, method: str, path: str, watch: bool) -> bool:
         if self.method and self.method.upper() != method:
@@ -50,11 +78,43 @@ class Faults:
     def __init__(self) -> None:
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
+        self._next_id = 1
 
     def _add(self, rule: FaultRule) -> FaultRule:
         with self._lock:
+            rule.id = self._next_id
+            self._next_id += 1
             self._rules = [*self._rules, rule]
         return rule
+
+    @property
+    def rules(self) -> list[FaultRule]:
+        return list(self._rules)
+
+    def add_from_json(self, spec: dict[str, Any]) -> FaultRule:
+        """A rule from its JSON form (the HTTP control API); ValueError names what is wrong."""
+        if not isinstance(spec, dict):
+            raise ValueError("a fault rule must be a JSON object")
+        action = spec.get("action")
+        common: dict[str, Any] = {"path": str(spec.get("path", "*")), "times": spec.get("times")}
+        if action == "error":
+            return self.error(
+                int(spec.get("status", 0)),
+                method=spec.get("method"),
+                retry_after=spec.get("retryAfter"),
+                **common,
+            )
+        if action == "latency":
+            return self.latency(float(spec.get("seconds", 0)), method=spec.get("method"), **common)
+        if action == "drop_watch":
+            return self.drop_watches(after=float(spec.get("after", 0)), **common)
+        raise ValueError(f"action must be error, latency or drop_watch, not {action!r}")
+
+    def remove_id(self, rule_id: int) -> bool:
+        with self._lock:
+            before = len(self._rules)
+            self._rules = [r for r in self._rules if r.id != rule_id]
+            return len(self._rules) != before
 
     def latency(
         self,
@@ -98,4 +158,6 @@ class Faults:
             self._rules = []
 
     def matching(self, method: str, path: str, *, watch: bool) -> list[FaultRule]:
+        if path.startswith("/sandbox/"):
+            return []
         return [r for r in self._rules if r._take(method, path, watch)]

@@ -135,15 +135,20 @@ class Handler(BaseHTTPRequestHandler):
                 elif rule.action == "error":
                     raise _fault_error(rule.status, rule.retry_after)
             self._route(body)
-        except ApiError as e:
-            headers = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else {}
-            self._send(e.code, e.status(), headers=headers)
         except (BrokenPipeError, ConnectionResetError, _Dropped):
             self.close_connection = True
         except Exception as e:  # noqa: BLE001 - a bug must answer 500, not kill the thread
-            err = ApiError(500, "InternalError", f"emulator error: {type(e).__name__}: {e}")
+            if self.status_code:  # a watch stream already started: all we can do is hang up
+                self.close_connection = True
+                return
+            err = (
+                e
+                if isinstance(e, ApiError)
+                else ApiError(500, "InternalError", f"emulator error: {type(e).__name__}: {e}")
+            )
+            headers = {"Retry-After": str(err.retry_after)} if err.retry_after is not None else {}
             try:
-                self._send(500, err.status())
+                self._send(err.code, err.status(), headers=headers)
             except OSError:
                 self.close_connection = True
         finally:
@@ -204,6 +209,9 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self, body: bytes) -> None:
         path = self.url_path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
+        if parts[:3] == ["sandbox", "v1", "faults"]:
+            self._faults(parts[3:], body)
+            return
         if self.command == "GET":
             fixed = self._fixed_get(path)
             if fixed:
@@ -240,6 +248,27 @@ class Handler(BaseHTTPRequestHandler):
             raise NotFound(f"the server could not find the requested resource ({path})")
         api_version = f"{group}/{version}" if group else version
         Verb(self, rt, api_version, namespace, name, sub).run(body)
+
+    def _faults(self, rest: list[str], body: bytes) -> None:
+        """The fault rules over HTTP, for a sandbox running in another process."""
+        faults = self.server.faults
+        if self.command == "GET" and not rest:
+            self._send(200, {"rules": [r.describe() for r in faults.rules]})
+        elif self.command == "POST" and not rest:
+            try:
+                rule = faults.add_from_json(json.loads(body or b"null"))
+            except (ValueError, TypeError) as e:
+                raise BadRequest(f"bad fault rule: {e}") from None
+            self._send(201, rule.describe())
+        elif self.command == "DELETE" and not rest:
+            faults.clear()
+            self._send(200, {"rules": []})
+        elif self.command == "DELETE" and len(rest) == 1 and rest[0].isdigit():
+            if not faults.remove_id(int(rest[0])):
+                raise NotFound(f"no fault rule {rest[0]}")
+            self._send(200, {"rules": [r.describe() for r in faults.rules]})
+        else:
+            raise MethodNotAllowed(f"{self.command} is not supported on /sandbox/v1/faults")
 
     def _fixed_get(self, path: str) -> bool:
         store = self.server.store
@@ -395,11 +424,15 @@ class Verb:
     def watch(self) -> None:
         h = self.h
         match = self.selector() or (lambda _o: True)
-        timeout = float(self.q.get("timeoutSeconds") or 1800)
+        rv_param = self.q.get("resourceVersion", "")
+        try:
+            timeout = float(self.q.get("timeoutSeconds") or 1800)
+            resume = int(rv_param) if rv_param not in ("", "0") else None
+        except ValueError:
+            raise BadRequest("invalid timeoutSeconds or resourceVersion") from None
         deadline = time.monotonic() + timeout
         drop_at = time.monotonic() + h._drop_after if h._drop_after is not None else None
         bookmarks = self.q.get("allowWatchBookmarks") in ("true", "1")
-        rv_param = self.q.get("resourceVersion", "")
         initial = self.q.get("sendInitialEvents") in ("true", "1")
         h.status_code = 200
         h.send_response(200)
@@ -419,18 +452,15 @@ class Verb:
             send("BOOKMARK", {"kind": self.rt.kind, "apiVersion": self.av, "metadata": meta})
 
         try:
-            if initial or rv_param in ("", "0"):
+            if initial or resume is None:
                 items, last = self.store.snapshot(self.rt, self.ns, match)
                 for o in items:
                     send("ADDED", self.out(o))
                 if initial:
                     bookmark(last, initial_end=True)
             else:
-                try:
-                    last = int(rv_param)
-                    self.store.events_since(last)
-                except ValueError:
-                    raise BadRequest(f"invalid resourceVersion {rv_param!r}") from None
+                last = resume
+                self.store.events_since(last)  # Gone if compacted
             next_bookmark = time.monotonic() + self.h.server.bookmark_interval
             cond = self.store.changed
             while True:

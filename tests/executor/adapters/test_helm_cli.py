@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import stat
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -235,3 +236,22 @@ def test_pull_and_upgrade_from_a_chart_repository(
         )  # fmt: skip
     assert (info.chart_version, info.app_version) == ("1.8.7", "2.17.0")
     assert _policies(kube)["shared"]["autoUpdateHypervisor"] is False
+
+
+@pytest.mark.parametrize("tool", ["helm3", "helm4"])
+def test_failing_post_renderer_aborts_the_upgrade(
+    tool: str, binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path, kube: KubeCluster,
+    chart: Charts,
+) -> None:  # fmt: skip
+    """A broken policy never reaches the cluster: helm stops when the post-renderer fails."""
+    failing = (sys.executable, "-c", "import sys; sys.exit(3)")
+    helm = HelmCli(
+        binaries[tool], home=tmp_path / "h", kubeconfig=kubeconfig, post_render_command=failing
+    )
+    with pytest.raises(HelmError, match="post"):
+        helm.upgrade(
+            release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
+            values={}, description="d", post_render_policy=POLICY,
+        )  # fmt: skip
+    assert helm.history("tf", "default") == []
+    assert kube.get(TF, "TensorFusionCluster", None, "tensor-fusion") is None

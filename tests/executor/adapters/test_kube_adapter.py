@@ -167,6 +167,31 @@ def test_real_tensor_fusion_crds_through_kubectl(
     assert all(r.ok for r in applier.apply_crds(documents))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("via", ["client", "kubectl"])
+def test_a_crd_that_fails_to_apply_is_reported_by_name(
+    via: str,
+    tensor_fusion: Path,
+    api: ApiServer,
+    kube: KubeCluster,
+    binaries: dict[str, Path],
+    kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    documents = dict(list(_crds(tensor_fusion).items())[:3])
+    api.faults.error(500, path="*/gpunodes.tensor-fusion.ai*", method="PATCH")
+    if via == "kubectl":
+        applier = KubectlCrdApplier(binaries["kubectl"], home=tmp_path / "k", kubeconfig=kubeconfig)
+        results = applier.apply_crds(documents)
+    else:
+        results = kube.apply_crds(documents)
+    by_name = {r.name: r for r in results}
+    failed = by_name["gpunodes.tensor-fusion.ai"]
+    assert (failed.applied, failed.established, failed.ok) == (False, False, False)
+    assert "500" in failed.message or "InternalError" in failed.message
+    assert by_name["gpunodeclaims.tensor-fusion.ai"].ok
+
+
 def test_kubectl_applier_refuses_non_crds(
     binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path
 ) -> None:

@@ -1,0 +1,677 @@
+"""The demo's story, and the pieces the end-to-end tests and the benchmark share.
+
+``StoryWorld`` is everything outside the bot: the sandbox (API emulator, controller
+simulator, chart repository) with the Git remote and the local GitHub forge registered as
+sandbox services, the fleet repository (``story_fleet``) pushed to that remote, and a
+person's clone of it driven with the ``git`` CLI (merge, revert, push). ``BotRunner`` is the
+bot wired to it exactly as ``gitopsbot run`` wires it (GitRepo mirror, JournalStore,
+Reconciler, Scheduler, WebhookReceiver, the forge provider, real helm 4 and kubectl), with
+its own mirror so a fresh runner starts from Git alone. ``play`` is ``gitopsbot demo``:
+proposal → merge → upgrade with two pools (one held by its window) → revert → rollback.
+
+Everything started here is stopped by ``stop()``; ``play`` stops it in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+import zoneinfo
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from gitopsbot import settings
+from gitopsbot.adapters import binaries
+from gitopsbot.adapters.builtin_policies import builtin_policy_documents
+from gitopsbot.adapters.chartrepo import HttpChartSource
+from gitopsbot.adapters.clock import SystemClock
+from gitopsbot.adapters.forge.connect import connect
+from gitopsbot.adapters.forge.provider import as_forge
+from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsPassword
+from gitopsbot.adapters.helm import HelmCli
+from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.kubectl import KubectlCrdApplier
+from gitopsbot.adapters.secrets import SecretResolver
+from gitopsbot.adapters.webhooks import WebhookReceiver
+from gitopsbot.bot.executor import Executor
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.proposer import Proposal, Proposer
+from gitopsbot.bot.reconciler import PassResult, Reconciler
+from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.webhook_events import EventKind, WebhookEvent
+from gitopsbot.errors import GitOpsBotError
+from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.ports.forge import Forge
+from gitopsbot.sandbox import environment as env
+from gitopsbot.sandbox.forges.github import GitHubForge
+from gitopsbot.sandbox.gitremote import GitRemote
+from gitopsbot.sandbox.story_fleet import (
+    CLUSTER,
+    StoryFleet,
+    next_window_start,
+    pool_names,
+    story_fleet_files,
+)
+
+log = logging.getLogger(__name__)
+
+GIT_USER = "gitopsbot"
+GIT_PASSWORD = "sandbox-git-password"  # a loopback-only server made for this run
+FORGE_TOKEN = "sandbox-forge-token"
+WEBHOOK_SECRET = "sandbox-webhook-secret"
+OWNER, REPO = "acme", "fleet"
+STATE_BRANCH = "gitopsbot/state"
+TF = "tensor-fusion.ai/v1"
+
+
+class StoryError(GitOpsBotError):
+    """The story did not reach the state it waited for."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoryOptions:
+    state_dir: Path
+    pools: int = 2
+    nodes: int = 3
+    chart_version: str = "1.8.0"
+    # Later pools' window opens this long after the fleet is written (None: no windows).
+    window_lead_seconds: float | None = 40.0
+    batch_percentage: int = 50
+    batch_interval: str = "1s"
+    on_failure: str = "rollback"
+    stall_timeout: str = "10m"
+    poll_interval: str = "5s"
+    webhook: bool = True
+    hypervisor_ready_delay: float = 0.5
+    controller_ready_delay: float = 1.0
+    soonest_seconds: float = 0.2  # the scheduler's floor between passes of one cluster
+
+
+def _git_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Fleet Admin",
+        "GIT_AUTHOR_EMAIL": "admin@example.com",
+        "GIT_COMMITTER_NAME": "Fleet Admin",
+        "GIT_COMMITTER_EMAIL": "admin@example.com",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+
+
+def git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=_git_env(), capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise StoryError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+class StoryWorld:
+    """The sandbox plus the fleet repository on its Git remote and the local forge."""
+
+    def __init__(self, options: StoryOptions) -> None:
+        self.options = options
+        self.state_dir = options.state_dir.resolve()
+        self.sandbox: env.Sandbox | None = None
+        self.remote: GitRemote | None = None
+        self.forge: GitHubForge | None = None
+        self.fleet: StoryFleet | None = None
+        self.fleet_url = ""
+        self.human = self.state_dir / "fleet-clone"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> StoryWorld:
+        opts = self.options
+        if self.state_dir.exists():
+            shutil.rmtree(self.state_dir)  # every story starts from nothing
+        self.state_dir.mkdir(parents=True)
+        env.register_service(
+            "git",
+            lambda _s: GitRemote(self.state_dir / "git", username=GIT_USER, password=GIT_PASSWORD),
+        )
+        env.register_service("github", lambda _s: GitHubForge(token=FORGE_TOKEN, owner=OWNER, repo=REPO))
+        self.sandbox = env.Sandbox(
+            env.SandboxOptions(
+                state_dir=self.state_dir / "sandbox",
+                pools=opts.pools,
+                nodes=opts.nodes,
+                chart_version=opts.chart_version,
+                hypervisor_ready_delay=opts.hypervisor_ready_delay,
+                controller_ready_delay=opts.controller_ready_delay,
+            )
+        )
+        try:
+            self.sandbox.start()
+            remote = self.sandbox.services["git"]
+            forge = self.sandbox.services["github"]
+            assert isinstance(remote, GitRemote) and isinstance(forge, GitHubForge)
+            self.remote, self.forge = remote, forge
+            self.push_fleet()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for name in ("git", "github"):
+            env.SERVICE_FACTORIES.pop(name, None)
+        if self.sandbox is not None:
+            self.sandbox.stop()  # stops the registered services too
+            self.sandbox = None
+
+    # -- the fleet repository --------------------------------------------------------------
+
+    @property
+    def chart_repo_url(self) -> str:
+        assert self.sandbox is not None and self.sandbox.repo is not None
+        return self.sandbox.repo.url
+
+    @property
+    def kubeconfig(self) -> Path:
+        assert self.sandbox is not None
+        return self.sandbox.kubeconfig
+
+    def push_fleet(self) -> None:
+        """Write the story fleet (window relative to now) and push it as a new repository."""
+        assert self.remote is not None and self.forge is not None
+        opts = self.options
+        opens = (
+            None
+            if opts.window_lead_seconds is None
+            else next_window_start(datetime.now(UTC), lead_seconds=opts.window_lead_seconds)
+        )
+        self.fleet = StoryFleet(
+            chart_repo_url=self.chart_repo_url,
+            kube_context="sandbox",
+            forge_api_url=self.forge.api_url,
+            forge_repository=f"{OWNER}/{REPO}",
+            chart_version=opts.chart_version,
+            pools=pool_names(opts.pools),
+            nodes=opts.nodes,
+            batch_percentage=opts.batch_percentage,
+            batch_interval=opts.batch_interval,
+            window_opens=opens,
+            on_failure=opts.on_failure,
+            stall_timeout=opts.stall_timeout,
+            poll_interval=opts.poll_interval,
+        )
+        source = self.state_dir / "fleet-source"
+        for path, text in story_fleet_files(self.fleet).items():
+            target = source / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        self.remote.create_fleet_repo("fleet", source)
+        self.fleet_url = self.remote.repo_url("fleet")
+        authed = self.fleet_url.replace("http://", f"http://{GIT_USER}:{GIT_PASSWORD}@", 1)
+        git("clone", "--quiet", authed, str(self.human), cwd=self.state_dir)
+
+    # -- what a person does ----------------------------------------------------------------
+
+    def merge(self, number: int) -> str:
+        """Merge pull request ``number`` as the forge's button would: a merge commit on main
+        pushed to the remote, then the forge's "merged" webhook. Returns the merge commit."""
+        assert self.forge is not None
+        pr = self.forge.pull(number)
+        h = self.human
+        git("fetch", "--quiet", "origin", cwd=h)
+        git("checkout", "--quiet", "main", cwd=h)
+        git("merge", "--quiet", "--ff-only", "origin/main", cwd=h)
+        message = f"Merge pull request #{number} from {OWNER}/{pr.head}\n\n{pr.title}"
+        git("merge", "--quiet", "--no-ff", "-m", message, f"origin/{pr.head}", cwd=h)
+        git("push", "--quiet", "origin", "main", cwd=h)
+        sha = git("rev-parse", "HEAD", cwd=h).strip()
+        self.forge.merge(number)  # the local forge records it and calls the webhooks
+        return sha
+
+    def revert(self, sha: str) -> str:
+        """``git revert`` of a merge commit (first parent), pushed to main."""
+        h = self.human
+        git("fetch", "--quiet", "origin", cwd=h)
+        git("checkout", "--quiet", "main", cwd=h)
+        git("merge", "--quiet", "--ff-only", "origin/main", cwd=h)
+        parents = git("rev-list", "--parents", "-n", "1", sha, cwd=h).split()
+        mainline = ["-m", "1"] if len(parents) > 2 else []
+        git("revert", "--no-edit", *mainline, sha, cwd=h)
+        git("push", "--quiet", "origin", "main", cwd=h)
+        return git("rev-parse", "HEAD", cwd=h).strip()
+
+    def state_log(self) -> str:
+        """``git log`` of the state branch in the person's clone (fetched first)."""
+        git("fetch", "--quiet", "origin", f"+{STATE_BRANCH}:refs/remotes/origin/{STATE_BRANCH}", cwd=self.human)
+        return git("log", "--format=%h %s", f"origin/{STATE_BRANCH}", cwd=self.human)
+
+    # -- the bot's connections -------------------------------------------------------------
+
+    def git_repo(self, name: str) -> GitRepo:
+        return GitRepo(
+            GitSettings(
+                url=self.fleet_url,
+                mirror_dir=self.state_dir / "mirrors" / name,
+                credentials=HttpsPassword(GIT_USER, GIT_PASSWORD),
+                author_name="gitopsbot",
+                author_email="gitopsbot@sandbox.invalid",
+            )
+        )
+
+    def forge_client(self) -> Forge:
+        assert self.forge is not None
+        return as_forge(
+            connect(
+                "github",
+                url=self.forge.api_url,
+                repository=f"{OWNER}/{REPO}",
+                token=FORGE_TOKEN,
+                clock=SystemClock(),
+            )
+        )
+
+    def propose(self) -> Proposal:
+        """One proposal pass (``gitopsbot propose --once``): opens the upgrade request."""
+        repo = self.git_repo("proposer")
+        charts = HttpChartSource(cache_dir=self.state_dir / "chart-cache")
+        proposer = Proposer(
+            repo,
+            self.forge_client(),
+            charts,
+            watched_branch="main",
+            policy_documents=builtin_policy_documents(),
+        )
+        report = proposer.run_once()
+        if not report.proposals:
+            raise StoryError("the proposer opened nothing: " + "; ".join(report.lines()))
+        return report.proposals[0]
+
+    def executor_for(self) -> Callable[[ClusterSpec], Executor]:
+        """As ``app.executor_factory``, with helm's and kubectl's homes under the state dir."""
+        built: dict[str, Executor] = {}
+        cache = settings.cache_dir()
+        kubeconfig = str(self.kubeconfig)
+
+        def make(spec: ClusterSpec) -> Executor:
+            if spec.name not in built:
+                home = self.state_dir / "tools" / spec.name
+                context = spec.release.kube_context
+                applier = KubectlCrdApplier(
+                    binaries.ensure("kubectl", cache),
+                    home=home / "kubectl",
+                    kubeconfig=kubeconfig,
+                    kube_context=context,
+                )
+                cluster = KubeCluster.from_kubeconfig(
+                    kubeconfig, context, crd_applier=applier.apply_crds
+                )
+                helm = HelmCli(
+                    binaries.ensure("helm4", cache),
+                    home=home / "helm",
+                    kubeconfig=kubeconfig,
+                    kube_context=context,
+                )
+                secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
+                built[spec.name] = Executor(cluster=cluster, helm=helm, secrets=secrets)
+            return built[spec.name]
+
+        return make
+
+    # -- reading the world (tests, demo) ---------------------------------------------------
+
+    def store(self) -> Any:
+        assert self.sandbox is not None and self.sandbox.api is not None
+        return self.sandbox.api.store
+
+    def hypervisor_images(self) -> dict[str, list[str]]:
+        """GPU node → images of the hypervisor pods on it (one each, when all is well)."""
+        store = self.store()
+        out: dict[str, list[str]] = {n["metadata"]["name"]: [] for n in store.list(TF, "GPUNode")}
+        for pod in store.list("v1", "Pod", label_selector="tensor-fusion.ai/component=hypervisor"):
+            node = pod["spec"].get("nodeName", "")
+            images = [c["image"] for c in pod["spec"]["containers"]]
+            out.setdefault(node, []).extend(images)
+        return out
+
+    def helm(self, *args: str) -> str:
+        assert self.sandbox is not None
+        helm = binaries.ensure("helm4", settings.cache_dir())
+        done = subprocess.run(
+            [str(helm), *args, "--kubeconfig", str(self.kubeconfig)],
+            env=self.sandbox.helm_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise StoryError(f"helm {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+
+# -------------------------------------------------------------------------------- the bot
+
+
+@dataclass
+class Progress:
+    """Prints the journal's transitions as the bot records them."""
+
+    out: TextIO | None
+    t0: float = field(default_factory=time.monotonic)
+    seen: dict[str, str] = field(default_factory=dict)
+
+    def say(self, text: str) -> None:
+        if self.out is not None:
+            self.out.write(f"  [{time.monotonic() - self.t0:6.1f}s] {text}\n")
+            self.out.flush()
+
+    def journal(self, j: Journal) -> None:
+        key = f"{j.op_id}:status"
+        if self.seen.get(key) != j.status:
+            self.seen[key] = j.status
+            extra = f" until {j.queue.queued_until:%H:%M:%S}" if j.queue.queued_until else ""
+            self.say(f"{j.kind} {j.op_id}: {j.status}{extra}")
+        for s in j.steps:
+            state = str(s.state)
+            if s.pool:
+                ph = j.phase(s.name)
+                state = f"{ph.state} {ph.progress}%" if not s.state.finished else state
+            if self.seen.get(f"{j.op_id}:{s.name}") != state:
+                self.seen[f"{j.op_id}:{s.name}"] = state
+                detail = f" — {s.detail}" if s.detail and s.state.finished else ""
+                self.say(f"  {s.name}: {state}{detail}"[:160])
+        if j.status is OperationStatus.FAILED and j.failure:
+            key = f"{j.op_id}:failure"
+            if self.seen.get(key) != j.failure:
+                self.seen[key] = j.failure
+                self.say(f"  failure: {j.failure}"[:200])
+
+
+class BotRunner:
+    """``gitopsbot run`` for the story's fleet, in threads of this process."""
+
+    def __init__(
+        self,
+        world: StoryWorld,
+        *,
+        name: str = "bot",
+        progress: Progress | None = None,
+        webhook: bool = True,
+        on_pass: Callable[[PassResult, Journal | None], None] | None = None,
+    ) -> None:
+        self.world = world
+        self.progress = progress
+        self.on_pass = on_pass
+        clock = SystemClock()
+        self.repo = world.git_repo(name)
+        self.repo.fetch()
+        fleet = load_fleet(self.repo.tree(self.repo.head("main") or "main"))
+        self.settings = fleet.settings
+        self.store = JournalStore(self.repo, branch=self.settings.state_branch, push=True)
+        self.reconciler = Reconciler(
+            repo=self.repo,
+            store=self.store,
+            executor_for=world.executor_for(),
+            clock=clock,
+            load_fleet=load_fleet,
+            resolve_tz=zoneinfo.ZoneInfo,
+            settings=self.settings,
+            forge=world.forge_client(),
+        )
+        self.scheduler = Scheduler(
+            reconcile=self._pass,
+            clock=clock,
+            interval_seconds=self.settings.poll_interval_seconds,
+            jitter_seconds=0,
+            workers=1,  # GitRepo is not thread-safe: one pass at a time
+            soonest_seconds=world.options.soonest_seconds,
+        )
+        self.receiver: WebhookReceiver | None = None
+        if webhook:
+            self.receiver = WebhookReceiver({"github": WEBHOOK_SECRET}, self._nudge)
+        self.passes: list[PassResult] = []
+        self.first_action_at: float | None = None  # monotonic time of the first non-idle pass
+        self.stopped = threading.Event()
+
+    def _nudge(self, event: WebhookEvent) -> None:
+        if (event.kind is EventKind.PUSH and event.branch == self.settings.watched_branch) or (
+            event.merged
+        ):
+            self.scheduler.nudge()
+
+    def _pass(self, cluster: str) -> PassResult:
+        if self.stopped.is_set():
+            return PassResult(cluster, "stopped")
+        result = self.reconciler.reconcile(cluster)
+        self.passes.append(result)
+        if result.action not in ("idle", "baseline") and self.first_action_at is None:
+            self.first_action_at = time.monotonic()
+        journal = self.store.current(cluster)
+        if self.progress is not None and journal is not None:
+            self.progress.journal(journal)
+        if self.on_pass is not None:
+            self.on_pass(result, journal)
+        return result
+
+    def start(self) -> BotRunner:
+        if self.receiver is not None:
+            self.receiver.start()
+            assert self.world.forge is not None
+            self.world.forge.hooks.clear()
+            self.world.forge.add_webhook(f"{self.receiver.url}/webhooks/github", WEBHOOK_SECRET)
+        self.scheduler.set_clusters([CLUSTER])
+        self.scheduler.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop at a step boundary: the running pass finishes and records first."""
+        self.stopped.set()
+        self.scheduler.shutdown(wait=True)
+        if self.receiver is not None:
+            self.receiver.stop()
+            if self.world.forge is not None:
+                self.world.forge.hooks.clear()
+
+    def reconcile_now(self) -> PassResult:
+        """One pass on the caller's thread (the scheduler must not be running)."""
+        return self._pass(CLUSTER)
+
+
+# ---------------------------------------------------------------------- waiting and reading
+
+
+def state_reader(world: StoryWorld) -> JournalStore:
+    """A read-only view of the state branch through its own mirror."""
+    return JournalStore(world.git_repo("reader"), branch=STATE_BRANCH, push=False)
+
+
+def wait_for(
+    world: StoryWorld,
+    predicate: Callable[[JournalStore], Journal | None],
+    *,
+    what: str,
+    timeout: float,
+    interval: float = 0.5,
+) -> Journal:
+    """Fetch the state branch until ``predicate`` returns a journal."""
+    reader = state_reader(world)
+    deadline = time.monotonic() + timeout
+    while True:
+        reader.refresh()
+        found = predicate(reader)
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            current = reader.current(CLUSTER)
+            raise StoryError(
+                f"timed out after {timeout:.0f}s waiting for {what}; the journal says: "
+                + (f"{current.kind} {current.status} {current.failure}" if current else "nothing")
+            )
+        time.sleep(interval)
+
+
+def finished_op(kind: OperationKind, *, after: str = "") -> Callable[[JournalStore], Journal | None]:
+    """The current operation, once it is of ``kind`` and finished (not ``after``'s id)."""
+
+    def check(store: JournalStore) -> Journal | None:
+        j = store.current(CLUSTER)
+        if j is None or j.kind is not kind or j.op_id == after:
+            return None
+        return j if j.status in (OperationStatus.SUCCEEDED, OperationStatus.FAILED) else None
+
+    return check
+
+
+@contextmanager
+def running(world: StoryWorld, bot: BotRunner) -> Iterator[BotRunner]:
+    bot.start()
+    try:
+        yield bot
+    finally:
+        bot.stop()
+
+
+# ------------------------------------------------------------------------------ the demo
+
+
+def play(options: StoryOptions, *, out: TextIO, keep: Callable[[StoryWorld], None] | None = None) -> int:
+    """``gitopsbot demo``: the whole story, printed step by step. Stops everything it
+    started before returning (``keep`` is called first, with everything still running)."""
+    progress = Progress(out)
+    say = progress.say
+    world = StoryWorld(options)
+    bot: BotRunner | None = None
+    try:
+        say(
+            f"starting the sandbox: Kubernetes API emulator, controller simulator "
+            f"({options.pools} pools x {options.nodes} GPU nodes), chart repository, Git "
+            "remote, local GitHub"
+        )
+        world.start()
+        assert world.fleet is not None and world.forge is not None
+        say(f"tensor-fusion {options.chart_version} installed with helm 4; fleet repository {world.fleet_url}")
+        if world.fleet.window_opens is not None:
+            say(
+                f"pool {world.fleet.pools[-1]}'s maintenance window opens at "
+                f"{world.fleet.window_opens:%H:%M:%S} UTC (cron '{_cron(world)}')"
+            )
+        bot = BotRunner(world, progress=progress, webhook=options.webhook).start()
+        wait_baseline(world)
+        say("the bot is running (webhook receiver + poll every "
+            f"{bot.settings.poll_interval_seconds}s); it recorded its baseline")
+
+        say("proposer: checking the chart repository for a newer tensor-fusion")
+        proposal = world.propose()
+        comments = _comments(world, proposal.number)
+        say(
+            f"pull request #{proposal.number} opened: '{world.forge.pull(proposal.number).title}' "
+            f"(plan decision: {proposal.decision}; plan in the body, {len(comments)} comment(s))"
+        )
+        for line in world.forge.pull(proposal.number).body.splitlines()[:12]:
+            say(f"    | {line}"[:150])
+
+        say(f"merging pull request #{proposal.number} (a person clicks Merge; webhook to the bot)")
+        merge_sha = world.merge(proposal.number)
+        upgrade = wait_for(
+            world,
+            finished_op(OperationKind.UPGRADE),
+            what="the upgrade to finish",
+            timeout=240,
+        )
+        if upgrade.status is not OperationStatus.SUCCEEDED:
+            say(f"the upgrade failed: {upgrade.failure}")
+            return 1
+        images = world.hypervisor_images()
+        say(f"upgrade succeeded; hypervisors now: {_image_summary(images)}")
+
+        say(f"reverting the merge ({merge_sha[:12]}) with `git revert -m 1` pushed to main")
+        world.revert(merge_sha)
+        bot.scheduler.nudge()  # the local forge sends no push events; a real one would
+        rollback = wait_for(
+            world,
+            finished_op(OperationKind.ROLLBACK),
+            what="the rollback to finish",
+            timeout=240,
+        )
+        if rollback.status is not OperationStatus.SUCCEEDED:
+            say(f"the rollback failed: {rollback.failure}")
+            return 1
+        say(f"rollback succeeded; hypervisors now: {_image_summary(world.hypervisor_images())}")
+        bot.stop()
+        _where_to_look(world, proposal.number, out)
+        if keep is not None:
+            keep(world)
+        return 0
+    finally:
+        if bot is not None:
+            bot.stop()
+        world.stop()
+
+
+def wait_baseline(world: StoryWorld, timeout: float = 60) -> None:
+    reader = state_reader(world)
+    deadline = time.monotonic() + timeout
+    while reader.seen(CLUSTER) is None:
+        if time.monotonic() > deadline:
+            raise StoryError("the bot recorded no baseline")
+        time.sleep(0.2)
+        reader.refresh()
+
+
+def _cron(world: StoryWorld) -> str:
+    from gitopsbot.sandbox.story_fleet import window_cron
+
+    assert world.fleet is not None and world.fleet.window_opens is not None
+    return window_cron(world.fleet.window_opens)
+
+
+def _comments(world: StoryWorld, number: int) -> list[str]:
+    assert world.forge is not None
+    with world.forge.lock:
+        return [c.body for c in world.forge.comments.values() if c.number == number]
+
+
+def _image_summary(images: dict[str, list[str]]) -> str:
+    counts: dict[str, int] = {}
+    for imgs in images.values():
+        for image in imgs:
+            tag = image.rsplit(":", 1)[-1]
+            counts[tag] = counts.get(tag, 0) + 1
+    return ", ".join(f"{n} on {tag}" for tag, n in sorted(counts.items())) or "none"
+
+
+def _where_to_look(world: StoryWorld, number: int, out: TextIO) -> None:
+    assert world.forge is not None
+    log_lines = world.state_log().splitlines()
+    out.write("\nwhere to look:\n")
+    out.write(f"  the state branch: git -C {world.human} log origin/{STATE_BRANCH}\n")
+    for line in log_lines[:8]:
+        out.write(f"      {line}\n")
+    if len(log_lines) > 8:
+        out.write(f"      ... {len(log_lines) - 8} more\n")
+    out.write(
+        f"  the journal: git -C {world.human} show origin/{STATE_BRANCH}:clusters/{CLUSTER}/journal.yaml\n"
+        f"  history:     git -C {world.human} show origin/{STATE_BRANCH}:clusters/{CLUSTER}/history/\n"
+    )
+    out.write(f"  pull request #{number} comments:\n")
+    for body in _comments(world, number):
+        first = next((ln for ln in body.splitlines() if ln.strip() and not ln.startswith("<!--")), "")
+        out.write(f"      - {first[:120]}\n")
+    with world.forge.lock:
+        statuses = [(s.context, s.state, s.description) for s in world.forge.statuses]
+    for context, state, description in statuses[-4:]:
+        out.write(f"  status {context}: {state} ({description[:80]})\n")
+    out.flush()
+
+
+def options_with(options: StoryOptions, **changes: Any) -> StoryOptions:
+    return replace(options, **changes)
