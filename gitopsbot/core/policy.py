@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -31,9 +31,9 @@ from ruamel.yaml.error import YAMLError
 from gitopsbot.core.chart import Chart, ChartIndex, major, semver_key
 from gitopsbot.core.crd_diff import CrdDiff
 from gitopsbot.core.images import ImageChange
-from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.model import ClusterSpec, Component, Location
 from gitopsbot.core.observed import DeployedState
-from gitopsbot.core.secrets import find_secret_literals, join_path
+from gitopsbot.core.secrets import find_secret_literals, join_path, split_path
 from gitopsbot.core.values_diff import (
     ValuesDiff,
     get_path,
@@ -86,6 +86,8 @@ class Verdict:
     description: str = ""
     link: str = ""
     ack_reason: str = ""
+    # Where the finding is written (values.yaml or rollout.yaml), when the loader knows.
+    location: Location | None = None
 
     @property
     def blocking(self) -> bool:
@@ -125,7 +127,10 @@ class PolicyInput:
         )
 
 
-Check = Callable[[PolicyInput, Mapping[str, Any]], list[str]]
+# A finding is a message, or (message, anchor): a values path ("controller.replicaCount") or a
+# "<file>:<dotted key>" of another cluster file ("rollout.yaml:pools.gpu.phases") to locate it.
+Finding = str | tuple[str, str]
+Check = Callable[[PolicyInput, Mapping[str, Any]], Sequence[Finding]]
 _MAX_LISTED = 8
 
 
@@ -158,24 +163,39 @@ def check_app_major_change(inp: PolicyInput, params: Mapping[str, Any]) -> list[
     ]
 
 
-def check_hypervisor_image_not_explicit(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+def check_hypervisor_image_not_explicit(
+    inp: PolicyInput, params: Mapping[str, Any]
+) -> list[Finding]:
     path = ("cluster", "hypervisorImage")
     if not has_path(inp.desired_values, path) or not get_path(inp.desired_values, path):
-        return ["cluster.hypervisorImage is not set in values.yaml: set it explicitly (R4, F2)"]
+        return [
+            (
+                "cluster.hypervisorImage is not set in values.yaml: set it explicitly (R4, F2)",
+                "cluster",
+            )
+        ]
     hv = _image(inp, "hypervisor")
     if hv is not None and hv.before and not hv.changed and hv.default_moved:
         return [
-            f"hypervisor image stays {hv.after} while the chart's default moved; "
-            "confirm the hypervisor should not follow (R4)"
+            (
+                f"hypervisor image stays {hv.after} while the chart's default moved; "
+                "confirm the hypervisor should not follow (R4)",
+                "cluster.hypervisorImage",
+            )
         ]
     return []
 
 
-def check_controller_replicas_below(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+def check_controller_replicas_below(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
     minimum = int(params.get("min", 2))
     count = get_path(inp.effective_desired(), ("controller", "replicaCount"), 1)
     if isinstance(count, int) and not isinstance(count, bool) and count < minimum:
-        return [f"controller.replicaCount is {count}; at least {minimum} keep the webhook up (R5)"]
+        return [
+            (
+                f"controller.replicaCount is {count}; at least {minimum} keep the webhook up (R5)",
+                "controller.replicaCount",
+            )
+        ]
     return []
 
 
@@ -213,12 +233,15 @@ def _missing(old: Any, new: Any, parts: tuple[str | int, ...]) -> list[tuple[str
     return []
 
 
-def check_switch_without_ack(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+def check_switch_without_ack(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
     comp = Component(str(params.get("component", "client")))
     pools = [p.name for p in inp.cluster.rollout.pools if p.switch(comp)]
     if not pools:
         return []
-    return [f"autoUpdate{comp.value.capitalize()} is on in pool(s) {_listed(pools)}"]
+    switch = f"autoUpdate{comp.value.capitalize()}"
+    return [
+        (f"{switch} is on in pool(s) {_listed(pools)}", f"rollout.yaml:pools.{pools[0]}.{switch}")
+    ]
 
 
 @lru_cache(maxsize=1024)
@@ -237,7 +260,7 @@ def _matches(path: str, pattern: str) -> bool:
     )
 
 
-def check_changed_together(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+def check_changed_together(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
     if inp.values_diff is None or not inp.version_changes():
         return []
     patterns = [str(p) for p in params.get("paths", ())]
@@ -246,8 +269,11 @@ def check_changed_together(inp: PolicyInput, params: Mapping[str, Any]) -> list[
         return []
     assert inp.deployed is not None and inp.target_chart is not None
     return [
-        f"{_listed(hits)} changes in the same upgrade as chart "
-        f"{inp.deployed.chart_version} -> {inp.target_chart.version}; change it on its own"
+        (
+            f"{_listed(hits)} changes in the same upgrade as chart "
+            f"{inp.deployed.chart_version} -> {inp.target_chart.version}; change it on its own",
+            hits[0],
+        )
     ]
 
 
@@ -275,14 +301,17 @@ def check_restart_only_change(inp: PolicyInput, params: Mapping[str, Any]) -> li
     ]
 
 
-def check_phase_without_switch(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
-    out = []
+def check_phase_without_switch(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
+    out: list[Finding] = []
     for pool in inp.cluster.rollout.pools:
         for comp in pool.phases:
             if not pool.switch(comp):
                 out.append(
-                    f"pool {pool.name}: phase {comp.value} waits on a component whose "
-                    f"autoUpdate{comp.value.capitalize()} is off: it would never finish (F3)"
+                    (
+                        f"pool {pool.name}: phase {comp.value} waits on a component whose "
+                        f"autoUpdate{comp.value.capitalize()} is off: it would never finish (F3)",
+                        f"rollout.yaml:pools.{pool.name}.phases",
+                    )
                 )
     return out
 
@@ -321,11 +350,14 @@ def check_crd_drops_version(inp: PolicyInput, params: Mapping[str, Any]) -> list
     ]
 
 
-def check_batch_percentage_at_least(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+def check_batch_percentage_at_least(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
     limit = int(params.get("value", 100))
     return [
-        f"pool {p.name}: batchPercentage {p.batch_percentage} rolls "
-        f"{'every node at once' if p.batch_percentage >= 100 else 'too many nodes per batch'}"
+        (
+            f"pool {p.name}: batchPercentage {p.batch_percentage} rolls "
+            f"{'every node at once' if p.batch_percentage >= 100 else 'too many nodes per batch'}",
+            f"rollout.yaml:pools.{p.name}.batchPercentage",
+        )
         for p in inp.cluster.rollout.pools
         if p.batch_percentage >= limit
     ]
@@ -348,10 +380,10 @@ def check_values_schema(inp: PolicyInput, params: Mapping[str, Any]) -> list[str
     return [str(p) for p in inp.schema_problems]
 
 
-def check_secret_literal(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+def check_secret_literal(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
     found = find_secret_literals(inp.desired_values, inp.cluster.credentials.secret_paths)
     return [
-        f"{p} holds a secret-looking literal: reference it in credentials.yaml instead"
+        (f"{p} holds a secret-looking literal: reference it in credentials.yaml instead", p)
         for p in found
     ]
 
@@ -359,11 +391,9 @@ def check_secret_literal(inp: PolicyInput, params: Mapping[str, Any]) -> list[st
 _OPS = ("eq", "ne", "lt", "gt", "exists", "absent", "changed")
 
 
-def check_path(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+def check_path(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
     path = str(params["path"])
     op = str(params["op"])
-    from gitopsbot.core.secrets import split_path
-
     parts = split_path(path)
     scope = str(params.get("values", "effective"))
     values = inp.effective_desired() if scope == "effective" else inp.desired_values
@@ -390,7 +420,7 @@ def check_path(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
     if not fired:
         return []
     shown = "" if op in {"exists", "absent", "changed"} else f" {op} {want!r} (is {actual!r})"
-    return [f"{path} {op if not shown else ''}{shown}".replace("  ", " ").strip()]
+    return [(f"{path} {op if not shown else ''}{shown}".replace("  ", " ").strip(), path)]
 
 
 CHECKS: Mapping[str, Check] = {
@@ -640,6 +670,27 @@ def load_rules(documents: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -
     return tuple(rules)
 
 
+_FILE_ANCHOR = re.compile(r"^[a-z-]+\.yaml:")
+
+
+def locate(cluster: ClusterSpec, anchor: str) -> Location | None:
+    """Where ``anchor`` is written: ``<file>:<key>`` via ``cluster.locations``, a values path
+    via ``cluster.values_locations`` (the nearest written ancestor)."""
+    if not anchor:
+        return None
+    if _FILE_ANCHOR.match(anchor):
+        return cluster.locations.get(anchor)
+    try:
+        parts = split_path(anchor)
+    except ValueError:
+        return None
+    for n in range(len(parts), 0, -1):
+        found = cluster.values_locations.get(join_path(parts[:n]))
+        if found is not None:
+            return found
+    return None
+
+
 def evaluate(rules: tuple[Rule, ...], inp: PolicyInput) -> tuple[Verdict, ...]:
     """Verdicts of the rules that fire, in rule order."""
     acks = inp.cluster.rollout.acknowledgements
@@ -647,7 +698,8 @@ def evaluate(rules: tuple[Rule, ...], inp: PolicyInput) -> tuple[Verdict, ...]:
     for rule in rules:
         if rule.environments and inp.cluster.environment.value not in rule.environments:
             continue
-        for message in CHECKS[rule.kind](inp, rule.params):
+        for finding in CHECKS[rule.kind](inp, rule.params):
+            message, anchor = finding if isinstance(finding, tuple) else (finding, "")
             reason = acks.get(rule.id, "")
             if rule.severity == Severity.DENY:
                 outcome = Outcome.DENIED
@@ -665,6 +717,7 @@ def evaluate(rules: tuple[Rule, ...], inp: PolicyInput) -> tuple[Verdict, ...]:
                     description=rule.description,
                     link=rule.link,
                     ack_reason=reason if rule.severity == Severity.ACKNOWLEDGE else "",
+                    location=locate(inp.cluster, anchor),
                 )
             )
     return tuple(out)

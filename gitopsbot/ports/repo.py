@@ -2,8 +2,8 @@
 
 Implemented by ``gitopsbot.adapters.git.GitRepo`` (pygit2, bare local mirror). Branch names
 are short names (``main``, ``gitopsbot/state``); a ``ref_or_sha`` is a short branch name
-(resolved against the remote-tracking ref first, then the local branch), a full ref name, or
-a commit sha (full or abbreviated).
+(resolved as ``head`` resolves it), a full ref name (``refs/...``), or a commit sha (full or
+abbreviated). Errors are ``gitopsbot.errors`` GitErrors; none carries a credential.
 """
 
 from __future__ import annotations

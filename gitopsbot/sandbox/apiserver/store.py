@@ -723,7 +723,8 @@ class Store:
                 for k, v in string_data.items():
                     data[k] = base64.b64encode(str(v).encode()).decode()
                 new["data"] = data
-            new.setdefault("type", "Opaque")
+            if not new.get("type"):  # protobuf bodies carry "" for unset
+                new["type"] = "Opaque"
         elif rt.group == "" and rt.kind == "Pod" and old is None:
             new.setdefault("status", {}).setdefault("phase", "Pending")
         elif rt.group == "" and rt.kind == "Namespace":
