@@ -80,8 +80,12 @@ def run(args: argparse.Namespace) -> int:
             PolicyInput(cluster=cluster, target_chart=chart, index=index, schema_problems=schema),
         )
         for v in verdicts:
+            loc = v.location
+            where = (
+                f"{loc.file}:{loc.line}:{loc.column}" if loc and loc.line else f"clusters/{name}"
+            )
             sys.stderr.write(
-                f"clusters/{name}: {v.rule_id} [{v.outcome.value}]: {v.message}"
+                f"{where}: {v.rule_id} [{v.outcome.value}]: {v.message}"
                 + (f" (acknowledged: {v.ack_reason})" if v.outcome == Outcome.ACKNOWLEDGED else "")
                 + "\n"
             )

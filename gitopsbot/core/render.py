@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gitopsbot.core.crd_diff import CrdChange, CrdChangeKind
+from gitopsbot.core.model import Location
 from gitopsbot.core.plan import Plan
 from gitopsbot.core.policy import Decision, Outcome
 from gitopsbot.core.timeline import format_duration
@@ -68,6 +69,12 @@ def _crd_line(c: CrdChange) -> str:
     return line
 
 
+def _where(loc: Location | None) -> str:
+    if loc is None:
+        return ""
+    return f"{loc.file}:{loc.line}" if loc.line else loc.file
+
+
 def render_markdown(plan: Plan) -> str:
     v = plan.versions
     out = [
@@ -96,6 +103,7 @@ def render_markdown(plan: Plan) -> str:
                     f"`{x.rule_id}`",
                     x.procedure,
                     x.message
+                    + (f" (`{_where(x.location)}`)" if x.location else "")
                     + (f" ([guide]({x.link}))" if x.link else "")
                     + (f" — acknowledged: {x.ack_reason}" if x.ack_reason else ""),
                 )
@@ -226,6 +234,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
                 "message": x.message,
                 "link": x.link,
                 "acknowledged_because": x.ack_reason,
+                "location": _where(x.location),
                 "blocking": x.blocking,
             }
             for x in plan.verdicts

@@ -204,7 +204,7 @@ def test_validate_denies(fleet: Path, capsys: pytest.CaptureFixture[str]) -> Non
         "  replicaCount: 1",
     )
     code, _, err = run(capsys, "validate", str(fleet))
-    assert code == 1 and "clusters/production: R5 [denied]" in err
+    assert code == 1 and "clusters/production/values.yaml:" in err and ": R5 [denied]" in err
 
 
 def test_validate_bad_team_rule(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -251,6 +251,35 @@ def test_builtin_rule(case: Case, builtin_rules: tuple[Rule, ...]) -> None:
         assert CANARY not in v.message
 
 
+def test_verdicts_are_located() -> None:
+    from gitopsbot.core.model import Location
+
+    rules = parse_rules(
+        "rules:\n"
+        "  - {id: A, severity: deny, check: {kind: controller_replicas_below, min: 3}}\n"
+        "  - {id: B, severity: deny, check: {kind: phase_without_switch}}\n"
+        "  - {id: C, severity: warn, check: {kind: path, path: 'a.b[0].c', op: exists}}\n",
+        source="t.yaml",
+    )
+    spec = replace(
+        cluster(
+            values={"controller": {"replicaCount": 2}, "a": {"b": [{"c": 1}]}},
+            pools=(pool("gpu", phases=(Component.WORKER,)),),
+        ),
+        values_locations={
+            "controller.replicaCount": Location("clusters/c1/values.yaml", 3, 3),
+            "a.b": Location("clusters/c1/values.yaml", 9, 3),
+        },
+        locations={"rollout.yaml:pools.gpu.phases": Location("clusters/c1/rollout.yaml", 7, 5)},
+    )
+    got = {v.rule_id: v.location for v in evaluate(rules, PolicyInput(cluster=spec))}
+    assert got == {
+        "A": Location("clusters/c1/values.yaml", 3, 3),
+        "B": Location("clusters/c1/rollout.yaml", 7, 5),
+        "C": Location("clusters/c1/values.yaml", 9, 3),  # nearest written ancestor
+    }
+
+
 def test_every_builtin_rule_has_cases(builtin_rules: tuple[Rule, ...]) -> None:
     fired = {c.rule for c in CASES if c.fires}
     quiet = {c.rule for c in CASES if not c.fires}
