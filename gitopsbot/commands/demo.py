@@ -18,7 +18,14 @@ from typing import Any
 
 from gitopsbot import settings
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.sandbox.story import GIT_PASSWORD, GIT_USER, STATE_BRANCH, StoryOptions, StoryWorld, play
+from gitopsbot.sandbox.story import (
+    GIT_PASSWORD,
+    GIT_USER,
+    STATE_BRANCH,
+    StoryOptions,
+    StoryWorld,
+    play,
+)
 
 EPILOG = """\
 examples:

@@ -46,7 +46,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.proposer import Proposal, Proposer
 from gitopsbot.bot.reconciler import PassResult, Reconciler
 from gitopsbot.bot.scheduler import Scheduler
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import GitOpsBotError
@@ -143,7 +143,9 @@ class StoryWorld:
             "git",
             lambda _s: GitRemote(self.state_dir / "git", username=GIT_USER, password=GIT_PASSWORD),
         )
-        env.register_service("github", lambda _s: GitHubForge(token=FORGE_TOKEN, owner=OWNER, repo=REPO))
+        env.register_service(
+            "github", lambda _s: GitHubForge(token=FORGE_TOKEN, owner=OWNER, repo=REPO)
+        )
         self.sandbox = env.Sandbox(
             env.SandboxOptions(
                 state_dir=self.state_dir / "sandbox",
@@ -251,7 +253,13 @@ class StoryWorld:
 
     def state_log(self) -> str:
         """``git log`` of the state branch in the person's clone (fetched first)."""
-        git("fetch", "--quiet", "origin", f"+{STATE_BRANCH}:refs/remotes/origin/{STATE_BRANCH}", cwd=self.human)
+        git(
+            "fetch",
+            "--quiet",
+            "origin",
+            f"+{STATE_BRANCH}:refs/remotes/origin/{STATE_BRANCH}",
+            cwd=self.human,
+        )
         return git("log", "--format=%h %s", f"origin/{STATE_BRANCH}", cwd=self.human)
 
     # -- the bot's connections -------------------------------------------------------------
@@ -293,7 +301,9 @@ class StoryWorld:
         report = proposer.run_once()
         if not report.proposals:
             raise StoryError("the proposer opened nothing: " + "; ".join(report.lines()))
-        return report.proposals[0]
+        proposal = report.proposals[0]
+        proposer.comment(CLUSTER, proposal.number)  # `gitopsbot comment`: the plan comment
+        return proposal
 
     def executor_for(self) -> Callable[[ClusterSpec], Executor]:
         """As ``app.executor_factory``, with helm's and kubectl's homes under the state dir."""
@@ -373,6 +383,23 @@ class Progress:
         if self.out is not None:
             self.out.write(f"  [{time.monotonic() - self.t0:6.1f}s] {text}\n")
             self.out.flush()
+
+    def result(self, r: PassResult, j: Journal) -> None:
+        """A pass that waits says why (a window, a queue), once per reason."""
+        if r.action in ("wait", "queued") and r.detail and self.seen.get("wait") != r.detail:
+            self.seen["wait"] = r.detail
+            self.say(f"  waiting: {r.detail}"[:160])
+        if r.action != "pools" or r.next_at is None:
+            return
+        for s in j.steps:
+            held = j.phase(s.name).state in (PhaseState.PENDING, PhaseState.PAUSED)
+            key = f"{j.op_id}:{s.name}:held"
+            if s.pool and held and f"{s.name} wait" in r.detail and key not in self.seen:
+                self.seen[key] = "yes"
+                self.say(
+                    f"  {s.name}: held by its maintenance window until "
+                    f"{r.next_at.astimezone(UTC):%H:%M:%S} UTC"
+                )
 
     def journal(self, j: Journal) -> None:
         key = f"{j.op_id}:status"
@@ -458,6 +485,7 @@ class BotRunner:
         journal = self.store.current(cluster)
         if self.progress is not None and journal is not None:
             self.progress.journal(journal)
+            self.progress.result(result, journal)
         if self.on_pass is not None:
             self.on_pass(result, journal)
         return result
@@ -519,7 +547,9 @@ def wait_for(
         time.sleep(interval)
 
 
-def finished_op(kind: OperationKind, *, after: str = "") -> Callable[[JournalStore], Journal | None]:
+def finished_op(
+    kind: OperationKind, *, after: str = ""
+) -> Callable[[JournalStore], Journal | None]:
     """The current operation, once it is of ``kind`` and finished (not ``after``'s id)."""
 
     def check(store: JournalStore) -> Journal | None:
@@ -543,7 +573,9 @@ def running(world: StoryWorld, bot: BotRunner) -> Iterator[BotRunner]:
 # ------------------------------------------------------------------------------ the demo
 
 
-def play(options: StoryOptions, *, out: TextIO, keep: Callable[[StoryWorld], None] | None = None) -> int:
+def play(
+    options: StoryOptions, *, out: TextIO, keep: Callable[[StoryWorld], None] | None = None
+) -> int:
     """``gitopsbot demo``: the whole story, printed step by step. Stops everything it
     started before returning (``keep`` is called first, with everything still running)."""
     progress = Progress(out)
@@ -558,7 +590,9 @@ def play(options: StoryOptions, *, out: TextIO, keep: Callable[[StoryWorld], Non
         )
         world.start()
         assert world.fleet is not None and world.forge is not None
-        say(f"tensor-fusion {options.chart_version} installed with helm 4; fleet repository {world.fleet_url}")
+        say(
+            f"tensor-fusion {options.chart_version} installed with helm 4; fleet repository {world.fleet_url}"
+        )
         if world.fleet.window_opens is not None:
             say(
                 f"pool {world.fleet.pools[-1]}'s maintenance window opens at "
@@ -566,8 +600,10 @@ def play(options: StoryOptions, *, out: TextIO, keep: Callable[[StoryWorld], Non
             )
         bot = BotRunner(world, progress=progress, webhook=options.webhook).start()
         wait_baseline(world)
-        say("the bot is running (webhook receiver + poll every "
-            f"{bot.settings.poll_interval_seconds}s); it recorded its baseline")
+        say(
+            "the bot is running (webhook receiver + poll every "
+            f"{bot.settings.poll_interval_seconds}s); it recorded its baseline"
+        )
 
         say("proposer: checking the chart repository for a newer tensor-fusion")
         proposal = world.propose()
@@ -664,7 +700,9 @@ def _where_to_look(world: StoryWorld, number: int, out: TextIO) -> None:
     )
     out.write(f"  pull request #{number} comments:\n")
     for body in _comments(world, number):
-        first = next((ln for ln in body.splitlines() if ln.strip() and not ln.startswith("<!--")), "")
+        first = next(
+            (ln for ln in body.splitlines() if ln.strip() and not ln.startswith("<!--")), ""
+        )
         out.write(f"      - {first[:120]}\n")
     with world.forge.lock:
         statuses = [(s.context, s.state, s.description) for s in world.forge.statuses]
