@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from gitopsbot import settings
 from gitopsbot.adapters import binaries
@@ -72,6 +72,7 @@ WEBHOOK_SECRET = "sandbox-webhook-secret"
 OWNER, REPO = "acme", "fleet"
 STATE_BRANCH = "gitopsbot/state"
 TF = "tensor-fusion.ai/v1"
+MARKER = ".gitopsbot-story"
 
 
 class StoryError(GitOpsBotError):
@@ -136,16 +137,19 @@ class StoryWorld:
 
     def start(self) -> StoryWorld:
         opts = self.options
-        if self.state_dir.exists():
+        marker = self.state_dir / MARKER
+        if self.state_dir.exists() and any(self.state_dir.iterdir()):
+            if not marker.exists():  # never empty a directory the story did not make
+                raise StoryError(f"{self.state_dir}: not empty and not a story directory")
             shutil.rmtree(self.state_dir)  # every story starts from nothing
-        self.state_dir.mkdir(parents=True)
-        env.register_service(
-            "git",
-            lambda _s: GitRemote(self.state_dir / "git", username=GIT_USER, password=GIT_PASSWORD),
-        )
-        env.register_service(
-            "github", lambda _s: GitHubForge(token=FORGE_TOKEN, owner=OWNER, repo=REPO)
-        )
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text("made by gitopsbot demo; emptied by the next run\n")
+        # env.Service declares ``url`` a plain attribute; GitRemote and the forge have a
+        # read-only property, which mypy rejects as a Service, hence the casts.
+        git_remote = GitRemote(self.state_dir / "git", username=GIT_USER, password=GIT_PASSWORD)
+        forge = GitHubForge(token=FORGE_TOKEN, owner=OWNER, repo=REPO)
+        env.register_service("git", lambda _s: cast(env.Service, git_remote))
+        env.register_service("github", lambda _s: cast(env.Service, forge))
         self.sandbox = env.Sandbox(
             env.SandboxOptions(
                 state_dir=self.state_dir / "sandbox",
@@ -158,10 +162,7 @@ class StoryWorld:
         )
         try:
             self.sandbox.start()
-            remote = self.sandbox.services["git"]
-            forge = self.sandbox.services["github"]
-            assert isinstance(remote, GitRemote) and isinstance(forge, GitHubForge)
-            self.remote, self.forge = remote, forge
+            self.remote, self.forge = git_remote, forge
             self.push_fleet()
         except BaseException:
             self.stop()
@@ -590,9 +591,8 @@ def play(
         )
         world.start()
         assert world.fleet is not None and world.forge is not None
-        say(
-            f"tensor-fusion {options.chart_version} installed with helm 4; fleet repository {world.fleet_url}"
-        )
+        say(f"tensor-fusion {options.chart_version} installed with helm 4")
+        say(f"fleet repository {world.fleet_url} (clusters/{CLUSTER}: 2 pools, window, policy)")
         if world.fleet.window_opens is not None:
             say(
                 f"pool {world.fleet.pools[-1]}'s maintenance window opens at "
@@ -694,10 +694,8 @@ def _where_to_look(world: StoryWorld, number: int, out: TextIO) -> None:
         out.write(f"      {line}\n")
     if len(log_lines) > 8:
         out.write(f"      ... {len(log_lines) - 8} more\n")
-    out.write(
-        f"  the journal: git -C {world.human} show origin/{STATE_BRANCH}:clusters/{CLUSTER}/journal.yaml\n"
-        f"  history:     git -C {world.human} show origin/{STATE_BRANCH}:clusters/{CLUSTER}/history/\n"
-    )
+    where = f"git -C {world.human} show origin/{STATE_BRANCH}:clusters/{CLUSTER}"
+    out.write(f"  the journal: {where}/journal.yaml\n  history:     {where}/history/\n")
     out.write(f"  pull request #{number} comments:\n")
     for body in _comments(world, number):
         first = next(
