@@ -21,10 +21,10 @@ import subprocess
 import threading
 import time
 import zoneinfo
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -77,6 +77,56 @@ MARKER = ".gitopsbot-story"
 
 class StoryError(GitOpsBotError):
     """The story did not reach the state it waited for."""
+
+
+class ShiftedClock:
+    """The bot's clock: real time plus an offset a test may move forward ("it is now the
+    window's opening"), so a window hours away opens at once without waiting for it. The
+    demo keeps the offset at 0."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+        self._real = SystemClock()
+
+    def now(self) -> datetime:
+        return self._real.now() + self.offset
+
+    def sleep(self, seconds: float) -> None:
+        self._real.sleep(seconds)
+
+    def monotonic(self) -> float:
+        return self._real.monotonic()
+
+    def jump_to(self, when: datetime) -> None:
+        """From now on, the bot's ``now()`` reads ``when`` (then runs on from there)."""
+        self.offset = when - self._real.now()
+
+
+class Crash(Exception):
+    """Raised where the bot's process is to die (tests of resume)."""
+
+
+class CrashingStore(JournalStore):
+    """A JournalStore that dies instead of recording a transition ``crash_on`` picks: the
+    step's effect happened outside, its record never reached Git (a kill at that moment)."""
+
+    def __init__(self, repo: GitRepo, *, branch: str, crash_on: Callable[[str], bool]) -> None:
+        super().__init__(repo, branch=branch, push=True)
+        self.crash_on = crash_on
+        self.crashed = threading.Event()
+
+    def save(
+        self,
+        journal: Journal,
+        message: str,
+        *,
+        files: Mapping[str, bytes | None] | None = None,
+        seen: str | None = None,
+    ) -> str:
+        if self.crashed.is_set() or self.crash_on(message):
+            self.crashed.set()
+            raise Crash(message)
+        return super().save(journal, message, files=files, seen=seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +182,7 @@ class StoryWorld:
         self.fleet: StoryFleet | None = None
         self.fleet_url = ""
         self.human = self.state_dir / "fleet-clone"
+        self.clock = ShiftedClock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -195,7 +246,7 @@ class StoryWorld:
         opens = (
             None
             if opts.window_lead_seconds is None
-            else next_window_start(datetime.now(UTC), lead_seconds=opts.window_lead_seconds)
+            else next_window_start(self.clock.now(), lead_seconds=opts.window_lead_seconds)
         )
         self.fleet = StoryFleet(
             chart_repo_url=self.chart_repo_url,
@@ -435,29 +486,36 @@ class BotRunner:
         progress: Progress | None = None,
         webhook: bool = True,
         on_pass: Callable[[PassResult, Journal | None], None] | None = None,
+        crash_on: Callable[[str], bool] | None = None,
     ) -> None:
         self.world = world
         self.progress = progress
         self.on_pass = on_pass
-        clock = SystemClock()
         self.repo = world.git_repo(name)
         self.repo.fetch()
         fleet = load_fleet(self.repo.tree(self.repo.head("main") or "main"))
         self.settings = fleet.settings
-        self.store = JournalStore(self.repo, branch=self.settings.state_branch, push=True)
+        branch = self.settings.state_branch
+        self.store: JournalStore = (
+            JournalStore(self.repo, branch=branch, push=True)
+            if crash_on is None
+            else CrashingStore(self.repo, branch=branch, crash_on=crash_on)
+        )
         self.reconciler = Reconciler(
             repo=self.repo,
             store=self.store,
             executor_for=world.executor_for(),
-            clock=clock,
+            clock=world.clock,
             load_fleet=load_fleet,
             resolve_tz=zoneinfo.ZoneInfo,
             settings=self.settings,
             forge=world.forge_client(),
         )
+        # The scheduler runs on real time (apscheduler compares with it); ``_pass`` turns the
+        # bot clock's "come back at" into real time.
         self.scheduler = Scheduler(
             reconcile=self._pass,
-            clock=clock,
+            clock=SystemClock(),
             interval_seconds=self.settings.poll_interval_seconds,
             jitter_seconds=0,
             workers=1,  # GitRepo is not thread-safe: one pass at a time
@@ -479,7 +537,11 @@ class BotRunner:
     def _pass(self, cluster: str) -> PassResult:
         if self.stopped.is_set():
             return PassResult(cluster, "stopped")
-        result = self.reconciler.reconcile(cluster)
+        try:
+            result = self.reconciler.reconcile(cluster)
+        except Crash:
+            self.stopped.set()  # the process "died": no further pass
+            return PassResult(cluster, "crashed")
         self.passes.append(result)
         if result.action not in ("idle", "baseline") and self.first_action_at is None:
             self.first_action_at = time.monotonic()
@@ -489,6 +551,8 @@ class BotRunner:
             self.progress.result(result, journal)
         if self.on_pass is not None:
             self.on_pass(result, journal)
+        if result.next_at is not None:
+            result = replace(result, next_at=result.next_at - self.world.clock.offset)
         return result
 
     def start(self) -> BotRunner:

@@ -120,8 +120,7 @@ def test_markdown_sections(builtin_rules: tuple[Rule, ...]) -> None:
         assert heading in md
 
 
-@pytest.mark.shared
-def test_golden_examples_fleet(tensor_fusion: Path, builtin_rules: tuple[Rule, ...]) -> None:
+def test_golden_examples_fleet(builtin_rules: tuple[Rule, ...]) -> None:
     """examples/fleet staging, upgrading from the example chart 1.8.0 to 1.8.7."""
     from gitopsbot.adapters.chartrepo import LocalChartSource
     from gitopsbot.adapters.localfiles import DirectoryTree
