@@ -128,11 +128,15 @@ def test_upgrade_journal_on_the_state_branch_shows_every_step_succeeded(
     assert j.rollback_point is not None and j.rollback_point.chart_version == "1.8.0"
     # The backup (R6) is committed on the state branch next to the journal.
     reader = state_reader(upgraded.world)
+    reader.refresh()
     head = reader.head()
     assert head is not None
     repo = upgraded.world.git_repo("reader")
-    values = repo.read(head, f"clusters/{CLUSTER}/backups/{j.op_id}/values.yaml")
-    assert values is not None and b"hypervisorImage" in values
+    backups = f"clusters/{CLUSTER}/backups/{j.op_id}"
+    values = repo.read(head, f"{backups}/values.yaml")  # `helm get values` of revision 1
+    assert values is not None and b"name: pool-2" in values
+    objects = repo.read(head, f"{backups}/tf-state.yaml")
+    assert objects is not None and b"kind: GPUPool" in objects
 
 
 def test_second_pool_waited_for_its_window(upgraded: Upgraded) -> None:

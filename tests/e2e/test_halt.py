@@ -1,0 +1,126 @@
+"""A halted rollout and what ``onFailure`` does about it (issue 5 parts 3 and 5).
+
+One GPU node's new hypervisor never becomes ready, so its GPUNode stays Pending and the
+controller's rollout stops there for good (F4). The bot sees no progress for
+``stallTimeout``, closes the switch, fails the operation naming the Pending node, then:
+
+- ``onFailure: rollback``: commits ``git revert`` of the merge to main (Git stays the truth)
+  and rolls back (here after a person repaired the node);
+- ``onFailure: revert-pr``: opens a pull request with that revert for a person to merge.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.sandbox.story import (
+    CLUSTER,
+    BotRunner,
+    StoryWorld,
+    finished_op,
+    git,
+    wait_for,
+)
+from tests.e2e.conftest import NS, OLD_IMAGE, helm_history
+
+pytestmark = pytest.mark.slow
+
+BROKEN = "tensor-fusion-shared-gpu-001"
+
+
+def _break(world: StoryWorld, node: str) -> None:
+    assert world.sandbox is not None and world.sandbox.sim is not None
+    sim = world.sandbox.sim
+    sim.config = replace(sim.config, broken_nodes=frozenset({node}))
+
+
+def _repair(world: StoryWorld, node: str) -> None:
+    """A person fixes the node and deletes its stuck pod; the controller makes a new one."""
+    assert world.sandbox is not None and world.sandbox.sim is not None
+    sim = world.sandbox.sim
+    sim.config = replace(sim.config, broken_nodes=frozenset())
+    world.store().delete("v1", "Pod", NS, f"hypervisor-{node}")
+
+
+def _halted_upgrade(world: StoryWorld) -> tuple[str, str]:
+    """Propose, merge, wait until the upgrade fails; returns (merge sha, op id)."""
+    proposal = world.propose()
+    merge_sha = world.merge(proposal.number)
+    failed = wait_for(world, finished_op(OperationKind.UPGRADE), what="the halt", timeout=180)
+    assert failed.status is OperationStatus.FAILED
+    step = failed.step("pool/shared/hypervisor")
+    assert step.state is StepState.FAILED
+    assert "stall" in failed.failure and BROKEN in failed.failure, failed.failure
+    assert failed.step("pool/pool-2/hypervisor").state is StepState.PENDING  # never started
+    # The switch was closed again (R22): the controller rolls nothing more.
+    tfc = world.store().get("tensor-fusion.ai/v1", "TensorFusionCluster", None, "tensor-fusion")
+    assert tfc is not None
+    for pool in tfc["spec"]["gpuPools"]:
+        rolling = pool["specTemplate"]["nodeManagerConfig"]["nodePoolRollingUpdatePolicy"]
+        assert rolling.get("autoUpdateHypervisor") is False, pool["name"]
+    return merge_sha, failed.op_id
+
+
+def test_halt_then_automatic_rollback_committed_as_a_revert(
+    make_world: Callable[..., StoryWorld], make_bot: Callable[..., BotRunner]
+) -> None:
+    world = make_world(window_lead_seconds=None, stall_timeout="4s", on_failure="rollback")
+    _break(world, BROKEN)
+    make_bot(world)
+    merge_sha, op_id = _halted_upgrade(world)
+
+    # Git stays the truth: the bot's revert of the merge is on main.
+    git("fetch", "--quiet", "origin", cwd=world.human)
+    head_message = git("log", "-1", "--format=%an%n%B", "origin/main", cwd=world.human)
+    assert head_message.startswith("gitopsbot\n"), head_message
+    assert f"This reverts commit {merge_sha}" in head_message
+
+    _repair(world, BROKEN)
+    rollback = wait_for(
+        world, finished_op(OperationKind.ROLLBACK), what="the rollback", timeout=180
+    )
+    assert (rollback.status, rollback.failure) == (OperationStatus.SUCCEEDED, "")
+    assert rollback.reverts_op == op_id
+    history = helm_history(world)
+    assert history[-1]["chart"] == "tensor-fusion-1.8.0"
+    assert history[-1]["description"] == "Rollback to 1"
+    images = world.hypervisor_images()
+    assert images == {node: [OLD_IMAGE] for node in images}
+
+
+def test_halt_then_revert_pull_request(
+    make_world: Callable[..., StoryWorld], make_bot: Callable[..., BotRunner]
+) -> None:
+    world = make_world(window_lead_seconds=None, stall_timeout="4s", on_failure="revert-pr")
+    _break(world, BROKEN)
+    make_bot(world)
+    merge_sha, op_id = _halted_upgrade(world)
+
+    deadline = time.monotonic() + 30
+    assert world.forge is not None
+    while True:
+        with world.forge.lock:
+            reverts = [p for p in world.forge.pulls.values() if p.head.startswith("gitopsbot/revert/")]
+        if reverts or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(reverts) == 1, "no revert pull request was opened"
+    pr = reverts[0]
+    assert pr.state == "open" and pr.base == "main"
+    journal = wait_for(
+        world,
+        lambda s: (j if (j := s.current(CLUSTER)) is not None and j.remediation else None),
+        what="the remediation",
+        timeout=30,
+    )
+    assert journal.op_id == op_id and journal.remediation == f"revert-pr:#{pr.number}"
+    # The branch carries the revert; main is untouched until a person merges it.
+    git("fetch", "--quiet", "origin", cwd=world.human)
+    message = git("log", "-1", "--format=%B", f"origin/{pr.head}", cwd=world.human)
+    assert f"This reverts commit {merge_sha}" in message
+    assert git("rev-parse", "origin/main", cwd=world.human).strip() == merge_sha
