@@ -365,7 +365,8 @@ def dump_yaml(data: Any) -> str:
     yaml.default_flow_style = False
     # keep our fixed key order
     yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
-    yaml.width = 100
+    # No folding: ruamel folds escaped double-quoted scalars lossily (found by Hypothesis).
+    yaml.width = 1 << 30
     # Escape non-ASCII: ruamel 0.19 writes a lone U+0085 in single quotes, where a reader
     # folds it to a space (found by the round-trip property test).
     yaml.allow_unicode = False
