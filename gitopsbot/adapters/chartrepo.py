@@ -5,6 +5,11 @@ devices refused) and only the files the plan reads are kept: ``Chart.yaml``, ``v
 ``values.schema.json`` and ``crds/*``. Downloaded archives are cached by their sha256 digest
 under ``<cache>/charts/<sha256>.tgz`` and verified against the index digest. Vendor errors
 become ``ChartUnavailable`` (retry), ``ChartNotFound`` or ``ChartInvalid``.
+
+A repository index is cached for ``index_ttl_seconds`` (default 300 s) so a long-running
+``run``/``propose`` loop sees newly published versions; once stale it is revalidated with a
+conditional request (``If-None-Match`` / ``If-Modified-Since`` from the last ``ETag`` /
+``Last-Modified``), and a ``304 Not Modified`` keeps the parsed index without re-downloading.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import httpx
@@ -82,6 +89,14 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class _CachedIndex:
+    index: ChartIndex
+    fetched_at: float  # clock() reading when last fetched or revalidated
+    etag: str | None
+    last_modified: str | None
+
+
 class HttpChartSource:
     """A Helm chart repository over HTTP(S), with an on-disk archive cache."""
 
@@ -91,19 +106,28 @@ class HttpChartSource:
         cache_dir: Path,
         client: httpx.Client | None = None,
         timeout_seconds: float = 30.0,
+        index_ttl_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cache = cache_dir / "charts"
         self._client = client or httpx.Client(timeout=timeout_seconds, follow_redirects=True)
-        self._indexes: dict[str, ChartIndex] = {}
+        self._index_ttl = index_ttl_seconds
+        self._clock = clock
+        self._indexes: dict[str, _CachedIndex] = {}
         self._charts: dict[str, Chart] = {}
 
     def close(self) -> None:
         self._client.close()
 
     def _get(self, url: str, *, limit: int) -> bytes:
+        return self._request(url, limit=limit).content
+
+    def _request(
+        self, url: str, *, limit: int, headers: Mapping[str, str] | None = None
+    ) -> httpx.Response:
         shown = _redact(url)
         try:
-            response = self._client.get(url)
+            response = self._client.get(url, headers=dict(headers or {}))
         except httpx.TimeoutException:
             raise ChartUnavailable(f"{shown}: timed out") from None
         except httpx.HTTPError as exc:
@@ -120,26 +144,44 @@ class HttpChartSource:
             raise ChartNotFound(f"{shown}: HTTP {response.status_code}")
         if len(response.content) > limit:
             raise ChartInvalid(f"{shown}: response larger than {limit} bytes")
-        return response.content
+        return response
 
     @staticmethod
     def _index_url(repo_url: str) -> str:
         return repo_url.rstrip("/") + "/index.yaml"
 
     def index(self, repo_url: str) -> ChartIndex:
+        now = self._clock()
         cached = self._indexes.get(repo_url)
-        if cached is not None:
-            return cached
+        if cached is not None and now - cached.fetched_at < self._index_ttl:
+            return cached.index
         from gitopsbot.core.chart import parse_index
 
         url = self._index_url(repo_url)
-        raw = self._get(url, limit=MAX_INDEX_BYTES)
+        conditional: dict[str, str] = {}
+        if cached is not None and cached.etag:
+            conditional["If-None-Match"] = cached.etag
+        if cached is not None and cached.last_modified:
+            conditional["If-Modified-Since"] = cached.last_modified
+        response = self._request(url, limit=MAX_INDEX_BYTES, headers=conditional)
+        etag = response.headers.get("etag")
+        last_modified = response.headers.get("last-modified")
+        if response.status_code == 304 and cached is not None:
+            self._indexes[repo_url] = _CachedIndex(
+                index=cached.index,
+                fetched_at=now,
+                etag=etag or cached.etag,
+                last_modified=last_modified or cached.last_modified,
+            )
+            return cached.index
         try:
-            text = raw.decode("utf-8")
+            text = response.content.decode("utf-8")
         except UnicodeDecodeError:
             raise ChartInvalid(f"{_redact(url)}: not UTF-8") from None
         parsed = parse_index(text, source=_redact(url))
-        self._indexes[repo_url] = parsed
+        self._indexes[repo_url] = _CachedIndex(
+            index=parsed, fetched_at=now, etag=etag, last_modified=last_modified
+        )
         return parsed
 
     def chart(self, repo_url: str, name: str, version: str) -> Chart:

@@ -35,6 +35,7 @@ from gitopsbot.core.model import (
     Environment,
     Fleet,
     ForgeSettings,
+    GitAccessSettings,
     Location,
     MaintenanceWindow,
     PoolPolicy,
@@ -466,7 +467,16 @@ def _plain(
 
 # -- gitopsbot.yaml ----------------------------------------------------------------------------
 
-_SETTINGS_KEYS = ("watchedBranch", "stateBranch", "pollInterval", "author", "forge", "proposals")
+_SETTINGS_KEYS = (
+    "watchedBranch",
+    "stateBranch",
+    "pollInterval",
+    "author",
+    "forge",
+    "proposals",
+    "git",
+)
+_GIT_KEYS = ("sshKey",)
 _AUTHOR_KEYS = ("name", "email")
 _FORGE_KEYS = ("kind", "url", "repository", "token", "webhookSecret")
 _PROPOSAL_KEYS = ("enabled", "scope", "interval", "maxOpen", "labels")
@@ -509,6 +519,24 @@ def _secret_ref(
     return SecretRef(values_path, "kubernetes-secret", name, key=key, namespace=namespace)
 
 
+def _git_access(r: _Reader, git: CommentedMap) -> GitAccessSettings:
+    if git.get("sshKey") is None:
+        return GitAccessSettings()
+    at = r.value_at(git, "sshKey")
+    ref = _secret_ref(r, git["sshKey"], "git.sshKey", at, "")
+    if ref is not None and ref.source == "kubernetes-secret":
+        # The bot reads gitopsbot.yaml before it knows any cluster, and needs the key to
+        # fetch it: the key must be on the bot's own machine.
+        r.add(
+            at,
+            "git.sshKey",
+            "an SSH key must be a file on the bot's machine",
+            "give file: /path/to/private_key, or env: VAR (a variable holding that path)",
+        )
+        return GitAccessSettings()
+    return GitAccessSettings(ssh_key=ref)
+
+
 def _settings(r: _Reader, doc: Any) -> BotSettings:
     if doc is None:
         return BotSettings()
@@ -528,6 +556,7 @@ def _settings(r: _Reader, doc: Any) -> BotSettings:
         webhook = _secret_ref(
             r, forge["webhookSecret"], "forge.webhookSecret", r.value_at(forge, "webhookSecret"), ""
         )
+    git = _git_access(r, r.section(top, "git", "", _GIT_KEYS))
     kind = r.choice(forge, "kind", "forge", fd.kind, _FORGE_KINDS)
     repository = r.string(forge, "repository", "forge", fd.repository)
     if kind != "git-only" and "repository" not in forge and forge:
@@ -545,6 +574,7 @@ def _settings(r: _Reader, doc: Any) -> BotSettings:
             token=token,
             webhook_secret=webhook,
         ),
+        git=git,
         proposals=ProposalSettings(
             enabled=r.boolean(props, "enabled", "proposals", pd.enabled),
             scope=r.choice(props, "scope", "proposals", pd.scope, _SCOPES),  # type: ignore[arg-type]

@@ -183,6 +183,18 @@ class ForgeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class GitAccessSettings:
+    """How the bot authenticates to the fleet repository's remote (``git:`` in gitopsbot.yaml).
+
+    Separate from ``forge``: a ``git-only`` fleet still needs Git credentials. ``ssh_key``
+    locates the SSH private key *file* (a ``file`` ref names its path; an ``env`` ref names a
+    variable holding the path) — the key itself never sits in the fleet repository.
+    """
+
+    ssh_key: SecretRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProposalSettings:
     """Upstream version proposals (Renovate's job, for this chart)."""
 
@@ -204,6 +216,7 @@ class BotSettings:
     author_email: str = "gitopsbot@localhost"
     forge: ForgeSettings = ForgeSettings()
     proposals: ProposalSettings = ProposalSettings()
+    git: GitAccessSettings = GitAccessSettings()
 
 
 @dataclass(frozen=True, slots=True)

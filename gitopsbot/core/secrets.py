@@ -13,6 +13,7 @@ Values paths are dotted (``agent.enrollToken``); list items are ``[n]``
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -112,6 +113,9 @@ def join_path(parts: Iterable[str | int]) -> str:
     return "".join(out)
 
 
+# Pure function of a short string, called once per values key on every plan; the set of key
+# names in a chart is small, so a bounded cache turns two regex searches into a dict lookup.
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """Does this mapping key name secret material (``password``, ``secretKey``, ``sk``...)?"""
     return bool(_SECRET_KEY.search(key)) and not _NOT_SECRET_SUFFIX.search(key)

@@ -17,7 +17,8 @@ from dataclasses import replace
 
 import pytest
 
-from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.bot.reconciler import PassResult
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.sandbox.story import (
     CLUSTER,
     BotRunner,
@@ -51,11 +52,19 @@ def _halted_upgrade(world: StoryWorld) -> tuple[str, str]:
     """Propose, merge, wait until the upgrade fails; returns (merge sha, op id)."""
     proposal = world.propose()
     merge_sha = world.merge(proposal.number)
-    failed = wait_for(world, finished_op(OperationKind.UPGRADE), what="the halt", timeout=180)
+    op_id = f"{CLUSTER}-{merge_sha[:12]}"
+    failed = wait_for(
+        world,
+        lambda store: (
+            j if (j := store.history(CLUSTER, op_id)) is not None and not j.active else None
+        ),
+        what="the halt",
+        timeout=120,
+    )
     assert failed.status is OperationStatus.FAILED
     step = failed.step("pool/shared/hypervisor")
     assert step.state is StepState.FAILED
-    assert "stall" in failed.failure and BROKEN in failed.failure, failed.failure
+    assert "no progress for 4s" in failed.failure and BROKEN in failed.failure, failed.failure
     assert failed.step("pool/pool-2/hypervisor").state is StepState.PENDING  # never started
     # The switch was closed again (R22): the controller rolls nothing more.
     tfc = world.store().get("tensor-fusion.ai/v1", "TensorFusionCluster", None, "tensor-fusion")
@@ -63,7 +72,8 @@ def _halted_upgrade(world: StoryWorld) -> tuple[str, str]:
     for pool in tfc["spec"]["gpuPools"]:
         rolling = pool["specTemplate"]["nodeManagerConfig"]["nodePoolRollingUpdatePolicy"]
         assert rolling.get("autoUpdateHypervisor") is False, pool["name"]
-    return merge_sha, failed.op_id
+    assert failed.op_id == op_id
+    return merge_sha, op_id
 
 
 def test_halt_then_automatic_rollback_committed_as_a_revert(
@@ -71,7 +81,19 @@ def test_halt_then_automatic_rollback_committed_as_a_revert(
 ) -> None:
     world = make_world(window_lead_seconds=None, stall_timeout="4s", on_failure="rollback")
     _break(world, BROKEN)
-    make_bot(world)
+    repaired: list[str] = []
+
+    def repair_once_failed(result: PassResult, journal: Journal | None) -> None:
+        # Runs on the bot's thread between two passes: the node is fixed as soon as the
+        # upgrade has failed, before the rollback reaches the pool.
+        failed = journal is not None and journal.status is OperationStatus.FAILED
+        if not repaired and (
+            failed or (journal is not None and journal.kind is OperationKind.ROLLBACK)
+        ):
+            repaired.append(result.action)
+            _repair(world, BROKEN)
+
+    make_bot(world, on_pass=repair_once_failed)
     merge_sha, op_id = _halted_upgrade(world)
 
     # Git stays the truth: the bot's revert of the merge is on main.
@@ -80,10 +102,10 @@ def test_halt_then_automatic_rollback_committed_as_a_revert(
     assert head_message.startswith("gitopsbot\n"), head_message
     assert f"This reverts commit {merge_sha}" in head_message
 
-    _repair(world, BROKEN)
     rollback = wait_for(
-        world, finished_op(OperationKind.ROLLBACK), what="the rollback", timeout=180
+        world, finished_op(OperationKind.ROLLBACK), what="the rollback", timeout=120
     )
+    assert repaired
     assert (rollback.status, rollback.failure) == (OperationStatus.SUCCEEDED, "")
     assert rollback.reverts_op == op_id
     history = helm_history(world)
@@ -105,7 +127,9 @@ def test_halt_then_revert_pull_request(
     assert world.forge is not None
     while True:
         with world.forge.lock:
-            reverts = [p for p in world.forge.pulls.values() if p.head.startswith("gitopsbot/revert/")]
+            reverts = [
+                p for p in world.forge.pulls.values() if p.head.startswith("gitopsbot/revert/")
+            ]
         if reverts or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -114,7 +138,7 @@ def test_halt_then_revert_pull_request(
     assert pr.state == "open" and pr.base == "main"
     journal = wait_for(
         world,
-        lambda s: (j if (j := s.current(CLUSTER)) is not None and j.remediation else None),
+        lambda s: j if (j := s.current(CLUSTER)) is not None and j.remediation else None,
         what="the remediation",
         timeout=30,
     )

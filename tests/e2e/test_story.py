@@ -213,5 +213,3 @@ def test_revert_rolls_back_with_helm_rollback_and_keeps_crds(upgraded: Upgraded)
     assert f"upgrade {upgrade.op_id} succeeded" in log
     shown = git("show", f"origin/{STATE_BRANCH}:clusters/{CLUSTER}/journal.yaml", cwd=world.human)
     assert f"op_id: {rollback.op_id}" in shown
-
-

@@ -83,6 +83,7 @@ from gitopsbot.sandbox.apiserver.merge import json_merge_patch
 from gitopsbot.sandbox.apiserver.resources import Registry, ResourceType
 from gitopsbot.sandbox.apiserver.schema import validate_custom_resource
 from gitopsbot.sandbox.apiserver.selectors import LabelSelector, parse_label_selector
+from gitopsbot.sandbox.apiserver.services import admit_service
 
 __all__ = [
     "AlreadyExists",
@@ -725,6 +726,8 @@ class Store:
                 new["data"] = data
             if not new.get("type"):  # protobuf bodies carry "" for unset
                 new["type"] = "Opaque"
+        elif rt.group == "" and rt.kind == "Service":
+            admit_service(new, old, in_use=self._cluster_ips(exclude=new))
         elif rt.group == "" and rt.kind == "Pod" and old is None:
             new.setdefault("status", {}).setdefault("phase", "Pending")
         elif rt.group == "" and rt.kind == "Namespace":
@@ -750,6 +753,15 @@ class Store:
         if rt.custom:
             schema = self.registry.schema(rt, split_api_version(new.get("apiVersion", ""))[1])
             validate_custom_resource(new, schema, rt, old)
+
+    def _cluster_ips(self, *, exclude: Obj) -> set[str]:
+        meta = exclude.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name"))
+        return {
+            str((o.get("spec") or {}).get("clusterIP"))
+            for k, o in self._objects.get(("", "Service"), {}).items()
+            if k != key and (o.get("spec") or {}).get("clusterIP") not in (None, "", "None")
+        }
 
     def _crd_changed(self, crd: Obj) -> None:
         # Registration happens at once, and the conditions are set in the same write, because

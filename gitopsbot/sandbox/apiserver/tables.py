@@ -132,33 +132,93 @@ BUILTIN: dict[tuple[str, str], list[Column]] = {
     k: [(n, t, fn, 0) for n, t, fn in cols] for k, cols in _BUILTIN.items()
 }
 
+# The "simple JSONPath" CRD printer columns allow (the API server rejects anything else):
+# ``.a.b`` (``\.`` escapes a dot in a key: ``.metadata.labels.app\.kubernetes\.io/name``),
+# ``["key"]`` / ``['key']``, ``[0]``, ``[*]`` and the ``[?(@.type=="Ready")]`` filter kubectl's
+# own columns use.
 _SEGMENT = re.compile(
-    r"\.([A-Za-z0-9_-]+)|\[(\d+)\]|\[\?\(@\.([A-Za-z0-9_]+)==[\"']([^\"']*)[\"']\)\]"
+    r"\.((?:[^.\[\\]|\\.)+)"
+    r"|\[(\d+|\*)\]"
+    r"|\[([\"'])(.*?)\3\]"
+    r"|\[\?\(@\.([A-Za-z0-9_]+)==[\"']([^\"']*)[\"']\)\]"
 )
 
 
+def _step(nodes: list[Any], m: re.Match[str]) -> list[Any]:
+    field, index, _, key, fkey, fvalue = m.groups()
+    if field is not None:
+        key = re.sub(r"\\(.)", r"\1", field)
+    out: list[Any] = []
+    for n in nodes:
+        if key is not None:
+            if isinstance(n, dict) and key in n:
+                out.append(n[key])
+        elif index == "*":
+            out.extend(n.values() if isinstance(n, dict) else n if isinstance(n, list) else [])
+        elif index is not None:
+            if isinstance(n, list) and int(index) < len(n):
+                out.append(n[int(index)])
+        elif fkey is not None and isinstance(n, list):
+            out.extend(i for i in n if isinstance(i, dict) and str(i.get(fkey)) == fvalue)
+    return out
+
+
 def json_path(obj: Any, path: str) -> Any:
-    """The simple JSONPath subset printer columns use: .a.b, [0], [?(@.type=="Ready")]."""
+    """The first value at a printer column's JSONPath, or None (as the API server prints)."""
     path = path.strip().removeprefix("{").removesuffix("}")
     nodes = [obj]
     for m in _SEGMENT.finditer(path):
-        field, index, key, value = m.groups()
-        out = []
-        for n in nodes:
-            if field is not None and isinstance(n, dict) and field in n:
-                out.append(n[field])
-            elif index is not None and isinstance(n, list) and int(index) < len(n):
-                out.append(n[int(index)])
-            elif key is not None and isinstance(n, list):
-                out.extend(i for i in n if isinstance(i, dict) and str(i.get(key)) == value)
-        nodes = out
-    if not nodes:
-        return None
-    return nodes[0] if len(nodes) == 1 else ",".join(_text(n) for n in nodes)
+        nodes = _step(nodes, m)
+    # Like the API server's table convertor: only the first result is shown.
+    return nodes[0] if nodes else None
 
 
 def _text(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v)
+
+
+def go_text(v: Any) -> str:
+    """A value as Go's fmt prints it, which is what a string printer column shows."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "map[" + " ".join(f"{k}:{go_text(v[k])}" for k in sorted(v)) + "]"
+    if isinstance(v, list):
+        return "[" + " ".join(go_text(i) for i in v) + "]"
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e21:
+        return str(int(v))
+    return "<nil>" if v is None else str(v)
+
+
+def typed_cell(ctype: str, value: Any) -> Any:
+    """A cell for a non-string column type; None where the value does not fit the type."""
+    if value is None:
+        return None
+    if ctype == "integer":
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float):
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                return None
+        return None
+    if ctype == "number":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                return None
+        return None
+    if ctype == "boolean":
+        return value if isinstance(value, bool) else None
+    return go_text(value)
 
 
 def _columns(rt: ResourceType) -> tuple[list[Column], bool]:
@@ -168,17 +228,17 @@ def _columns(rt: ResourceType) -> tuple[list[Column], bool]:
         for name, ctype, path, priority in rt.printer_columns:
             if ctype == "date":
                 has_age = has_age or name.lower() == "age"
-                cols.append((name, "string", _path_cell(path, date=True), priority))
+                cols.append((name, "string", _path_cell(path, ctype), priority))
             else:
-                cols.append((name, ctype, _path_cell(path, date=False), priority))
+                cols.append((name, ctype, _path_cell(path, ctype), priority))
         return cols, not has_age
     return BUILTIN.get((rt.group, rt.kind), []), True
 
 
-def _path_cell(path: str, *, date: bool) -> Callable[[Obj], Any]:
+def _path_cell(path: str, ctype: str) -> Callable[[Obj], Any]:
     def cell(o: Obj) -> Any:
         value = json_path(o, path)
-        return _date_cell(value) if date else value
+        return _date_cell(value) if ctype == "date" else typed_cell(ctype, value)
 
     return cell
 
