@@ -18,7 +18,7 @@ from gitopsbot.adapters import binaries
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
-from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsToken
+from gitopsbot.adapters.git import Credentials, GitRepo, GitSettings, HttpsToken, SshKey
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
@@ -28,7 +28,7 @@ from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
-from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, SecretRef
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import load_fleet
@@ -59,12 +59,60 @@ def fleet_url(*, url: str | None, path: str | None) -> str:
     raise ConfigError("give --fleet-url URL or --fleet PATH")
 
 
-def open_repo(url: str, cache: Path) -> GitRepo:
-    token = settings.environment_value("GITOPSBOT_GIT_TOKEN")
+# Environment fallbacks: an HTTPS token, and (for the first fetch over SSH, before
+# gitopsbot.yaml's ``git.sshKey`` can be read) the path of an SSH private key file.
+TOKEN_ENV = "GITOPSBOT_GIT_TOKEN"
+SSH_KEY_ENV = "GITOPSBOT_GIT_SSH_KEY"
+
+
+def is_ssh_url(url: str) -> bool:
+    """``ssh://…`` or scp-like ``[user@]host:path`` (no scheme), as git reads a URL."""
+    if url.startswith(("ssh://", "git+ssh://", "ssh+git://")):
+        return True
+    host, colon, _ = url.partition(":")
+    return "://" not in url and bool(colon) and len(host) > 1 and "/" not in host
+
+
+def ssh_key_credentials(
+    ref: SecretRef, *, environment: Callable[[str], str | None] = settings.environment_value
+) -> SshKey:
+    """``git.sshKey`` → SshKey. The ref locates the private key file (``file``: its path;
+    ``env``: a variable holding the path); the key is read by libgit2, never by the bot."""
+    if ref.source == "file":
+        raw = ref.name
+    elif ref.source == "env":
+        raw = environment(ref.name) or ""
+        if not raw:
+            raise ConfigError(
+                f"git.sshKey: environment variable {ref.name} is not set "
+                "(it should hold the path of the SSH private key file)"
+            )
+    else:
+        raise ConfigError("git.sshKey: give file: PATH or env: VAR (the key is a file)")
+    path = Path(raw).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"git.sshKey: no SSH private key file at {path}")
+    return SshKey(private_key=path)
+
+
+def git_credentials(url: str, fleet_settings: BotSettings | None = None) -> Credentials | None:
+    """Credentials for the fleet remote: over SSH the fleet's ``git.sshKey``, else the key file
+    in $GITOPSBOT_GIT_SSH_KEY; over HTTPS the token in $GITOPSBOT_GIT_TOKEN."""
+    if is_ssh_url(url):
+        if fleet_settings is not None and fleet_settings.git.ssh_key is not None:
+            return ssh_key_credentials(fleet_settings.git.ssh_key)
+        key = settings.environment_value(SSH_KEY_ENV)
+        return SshKey(private_key=Path(key).expanduser()) if key else None
+    token = settings.environment_value(TOKEN_ENV)
+    return HttpsToken(token) if token else None
+
+
+def open_repo(url: str, cache: Path, credentials: Credentials | None = None) -> GitRepo:
+    """The fleet repository's local mirror, fetched; ``credentials`` default to the
+    environment's (see ``git_credentials``)."""
     mirror = cache / "mirrors" / hashlib.sha256(url.encode()).hexdigest()[:16]
-    repo = GitRepo(
-        GitSettings(url=url, mirror_dir=mirror, credentials=HttpsToken(token) if token else None)
-    )
+    creds = credentials if credentials is not None else git_credentials(url)
+    repo = GitRepo(GitSettings(url=url, mirror_dir=mirror, credentials=creds))
     repo.fetch()
     return repo
 
@@ -156,6 +204,10 @@ def build_bot(options: RunOptions) -> Bot:
     repo = open_repo(options.fleet_url, options.cache)
     fleet = read_fleet(repo, options.branch)
     bot_settings = fleet.settings
+    configured = git_credentials(options.fleet_url, bot_settings)
+    if configured != git_credentials(options.fleet_url):
+        # gitopsbot.yaml names the key to use from now on (git.sshKey): fetch and push with it.
+        repo = open_repo(options.fleet_url, options.cache, configured)
     unknown = sorted(set(options.clusters) - set(fleet.clusters))
     if unknown:
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")

@@ -10,7 +10,6 @@ it starts is stopped before it exits, on success, error or Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import threading
 from pathlib import Path
@@ -32,6 +31,7 @@ examples:
   gitopsbot demo                         # about two minutes; leaves nothing running
   gitopsbot demo --keep                  # then keep the sandbox up until Ctrl-C
   gitopsbot demo --state-dir /tmp/demo   # where the sandbox, clones and logs go
+  gitopsbot -v demo                      # with the bot's log on stderr
 
 exit status: 0 the story ran to the end, 1 a step of it failed, 2 the sandbox could not start.
 """
@@ -62,15 +62,10 @@ def register(sub: Any) -> None:
         help="at the end, keep the sandbox, Git remote and forge up until Ctrl-C",
     )
     p.add_argument("--nodes", type=int, default=3, help="GPU nodes per pool (default 3)")
-    p.add_argument("--verbose", action="store_true", help="log the bot's passes to stderr")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.ERROR,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     if args.nodes < 1:
         sys.stderr.write("gitopsbot demo: --nodes must be at least 1\n")
         return 2

@@ -24,7 +24,7 @@ from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
-from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsToken
+from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.bot.proposer import PassReport, Proposer
@@ -118,12 +118,11 @@ def wire(args: argparse.Namespace) -> Wiring:
     cache = settings.cache_dir()
     first = app.open_repo(url, cache)  # fetches; the settings name the author to commit as
     fleet_settings = app.read_fleet(first, args.branch).settings
-    token = settings.environment_value("GITOPSBOT_GIT_TOKEN")
     repo = GitRepo(
         GitSettings(
             url=url,
             mirror_dir=cache / "mirrors" / hashlib.sha256(url.encode()).hexdigest()[:16],
-            credentials=HttpsToken(token) if token else None,
+            credentials=app.git_credentials(url, fleet_settings),
             author_name=fleet_settings.author_name,
             author_email=fleet_settings.author_email,
         )

@@ -2,8 +2,10 @@
 
 ``up`` starts ``python -m gitopsbot.sandbox.environment serve`` detached (or runs it in this
 process with --foreground), waits until the chart is installed and the TensorFusionCluster is
-Running, and prints how to point kubectl and helm at it. ``down`` stops that process (and so
-everything it started) and checks that its ports are closed.
+Running, and prints how to point kubectl and helm at it, plus the URLs and sandbox-only
+credentials of the Git remote holding the example fleet and of the local GitHub forge.
+``down`` stops that process (and so everything it started) and checks that its ports are
+closed.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ def register(sub: Any) -> None:
     env.add_options(up)
     up.add_argument("--foreground", action="store_true", help="run in this process until Ctrl-C")
     up.add_argument(
-        "--fresh", action="store_true", help="discard the cluster state kept from an earlier run"
+        "--fresh",
+        action="store_true",
+        help="discard the cluster state and fleet repository kept from an earlier run",
     )
     up.add_argument(
         "--timeout", type=float, default=180.0, help="seconds to wait for readiness (default 180)"
@@ -81,6 +85,7 @@ def run_up(args: argparse.Namespace) -> int:
     (state_dir / env.STATE_FILE).unlink(missing_ok=True)
     if args.fresh:
         shutil.rmtree(state_dir / "cluster", ignore_errors=True)
+        shutil.rmtree(state_dir / "git", ignore_errors=True)  # the fleet repository
     if args.foreground:
         return env.serve(options, on_ready=lambda s: print(env.connection_help(s), flush=True))
     try:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from ruamel.yaml import YAML
 
@@ -31,6 +32,7 @@ from gitopsbot.adapters.binaries import ensure
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo
+from gitopsbot.sandbox.fleet_services import FleetCredentials, FleetForgeService, FleetGitService
 from gitopsbot.sandbox.simulator import ControllerSim, SimConfig
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,9 @@ class SandboxOptions:
     charts_dir: Path = DEFAULT_CHARTS
     controller_ready_delay: float = 1.0
     hypervisor_ready_delay: float = 0.5
+    # The Git remote with the example fleet and the local GitHub forge (fleet_services.py):
+    # on for `sandbox up`; off for in-process users that register their own.
+    fleet_services: bool = False
 
 
 class Service(Protocol):
@@ -100,11 +105,16 @@ class SandboxState:
     ready: bool = False
     services: dict[str, str] = field(default_factory=dict)
     ports: list[int] = field(default_factory=list)
+    # Sandbox-only credentials of the services (git_username, git_password, forge_token).
+    credentials: dict[str, str] = field(default_factory=dict)
 
     def write(self, state_dir: Path) -> None:
         path = state_dir / STATE_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        # Owner-only: it holds the sandbox services' credentials.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(asdict(self), indent=2) + "\n")
         tmp.replace(path)
 
     @classmethod
@@ -182,17 +192,36 @@ class Sandbox:
             self.state.write(self.state_dir)
             self.install(version)
             self.wait_cluster_running()
-            for name, factory in SERVICE_FACTORIES.items():
+            for name, factory in self._service_factories().items():
                 service = factory(self)
                 service.start()
                 self.services[name] = service
                 self.state.services[name] = service.url
+                port = _port_of(service.url)
+                if port is not None:
+                    self.state.ports.append(port)
             self.state.ready = True
             self.state.write(self.state_dir)
             return self.state
         except BaseException:
             self.stop()
             raise
+
+    def _service_factories(self) -> dict[str, ServiceFactory]:
+        if not self.options.fleet_services:
+            return dict(SERVICE_FACTORIES)
+        assert self.state is not None
+        creds = FleetCredentials.generate()
+        self.state.credentials = {
+            "git_username": creds.git_username,
+            "git_password": creds.git_password,
+            "forge_token": creds.forge_token,
+        }
+        own: dict[str, ServiceFactory] = {
+            "git": lambda sb: FleetGitService(sb.state_dir / "git", creds),
+            "github": lambda _sb: FleetForgeService(creds),
+        }
+        return {**own, **SERVICE_FACTORIES}
 
     def install(self, version: str) -> None:
         """``helm upgrade --install`` of the chosen version (idempotent on a kept state dir)."""
@@ -257,6 +286,14 @@ class Sandbox:
         (self.state_dir / STATE_FILE).unlink(missing_ok=True)
 
 
+def _port_of(url: str) -> int | None:
+    try:
+        parts = urlsplit(url)
+        return parts.port if parts.scheme in ("http", "https") else None
+    except ValueError:
+        return None
+
+
 def _settled(tfcs: list[dict[str, Any]], pools: list[dict[str, Any]]) -> bool:
     if not tfcs:
         return False
@@ -295,10 +332,30 @@ def connection_help(state: SandboxState) -> str:
         f"  helm -n {state.namespace} list",
         f"  helm repo add sandbox {state.chart_repo_url}",
     ]
+    creds = state.credentials
+    git_url, forge_url = state.services.get("git"), state.services.get("github")
+    if git_url and creds.get("git_password"):
+        lines += [
+            "",
+            f"fleet repository (from examples/fleet): {git_url}",
+            f"  git user {creds['git_username']}, password {creds['git_password']} (sandbox only)",
+            f"  git clone {_with_userinfo(git_url, creds['git_username'], creds['git_password'])}",
+        ]
+    if forge_url and creds.get("forge_token"):
+        lines += [
+            f"GitHub-compatible forge API: {forge_url} (repository example-org/gpu-fleet)",
+            f"  token {creds['forge_token']} (sandbox only)",
+        ]
     for name, url in sorted(state.services.items()):
-        lines.append(f"  {name}: {url}")
+        if name not in ("git", "github") or not creds:
+            lines.append(f"  {name}: {url}")
     lines += ["", f"stop it with: gitopsbot sandbox down --state-dir {state.state_dir}"]
     return "\n".join(lines)
+
+
+def _with_userinfo(url: str, user: str, password: str) -> str:
+    parts = urlsplit(url)
+    return parts._replace(netloc=f"{user}:{password}@{parts.netloc}").geturl()
 
 
 def serve(
@@ -340,6 +397,12 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", default="tensor-fusion-sys", help=argparse.SUPPRESS)
     p.add_argument("--release", default="tensor-fusion-sys", help=argparse.SUPPRESS)
     p.add_argument("--charts", type=Path, default=DEFAULT_CHARTS, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--no-fleet",
+        dest="fleet_services",
+        action="store_false",
+        help="do not start the Git remote (fleet repository) and the local GitHub forge",
+    )
 
 
 def options_from(args: argparse.Namespace) -> SandboxOptions:
@@ -353,6 +416,7 @@ def options_from(args: argparse.Namespace) -> SandboxOptions:
         namespace=args.namespace,
         release=args.release,
         charts_dir=args.charts,
+        fleet_services=args.fleet_services,
     )
 
 
@@ -382,6 +446,8 @@ def start_detached(options: SandboxOptions, *, timeout: float = 180.0) -> Sandbo
     ]
     if options.chart_version:
         cmd += ["--chart-version", options.chart_version]
+    if not options.fleet_services:
+        cmd.append("--no-fleet")
     log_path = state_dir / LOG_FILE
     with log_path.open("ab") as log_file:
         proc = subprocess.Popen(

@@ -656,7 +656,7 @@ def play(
         world.start()
         assert world.fleet is not None and world.forge is not None
         say(f"tensor-fusion {options.chart_version} installed with helm 4")
-        say(f"fleet repository {world.fleet_url} (clusters/{CLUSTER}: 2 pools, window, policy)")
+        say(f"fleet repository {world.fleet_url} (clusters/{CLUSTER}: {options.pools} pools)")
         if world.fleet.window_opens is not None:
             say(
                 f"pool {world.fleet.pools[-1]}'s maintenance window opens at "
@@ -767,9 +767,9 @@ def _where_to_look(world: StoryWorld, number: int, out: TextIO) -> None:
         )
         out.write(f"      - {first[:120]}\n")
     with world.forge.lock:
-        statuses = [(s.context, s.state, s.description) for s in world.forge.statuses]
-    for context, state, description in statuses[-4:]:
-        out.write(f"  status {context}: {state} ({description[:80]})\n")
+        latest = {(st.sha, st.context): st for st in world.forge.statuses}  # the forge shows
+    for (sha, context), st in latest.items():  # the newest per commit and context
+        out.write(f"  status {context} on {sha[:12]}: {st.state} ({st.description[:70]})\n")
     out.flush()
 
 

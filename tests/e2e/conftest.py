@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.core.journal import Journal, PhaseState
 from gitopsbot.sandbox.gitremote import HTTP_BACKEND, _git_exec_path
-from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.sandbox.story import BotRunner, StoryOptions, StoryWorld
 
 RELEASE = "tensor-fusion-sys"

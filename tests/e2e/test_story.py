@@ -14,7 +14,7 @@ test does not wait for a wall-clock minute (the demo waits for real).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,6 @@ import pytest
 
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.sandbox.story import (
-    CLUSTER,
     STATE_BRANCH,
     BotRunner,
     StoryOptions,
@@ -32,6 +31,7 @@ from gitopsbot.sandbox.story import (
     state_reader,
     wait_for,
 )
+from gitopsbot.sandbox.story_fleet import CLUSTER
 from tests.e2e.conftest import (
     NEW_IMAGE,
     OLD_IMAGE,

@@ -1,0 +1,83 @@
+"""``git.sshKey`` in gitopsbot.yaml: accepted as a file or env reference (never key
+material), refused with file, line and field otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from fleet_testing import MemoryTree
+
+from gitopsbot.core.model import GitAccessSettings, SecretRef
+from gitopsbot.errors import FleetError
+from gitopsbot.fleetrepo import load_fleet
+
+Tree = Callable[..., MemoryTree]
+
+
+def settings_with(example: str, git_section: str) -> str:
+    return example.rstrip("\n") + "\n" + git_section
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        (
+            "git:\n  sshKey:\n    file: /etc/gitopsbot/deploy_key\n",
+            SecretRef("", "file", "/etc/gitopsbot/deploy_key"),
+        ),
+        (
+            "git:\n  sshKey:\n    env: GITOPSBOT_DEPLOY_KEY_FILE\n",
+            SecretRef("", "env", "GITOPSBOT_DEPLOY_KEY_FILE"),
+        ),
+    ],
+    ids=["file", "env"],
+)
+def test_ssh_key_reference_accepted(
+    section: str, expected: SecretRef, example_files: dict[str, str], tree_with: Tree
+) -> None:
+    text = settings_with(example_files["gitopsbot.yaml"], section)
+    fleet = load_fleet(tree_with({"gitopsbot.yaml": text}))
+    assert fleet.settings.git == GitAccessSettings(ssh_key=expected)
+
+
+def test_absent_git_section_means_no_key(tree_with: Tree) -> None:
+    assert load_fleet(tree_with({})).settings.git.ssh_key is None
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "message"),
+    [
+        (
+            "git:\n  sshKey:\n    kubernetesSecret: {name: k, key: id}\n",
+            "git.sshKey",
+            "file on the bot's machine",
+        ),
+        ("git:\n  sshKey:\n    file: /k\n    env: K\n", "git.sshKey", "exactly one source"),
+        ("git:\n  sshKey:\n    env: not a var\n", "git.sshKey.env", "environment variable name"),
+        ("git:\n  sshKey: /home/bot/.ssh/id_ed25519\n", "git.sshKey", "mapping"),
+        ("git:\n  sshkey:\n    file: /k\n", "git.sshkey", "unknown"),
+    ],
+    ids=["kubernetes-secret", "two-sources", "bad-env-name", "plain-string", "typo"],
+)
+def test_bad_ssh_key_is_located(
+    section: str, field: str, message: str, example_files: dict[str, str], tree_with: Tree
+) -> None:
+    text = settings_with(example_files["gitopsbot.yaml"], section)
+    with pytest.raises(FleetError) as info:
+        load_fleet(tree_with({"gitopsbot.yaml": text}))
+    line = len(example_files["gitopsbot.yaml"].rstrip("\n").splitlines()) + 2
+    problems = [p for p in info.value.problems if p.file == "gitopsbot.yaml"]
+    assert any(
+        p.field == field and message in (p.message + p.hint).lower() and p.line in (line, line + 1)
+        for p in problems
+    ), str(info.value)
+
+
+def test_key_material_is_refused_not_echoed(example_files: dict[str, str], tree_with: Tree) -> None:
+    canary = "-----BEGIN OPENSSH PRIVATE KEY-----canary-b3BlbnNzaC1rZXktdjE"
+    text = settings_with(example_files["gitopsbot.yaml"], f"git:\n  sshKey: '{canary}'\n")
+    with pytest.raises(FleetError) as info:
+        load_fleet(tree_with({"gitopsbot.yaml": text}))
+    assert "git.sshKey" in str(info.value)
+    assert "canary" not in str(info.value)
