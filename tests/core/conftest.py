@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from plan_builders import BUILTIN, chart_files
 
 from gitopsbot.core.chart import Chart, parse_chart_files
 from gitopsbot.core.policy import Rule, load_rules
+from tests.core.plan_builders import BUILTIN, chart_files
 
 
 @pytest.fixture(scope="session")

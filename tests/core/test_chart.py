@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from plan_builders import chart_files
 
 from gitopsbot.core.chart import is_version, parse_chart_files, parse_index, semver_key
 from gitopsbot.errors import ChartInvalid
+from tests.core.plan_builders import chart_files
 
 
 @pytest.mark.parametrize(

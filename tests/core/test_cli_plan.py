@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from plan_builders import ROOT
-from test_chartrepo import build_archive
 
 from gitopsbot.cli import main
+from tests.core.plan_builders import ROOT
+from tests.core.test_chartrepo import build_archive
 
 pytestmark = pytest.mark.shared
 EXAMPLE = ROOT / "examples" / "fleet"

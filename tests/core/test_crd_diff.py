@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from plan_builders import crd_text, small_chart
 
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.crd_diff import CrdChangeKind, diff_charts
+from tests.core.plan_builders import crd_text, small_chart
 
 
 def kinds(diff: object) -> set[tuple[CrdChangeKind, str]]:

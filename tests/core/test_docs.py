@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-from plan_builders import ROOT
-
 from gitopsbot.core.policy import CHECKS, Rule, parse_rules
+from tests.core.plan_builders import ROOT
 
 DOC = ROOT / "docs" / "policies.md"
 

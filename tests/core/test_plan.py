@@ -6,13 +6,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from plan_builders import cluster, default_chart_values, desired_values, pool, small_chart
 
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.model import ClusterSpec, Component
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import StepKind, make_plan
 from gitopsbot.core.policy import Decision, Rule
+from tests.core.plan_builders import (
+    cluster,
+    default_chart_values,
+    desired_values,
+    pool,
+    small_chart,
+)
 
 OLD = small_chart("1.8.0", "2.13.0", values=default_chart_values("2.13.0"))
 NEW = small_chart("1.8.7", "2.17.0")

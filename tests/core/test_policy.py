@@ -6,7 +6,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
-from plan_builders import cluster, crd_text, default_chart_values, desired_values, pool, small_chart
 
 from gitopsbot.core.chart import Chart, ChartIndex, ChartVersion
 from gitopsbot.core.model import ClusterSpec, Component, Environment
@@ -24,6 +23,14 @@ from gitopsbot.core.policy import (
     parse_rules,
 )
 from gitopsbot.errors import FleetError
+from tests.core.plan_builders import (
+    cluster,
+    crd_text,
+    default_chart_values,
+    desired_values,
+    pool,
+    small_chart,
+)
 
 CANARY = "canary-Zq8xW2pL5n"
 OLD = small_chart("1.8.0", "2.13.0", values=default_chart_values("2.13.0"))

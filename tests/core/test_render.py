@@ -8,7 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from plan_builders import (
+
+from gitopsbot.core.model import Component, MaintenanceWindow
+from gitopsbot.core.observed import DeployedState
+from gitopsbot.core.plan import Plan, make_plan
+from gitopsbot.core.policy import Rule
+from gitopsbot.core.render import JSON_SCHEMA_VERSION, render_json, render_markdown
+from tests.core.plan_builders import (
     ROOT,
     cluster,
     crd_text,
@@ -17,12 +23,6 @@ from plan_builders import (
     pool,
     small_chart,
 )
-
-from gitopsbot.core.model import Component, MaintenanceWindow
-from gitopsbot.core.observed import DeployedState
-from gitopsbot.core.plan import Plan, make_plan
-from gitopsbot.core.policy import Rule
-from gitopsbot.core.render import JSON_SCHEMA_VERSION, render_json, render_markdown
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("GITOPSBOT_UPDATE_GOLDEN") == "1"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from plan_builders import small_chart
 
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.model import Location
 from gitopsbot.core.schema_check import check_values
+from tests.core.plan_builders import small_chart
 
 pytestmark = pytest.mark.shared
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import pytest
-from fleet_testing import EXAMPLE, MemoryTree
+
+from tests.fleet.fleet_testing import EXAMPLE, MemoryTree
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from fleet_testing import MemoryTree
 
 from gitopsbot.errors import FleetError, Problem
 from gitopsbot.fleetrepo import load_fleet
+from tests.fleet.fleet_testing import MemoryTree
 
 CANARY = "CANARY-s3cr3t-7f1c2a"
 

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fleet_testing import EXAMPLE, MemoryTree
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.core import secrets
 from gitopsbot.core.model import Component, Environment
 from gitopsbot.fleetrepo import load_cluster, load_fleet
+from tests.fleet.fleet_testing import EXAMPLE, MemoryTree
 
 
 def _yaml(path: Path) -> object:

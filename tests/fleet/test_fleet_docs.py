@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fleet_testing import MemoryTree
 
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import load_fleet
+from tests.fleet.fleet_testing import MemoryTree
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fleet-repo.md"
 SNIPPET = re.compile(r"<!-- file: (\S+) -->\n```yaml\n(.*?)```", re.S)

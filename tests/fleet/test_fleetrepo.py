@@ -6,11 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fleet_testing import EXAMPLE
 
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.errors import ConfigError, FleetError
 from gitopsbot.fleetrepo import load_cluster, load_fleet
+from tests.fleet.fleet_testing import EXAMPLE
 
 
 @pytest.fixture

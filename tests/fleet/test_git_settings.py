@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from fleet_testing import MemoryTree
 
 from gitopsbot.core.model import GitAccessSettings, SecretRef
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import load_fleet
+from tests.fleet.fleet_testing import MemoryTree
 
 Tree = Callable[..., MemoryTree]
 

@@ -6,12 +6,12 @@ import difflib
 from typing import Any
 
 import pytest
-from fleet_testing import EXAMPLE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from gitopsbot.core.yamledit import YamlEditError, get_value, set_value, set_values
+from tests.fleet.fleet_testing import EXAMPLE
 
 VALUES = (EXAMPLE / "clusters/staging/values.yaml").read_text()
 RELEASE = (EXAMPLE / "clusters/staging/release.yaml").read_text()

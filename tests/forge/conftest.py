@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from forge_harness import SERVERS, TOKEN, FakeClock, Harness, make_client
 
 from gitopsbot.sandbox.forges.base import LocalForge
 from gitopsbot.testing import FakeForge
+from tests.forge.forge_harness import SERVERS, TOKEN, FakeClock, Harness, make_client
 
 
 @pytest.fixture

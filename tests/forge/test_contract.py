@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from forge_harness import Harness
 
 from gitopsbot.core.forge_types import (
     COMMENT_LIMIT,
@@ -20,6 +19,7 @@ from gitopsbot.core.forge_types import (
     find_marker,
 )
 from gitopsbot.errors import ForgeFailed, ForgeNotFound
+from tests.forge.forge_harness import Harness
 
 MARKER = "cluster-a/tensor-fusion-1.2.3"
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from forge_harness import FakeClock
 
 from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.core.forge_types import (
@@ -24,6 +23,7 @@ from gitopsbot.core.forge_types import (
     with_marker,
 )
 from gitopsbot.errors import ForgeFailed
+from tests.forge.forge_harness import FakeClock
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "forges.md"
 

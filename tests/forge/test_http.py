@@ -12,7 +12,6 @@ import logging
 import socket
 
 import pytest
-from forge_harness import TOKEN, FakeClock, make_client
 
 from gitopsbot.adapters.forge._http import WriteBucket
 from gitopsbot.adapters.forge.connect import connect
@@ -25,6 +24,7 @@ from gitopsbot.errors import (
 )
 from gitopsbot.sandbox.forges.base import Fault, LocalForge
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
+from tests.forge.forge_harness import TOKEN, FakeClock, make_client
 
 CREATE = r"/(pulls|merge_requests)$"
 

@@ -245,7 +245,7 @@ def test_unknown_path_and_unconfigured_provider(receiver: Rx) -> None:
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_local_forge_merge_delivers_a_signed_event(provider: str) -> None:
     """End to end on loopback: the local forge's merge click reaches the receiver's nudge."""
-    from forge_harness import SERVERS, TOKEN, FakeClock, make_client
+    from tests.forge.forge_harness import SERVERS, TOKEN, FakeClock, make_client
 
     nudges = Nudges()
     with (

@@ -27,7 +27,7 @@ from gitopsbot.core.commit_classes import (
 from gitopsbot.core.observed_git import CommitInfo
 
 if TYPE_CHECKING:
-    from conftest import Fleet
+    from tests.git.conftest import Fleet
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

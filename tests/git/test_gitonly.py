@@ -13,7 +13,7 @@ from gitopsbot.core.forge_types import CommitState, PullRequestState, find_marke
 from gitopsbot.errors import ForgeFailed, ForgeNotFound
 
 if TYPE_CHECKING:
-    from conftest import Fleet
+    from tests.git.conftest import Fleet
 
 BRANCH = "gitopsbot/alpha/2.0.0"
 MARKER = "alpha/tensor-fusion-2.0.0"

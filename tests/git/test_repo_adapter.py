@@ -15,7 +15,7 @@ import pytest
 from gitopsbot.errors import GitFailed, NonFastForward
 
 if TYPE_CHECKING:
-    from conftest import Fleet
+    from tests.git.conftest import Fleet
 
 STATE = "gitopsbot/state"
 

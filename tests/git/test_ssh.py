@@ -17,7 +17,7 @@ from gitopsbot.errors import GitAuthError
 from gitopsbot.sandbox.gitremote import create_fleet_repo
 
 if TYPE_CHECKING:
-    from conftest import SshServer
+    from tests.git.conftest import SshServer
 
 CANARY = "CANARY-passphrase-91ab"
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import TOKEN, World, git
 
 from gitopsbot.cli import main
+from tests.proposals.conftest import TOKEN, World, git
 
 
 @pytest.fixture

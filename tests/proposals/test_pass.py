@@ -7,13 +7,13 @@ import json
 from collections.abc import Callable
 
 import pytest
-from conftest import TOKEN, World
 
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.core.commit_classes import PROPOSAL_TRAILER
 from gitopsbot.core.forge_types import PullRequestState
 from gitopsbot.core.proposals import LEDGER_FILE
 from gitopsbot.core.yamledit import set_value
+from tests.proposals.conftest import TOKEN, World
 
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
 
