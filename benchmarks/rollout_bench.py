@@ -4,18 +4,21 @@ a merge. Everything runs in this process, in the sandbox, on the real clock.
 1. **Rollout overhead.** A 3-pool sandbox (``--nodes`` per pool; default 67, about 200 GPU
    nodes), batchPercentage 10, batchInterval ``--interval``. The bot applies the
    1.8.0 → 1.8.7 upgrade from a merged pull request and rolls the three pools one after the
-   other (maxParallelPools 1); its pool time is the journal's first pool phase start to its
-   last pool step end. The baseline is the same rollout driven by an ideal operator in the
-   same process: the hypervisor image changes with every switch closed, then each pool's
-   switch is opened by a direct Store write, watched every 10 ms until synced at 100 %
-   (R14), and closed; the pools one after the other. Prints both, the ratio (target ≤ 1.05)
-   and the arithmetic minimum ((ceil(100 / batch%) - 1) × interval per pool).
+   other (maxParallelPools 1); its pool time runs from the pass that opened the first pool's
+   switch to the pass that recorded the last pool done. The baseline is the same rollout
+   driven by an ideal operator in the same process: the hypervisor image changes with every
+   switch closed, then each pool's switch is opened by a direct Store write, watched every
+   10 ms until synced at 100 % (R14), and closed; the pools one after the other. Prints
+   both, the ratio (target ≤ 1.05) and the arithmetic minimum
+   ((ceil(100 / batch%) - 1) × interval per pool).
 2. **Merge-to-first-action latency.** From the merge (the forge's "merged" webhook, or the
-   ``git push`` alone when polling) to the pass that took the merge in and recorded it on
-   the state branch: with the webhook receiver (target < 1 s), and with polling only
-   (bounded by ``pollInterval``; ``--poll``).
+   ``git push`` alone when polling) of a change to an idle cluster, to the pass that took
+   the merge in and recorded it on the state branch: with the webhook receiver (target
+   < 1 s), and with polling only (bounded by ``pollInterval``; ``--poll``). A merge that
+   lands while a pass runs waits for that pass (a step, e.g. a helm upgrade, is not
+   interrupted).
 
-    python benchmarks/rollout_bench.py [--nodes 67] [--interval 3] [--poll 5] [--samples 3]
+    python benchmarks/rollout_bench.py [--nodes 67] [--interval 3] [--poll 1] [--samples 3]
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from gitopsbot.bot.reconciler import PassResult
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.story import (
     BotRunner,
     StoryOptions,
     StoryWorld,
     finished_op,
     git,
+    state_reader,
     wait_for,
 )
 from gitopsbot.sandbox.story_fleet import CLUSTER
@@ -58,9 +62,32 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str, step: float = 0.0
 # ----------------------------------------------------------------------- rollout overhead
 
 
-def bot_rollout(world: StoryWorld) -> tuple[float, list[float]]:
-    """The bot applies the proposal; returns (pool time, per-pool times) from its journal."""
-    bot = BotRunner(world).start()
+class PoolTimes:
+    """Monotonic times of the passes that opened each pool and saw it finished (the journal
+    keeps whole seconds only)."""
+
+    def __init__(self) -> None:
+        self.opened: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+
+    def __call__(self, result: PassResult, journal: Journal | None) -> None:
+        if journal is None or journal.kind is not OperationKind.UPGRADE:
+            return
+        now = time.monotonic()
+        for step in journal.steps:
+            if not step.pool:
+                continue
+            if journal.phase(step.name).state is not PhaseState.PENDING:
+                self.opened.setdefault(step.pool, now)
+            if step.state.finished:
+                self.done.setdefault(step.pool, now)
+
+
+def bot_rollout(world: StoryWorld, pools: list[str]) -> tuple[float, list[float]]:
+    """The bot applies the proposal; returns (pool time, per-pool times), measured from the
+    pass that opened a pool's switch to the pass that recorded it done."""
+    times = PoolTimes()
+    bot = BotRunner(world, on_pass=times).start()
     try:
         proposal = world.propose()
         world.merge(proposal.number)
@@ -69,20 +96,8 @@ def bot_rollout(world: StoryWorld) -> tuple[float, list[float]]:
         bot.stop()
     if done.status is not OperationStatus.SUCCEEDED:
         raise SystemExit(f"the upgrade failed: {done.failure}")
-    return _pool_times(done)
-
-
-def _pool_times(journal: Journal) -> tuple[float, list[float]]:
-    pools = [s for s in journal.steps if s.pool]
-    per_pool = []
-    for step in pools:
-        phase = journal.phase(step.name)
-        assert phase.started_at is not None and step.finished_at is not None
-        per_pool.append((step.finished_at - phase.started_at).total_seconds())
-    first = journal.phase(pools[0].name).started_at
-    last = pools[-1].finished_at
-    assert first is not None and last is not None
-    return (last - first).total_seconds(), per_pool
+    per_pool = [times.done[p] - times.opened[p] for p in pools]
+    return times.done[pools[-1]] - times.opened[pools[0]], per_pool
 
 
 def _set_pools(store: Any, change: Callable[[dict[str, Any]], None]) -> None:
@@ -165,7 +180,7 @@ def rollout_overhead(args: argparse.Namespace, work: Path) -> None:
         world.start()
         assert world.fleet is not None
         pools = list(world.fleet.pools)
-        bot_total, bot_pools = bot_rollout(world)
+        bot_total, bot_pools = bot_rollout(world, pools)
         base_total, base_pools = baseline_rollout(world, pools)
     finally:
         world.stop()
@@ -223,7 +238,22 @@ def _change_branch(world: StoryWorld, n: int) -> tuple[int, str]:
     return pr.number, branch
 
 
+def _wait_idle(world: StoryWorld, timeout: float = 180.0) -> None:
+    """Until the cluster's operation (if any) has finished and nothing is queued."""
+    reader = state_reader(world)
+    deadline = time.monotonic() + timeout
+    while True:
+        reader.refresh()
+        current = reader.current(CLUSTER)
+        if (current is None or not current.active) and reader.queued(CLUSTER) is None:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit("the cluster did not become idle")
+        time.sleep(0.2)
+
+
 def _merge_latency(world: StoryWorld, bot: BotRunner, probe: FirstAction, n: int) -> float:
+    _wait_idle(world)  # a merge to an idle cluster: no pass in the way
     number, _ = _change_branch(world, n)
     assert world.forge is not None
     forge = world.forge
@@ -277,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--nodes", type=int, default=67, help="GPU nodes per pool (3 pools)")
     p.add_argument("--interval", type=int, default=3, help="batchInterval in seconds")
-    p.add_argument("--poll", type=int, default=5, help="pollInterval in seconds")
+    p.add_argument("--poll", type=int, default=1, help="pollInterval in seconds (default 1)")
     p.add_argument("--samples", type=int, default=3, help="merges per latency mode")
     p.add_argument("--skip-rollout", action="store_true")
     p.add_argument("--skip-latency", action="store_true")

@@ -33,7 +33,8 @@ examples:
   gitopsbot demo --state-dir /tmp/demo   # where the sandbox, clones and logs go
   gitopsbot -v demo                      # with the bot's log on stderr
 
-exit status: 0 the story ran to the end, 1 a step of it failed, 2 the sandbox could not start.
+exit status: 0 the story ran to the end, 1 a step of it failed or the sandbox could not start,
+2 bad options, 130 interrupted (Ctrl-C).
 """
 
 
@@ -54,7 +55,8 @@ def register(sub: Any) -> None:
         "--state-dir",
         type=Path,
         default=None,
-        help=f"working directory, emptied first (default {settings.cache_dir() / 'demo'})",
+        help="working directory; one an earlier demo made is emptied first, any other "
+        f"non-empty one is refused (default {settings.cache_dir() / 'demo'})",
     )
     p.add_argument(
         "--keep",

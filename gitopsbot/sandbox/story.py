@@ -21,8 +21,7 @@ import subprocess
 import threading
 import time
 import zoneinfo
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -61,6 +60,7 @@ from gitopsbot.sandbox.story_fleet import (
     next_window_start,
     pool_names,
     story_fleet_files,
+    window_cron,
 )
 
 log = logging.getLogger(__name__)
@@ -574,10 +574,6 @@ class BotRunner:
             if self.world.forge is not None:
                 self.world.forge.hooks.clear()
 
-    def reconcile_now(self) -> PassResult:
-        """One pass on the caller's thread (the scheduler must not be running)."""
-        return self._pass(CLUSTER)
-
 
 # ---------------------------------------------------------------------- waiting and reading
 
@@ -626,15 +622,6 @@ def finished_op(
     return check
 
 
-@contextmanager
-def running(world: StoryWorld, bot: BotRunner) -> Iterator[BotRunner]:
-    bot.start()
-    try:
-        yield bot
-    finally:
-        bot.stop()
-
-
 # ------------------------------------------------------------------------------ the demo
 
 
@@ -671,10 +658,9 @@ def play(
 
         say("proposer: checking the chart repository for a newer tensor-fusion")
         proposal = world.propose()
-        comments = _comments(world, proposal.number)
         say(
             f"pull request #{proposal.number} opened: '{world.forge.pull(proposal.number).title}' "
-            f"(plan decision: {proposal.decision}; plan in the body, {len(comments)} comment(s))"
+            f"(plan decision: {proposal.decision}; the plan is its body and its plan comment)"
         )
         for line in world.forge.pull(proposal.number).body.splitlines()[:12]:
             say(f"    | {line}"[:150])
@@ -728,8 +714,6 @@ def wait_baseline(world: StoryWorld, timeout: float = 60) -> None:
 
 
 def _cron(world: StoryWorld) -> str:
-    from gitopsbot.sandbox.story_fleet import window_cron
-
     assert world.fleet is not None and world.fleet.window_opens is not None
     return window_cron(world.fleet.window_opens)
 
@@ -771,7 +755,3 @@ def _where_to_look(world: StoryWorld, number: int, out: TextIO) -> None:
     for (sha, context), st in latest.items():  # the newest per commit and context
         out.write(f"  status {context} on {sha[:12]}: {st.state} ({st.description[:70]})\n")
     out.flush()
-
-
-def options_with(options: StoryOptions, **changes: Any) -> StoryOptions:
-    return replace(options, **changes)

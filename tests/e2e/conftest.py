@@ -5,6 +5,7 @@ http-backend, the API emulator and the controller simulator (gitopsbot/sandbox/s
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import shutil
 import threading
@@ -95,6 +96,17 @@ def held_by_window(pool: str) -> Callable[[PassResult, Journal | None], bool]:
     return match
 
 
+def stop_within(stop: Callable[[], None], what: str, timeout: float = 90.0) -> None:
+    """Run ``stop`` with a deadline: a hang in shutdown is reported with every thread's
+    stack instead of blocking the suite."""
+    worker = threading.Thread(target=stop, name=f"stop {what}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        faulthandler.dump_traceback(all_threads=True)
+        pytest.fail(f"{what} did not stop within {timeout:.0f}s (thread stacks on stderr)")
+
+
 @pytest.fixture
 def make_world(tmp_path: Path) -> Iterator[Callable[..., StoryWorld]]:
     """``make_world(**StoryOptions fields)``: a started world, stopped after the test."""
@@ -108,7 +120,7 @@ def make_world(tmp_path: Path) -> Iterator[Callable[..., StoryWorld]]:
 
     yield make
     for world in worlds:
-        world.stop()
+        stop_within(world.stop, "the story world")
 
 
 @pytest.fixture
@@ -123,7 +135,7 @@ def make_bot() -> Iterator[Callable[..., BotRunner]]:
 
     yield make
     for bot in bots:
-        bot.stop()
+        stop_within(bot.stop, "the bot")
 
 
 def helm_history(world: StoryWorld) -> list[dict[str, object]]:

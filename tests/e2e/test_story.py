@@ -39,6 +39,7 @@ from tests.e2e.conftest import (
     crd_text,
     held_by_window,
     helm_history,
+    stop_within,
 )
 
 pytestmark = pytest.mark.slow
@@ -103,8 +104,8 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upgraded]:
         )
     finally:
         if bot is not None:
-            bot.stop()
-        world.stop()
+            stop_within(bot.stop, "the bot")
+        stop_within(world.stop, "the story world")
 
 
 def test_upgrade_journal_on_the_state_branch_shows_every_step_succeeded(
