@@ -78,20 +78,21 @@ def ssh_key_credentials(
 ) -> SshKey:
     """``git.sshKey`` → SshKey. The ref locates the private key file (``file``: its path;
     ``env``: a variable holding the path); the key is read by libgit2, never by the bot."""
+    label = ref.values_path or "git.sshKey"  # "gitopsbot.yaml:LINE: git.sshKey" when loaded
     if ref.source == "file":
         raw = ref.name
     elif ref.source == "env":
         raw = environment(ref.name) or ""
         if not raw:
             raise ConfigError(
-                f"git.sshKey: environment variable {ref.name} is not set "
+                f"{label}: environment variable {ref.name} is not set "
                 "(it should hold the path of the SSH private key file)"
             )
     else:
-        raise ConfigError("git.sshKey: give file: PATH or env: VAR (the key is a file)")
+        raise ConfigError(f"{label}: give file: PATH or env: VAR (the key is a file)")
     path = Path(raw).expanduser()
     if not path.is_file():
-        raise ConfigError(f"git.sshKey: no SSH private key file at {path}")
+        raise ConfigError(f"{label}: no SSH private key file at {path}")
     return SshKey(private_key=path)
 
 
@@ -171,6 +172,14 @@ def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
     return WebhookReceiver(secrets, nudge, host=host or "127.0.0.1", port=int(port))
 
 
+def kube_context_source(spec: ClusterSpec) -> str:
+    """Where the cluster's kube context is chosen, for messages: the release.yaml line."""
+    where = spec.locations.get("release.yaml:kubeContext")
+    if where is not None:
+        return f"{where.file}:{where.line}: kubeContext"
+    return f"clusters/{spec.name}/release.yaml: kubeContext not set"
+
+
 def executor_factory(options: RunOptions) -> Callable[[ClusterSpec], Executor]:
     """One Cluster and Helm adapter per cluster (per kube context), built on first use."""
     built: dict[str, Executor] = {}
@@ -187,7 +196,10 @@ def executor_factory(options: RunOptions) -> Callable[[ClusterSpec], Executor]:
                 kubectl_binary, home=home / "kubectl", kubeconfig=kubeconfig, kube_context=context
             )
             cluster = KubeCluster.from_kubeconfig(
-                kubeconfig, context, crd_applier=applier.apply_crds
+                kubeconfig,
+                context,
+                context_source=kube_context_source(spec),
+                crd_applier=applier.apply_crds,
             )
             helm = HelmCli(
                 helm_binary, home=home / "helm", kubeconfig=kubeconfig, kube_context=context
@@ -220,6 +232,7 @@ def build_bot(options: RunOptions) -> Bot:
         resolve_tz=zoneinfo.ZoneInfo,
         settings=bot_settings,
         forge=_forge(bot_settings, clock),
+        push=options.push,
     )
     scheduler = Scheduler(
         reconcile=reconciler.reconcile,

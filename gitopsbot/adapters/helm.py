@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.adapters.tool_env import tool_environment
 from gitopsbot.core.model import RolloutPolicy
 from gitopsbot.core.observed import HelmReleaseInfo, HelmReleaseStatus
@@ -374,9 +375,7 @@ def _string_leaves(values: Any) -> list[str]:
 
 
 def _masked(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, MASK)
-    return text
+    return redact_secrets(text, secrets)
 
 
 def _timestamp(text: Any) -> datetime | None:

@@ -37,6 +37,7 @@ from gitopsbot.core.kube_objects import (
 )
 from gitopsbot.core.observed import CrdApplyResult, DeploymentReadiness
 from gitopsbot.errors import (
+    ConfigError,
     KubeConflict,
     KubeError,
     KubeFailed,
@@ -101,14 +102,21 @@ class KubeCluster:
         self._discovery: dict[str, dict[str, _Resource] | None] = {}
 
     @classmethod
-    def from_kubeconfig(cls, path: Path | str, context: str = "", **kwargs: Any) -> KubeCluster:
+    def from_kubeconfig(
+        cls, path: Path | str, context: str = "", *, context_source: str = "", **kwargs: Any
+    ) -> KubeCluster:
+        """A cluster from a kubeconfig file. ``context_source`` says where ``context`` was
+        chosen (e.g. ``clusters/lab/release.yaml:4: kubeContext``) for the error message."""
         configuration = Configuration()
-        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(path),
-            context=context or None,
-            client_configuration=configuration,
-            persist_config=False,
-        )
+        try:
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(path),
+                context=context or None,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (kube_config.ConfigException, OSError, ValueError) as err:
+            raise ConfigError(_kubeconfig_problem(path, context, context_source, err)) from None
         # urllib3 would otherwise retry 429/503 with Retry-After on its own, sleeping where
         # nobody sees it; retries belong to ``_request`` alone.
         configuration.retries = False
@@ -476,3 +484,20 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _kubeconfig_problem(path: Path | str, context: str, source: str, err: Exception) -> str:
+    """One line naming the chosen context, where it was chosen, the file and its contexts."""
+    chosen = f"kube context {context!r}" if context else "the kubeconfig's current context"
+    where = f" ({source})" if source else ""
+    try:
+        found, _ = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=str(path)
+        )
+        names = ", ".join(sorted(str(c.get("name", "")) for c in found or ())) or "none"
+        known = f"; contexts in that file: {names}"
+    except (kube_config.ConfigException, OSError, ValueError):
+        known = "; the file could not be read"
+    # The vendor message is short and names no secret (it quotes context names at most).
+    reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return f"{chosen}{where}: cannot use kubeconfig {path}: {reason}{known}"

@@ -5,9 +5,11 @@ proposals. Ports are injected (Repo, Forge, ChartSource); every decision is
 A pass: fetch; read the fleet at the watched branch's head; read the proposal ledger from the
 state branch (``proposals.json``) and refresh the state of each open proposal from the forge
 (one read each); fetch each distinct chart repository index once; decide; then for each
-target commit the edits on ``gitopsbot/<cluster>/<version>`` (first commit's parent: the
-watched head; later ones fast-forward the branch), push, open or update the request with the
-plan as body and the settings' labels, set ``gitopsbot/policy``; close superseded requests
+target plan the branch as it will be, commit the edits on ``gitopsbot/<cluster>/<version>``
+(first commit's parent: the watched head; later ones fast-forward the branch), push, open or
+update the request with the plan as body and the settings' labels, set ``gitopsbot/policy``
+(in Git-only mode the request and status are files committed with the edits: at most one
+commit per branch a pass); close superseded requests
 with a comment; write the ledger back when it changed. A pass with nothing new makes no write
 to the forge or to Git (it only reads).
 """
@@ -15,7 +17,7 @@ to the forge or to Git (it only reads).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gitopsbot.core import proposals as core
@@ -38,7 +40,8 @@ from gitopsbot.core.render import render_markdown
 from gitopsbot.errors import FleetError, ForgeNotFound, GitFailed, GitOpsBotError, Problem
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.ports.charts import ChartSource
-from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.files import FileTree
+from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo
 
 log = logging.getLogger(__name__)
@@ -103,6 +106,29 @@ class PassReport:
                 out.append(f"{d.cluster}: {n}")
         out += [f"problem: {p}" for p in self.problems]
         return out
+
+
+class _Overlay:
+    """A commit's tree with some files replaced: the proposal branch before it is committed."""
+
+    def __init__(self, base: FileTree, files: Mapping[str, bytes]) -> None:
+        self._base = base
+        self._files = dict(files)
+
+    @property
+    def label(self) -> str:
+        return f"{self._base.label}+proposal"
+
+    def read(self, path: str) -> bytes | None:
+        return self._files[path] if path in self._files else self._base.read(path)
+
+    def list(self, directory: str) -> list[str]:
+        names = set(self._base.list(directory))
+        prefix = f"{directory.rstrip('/')}/"
+        for path in self._files:
+            if path.startswith(prefix):
+                names.add(path[len(prefix) :].split("/", 1)[0])
+        return sorted(names)
 
 
 class Proposer:
@@ -375,15 +401,18 @@ class Proposer:
             hypervisor_image=image,
         )
         edits = {release_path: new_release.encode(), values_path: new_values.encode()}
-        pushed = False
-        if branch_head is None or edits != old:
-            message = core.commit_message(d.cluster, rel.chart_name, rel.version, version, image)
-            self.repo.commit_files(branch, edits, message, parent=base)
-            branch_head = self.repo.push(branch)
-            pushed = True
+        # What merging changes on the watched branch: the body and the commit message name only
+        # real edits (the pin may already equal the target's default image, R4).
+        watched_values = old[values_path] if base == head else self.repo.read(head, values_path)
+        set_image = image if edits[values_path] != (watched_values or b"") else ""
+        needs_commit = branch_head is None or edits != old
 
-        # The plan: what merging the branch does to the watched branch's state.
-        desired = load_cluster(self.repo.tree(branch_head), d.cluster)
+        # The plan: what merging the branch does to the watched branch's state, read from the
+        # branch as it will be (its base plus the edits), before anything is committed.
+        desired_tree: FileTree = (
+            _Overlay(self.repo.tree(base), edits) if needs_commit else self.repo.tree(base)
+        )
+        desired = load_cluster(desired_tree, d.cluster)
         plan = self.plan_for(spec, desired, index=index, rules=rules)
         body = core.proposal_body(
             d,
@@ -391,7 +420,7 @@ class Proposer:
             scope=fleet.settings.proposals.scope,
             plan_markdown=render_markdown(plan),
             versions=index.versions(rel.chart_name),
-            image=image,
+            image=set_image,
         )
         title = core.title(d.cluster, rel.chart_name, version)
         labels = fleet.settings.proposals.labels
@@ -406,6 +435,34 @@ class Proposer:
             and pr.body.strip() == with_marker(body, marker).strip()
             and all(label in pr.labels for label in labels)
         )
+        in_git = isinstance(self.forge, RecordsRequestsInGit)
+        pushed = False
+        if needs_commit or (in_git and pr is not None and not current):
+            files: dict[str, bytes | None] = dict(edits) if needs_commit else {}
+            if isinstance(self.forge, RecordsRequestsInGit):
+                # Git-only mode: the request and its status travel in the same commit as the
+                # edits, so the calls below find them recorded and write nothing: one pass
+                # writes at most one commit on the branch.
+                files.update(
+                    self.forge.request_files(
+                        branch=branch,
+                        base=self.watched_branch,
+                        title=title,
+                        body=body,
+                        marker=marker,
+                        labels=labels,
+                        status=core.policy_status(plan.decision),
+                    )
+                )
+            message = (
+                core.commit_message(d.cluster, rel.chart_name, rel.version, version, set_image)
+                if needs_commit
+                else f"{title}\n\nPlan updated.\n\n{ProposalId(d.cluster, version).trailer}\n"
+            )
+            self.repo.commit_files(branch, files, message, parent=base)
+            branch_head = self.repo.push(branch)
+            pushed = True
+        assert branch_head is not None
         if not current or pushed:
             pr = self.forge.open_or_update_pull_request(
                 branch=branch,

@@ -82,6 +82,7 @@ class Reconciler:
         settings: BotSettings,
         forge: Forge | None = None,
         fetch: bool = True,
+        push: bool = True,
     ) -> None:
         self.repo = repo
         self.store = store
@@ -92,6 +93,9 @@ class Reconciler:
         self.settings = settings
         self.forge = forge
         self.fetch = fetch
+        # False (``run --no-push``): nothing reaches the fleet remote. Revert commits stay
+        # local, revert pull requests (which need a pushed branch) are not opened.
+        self.push = push
         self._fleets: dict[str, Fleet] = {}
 
     # -- helpers --------------------------------------------------------------------------
@@ -531,7 +535,10 @@ class Reconciler:
         watched = self.settings.watched_branch
         if policy == "rollback":
             sha = self.repo.revert_commit(watched, journal.desired_sha, message)
-            self.repo.push(watched)
+            if self.push:
+                self.repo.push(watched)
+            else:
+                log.warning("%s: revert %s kept local (--no-push)", name, sha[:12])
             rollback = operation.new_operation(
                 kind=OperationKind.ROLLBACK,
                 cluster=name,
@@ -544,13 +551,14 @@ class Reconciler:
             failed = replace(
                 journal, status=OperationStatus.FAILED, remediation=f"rollback:{rollback.op_id}"
             )
-            self.save(failed, f"{journal.op_id} failed; rolling back by revert {sha[:12]}")
+            local = "" if self.push else " (local only: --no-push)"
+            self.save(failed, f"{journal.op_id} failed; rolling back by revert {sha[:12]}{local}")
             self.save(
                 replace(rollback, status=OperationStatus.RUNNING),
                 f"rollback {rollback.op_id} started",
                 seen=sha,
             )
-            return PassResult(name, "rollback", sha, now)
+            return PassResult(name, "rollback", f"{sha}{local}", now)
         return self._revert_pull_request(journal, reason, message)
 
     def _revert_pull_request(self, journal: Journal, reason: str, message: str) -> PassResult:
@@ -558,6 +566,12 @@ class Reconciler:
             failed = replace(journal, status=OperationStatus.FAILED, remediation="halt (no forge)")
             self.save(failed, f"{journal.op_id} failed; no forge for a revert PR")
             return PassResult(journal.cluster, "failed", reason)
+        if not self.push:
+            # A pull request needs its branch on the remote: skip it, and say so.
+            why = "revert PR not opened: --no-push keeps the revert branch off the remote"
+            failed = replace(journal, status=OperationStatus.FAILED, remediation=f"halt ({why})")
+            self.save(failed, f"{journal.op_id} failed; {why}")
+            return PassResult(journal.cluster, "failed", f"{reason}; {why}")
         watched = self.settings.watched_branch
         branch = f"gitopsbot/revert/{journal.op_id}"
         if self.repo.head(branch) is None:

@@ -12,15 +12,17 @@ from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.core.chart import Chart
+from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.fleet_loading import suggest
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.model import ClusterSpec, ReleaseSpec
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import Plan, make_plan
 from gitopsbot.core.policy import Decision, load_rules
 from gitopsbot.core.render import render_json, render_markdown
 from gitopsbot.errors import (
     ChartError,
+    ChartInvalid,
+    ChartNotFound,
     ChartUnavailable,
     ConfigError,
     FleetError,
@@ -44,6 +46,8 @@ examples:
 Without --from the baseline is "nothing deployed" (a first install). Charts come from the
 release's repository over HTTP unless --chart-dir (or GITOPSBOT_CHARTS, paths separated by
 ':') names local chart directories, archives or repository directories.
+A chart version the repository (or --chart-dir) does not have still gives a plan: no steps,
+and the CHART-NOT-IN-INDEX deny.
 exit status: 0 plan printed (1 with --check when denied or unacknowledged), 1 bad fleet files
 or policy, 2 chart repository or Git unavailable.
 """
@@ -101,6 +105,23 @@ def chart_source(chart_dirs: list[Path]) -> ChartSource:
     return HttpChartSource(cache_dir=settings.cache_dir())
 
 
+def source_label(chart_dirs: list[Path]) -> str:
+    """Where charts are read from, for messages: the local paths, or "" (the repository)."""
+    paths = chart_dirs or settings.chart_paths()
+    return ", ".join(str(p) for p in paths)
+
+
+def target_chart(source: ChartSource, rel: ReleaseSpec) -> tuple[Chart | None, ChartIndex, str]:
+    """(chart or None, index, why None). A version the repository does not have is a policy
+    verdict (CHART-NOT-IN-INDEX), not an error; an unreachable repository still raises
+    ChartUnavailable."""
+    index = source.index(rel.chart_repo_url)
+    try:
+        return source.chart(rel.chart_repo_url, rel.chart_name, rel.version), index, ""
+    except (ChartNotFound, ChartInvalid) as exc:
+        return None, index, str(exc)
+
+
 def _tree(fleet: Path, ref: str | None) -> FileTree:
     return GitRefTree(fleet, ref) if ref else DirectoryTree(fleet)
 
@@ -145,9 +166,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
     desired = fleet.clusters[args.cluster]
     rules = load_rules([*builtin_policy_documents(), *fleet.policy_documents])
     source = chart_source(args.chart_dir)
-    rel = desired.release
-    index = source.index(rel.chart_repo_url)
-    target = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
+    target, index, problem = target_chart(source, desired.release)
     deployed, deployed_chart = (
         _baseline(fleet_path, args.from_ref, args.cluster, source)
         if args.from_ref
@@ -160,6 +179,8 @@ def build_plan(args: argparse.Namespace) -> Plan:
         deployed_chart=deployed_chart,
         index=index,
         rules=rules,
+        chart_source=source_label(args.chart_dir),
+        chart_problem=problem,
     )
 
 

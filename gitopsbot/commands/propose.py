@@ -39,8 +39,10 @@ EXAMPLES = """\
 examples:
   # one pass against the fleet repository, forge and token from its gitopsbot.yaml
   GITOPSBOT_FORGE_TOKEN=... gitopsbot propose --once --fleet-url https://github.com/acme/fleet.git
-  # offline, charts from disk, proposals as branches with PLAN.md (no forge API)
-  gitopsbot propose --once --fleet ~/src/gpu-fleet --chart-dir examples/charts/repo --git-only
+  # offline, charts from disk, proposals as branches with PLAN.md (no forge API); --fleet is
+  # a BARE repository (git clone --bare ~/src/gpu-fleet ~/src/gpu-fleet.git): the bot pushes
+  # branches, and Git's local transport cannot push into a working copy
+  gitopsbot propose --once --fleet ~/src/gpu-fleet.git --chart-dir examples/charts/repo --git-only
   # keep watching: a pass every proposals.interval (gitopsbot.yaml)
   gitopsbot propose --fleet-url https://github.com/acme/fleet.git
 
@@ -148,8 +150,21 @@ def _print(report: PassReport) -> None:
     sys.stdout.flush()
 
 
+def refuse_working_copy(path: str | None) -> None:
+    """``--fleet PATH`` must be a bare repository: propose pushes proposal branches there, and
+    libgit2's local transport refuses every push into a non-bare repository (any branch)."""
+    if path and (Path(path).expanduser() / ".git").exists():
+        raise ConfigError(
+            f"--fleet {path}: a working copy (non-bare repository); the bot pushes proposal "
+            "branches and Git cannot push into a working copy over a local path. Use a bare "
+            f"clone (git clone --bare {path} {path.rstrip('/')}.git, then --fleet "
+            f"{path.rstrip('/')}.git) or --fleet-url with the repository's remote URL"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
+        refuse_working_copy(args.fleet)
         wiring = wire(args)
     except (ConfigError, FleetError) as e:
         sys.stderr.write(f"gitopsbot propose: {e}\n")

@@ -59,7 +59,16 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-push",
         action="store_true",
-        help="keep state-branch commits local (dry runs, debugging)",
+        help="push nothing to the fleet remote: state-branch records, revert commits and "
+        "revert branches stay local (dry runs, debugging)",
+    )
+    p.add_argument(
+        "--webhook-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="receive forge webhooks at POST /webhooks/<github|gitlab|gitea> on HOST:PORT "
+        "(port 0: any free port, printed at start); a verified push or merge starts a pass "
+        "at once (default off: polling only; ignored with --once)",
     )
     p.set_defaults(func=run)
 
@@ -84,8 +93,13 @@ def run(args: argparse.Namespace) -> int:
         return run_once(bot)
     try:
         receiver = app.webhook_receiver(bot, args.webhook_listen) if args.webhook_listen else None
+        if receiver is not None:
+            receiver.start()  # bind now: a taken port is a message, not a traceback
     except GitOpsBotError as e:
         sys.stderr.write(f"gitopsbot run: {e}\n")
+        return 1
+    except OSError as e:
+        sys.stderr.write(f"gitopsbot run: --webhook-listen {args.webhook_listen}: {e}\n")
         return 1
     return run_forever(bot, receiver)
 
@@ -97,7 +111,7 @@ def run_once(bot: app.Bot) -> int:
             try:
                 result = bot.reconciler.reconcile(cluster)
             except GitOpsBotError as e:
-                sys.stderr.write(f"{cluster}: {e}\n")
+                sys.stderr.write(f"gitopsbot run: {cluster}: {e}\n")
                 status = 2
                 break
             print(f"{cluster}: {result.action} {result.detail}".rstrip())
@@ -110,8 +124,11 @@ def run_once(bot: app.Bot) -> int:
 def run_forever(bot: app.Bot, receiver: WebhookReceiver | None = None) -> int:
     stop = threading.Event()
 
+    received: list[int] = []
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.warning("signal %s: stopping after the running passes", signum)
+        received.append(signum)
         stop.set()
 
     signal.signal(signal.SIGINT, on_signal)
@@ -119,8 +136,7 @@ def run_forever(bot: app.Bot, receiver: WebhookReceiver | None = None) -> int:
     bot.scheduler.set_clusters(bot.clusters)
     bot.scheduler.start()
     print(f"gitopsbot run: watching {', '.join(bot.clusters)} (Ctrl-C to stop)", flush=True)
-    if receiver is not None:
-        receiver.start()
+    if receiver is not None:  # started by the caller
         print(f"gitopsbot run: webhooks at {receiver.url}/webhooks/<provider>", flush=True)
     try:
         stop.wait()
@@ -128,4 +144,6 @@ def run_forever(bot: app.Bot, receiver: WebhookReceiver | None = None) -> int:
         if receiver is not None:
             receiver.stop()
         bot.scheduler.shutdown(wait=True)  # graceful: at a step boundary
+    why = signal.Signals(received[0]).name if received else "stop"
+    print(f"gitopsbot run: {why}: stopped cleanly at a step boundary", flush=True)
     return 0

@@ -74,6 +74,14 @@ def run(args: argparse.Namespace) -> int:
     except GitOpsBotError as e:
         sys.stderr.write(f"gitopsbot status: {e}\n")
         return 2
+    try:
+        return show(store, args)
+    except GitOpsBotError as e:  # Git went away while watching: a message, not a traceback
+        sys.stderr.write(f"gitopsbot status: {e}\n")
+        return 1 if isinstance(e, ConfigError) else 2
+
+
+def show(store: JournalStore, args: argparse.Namespace) -> int:
     while True:
         text, code = render(store, args.cluster, datetime.now(UTC))
         if args.watch and sys.stdout.isatty():

@@ -9,7 +9,7 @@ from typing import Any
 
 from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.commands.plan import add_chart_dir, chart_source
+from gitopsbot.commands.plan import add_chart_dir, chart_source, source_label, target_chart
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.policy import Outcome, PolicyInput, evaluate, load_rules
 from gitopsbot.core.schema_check import check_values
@@ -24,7 +24,8 @@ examples:
 
 Checks every file (located messages: file:line:column: field: problem), secret-looking
 literals, and the policy rules that can be judged without a cluster (R5, R13, F3, batch size,
-team path rules...). With --chart-dir, also the chart's values.schema.json and the index.
+team path rules...). With --chart-dir, also the chart's values.schema.json and the index: a
+chart version not there is CHART-NOT-IN-INDEX, located at chart.version in release.yaml.
 exit status: 0 clean (warnings allowed), 1 any problem, deny or unacknowledged rule.
 """
 
@@ -54,17 +55,18 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gitopsbot validate: {exc}\n")
         return 1
     source = chart_source(args.chart_dir) if args.chart_dir else None
+    label = source_label(args.chart_dir) if args.chart_dir else ""
     failed = 0
     for name, cluster in sorted(fleet.clusters.items()):
         chart: Chart | None = None
         index: ChartIndex | None = None
         schema: tuple[Problem, ...] = ()
+        problem = ""
         if source is not None:
-            rel = cluster.release
             try:
-                index = source.index(rel.chart_repo_url)
-                chart = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
-            except ChartError as exc:
+                # A version missing from the source is CHART-NOT-IN-INDEX below, located.
+                chart, index, problem = target_chart(source, cluster.release)
+            except ChartError as exc:  # the source itself is unreadable
                 sys.stderr.write(f"clusters/{name}/release.yaml: chart: {exc}\n")
                 failed += 1
             if chart is not None:
@@ -77,7 +79,14 @@ def run(args: argparse.Namespace) -> int:
                 )
         verdicts = evaluate(
             rules,
-            PolicyInput(cluster=cluster, target_chart=chart, index=index, schema_problems=schema),
+            PolicyInput(
+                cluster=cluster,
+                target_chart=chart,
+                index=index,
+                schema_problems=schema,
+                chart_source=label,
+                chart_problem=problem,
+            ),
         )
         for v in verdicts:
             loc = v.location

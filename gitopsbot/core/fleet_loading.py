@@ -519,11 +519,18 @@ def _secret_ref(
     return SecretRef(values_path, "kubernetes-secret", name, key=key, namespace=namespace)
 
 
+def _settings_label(r: _Reader, at: tuple[int, int], fld: str) -> str:
+    """How a gitopsbot.yaml secret is named in messages, e.g. ``gitopsbot.yaml:7: forge.token``.
+
+    Such a ref fills no Helm value: its ``values_path`` is only this label (never a value)."""
+    return f"{r.file}:{at[0]}: {fld}"
+
+
 def _git_access(r: _Reader, git: CommentedMap) -> GitAccessSettings:
     if git.get("sshKey") is None:
         return GitAccessSettings()
     at = r.value_at(git, "sshKey")
-    ref = _secret_ref(r, git["sshKey"], "git.sshKey", at, "")
+    ref = _secret_ref(r, git["sshKey"], "git.sshKey", at, _settings_label(r, at, "git.sshKey"))
     if ref is not None and ref.source == "kubernetes-secret":
         # The bot reads gitopsbot.yaml before it knows any cluster, and needs the key to
         # fetch it: the key must be on the bot's own machine.
@@ -551,11 +558,13 @@ def _settings(r: _Reader, doc: Any) -> BotSettings:
     fd, pd = ForgeSettings(), ProposalSettings()
     token = webhook = None
     if forge.get("token") is not None:
-        token = _secret_ref(r, forge["token"], "forge.token", r.value_at(forge, "token"), "")
+        at = r.value_at(forge, "token")
+        label = _settings_label(r, at, "forge.token")
+        token = _secret_ref(r, forge["token"], "forge.token", at, label)
     if forge.get("webhookSecret") is not None:
-        webhook = _secret_ref(
-            r, forge["webhookSecret"], "forge.webhookSecret", r.value_at(forge, "webhookSecret"), ""
-        )
+        at = r.value_at(forge, "webhookSecret")
+        label = _settings_label(r, at, "forge.webhookSecret")
+        webhook = _secret_ref(r, forge["webhookSecret"], "forge.webhookSecret", at, label)
     git = _git_access(r, r.section(top, "git", "", _GIT_KEYS))
     kind = r.choice(forge, "kind", "forge", fd.kind, _FORGE_KINDS)
     repository = r.string(forge, "repository", "forge", fd.repository)
@@ -595,10 +604,22 @@ _RELEASE_NAME_KEYS = ("name", "namespace")
 _ENVIRONMENTS = tuple(e.value for e in Environment)
 
 
-def _release(r: _Reader, doc: Any) -> tuple[ReleaseSpec, Environment] | None:
+def _release(
+    r: _Reader, doc: Any, locations: dict[str, Location] | None = None
+) -> tuple[ReleaseSpec, Environment] | None:
     top = r.mapping(doc, "", (1, 1))
     if top is None:
         return None
+    if locations is not None:
+        # Where each value sits, for messages: "release.yaml:chart.version" → file, line.
+        for key in ("kubeContext", "environment"):
+            if key in top:
+                locations[f"{RELEASE_FILE}:{key}"] = r.loc(r.value_at(top, key))
+        for section in ("chart", "release"):
+            node = top.get(section)
+            if isinstance(node, CommentedMap):
+                for key in node:
+                    locations[f"{RELEASE_FILE}:{section}.{key}"] = r.loc(r.value_at(node, key))
     r.known_keys(top, "", _RELEASE_KEYS)
     before = len(r.problems)
     for key in ("chart", "release", "environment"):
@@ -989,7 +1010,7 @@ def _cluster(
 
     release = None
     if docs.get(RELEASE_FILE, _BROKEN) is not _BROKEN:
-        release = _release(readers[RELEASE_FILE], docs[RELEASE_FILE])
+        release = _release(readers[RELEASE_FILE], docs[RELEASE_FILE], locations)
     credentials = CredentialsSpec()
     if docs.get(CREDENTIALS_FILE, _BROKEN) is not _BROKEN:
         credentials = _credentials(readers[CREDENTIALS_FILE], docs[CREDENTIALS_FILE])

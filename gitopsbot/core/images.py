@@ -39,6 +39,8 @@ class ImageChange:
     explicit: bool
     # The chart's default for this image moved between the two chart versions.
     default_moved: bool
+    # The target chart's default for this image ("" where the chart has none).
+    new_default: str = ""
 
     @property
     def changed(self) -> bool:
@@ -96,6 +98,7 @@ def image_changes(
             after=after.get(comp, ""),
             explicit=_explicit(desired_values, comp),
             default_moved=old_defaults is not None and old_defaults[comp] != new_defaults[comp],
+            new_default=new_defaults.get(comp, ""),
         )
         for comp in COMPONENTS
     )

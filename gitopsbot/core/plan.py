@@ -140,6 +140,9 @@ class Plan:
     decision: Decision
     schema_problems: tuple[Problem, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Why the target chart could not be read ("" when it was): then there are no steps,
+    # images, CRDs or schema checks, and CHART-NOT-IN-INDEX denies.
+    chart_problem: str = ""
 
     @property
     def changes_anything(self) -> bool:
@@ -192,32 +195,46 @@ def make_plan(
     *,
     deployed: DeployedState | None,
     desired: ClusterSpec,
-    target_chart: Chart,
+    target_chart: Chart | None,
     deployed_chart: Chart | None,
     index: ChartIndex | None,
     rules: tuple[Rule, ...] = (),
+    chart_source: str = "",
+    chart_problem: str = "",
 ) -> Plan:
+    """The plan. ``target_chart`` None (with ``chart_problem`` saying why, e.g. the version is
+    not in the index) still gives a plan: its verdicts carry the deny, its steps are empty —
+    a pull request gets a verdict, not an error. ``chart_source`` names where charts were read
+    (a --chart-dir path) for messages; "" means the release's repository."""
+    if target_chart is None:
+        chart_problem = chart_problem or "the target chart could not be read"
     rel = desired.release
     values_file = _values_file(desired)
     base_values = deployed.values if deployed is not None else {}
     diff = diff_values(base_values, desired.values)
-    images = image_changes(
-        deployed_values=deployed.values if deployed is not None else None,
-        deployed_chart=deployed_chart,
-        desired_values=desired.values,
-        target_chart=target_chart,
-    )
-    crds = diff_charts(deployed_chart, target_chart)
+    images: tuple[ImageChange, ...] = ()
+    crds = CrdDiff(())
+    schema_problems: tuple[Problem, ...] = ()
 
     def locate(path: str) -> Location | None:
         return desired.values_locations.get(path)
 
-    schema_problems = check_values(desired.values, target_chart, file=values_file, locate=locate)
+    if target_chart is not None:
+        images = image_changes(
+            deployed_values=deployed.values if deployed is not None else None,
+            deployed_chart=deployed_chart,
+            desired_values=desired.values,
+            target_chart=target_chart,
+        )
+        crds = diff_charts(deployed_chart, target_chart)
+        schema_problems = check_values(
+            desired.values, target_chart, file=values_file, locate=locate
+        )
     versions = VersionChange(
         chart_before=deployed.chart_version if deployed else "",
-        chart_after=target_chart.version,
+        chart_after=target_chart.version if target_chart is not None else rel.version,
         app_before=deployed.app_version if deployed else "",
-        app_after=target_chart.app_version,
+        app_after=target_chart.app_version if target_chart is not None else "",
     )
     verdicts = evaluate(
         rules,
@@ -231,6 +248,8 @@ def make_plan(
             images=images,
             crd_diff=crds,
             schema_problems=schema_problems,
+            chart_source=chart_source,
+            chart_problem=chart_problem,
         ),
     )
     first_install = deployed is None
@@ -241,11 +260,12 @@ def make_plan(
         for p in desired.rollout.ordered_pools()
     )
     restart = restart_needed(diff, images, RESTART_PREFIXES)
-    upgrade = first_install or versions.chart_changed or bool(diff)
+    # Without the target chart nothing can be planned (its CRDs, defaults, images).
+    upgrade = target_chart is not None and (first_install or versions.chart_changed or bool(diff))
     steps: list[Step] = []
     notes: list[str] = []
     release = f"{rel.namespace}/{rel.release_name}"
-    if upgrade:
+    if upgrade and target_chart is not None:
         if deployed is not None:
             steps.append(
                 Step(
@@ -259,7 +279,7 @@ def make_plan(
         steps.append(
             Step(
                 StepKind.CRDS,
-                f"Apply chart {target_chart.version}'s {len(target_chart.crd_defs)} CRD(s) "
+                f"Apply chart {rel.version}'s {len(target_chart.crd_defs)} CRD(s) "
                 f"server-side ({changed_crds} change(s), {len(crds.breaking)} breaking)",
                 "R7",
                 IMPACT["crds"],
@@ -324,7 +344,12 @@ def make_plan(
                 IMPACT["verify"],
             )
         )
-    if first_install:
+    if chart_problem:
+        notes.append(
+            f"no steps: the target chart {rel.chart_name} {rel.version} could not be read "
+            f"({chart_problem})"
+        )
+    elif first_install:
         notes.append("nothing deployed: the controller records component hashes and rolls nothing")
     return Plan(
         cluster=desired.name,
@@ -349,4 +374,5 @@ def make_plan(
         decision=decide(verdicts),
         schema_problems=schema_problems,
         notes=tuple(notes),
+        chart_problem=chart_problem,
     )

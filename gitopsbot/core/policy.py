@@ -107,6 +107,10 @@ class PolicyInput:
     images: tuple[ImageChange, ...] = ()
     crd_diff: CrdDiff | None = None
     schema_problems: tuple[Problem, ...] = ()
+    # Where charts were read from, for messages ("" → the release's repository URL), and
+    # why the target chart could not be read ("" → it was, or nobody tried).
+    chart_source: str = ""
+    chart_problem: str = ""
 
     @property
     def desired_values(self) -> Mapping[str, Any]:
@@ -175,7 +179,15 @@ def check_hypervisor_image_not_explicit(
             )
         ]
     hv = _image(inp, "hypervisor")
-    if hv is not None and hv.before and not hv.changed and hv.default_moved:
+    # A pin that stays put while the default moved needs a word (F2) — unless the pin already
+    # is the new default: then the image and the chart agree, nothing is left behind.
+    if (
+        hv is not None
+        and hv.before
+        and not hv.changed
+        and hv.default_moved
+        and hv.after != hv.new_default
+    ):
         return [
             (
                 f"hypervisor image stays {hv.after} while the chart's default moved; "
@@ -363,16 +375,27 @@ def check_batch_percentage_at_least(inp: PolicyInput, params: Mapping[str, Any])
     ]
 
 
-def check_chart_version_not_in_index(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
-    if inp.index is None:
-        return []
+def check_chart_version_not_in_index(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
     rel = inp.cluster.release
-    if inp.index.get(rel.chart_name, rel.version) is not None:
+    source = inp.chart_source or rel.chart_repo_url
+    anchor = "release.yaml:chart.version"
+    if inp.index is None or inp.index.get(rel.chart_name, rel.version) is not None:
+        if inp.chart_problem:  # listed, yet unreadable: still no chart to install
+            return [
+                (
+                    f"chart {rel.chart_name} {rel.version} could not be read from {source}: "
+                    f"{inp.chart_problem}",
+                    anchor,
+                )
+            ]
         return []
     known = [v.version for v in inp.index.versions(rel.chart_name)[:5]]
     return [
-        f"chart {rel.chart_name} {rel.version} is not in {rel.chart_repo_url}"
-        + (f" (newest: {', '.join(known)})" if known else "")
+        (
+            f"chart {rel.chart_name} {rel.version} is not in {source}"
+            + (f" (newest: {', '.join(known)})" if known else ""),
+            anchor,
+        )
     ]
 
 

@@ -366,7 +366,9 @@ def proposal_body(
     versions: Sequence[ChartVersion],
     image: str,
 ) -> str:
-    """The pull-request body: what is proposed and why, the chart's changes, then the plan."""
+    """The pull-request body: what is proposed and why, the chart's changes, then the plan.
+    ``image``: the hypervisor image the proposal writes into values.yaml; empty when values.yaml
+    is not edited (the body lists only real edits)."""
     assert decision.target is not None
     target = decision.target
     out = [

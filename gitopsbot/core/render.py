@@ -125,34 +125,46 @@ def render_markdown(plan: Plan) -> str:
     else:
         out.append("No rule fired.")
     out += ["", "### Steps", ""]
+    unread = (
+        f"The target chart could not be read ({plan.chart_problem})" if plan.chart_problem else ""
+    )
     if plan.steps:
         out += _table(
             ("#", "step", "rule", "impact on running work"),
             [(i, s.title, s.rule, s.impact) for i, s in enumerate(plan.steps, 1)],
         )
+    elif unread:
+        out.append(f"None: {unread[0].lower()}{unread[1:]}, so nothing can be applied.")
     else:
         out.append("Nothing to do: Git matches the baseline.")
     out += ["", "### Images", ""]
-    out += _table(
-        ("component", "deployed", "target", "change"),
-        [
-            (
-                i.component,
-                f"`{i.before}`" if i.before else "—",
-                f"`{i.after}`" if i.after else "—",
-                ("changes" if i.changed else "unchanged")
-                + ("" if i.explicit else " (chart default)")
-                + (" — chart default moved" if i.default_moved and not i.changed else ""),
-            )
-            for i in plan.images
-        ],
-    )
+    if unread:
+        out.append(f"{unread}: the target images are unknown.")
+    else:
+        out += _table(
+            ("component", "deployed", "target", "change"),
+            [
+                (
+                    i.component,
+                    f"`{i.before}`" if i.before else "—",
+                    f"`{i.after}`" if i.after else "—",
+                    ("changes" if i.changed else "unchanged")
+                    + ("" if i.explicit else " (chart default)")
+                    + (" — chart default moved" if i.default_moved and not i.changed else ""),
+                )
+                for i in plan.images
+            ],
+        )
     out += ["", "### CRDs", ""]
-    if plan.crd_diff.changes:
+    if unread:
+        out.append(f"{unread}: its CRDs are unknown.")
+    elif plan.crd_diff.changes:
         out += [_crd_line(c) for c in plan.crd_diff.changes]
     else:
         out.append("No CRD changes.")
     out += ["", "### Values", ""]
+    if unread:
+        out += [f"{unread}: its defaults and values.schema.json were not checked.", ""]
     changes = plan.values_diff.changes
     if changes:
         lines = []
@@ -303,6 +315,8 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         ],
         "schema_problems": [str(p) for p in plan.schema_problems],
         "notes": list(plan.notes),
+        # Only present when the target chart could not be read (no images, CRDs, steps).
+        **({"target_chart_problem": plan.chart_problem} if plan.chart_problem else {}),
     }
 
 

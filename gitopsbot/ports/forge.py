@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gitopsbot.core.forge_types import CommentInfo, CommitState, PullRequestInfo
 
@@ -71,4 +71,27 @@ class Forge(Protocol):
 
     def close_pull_request(self, number: int, comment: str = "") -> None:
         """Close without merging, leaving ``comment`` (if any) as a plain comment first."""
+        ...
+
+
+@runtime_checkable
+class RecordsRequestsInGit(Protocol):
+    """Optional: a forge kept in the fleet repository itself (Git-only mode), where a request's
+    text and statuses are files on its branch. The proposer commits them together with the
+    proposed edits, so one pass writes at most one commit per proposal branch."""
+
+    def request_files(
+        self,
+        *,
+        branch: str,
+        base: str,
+        title: str,
+        body: str,
+        marker: str,
+        labels: Sequence[str] = (),
+        status: tuple[CommitState, str] | None = None,
+    ) -> dict[str, bytes]:
+        """path → content recording the request (and the ``POLICY_CONTEXT`` status of the
+        commit carrying them). Committed on ``branch``, ``open_or_update_pull_request`` and
+        ``set_status`` with the same arguments then write nothing."""
         ...

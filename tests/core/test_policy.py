@@ -125,6 +125,20 @@ CASES = [
         ),
         expect=Outcome.ACKNOWLEDGED,
     ),
+    # R4 table: a pin that stays put while the default moved fires only when it differs
+    # from the new default (2.15.0 pinned, 1.8.0 → 1.8.7 whose default is 2.15.0: silent).
+    Case(
+        "R4",
+        False,
+        deployed_chart=small_chart("1.8.0", "2.13.0", values=default_chart_values("2.13.0")),
+        target=small_chart("1.8.7", "2.15.0", values=default_chart_values("2.15.0")),
+    ),
+    Case(
+        "R4",
+        True,
+        deployed_chart=small_chart("1.8.0", "2.13.0", values=default_chart_values("2.13.0")),
+        target=small_chart("1.8.7", "2.16.0", values=default_chart_values("2.16.0")),
+    ),
     # R5: two controller replicas in production only
     Case(
         "R5",

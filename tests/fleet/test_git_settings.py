@@ -4,6 +4,7 @@ material), refused with file, line and field otherwise."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -24,11 +25,11 @@ def settings_with(example: str, git_section: str) -> str:
     [
         (
             "git:\n  sshKey:\n    file: /etc/gitopsbot/deploy_key\n",
-            SecretRef("", "file", "/etc/gitopsbot/deploy_key"),
+            SecretRef("gitopsbot.yaml:LINE: git.sshKey", "file", "/etc/gitopsbot/deploy_key"),
         ),
         (
             "git:\n  sshKey:\n    env: GITOPSBOT_DEPLOY_KEY_FILE\n",
-            SecretRef("", "env", "GITOPSBOT_DEPLOY_KEY_FILE"),
+            SecretRef("gitopsbot.yaml:LINE: git.sshKey", "env", "GITOPSBOT_DEPLOY_KEY_FILE"),
         ),
     ],
     ids=["file", "env"],
@@ -38,7 +39,10 @@ def test_ssh_key_reference_accepted(
 ) -> None:
     text = settings_with(example_files["gitopsbot.yaml"], section)
     fleet = load_fleet(tree_with({"gitopsbot.yaml": text}))
-    assert fleet.settings.git == GitAccessSettings(ssh_key=expected)
+    # The ref is labelled with the file and the line of its source (what messages name).
+    line = len(text.splitlines())
+    label = expected.values_path.replace("LINE", str(line))
+    assert fleet.settings.git == GitAccessSettings(ssh_key=replace(expected, values_path=label))
 
 
 def test_absent_git_section_means_no_key(tree_with: Tree) -> None:

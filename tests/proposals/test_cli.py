@@ -99,3 +99,35 @@ def test_git_only_flag_needs_no_token(
         "gitopsbot/staging/1.8.3", "clusters/staging/PLAN.md"
     )
     assert world.forge_server.log == []
+
+
+@pytest.mark.usefixtures("env")
+def test_fleet_path_must_be_bare_and_the_help_example_shape_works(
+    world_factory: Callable[..., World],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    world = world_factory(versions={"staging": "1.8.0"})
+    monkeypatch.delenv("GITOPSBOT_FORGE_TOKEN")
+    work = tmp_path / "gpu-fleet"
+    git("clone", "--quiet", world.remote_url, str(work))
+    capsys.readouterr()
+    assert main(["propose", "--once", "--git-only", "--fleet", str(work)]) == 1
+    err = capsys.readouterr().err
+    assert "working copy" in err and f"git clone --bare {work} {work}.git" in err
+    # what the message (and `propose --help`) says to do
+    git("clone", "--quiet", "--bare", str(work), f"{work}.git")
+    assert main(["propose", "--once", "--git-only", "--fleet", f"{work}.git"]) == 0
+    assert "gitopsbot/staging/1.8.3" in git("--git-dir", f"{work}.git", "branch")
+
+
+def test_help_example_uses_a_bare_repository() -> None:
+    from gitopsbot.commands.propose import EXAMPLES
+
+    example = next(
+        line
+        for line in EXAMPLES.splitlines()
+        if line.startswith("  gitopsbot") and "--fleet " in line
+    )
+    assert "--fleet ~/src/gpu-fleet.git" in example

@@ -234,7 +234,51 @@ def test_typed_create_sends_protobuf_secrets_and_configmaps(apiserver: ApiServer
     assert cm is not None and cm["data"] == {"k": "v"}
     assert secret is not None and secret["type"] == "Opaque"
     assert secret["data"] == {"token": "Y2FuYXJ5LTMxNDE="}
-    # the typed generators of other kinds send protobuf the emulator does not decode: a clear
-    # 415 (documented), not a crash
-    proc = run("kubectl", "create", "deployment", "d", "--image=nginx", check=False)
-    assert proc.returncode != 0 and "protobuf" in proc.stderr
+    # a kind whose protobuf the emulator does not decode: a clear 415 naming the kinds it
+    # does, not a crash (client-go has no JSON fallback for request bodies)
+    proc = run("kubectl", "create", "priorityclass", "p", "--value=5", check=False)
+    assert proc.returncode != 0 and "decodes protobuf only for" in proc.stderr
+    assert "'PriorityClass'" in proc.stderr
+
+
+def test_imperative_create_of_namespace_deployment_serviceaccount_job(
+    apiserver: ApiServer, run: Run
+) -> None:
+    # kubectl 1.33's typed clients send these as protobuf (k8s\0 + runtime.Unknown)
+    run("kubectl", "create", "namespace", "team-a")
+    run(
+        "kubectl",
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--replicas=0",
+        "--port=8080",
+        "-n",
+        "team-a",
+    )
+    run("kubectl", "create", "serviceaccount", "robot", "-n", "team-a")
+    run("kubectl", "create", "job", "once", "--image=busybox", "-n", "team-a", "--", "echo", "hi")
+
+    ns = apiserver.store.get("v1", "Namespace", None, "team-a")
+    assert ns is not None and ns["metadata"]["name"] == "team-a"
+    dep = apiserver.store.get("apps/v1", "Deployment", "team-a", "web")
+    assert dep is not None
+    assert dep["spec"]["replicas"] == 0  # a pointer field: zero kept, not defaulted to 1
+    assert dep["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "nginx:1.27" and container["name"] == "nginx"
+    assert container["ports"] == [{"containerPort": 8080}]
+    assert dep["spec"]["template"]["metadata"] == {"labels": {"app": "web"}}
+    sa = apiserver.store.get("v1", "ServiceAccount", "team-a", "robot")
+    assert sa is not None and sa["metadata"]["namespace"] == "team-a"
+    job = apiserver.store.get("batch/v1", "Job", "team-a", "once")
+    assert job is not None
+    (jc,) = job["spec"]["template"]["spec"]["containers"]
+    assert jc["command"] == ["echo", "hi"] and jc["image"] == "busybox"
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    # and kubectl reads them back
+    out = run("kubectl", "get", "deployment,serviceaccount,job", "-n", "team-a").stdout
+    assert (
+        "deployment.apps/web" in out and "serviceaccount/robot" in out and "job.batch/once" in out
+    )

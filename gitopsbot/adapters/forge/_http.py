@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.errors import (
     ForgeConflict,
     ForgeError,
@@ -149,9 +150,7 @@ class ForgeHttp:
 
     # -- redaction -------------------------------------------------------------------------
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact_secrets(text, self._secrets)
 
     # -- public calls ----------------------------------------------------------------------
     def get(self, path: str, params: Mapping[str, str | int] | None = None) -> Json:

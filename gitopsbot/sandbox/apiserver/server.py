@@ -2,7 +2,8 @@
 
 One ``ThreadingHTTPServer`` on loopback, HTTP/1.1 with keep-alive; watches stream newline-
 delimited JSON events with chunked transfer encoding. Responses are always JSON; request
-bodies may be JSON, YAML (apply patches) or protobuf (helm's release Secrets/ConfigMaps).
+bodies may be JSON, YAML (apply patches) or protobuf (helm's release Secrets/ConfigMaps,
+kubectl's imperative ``create``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,29 @@
+"""Masking secrets (tokens, passwords, secret values) in free text before it reaches a log line
+or an exception.
+
+A secret of at least ``MIN_SUBSTRING_LENGTH`` characters is masked wherever it occurs. A
+shorter one cannot be masked as a substring without mangling ordinary text (token ``x`` turned
+``example-org`` into ``e***ample-org``) and hides nothing: it is masked only where it stands as a
+whole token. Short credentials only ever travel in request headers, never in message text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+MASK = "***"
+MIN_SUBSTRING_LENGTH = 6
+# Characters that can be part of a token; a short secret is masked only between other chars.
+_TOKEN_CHAR = r"[A-Za-z0-9._~+/=\-]"
+
+
+def redact_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every non-empty secret replaced by ``***`` (short ones as whole tokens)."""
+    # Longest first, so a secret that contains another is masked whole.
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        if len(secret) >= MIN_SUBSTRING_LENGTH:
+            text = text.replace(secret, MASK)
+        else:
+            text = re.sub(rf"(?<!{_TOKEN_CHAR}){re.escape(secret)}(?!{_TOKEN_CHAR})", MASK, text)
+    return text
