@@ -21,6 +21,7 @@ examples:
   gitopsbot run --fleet-url https://git.example.com/acme/gpu-fleet.git
   gitopsbot run --fleet ~/src/gpu-fleet --cluster staging --once   # one round, then exit
   GITOPSBOT_GIT_TOKEN=... gitopsbot run --fleet-url https://... --kubeconfig ~/.kube/fleet
+  gitopsbot run --fleet-url https://... --webhook-listen 0.0.0.0:8080   # forge webhooks too
 
 Each cluster gets its own job: a pass every pollInterval (gitopsbot.yaml) with jitter; a pass
 runs at most one step and records it on the state branch. SIGINT/SIGTERM stop the loop after

@@ -527,6 +527,7 @@ class BotRunner:
         self.passes: list[PassResult] = []
         self.first_action_at: float | None = None  # monotonic time of the first non-idle pass
         self.stopped = threading.Event()
+        self._busy = threading.Lock()  # held for the whole of a pass
 
     def _nudge(self, event: WebhookEvent) -> None:
         if (event.kind is EventKind.PUSH and event.branch == self.settings.watched_branch) or (
@@ -535,25 +536,27 @@ class BotRunner:
             self.scheduler.nudge()
 
     def _pass(self, cluster: str) -> PassResult:
-        if self.stopped.is_set():
-            return PassResult(cluster, "stopped")
-        try:
-            result = self.reconciler.reconcile(cluster)
-        except Crash:
-            self.stopped.set()  # the process "died": no further pass
-            return PassResult(cluster, "crashed")
-        self.passes.append(result)
-        if result.action not in ("idle", "baseline") and self.first_action_at is None:
-            self.first_action_at = time.monotonic()
-        journal = self.store.current(cluster)
-        if self.progress is not None and journal is not None:
-            self.progress.journal(journal)
-            self.progress.result(result, journal)
-        if self.on_pass is not None:
-            self.on_pass(result, journal)
-        if result.next_at is not None:
-            result = replace(result, next_at=result.next_at - self.world.clock.offset)
-        return result
+        with self._busy:
+            if self.stopped.is_set():
+                return PassResult(cluster, "stopped")
+            try:
+                result = self.reconciler.reconcile(cluster)
+            except Crash:
+                self.stopped.set()  # the process "died": no further pass
+                return PassResult(cluster, "crashed")
+            self.passes.append(result)
+            if result.action not in ("idle", "baseline") and self.first_action_at is None:
+                self.first_action_at = time.monotonic()
+            journal = self.store.current(cluster)
+            if self.progress is not None and journal is not None:
+                self.progress.journal(journal)
+                self.progress.result(result, journal)
+            if self.on_pass is not None:
+                self.on_pass(result, journal)
+            if self.stopped.is_set() or result.next_at is None:
+                # No "come back at" once stopping: see stop().
+                return replace(result, next_at=None)
+            return replace(result, next_at=result.next_at - self.world.clock.offset)
 
     def start(self) -> BotRunner:
         if self.receiver is not None:
@@ -566,9 +569,17 @@ class BotRunner:
         return self
 
     def stop(self) -> None:
-        """Stop at a step boundary: the running pass finishes and records first."""
+        """Stop at a step boundary: the running pass finishes and records first.
+
+        Not ``Scheduler.shutdown(wait=True)``: apscheduler holds its job-store lock while it
+        waits for running jobs, and a pass that ends with a "come back at" calls
+        ``Scheduler._move`` → ``get_job``, which needs that lock: a deadlock (seen here). So:
+        no new pass starts and none asks to be moved once ``stopped`` is set; the scheduler
+        is shut down without waiting; then the in-flight pass, if any, is waited for."""
         self.stopped.set()
-        self.scheduler.shutdown(wait=True)
+        self.scheduler.shutdown(wait=False)
+        with self._busy:  # the in-flight pass has recorded its outcome
+            pass
         if self.receiver is not None:
             self.receiver.stop()
             if self.world.forge is not None:

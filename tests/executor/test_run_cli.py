@@ -260,3 +260,26 @@ def test_a_taken_webhook_port_is_a_message(
         assert main(["run", "--fleet-url", env.url, "--webhook-listen", listen]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"gitopsbot run: --webhook-listen {listen}: ") and "Traceback" not in err
+
+
+def test_any_bot_error_is_one_line_for_run_and_status(
+    env: Env, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gitopsbot.commands import run as run_command
+    from gitopsbot.commands import status as status_command
+    from gitopsbot.errors import GitUnavailable, KubeFailed
+
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(env.tmp / "cli-cache"))
+
+    def fails(*args: object) -> int:
+        raise KubeFailed("the API server said no")
+
+    def git_gone(*args: object) -> int:
+        raise GitUnavailable("fetch: connection refused")
+
+    monkeypatch.setattr(run_command, "run_once", fails)  # an error no command path expected
+    assert main(["run", "--fleet-url", env.url, "--once"]) == 2
+    assert capsys.readouterr().err == "gitopsbot run: the API server said no\n"
+    monkeypatch.setattr(status_command, "show", git_gone)  # e.g. while --watch refreshes
+    assert main(["status", "--fleet-url", env.url]) == 2
+    assert capsys.readouterr().err == "gitopsbot status: fetch: connection refused\n"
