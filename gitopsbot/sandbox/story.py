@@ -183,6 +183,9 @@ class StoryWorld:
         self.fleet_url = ""
         self.human = self.state_dir / "fleet-clone"
         self.clock = ShiftedClock()
+        # Clients with keep-alive connections to the servers: closed before the servers stop,
+        # or their handler threads would wait on the idle connections.
+        self._closers: list[Callable[[], None]] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -221,6 +224,11 @@ class StoryWorld:
         return self
 
     def stop(self) -> None:
+        while self._closers:
+            try:
+                self._closers.pop()()
+            except Exception:  # close the rest regardless
+                log.exception("closing a client")
         for name in ("git", "github"):
             env.SERVICE_FACTORIES.pop(name, None)
         if self.sandbox is not None:
@@ -329,20 +337,21 @@ class StoryWorld:
 
     def forge_client(self) -> Forge:
         assert self.forge is not None
-        return as_forge(
-            connect(
-                "github",
-                url=self.forge.api_url,
-                repository=f"{OWNER}/{REPO}",
-                token=FORGE_TOKEN,
-                clock=SystemClock(),
-            )
+        provider = connect(
+            "github",
+            url=self.forge.api_url,
+            repository=f"{OWNER}/{REPO}",
+            token=FORGE_TOKEN,
+            clock=SystemClock(),
         )
+        self._closers.append(provider.http.close)
+        return as_forge(provider)
 
     def propose(self) -> Proposal:
         """One proposal pass (``gitopsbot propose --once``): opens the upgrade request."""
         repo = self.git_repo("proposer")
         charts = HttpChartSource(cache_dir=self.state_dir / "chart-cache")
+        self._closers.append(charts.close)
         proposer = Proposer(
             repo,
             self.forge_client(),
@@ -376,6 +385,7 @@ class StoryWorld:
                 cluster = KubeCluster.from_kubeconfig(
                     kubeconfig, context, crd_applier=applier.apply_crds
                 )
+                self._closers.append(cluster.close)
                 helm = HelmCli(
                     binaries.ensure("helm4", cache),
                     home=home / "helm",

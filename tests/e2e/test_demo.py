@@ -29,13 +29,13 @@ def _listening(port: int) -> bool:
 def test_demo_story_runs_to_the_end_and_leaves_nothing_running(tmp_path: Path) -> None:
     before = set(threading.enumerate())
     out = io.StringIO()
-    ports: list[int] = []
+    ports: set[int] = set()
 
     def remember(world: StoryWorld) -> None:  # called with everything still up
         assert world.sandbox is not None and world.sandbox.state is not None
-        ports.extend(world.sandbox.state.ports)
+        ports.update(world.sandbox.state.ports)
         for service in world.sandbox.services.values():
-            ports.append(int(service.url.rsplit(":", 1)[1].split("/")[0]))
+            ports.add(int(service.url.rsplit(":", 1)[1].split("/")[0]))
         assert all(_listening(p) for p in ports)
 
     code = play(

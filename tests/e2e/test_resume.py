@@ -4,12 +4,14 @@ cluster, and no step that took effect is repeated (issue 5 part 1).
 
 - dead right after ``helm upgrade`` ran: the new bot finds its own revision by the
   description it gave it, so Helm's history holds exactly one upgrade by the bot (R8);
-- dead right after opening the first pool's switch: the new bot reads the open switch
-  back from the TensorFusionCluster and carries the rollout to the end.
+- dead right after opening the first pool's switch (``RESUME_POINTS=all``; left out of the
+  default run to keep tests/e2e near four minutes): the new bot reads the open switch back
+  from the TensorFusionCluster and carries the rollout to the end.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -31,14 +33,20 @@ def _wait_crashed(bot: BotRunner, timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize(
-    ("crash_on", "recorded_before"),
-    [
-        (lambda m: m == "helm-upgrade succeeded", "helm-upgrade"),
-        (lambda m: m.startswith("pool/shared/hypervisor open-switch"), "pool/shared/hypervisor"),
-    ],
-    ids=["after-helm-upgrade", "after-opening-a-switch"],
-)
+POINTS = [
+    pytest.param(lambda m: m == "helm-upgrade succeeded", "helm-upgrade", id="after-helm-upgrade"),
+    pytest.param(
+        lambda m: m.startswith("pool/shared/hypervisor open-switch"),
+        "pool/shared/hypervisor",
+        id="after-opening-a-switch",
+        marks=pytest.mark.skipif(
+            os.environ.get("RESUME_POINTS") != "all", reason="RESUME_POINTS=all runs it"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("crash_on", "recorded_before"), POINTS)
 def test_a_fresh_bot_resumes_without_repeating_the_upgrade(
     make_world: Callable[..., StoryWorld],
     make_bot: Callable[..., BotRunner],
