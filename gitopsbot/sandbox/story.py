@@ -201,7 +201,11 @@ class StoryWorld:
         # env.Service declares ``url`` a plain attribute; GitRemote and the forge have a
         # read-only property, which mypy rejects as a Service, hence the casts.
         git_remote = GitRemote(self.state_dir / "git", username=GIT_USER, password=GIT_PASSWORD)
-        forge = GitHubForge(token=FORGE_TOKEN, owner=OWNER, repo=REPO)
+        # One page per list: with the default 2 per page, a comment list growing to a second
+        # page while page 1 is unchanged gets a 304 for page 1 whose cached headers have no
+        # Link to page 2, so the provider never finds its comment there (report: forge ETag
+        # covers the body only; ForgeHttp reuses cached Link headers on 304).
+        forge = GitHubForge(token=FORGE_TOKEN, owner=OWNER, repo=REPO, page_size=100)
         env.register_service("git", lambda _s: cast(env.Service, git_remote))
         env.register_service("github", lambda _s: cast(env.Service, forge))
         self.sandbox = env.Sandbox(
@@ -440,6 +444,7 @@ class Progress:
     out: TextIO | None
     t0: float = field(default_factory=time.monotonic)
     seen: dict[str, str] = field(default_factory=dict)
+    windowed: frozenset[str] = frozenset()  # pools with a maintenance window
 
     def say(self, text: str) -> None:
         if self.out is not None:
@@ -456,7 +461,8 @@ class Progress:
         for s in j.steps:
             held = j.phase(s.name).state in (PhaseState.PENDING, PhaseState.PAUSED)
             key = f"{j.op_id}:{s.name}:held"
-            if s.pool and held and f"{s.name} wait" in r.detail and key not in self.seen:
+            waiting = s.pool in self.windowed and f"{s.name} wait" in r.detail
+            if held and waiting and key not in self.seen:
                 self.seen[key] = "yes"
                 self.say(
                     f"  {s.name}: held by its maintenance window until "
@@ -666,6 +672,7 @@ def play(
         say(f"tensor-fusion {options.chart_version} installed with helm 4")
         say(f"fleet repository {world.fleet_url} (clusters/{CLUSTER}: {options.pools} pools)")
         if world.fleet.window_opens is not None:
+            progress.windowed = frozenset(world.fleet.pools[1:])
             say(
                 f"pool {world.fleet.pools[-1]}'s maintenance window opens at "
                 f"{world.fleet.window_opens:%H:%M:%S} UTC (cron '{_cron(world)}')"

@@ -208,6 +208,10 @@ def test_revert_rolls_back_with_helm_rollback_and_keeps_crds(upgraded: Upgraded)
     # The 1.8.7 CRD field is still served: the rollback left the CRDs as they were.
     assert "isolationModeRules" in crd_text(world, "tensorfusionclusters.tensor-fusion.ai")
     assert "isolationModeRules" in crd_text(world, "gpupools.tensor-fusion.ai")
+    # Each operation keeps one comment on the pull request, edited at every transition.
+    comments = _comments(world, upgraded.number)
+    assert len([c for c in comments if "rollback of `sandbox`" in c]) == 1, comments
+    assert len([c for c in comments if "upgrade of `sandbox`" in c]) == 1, comments
     # The person's clone sees the whole story on the state branch.
     log = world.state_log()
     assert f"rollback {rollback.op_id} succeeded" in log

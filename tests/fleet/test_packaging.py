@@ -3,6 +3,7 @@ copy loads them from the package, not from a checkout next to it."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -24,9 +25,17 @@ def test_editable_install_reads_the_top_level_policies_directory() -> None:
 
 @pytest.mark.slow
 def test_wheel_ships_policies_and_installed_copy_loads_them(tmp_path: Path) -> None:
+    # Build from a copy of what the Containerfile's build stage copies, so the checkout gets no
+    # build/ directory (stale build/lib files would leak into later wheels).
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("gitopsbot", "policies"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp_path / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(wheels)],
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(wheels)],
         check=True,
         capture_output=True,
     )
