@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gitopsbot.core import proposals as core
-from gitopsbot.core.chart import ChartIndex
+from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet_loading import RELEASE_FILE, suggest
 from gitopsbot.core.forge_types import PullRequestInfo, PullRequestState, with_marker
@@ -37,7 +37,15 @@ from gitopsbot.core.proposals import (
     ProposalState,
 )
 from gitopsbot.core.render import render_markdown
-from gitopsbot.errors import FleetError, ForgeNotFound, GitFailed, GitOpsBotError, Problem
+from gitopsbot.errors import (
+    ChartInvalid,
+    ChartNotFound,
+    FleetError,
+    ForgeNotFound,
+    GitFailed,
+    GitOpsBotError,
+    Problem,
+)
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.files import FileTree
@@ -319,9 +327,16 @@ class Proposer:
         request's branch)."""
         rel = spec.release
         current = self.charts.chart(rel.chart_repo_url, rel.chart_name, rel.version)
-        target = self.charts.chart(
-            desired.release.chart_repo_url, desired.release.chart_name, desired.release.version
-        )
+        # A version the repository lacks is a CHART-NOT-IN-INDEX verdict on the request, not
+        # an error: the person reviewing it must see why it is denied.
+        problem = ""
+        target: Chart | None
+        try:
+            target = self.charts.chart(
+                desired.release.chart_repo_url, desired.release.chart_name, desired.release.version
+            )
+        except (ChartNotFound, ChartInvalid) as exc:
+            target, problem = None, str(exc)
         deployed = DeployedState(
             chart_version=rel.version,
             app_version=current.app_version,
@@ -335,6 +350,7 @@ class Proposer:
             deployed_chart=current,
             index=index,
             rules=rules,
+            chart_problem=problem,
         )
 
     def comment(self, cluster: str, number: int) -> tuple[PullRequestInfo, Plan]:

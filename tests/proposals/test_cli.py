@@ -131,3 +131,29 @@ def test_help_example_uses_a_bare_repository() -> None:
         if line.startswith("  gitopsbot") and "--fleet " in line
     )
     assert "--fleet ~/src/gpu-fleet.git" in example
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("env")
+def test_comment_on_a_version_the_index_lacks_is_a_deny_not_an_error(
+    world_factory: Callable[..., World], tmp_path: Path
+) -> None:
+    # A person asks for a chart version the repository does not have: the request must get a
+    # CHART-NOT-IN-INDEX verdict (and a failing status), not a crash.
+    world = world_factory(versions={"staging": "1.8.0"})
+    work = tmp_path / "person"
+    git("clone", "--quiet", world.remote_url, str(work))
+    git("checkout", "--quiet", "-b", "bump-staging", cwd=work)
+    release = work / "clusters" / "staging" / "release.yaml"
+    release.write_text(release.read_text().replace("version: 1.8.0", "version: 9.9.9"))
+    git("commit", "--quiet", "-am", "staging to 9.9.9", cwd=work)
+    git("push", "--quiet", "origin", "bump-staging", cwd=work)
+    pr = world.forge().open_or_update_pull_request(
+        branch="bump-staging", base="main", title="staging 9.9.9", body="by hand", marker="human"
+    )
+    _, plan = world.proposer().comment("staging", pr.number)
+    denies = [v.rule_id for v in plan.verdicts if v.outcome.value == "denied"]
+    assert "CHART-NOT-IN-INDEX" in denies
+    assert plan.chart_problem
+    states = {s.state for s in world.forge_server.statuses}
+    assert "failure" in states
