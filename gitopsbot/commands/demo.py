@@ -10,9 +10,11 @@ it starts is stopped before it exits, on success, error or Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from gitopsbot import settings
@@ -73,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     state_dir = (args.state_dir or settings.cache_dir() / "demo").resolve()
     options = StoryOptions(state_dir=state_dir, nodes=args.nodes)
+    # SIGTERM (and SIGINT where a parent shell ignored it) stops the story like Ctrl-C: the
+    # finally blocks stop the bot and the sandbox.
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         return play(options, out=sys.stdout, keep=_hold if args.keep else None)
     except KeyboardInterrupt:
@@ -83,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         sys.stdout.flush()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _hold(world: StoryWorld) -> None:
