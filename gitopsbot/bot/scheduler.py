@@ -6,6 +6,12 @@ cluster at a time) and ``coalesce`` (a backlog of missed runs becomes one run). 
 asks to come back sooner (``PassResult.next_at``) moves its job's next run forward; a webhook
 calls ``nudge`` to run now. ``shutdown`` stops taking new passes and waits for running ones,
 so the bot stops at a step boundary: a pass records its transition before it returns.
+
+Why ``shutdown`` does not call apscheduler's ``shutdown(wait=True)``: apscheduler 3 holds its
+job-store lock while it waits for running jobs, and a pass ending with a "come back at" moves
+its job (``get_job``/``modify_job``), which needs that lock: a deadlock. So once stopping, no
+pass starts and nothing is moved; apscheduler is shut down without waiting, and the passes in
+flight are joined here, for a bounded time.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ class Scheduler:
         jitter_seconds: int = 5,
         workers: int = 4,
         soonest_seconds: float = 1.0,
+        shutdown_timeout_seconds: float = 3600.0,
     ) -> None:
         self._reconcile = reconcile
         self._clock = clock
@@ -53,6 +60,12 @@ class Scheduler:
             timezone="UTC",
         )
         self._lock = threading.Lock()
+        # Guards ``_stopping`` and ``_in_flight`` together: a pass either counts itself in
+        # before stopping is set (and is waited for) or sees the flag and does not start.
+        self._flight = threading.Condition()
+        self._stopping = False
+        self._in_flight = 0
+        self._shutdown_timeout = shutdown_timeout_seconds
         self.results: dict[str, PassResult] = {}
 
     @property
@@ -83,12 +96,33 @@ class Scheduler:
         for name in names:
             self._move(name, self._clock.now())
 
-    def shutdown(self, *, wait: bool = True) -> None:
-        """Stop scheduling; with ``wait``, return once the running passes have recorded."""
+    @property
+    def stopping(self) -> bool:
+        with self._flight:
+            return self._stopping
+
+    def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> bool:
+        """Stop scheduling; with ``wait``, return once the running passes have recorded.
+
+        Waits at most ``timeout`` seconds (default: the constructor's
+        ``shutdown_timeout_seconds``). Returns False if passes were still running then."""
+        with self._flight:
+            self._stopping = True
         if self._scheduler.running:
-            self._scheduler.shutdown(wait=wait)
+            # Never wait inside apscheduler: see the module docstring.
+            self._scheduler.shutdown(wait=False)
+        if not wait:
+            return True
+        limit = self._shutdown_timeout if timeout is None else timeout
+        with self._flight:
+            done = self._flight.wait_for(lambda: self._in_flight == 0, timeout=limit)
+        if not done:
+            log.warning("shutdown: passes still running after %.0fs; not waiting", limit)
+        return done
 
     def _move(self, name: str, when: datetime) -> None:
+        if self.stopping:  # no moves once stopping: the job store may be shutting down
+            return
         try:
             job = self._scheduler.get_job(job_id(name))
             if job is not None and (job.next_run_time is None or when < job.next_run_time):
@@ -97,6 +131,18 @@ class Scheduler:
             pass
 
     def _run(self, cluster: str) -> None:
+        with self._flight:
+            if self._stopping:  # queued before shutdown: not started, not a step
+                return
+            self._in_flight += 1
+        try:
+            self._pass(cluster)
+        finally:
+            with self._flight:
+                self._in_flight -= 1
+                self._flight.notify_all()
+
+    def _pass(self, cluster: str) -> None:
         try:
             result = self._reconcile(cluster)
         except TransientError as e:

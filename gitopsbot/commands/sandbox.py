@@ -3,7 +3,9 @@
 ``up`` starts ``python -m gitopsbot.sandbox.environment serve`` detached (or runs it in this
 process with --foreground), waits until the chart is installed and the TensorFusionCluster is
 Running, and prints how to point kubectl and helm at it, plus the URLs and sandbox-only
-credentials of the Git remote holding the example fleet and of the local GitHub forge.
+credentials of the Git remote holding a fleet repository made for this sandbox (its chart
+repository, kube context and pools: ``gitopsbot run`` works against it as is; docs/sandbox.md,
+"Run the bot against the sandbox") and of the local GitHub forge.
 ``down`` stops that process (and so everything it started) and checks that its ports are
 closed.
 """

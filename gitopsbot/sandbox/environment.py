@@ -32,8 +32,15 @@ from gitopsbot.adapters.binaries import ensure
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo
-from gitopsbot.sandbox.fleet_services import FleetCredentials, FleetForgeService, FleetGitService
+from gitopsbot.sandbox.fleet_services import (
+    OWNER,
+    REPO,
+    FleetCredentials,
+    FleetForgeService,
+    FleetGitService,
+)
 from gitopsbot.sandbox.simulator import ControllerSim, SimConfig
+from gitopsbot.sandbox.story_fleet import StoryFleet, pool_names, story_fleet_files
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +50,8 @@ STATE_FILE = "sandbox.json"
 TF = "tensor-fusion.ai/v1"
 LOG_FILE = "sandbox.log"
 SERVE_MODULE = "gitopsbot.sandbox.environment"
+FORGE_TOKEN_FILE = "forge-token"  # the fleet's gitopsbot.yaml names it (forge.token.file)
+KUBE_CONTEXT = "sandbox"  # the one context of the kubeconfig written by `up`
 
 
 class SandboxError(GitOpsBotError):
@@ -166,7 +175,9 @@ class Sandbox:
             version = opts.chart_version or newest_version(opts.charts_dir)
             self.api = ApiServer(state_dir=self.state_dir / "cluster")
             self.api.start()
-            self.api.write_kubeconfig(self.kubeconfig, namespace=opts.namespace)
+            self.api.write_kubeconfig(
+                self.kubeconfig, context=KUBE_CONTEXT, namespace=opts.namespace
+            )
             controller = f"{opts.release}-controller"
             # The simulator owns the controller Deployment's readiness, from the first write.
             self.api.kubelet.exclude("Deployment", opts.namespace, controller)
@@ -217,11 +228,42 @@ class Sandbox:
             "git_password": creds.git_password,
             "forge_token": creds.forge_token,
         }
+        token_file = self.state_dir / FORGE_TOKEN_FILE
+        token_file.unlink(missing_ok=True)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner-only
+        with os.fdopen(fd, "w") as out:
+            out.write(creds.forge_token + "\n")
+        # The forge first: the fleet's gitopsbot.yaml names its URL.
         own: dict[str, ServiceFactory] = {
-            "git": lambda sb: FleetGitService(sb.state_dir / "git", creds),
             "github": lambda _sb: FleetForgeService(creds),
+            "git": lambda sb: FleetGitService(
+                sb.state_dir / "git", creds, files=sb.fleet_files(token_file)
+            ),
         }
         return {**own, **SERVICE_FACTORIES}
+
+    def fleet_files(self, token_file: Path) -> dict[str, str]:
+        """The fleet repository of this sandbox (story_fleet): its chart repository at the
+        installed version, the kube context of its kubeconfig, its pools and nodes, no
+        maintenance windows (so a bump applies at once), the local forge with its token file.
+        The values reference no Secret, so none needs creating."""
+        assert self.state is not None and self.repo is not None
+        opts = self.options
+        return story_fleet_files(
+            StoryFleet(
+                chart_repo_url=self.repo.url,
+                kube_context=KUBE_CONTEXT,
+                forge_api_url=self.services["github"].url,
+                forge_repository=f"{OWNER}/{REPO}",
+                chart_version=self.state.chart_version,
+                namespace=opts.namespace,
+                release=opts.release,
+                pools=pool_names(opts.pools),
+                nodes=opts.nodes,
+                window_opens=None,
+                forge_token_file=str(token_file),
+            )
+        )
 
     def install(self, version: str) -> None:
         """``helm upgrade --install`` of the chosen version (idempotent on a kept state dir)."""
@@ -337,14 +379,24 @@ def connection_help(state: SandboxState) -> str:
     if git_url and creds.get("git_password"):
         lines += [
             "",
-            f"fleet repository (from examples/fleet): {git_url}",
+            f"fleet repository (made for this sandbox, tensor-fusion {state.chart_version}): "
+            f"{git_url}",
             f"  git user {creds['git_username']}, password {creds['git_password']} (sandbox only)",
             f"  git clone {_with_userinfo(git_url, creds['git_username'], creds['git_password'])}",
         ]
     if forge_url and creds.get("forge_token"):
         lines += [
-            f"GitHub-compatible forge API: {forge_url} (repository example-org/gpu-fleet)",
-            f"  token {creds['forge_token']} (sandbox only)",
+            f"GitHub-compatible forge API: {forge_url} (repository {OWNER}/{REPO})",
+            f"  token {creds['forge_token']} (sandbox only; in "
+            f"{Path(state.state_dir) / FORGE_TOKEN_FILE}, which the fleet's gitopsbot.yaml names)",
+        ]
+    if git_url and creds.get("git_password"):
+        lines += [
+            "",
+            "run the bot against it (docs/sandbox.md, 'Run the bot against the sandbox'):",
+            f"  export GITOPSBOT_GIT_TOKEN={creds['git_password']}",
+            f"  gitopsbot run --once --fleet-url {git_url} --kubeconfig {state.kubeconfig}",
+            f"  gitopsbot status --fleet-url {git_url}",
         ]
     for name, url in sorted(state.services.items()):
         if name not in ("git", "github") or not creds:

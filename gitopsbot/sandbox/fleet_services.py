@@ -1,14 +1,19 @@
 """The fleet side of ``gitopsbot sandbox up``: a Git remote over smart HTTP holding a fleet
-repository made from ``examples/fleet``, and a local GitHub-compatible forge for it.
+repository, and a local GitHub-compatible forge for it.
 
 Both listen on loopback with credentials generated per start (sandbox-only: printed by ``up``
-and kept in the state file, never used anywhere else). The fleet repository lives under the
-state directory, so a kept state dir keeps its history; ``--fresh`` starts it over.
+and kept in the state file, never used anywhere else). ``up`` gives the Git service the files
+of a fleet made for this very sandbox (``story_fleet``: its chart repository, kube context,
+pools, forge), so ``gitopsbot run`` works against it as is; since those URLs change with every
+start, such a repository is made anew on each start. Without files, the repository is made
+from ``examples/fleet`` once and kept under the state directory (``--fresh`` starts it over).
 """
 
 from __future__ import annotations
 
 import secrets
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +23,11 @@ from gitopsbot.sandbox.gitremote import GitRemote, create_fleet_repo
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_FLEET = ROOT / "examples" / "fleet"
 FLEET_REPO = "fleet"
-# examples/fleet/gitopsbot.yaml names this repository (forge.repository).
+# The forge's repository: examples/fleet/gitopsbot.yaml names it, and so does the fleet `up` makes.
 OWNER, REPO = "example-org", "gpu-fleet"
-GIT_USER = "gitopsbot"
+# The user name `gitopsbot run` sends with $GITOPSBOT_GIT_TOKEN (adapters.git.HttpsToken), so
+# the bot reaches the remote with the generated password as its token.
+GIT_USER = "x-access-token"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +50,16 @@ class FleetGitService:
     """The Git remote; ``url`` is the fleet repository's clone URL once started."""
 
     def __init__(
-        self, root: Path, credentials: FleetCredentials, *, source: Path = EXAMPLE_FLEET
+        self,
+        root: Path,
+        credentials: FleetCredentials,
+        *,
+        source: Path = EXAMPLE_FLEET,
+        files: Mapping[str, str] | None = None,
     ) -> None:
         self.root = root
         self.source = source
+        self.files = files
         self.remote = GitRemote(
             root, username=credentials.git_username, password=credentials.git_password
         )
@@ -55,13 +68,26 @@ class FleetGitService:
     def start(self) -> FleetGitService:
         self.remote.start()
         try:
-            if not (self.root / f"{FLEET_REPO}.git").exists():
+            bare = self.root / f"{FLEET_REPO}.git"
+            if self.files is not None:
+                shutil.rmtree(bare, ignore_errors=True)  # it names the last start's URLs
+                create_fleet_repo(self.root, FLEET_REPO, self._write_source(self.files))
+            elif not bare.exists():
                 create_fleet_repo(self.root, FLEET_REPO, self.source)
         except BaseException:
             self.remote.stop()
             raise
         self.url = self.remote.repo_url(FLEET_REPO)
         return self
+
+    def _write_source(self, files: Mapping[str, str]) -> Path:
+        source = self.root.parent / "fleet-source"
+        shutil.rmtree(source, ignore_errors=True)
+        for path, text in files.items():
+            target = source / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        return source
 
     def stop(self) -> None:
         self.remote.stop()

@@ -587,11 +587,11 @@ class BotRunner:
     def stop(self) -> None:
         """Stop at a step boundary: the running pass finishes and records first.
 
-        Not ``Scheduler.shutdown(wait=True)``: apscheduler holds its job-store lock while it
-        waits for running jobs, and a pass that ends with a "come back at" calls
-        ``Scheduler._move`` → ``get_job``, which needs that lock: a deadlock (seen here). So:
-        no new pass starts and none asks to be moved once ``stopped`` is set; the scheduler
-        is shut down without waiting; then the in-flight pass, if any, is waited for."""
+        ``Scheduler.shutdown`` now avoids apscheduler's shutdown deadlock itself (see
+        gitopsbot/bot/scheduler.py); this runner keeps its own guard as well, because
+        ``stopped`` also marks a simulated crash: no new pass starts and none asks to be
+        moved once it is set; the scheduler is shut down without waiting; then the
+        in-flight pass, if any, is waited for."""
         self.stopped.set()
         self.scheduler.shutdown(wait=False)
         with self._busy:  # the in-flight pass has recorded its outcome

@@ -11,6 +11,7 @@ its window until it opens (R21: the bot, not the controller, enforces windows).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -42,6 +43,9 @@ class StoryFleet:
     stall_timeout: str = "10m"
     poll_interval: str = "5s"
     cluster: str = CLUSTER
+    # The forge token as a ``file:`` reference (an absolute path on the bot's machine) instead
+    # of the ``env:`` one; ``gitopsbot sandbox up`` writes that file.
+    forge_token_file: str | None = None
 
 
 def pool_names(count: int) -> tuple[str, ...]:
@@ -86,7 +90,7 @@ forge:
   url: {f.forge_api_url}
   repository: {f.forge_repository}
   token:
-    env: {TOKEN_ENV}
+    {_token_ref(f)}
   webhookSecret:
     env: {WEBHOOK_SECRET_ENV}
 proposals:
@@ -96,6 +100,11 @@ proposals:
   maxOpen: 3
   labels: [gitopsbot, upgrade]
 """
+
+
+def _token_ref(f: StoryFleet) -> str:
+    # A JSON string is a YAML scalar whatever the path holds (spaces, ':', '#').
+    return f"file: {json.dumps(f.forge_token_file)}" if f.forge_token_file else f"env: {TOKEN_ENV}"
 
 
 def _release(f: StoryFleet) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.bot.scheduler import Scheduler
 
@@ -107,6 +109,57 @@ def test_clusters_removed_and_shutdown_waits_for_the_running_pass() -> None:
     rec.gate.set()
     stopper.join(10)
     assert seen_at_return == [0]
+
+
+@pytest.mark.timeout(60)  # a deadlock fails the test instead of hanging the suite
+def test_shutdown_with_a_pass_asking_to_come_back_does_not_deadlock() -> None:
+    """apscheduler 3 holds its job-store lock while it waits for running jobs; a pass that
+    ends with a "come back at" moves its job, which needs that lock. ``shutdown`` must still
+    return, after that pass has recorded (a step boundary), and start no further pass."""
+    rec = Recorder()
+    rec.next_at = datetime.now(UTC) + timedelta(milliseconds=10)
+    s = Scheduler(reconcile=rec.reconcile, clock=WallClock(), interval_seconds=3600)
+    s.set_clusters(["a"])
+    s.start()
+    assert rec.entered.wait(10)
+    outcome: list[tuple[bool, int]] = []
+
+    def stop() -> None:
+        finished = s.shutdown(wait=True)
+        outcome.append((finished, rec.running["a"]))
+
+    stopper = threading.Thread(target=stop, daemon=True)  # a deadlocked one must not block exit
+    stopper.start()
+    # Release the pass only once shutdown is under way: the executor's pool is shut down
+    # (apscheduler does that while holding its job-store lock when asked to wait).
+    pool = s._scheduler._executors["default"]._pool
+    for _ in range(200):
+        if pool._shutdown:
+            break
+        threading.Event().wait(0.05)
+    assert pool._shutdown, "shutdown never reached the executor"
+    rec.gate.set()
+    stopper.join(30)
+    assert not stopper.is_alive(), "shutdown deadlocked on the pass's move"
+    assert outcome == [(True, 0)]  # returned after the pass finished, not before
+    assert s.results["a"].next_at == rec.next_at  # the pass recorded its outcome
+    assert rec.calls == ["a"]  # no pass after the stop, though one was asked for
+    s.nudge("a")  # a late webhook after the stop is harmless
+    assert rec.calls == ["a"]
+
+
+def test_shutdown_wait_is_bounded() -> None:
+    """A pass that does not finish does not hold shutdown forever: it reports False."""
+    rec = Recorder()
+    s = Scheduler(reconcile=rec.reconcile, clock=WallClock(), interval_seconds=3600)
+    s.set_clusters(["a"])
+    s.start()
+    try:
+        assert rec.entered.wait(10)
+        assert s.shutdown(wait=True, timeout=0.05) is False
+    finally:
+        rec.gate.set()
+    assert s.shutdown(wait=True, timeout=30) is True  # idempotent; now the pass is done
 
 
 def test_a_signed_push_webhook_nudges_every_cluster(monkeypatch) -> None:

@@ -1,5 +1,6 @@
 """`gitopsbot sandbox up` also runs the fleet side: a Git remote (smart HTTP, basic auth)
-holding a fleet repository made from examples/fleet, and a local GitHub-compatible forge.
+holding a fleet repository (examples/fleet by default; `up` gives it a fleet made for the
+sandbox, see test_sandbox_run_bot.py), and a local GitHub-compatible forge.
 Their URLs and sandbox-only credentials are printed and kept in sandbox.json; `down` stops
 them with everything else: nothing listens and no process is left.
 
@@ -88,6 +89,32 @@ def test_git_service_serves_the_example_fleet_behind_basic_auth(tmp_path: Path) 
     # A kept state dir keeps the repository (and its history) on the next start.
     again = FleetGitService(tmp_path / "git", FleetCredentials.generate()).start()
     again.stop()
+
+
+def test_git_service_with_files_serves_them_and_makes_them_anew_each_start(
+    tmp_path: Path,
+) -> None:
+    creds = FleetCredentials.generate()
+    for generation in ("one", "two"):  # a restart's services have new URLs: a new fleet
+        files = {"gitopsbot.yaml": f"# {generation}\n", f"clusters/{generation}/x.yaml": "a: 1\n"}
+        service = FleetGitService(tmp_path / "git", creds, files=files).start()
+        try:
+            clone = tmp_path / f"clone-{generation}"
+            git(
+                "clone",
+                "--quiet",
+                with_auth(service.url, creds.git_username, creds.git_password),
+                str(clone),
+            )
+            got = {
+                str(p.relative_to(clone)): p.read_text()
+                for p in clone.rglob("*.yaml")
+                if ".git" not in p.parts
+            }
+            assert got == files
+            assert git("rev-list", "--count", "HEAD", cwd=clone).stdout.strip() == "1"
+        finally:
+            service.stop()
 
 
 def test_forge_service_answers_with_its_token_only() -> None:

@@ -7,7 +7,11 @@ What it owns, so the providers do not have to:
 * write pacing: writes are serialised and drawn from a token bucket (burst ``burst``,
   refilled so that no 60-second window holds more than ``writes_per_minute``; GitHub's
   secondary limit is about 80 content-creating requests a minute), fed by the injected clock;
-* conditional GETs: an ETag cache; a 304 answers from the cache and GitHub does not count it;
+* conditional GETs: an ETag cache; a 304 answers from the cache and GitHub does not count it.
+  Pagination headers come from the 304 itself when it has them (GitHub repeats Link); a
+  cached page is never taken as the last one on the cache's word alone: a server whose ETag
+  covers the body only would keep answering 304 for page 1 after a page 2 appeared, so a
+  full cached page with no pagination on its 304 makes ``pages`` ask for the next page;
 * retries: 5xx and transport failures with exponential backoff; 403/429 rate limits honour
   Retry-After (or X-RateLimit-Reset, or GitHub's "wait at least a minute") up to
   ``max_wait`` seconds, beyond which ``ForgeRateLimited(retry_after=...)`` is raised;
@@ -46,6 +50,11 @@ log = logging.getLogger("gitopsbot.forge")
 Json = Any
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 _LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+# Headers that say where a page sits in its list (GitHub/Gitea Link, GitLab X-* headers).
+PAGINATION_HEADERS = frozenset(
+    {"link", "x-next-page", "x-prev-page", "x-page", "x-per-page", "x-total", "x-total-pages"}
+)
+PAGE_SIZE_PARAMS = ("per_page", "limit")  # GitHub/GitLab, Gitea
 
 
 @dataclass(slots=True)
@@ -68,6 +77,9 @@ class HttpAnswer:
     status: int
     body: Json
     headers: Mapping[str, str] = field(default_factory=dict)
+    # False for a page answered from the cache by a 304 that carried no pagination headers:
+    # whether more pages follow is then unknown (the cached Link may be stale).
+    paging_known: bool = True
 
 
 class WriteBucket:
@@ -172,7 +184,10 @@ class ForgeHttp:
             if not isinstance(answer.body, list):
                 raise ForgeFailed(f"{self.provider} GET {_path(url)}: expected a list")
             yield from answer.body
-            url, query = self._next_page(answer, url, query)
+            nxt, nxt_query = self._next_page(answer, url, query)
+            if nxt is None and not answer.paging_known:
+                nxt, nxt_query = _probe_next(url, query, len(answer.body))
+            url, query = nxt, nxt_query
 
     def _next_page(
         self, answer: HttpAnswer, url: str, query: Mapping[str, str | int] | None
@@ -254,7 +269,11 @@ class ForgeHttp:
         log.debug("%s -> %s", where, response.status_code)
         if response.status_code == 304 and cached is not None:
             self.stats.not_modified += 1
-            return HttpAnswer(200, cached[1], cached[2])
+            fresh = {k: v for k, v in headers.items() if k in PAGINATION_HEADERS}
+            if not fresh:  # the 304 says nothing about pages: keep cached ones, unsure
+                return HttpAnswer(200, cached[1], cached[2], paging_known=False)
+            kept = {k: v for k, v in cached[2].items() if k not in PAGINATION_HEADERS}
+            return HttpAnswer(200, cached[1], {**kept, **fresh})
         body = _json_or_text(response)
         if response.status_code >= 300:
             raise self._error(where, response.status_code, body, headers)
@@ -292,6 +311,24 @@ class ForgeHttp:
         if status >= 500:
             return ForgeServerError(text, retry_after=retry_after)
         return ForgeFailed(text)
+
+
+def _probe_next(
+    url: str, query: Mapping[str, str | int] | None, count: int
+) -> tuple[str | None, Mapping[str, str | int] | None]:
+    """The next page after a cached one of ``count`` items, if that page was full.
+
+    A short page is the last whatever the cache says; a full one may have grown a
+    successor the (body-only) ETag did not reveal, so ask (one more conditional GET)."""
+    params = dict(httpx.URL(url).params)
+    params.update({k: str(v) for k, v in (query or {}).items()})
+    size = next((params[k] for k in PAGE_SIZE_PARAMS if k in params), "")
+    if not size.isdigit() or count < int(size) or count == 0:
+        return None, None
+    page = int(params["page"]) + 1 if params.get("page", "").isdigit() else 2
+    if query is None:  # an absolute "next" link: the page is in its query
+        return str(httpx.URL(url).copy_set_param("page", str(page))), None
+    return url, {**query, "page": page}
 
 
 def _origin(url: str) -> str:

@@ -159,6 +159,12 @@ class LocalForge:
     size_param = "per_page"
     rate_limit = 5000
     etags = True  # GitHub documents conditional requests; GitLab and Gitea REST do not
+    # How strict the ETag is. True (GitHub): it covers what the answer says, body AND its
+    # headers (pagination Link), so a new page 2 changes page 1's ETag. False mimics a lax
+    # server whose ETag covers the body only: clients must not trust a cached "last page".
+    etag_covers_headers = True
+    # Whether a 304 repeats the answer's headers (GitHub sends Link on a 304).
+    headers_on_304 = True
 
     def __init__(
         self,
@@ -443,10 +449,15 @@ def _handler_for(forge: LocalForge) -> type[BaseHTTPRequestHandler]:
             status = reply.status
             out = dict(reply.headers)
             if self.command == "GET" and status == 200 and forge.etags:
-                etag = '"' + hashlib.sha256(payload).hexdigest()[:32] + '"'
+                digest = hashlib.sha256(payload)
+                if forge.etag_covers_headers:
+                    digest.update(json.dumps(sorted(reply.headers.items())).encode())
+                etag = '"' + digest.hexdigest()[:32] + '"'
                 out["ETag"] = etag
                 if headers.get("if-none-match") == etag:
                     status, payload = 304, b""
+                    if not forge.headers_on_304:
+                        out = {"ETag": etag}
             with forge.lock:
                 forge.log.append(LoggedRequest(self.command, path, status))
                 used = forge.counted_requests
