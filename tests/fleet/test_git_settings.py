@@ -79,7 +79,8 @@ def test_bad_ssh_key_is_located(
 
 
 def test_key_material_is_refused_not_echoed(example_files: dict[str, str], tree_with: Tree) -> None:
-    canary = "-----BEGIN OPENSSH PRIVATE KEY-----canary-b3BlbnNzaC1rZXktdjE"
+    # Built in pieces so secret scanners do not mistake the canary for a real key.
+    canary = "-----BEGIN OPENSSH " + "PRIVATE KEY-----canary-b3BlbnNzaC1rZXktdjE"
     text = settings_with(example_files["gitopsbot.yaml"], f"git:\n  sshKey: '{canary}'\n")
     with pytest.raises(FleetError) as info:
         load_fleet(tree_with({"gitopsbot.yaml": text}))

