@@ -32,6 +32,14 @@ from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
 
 # How often to look again while a rollout runs, when nothing sooner is due.
 POLL = timedelta(seconds=10)
+# While a pool rolls, look again about once per batch interval (never more often than this), so
+# the next phase starts soon after the controller's last batch instead of a whole POLL later.
+MIN_LOOK = timedelta(seconds=2)
+
+
+def rolling_look(policy: PoolPolicy) -> timedelta:
+    """How soon to look again at a rolling pool: its batch interval, within [MIN_LOOK, POLL]."""
+    return min(POLL, max(MIN_LOOK, timedelta(seconds=policy.batch_interval_seconds)))
 
 
 class PhaseAction(StrEnum):
@@ -198,7 +206,7 @@ def _halt(
 def _next_look(
     policy: PoolPolicy, phase: PhaseProgress, now: datetime, window: windows.Window | None
 ) -> datetime:
-    due = [now + POLL]
+    due = [now + rolling_look(policy)]
     ends = windows.closes_at(window, now)
     if ends is not None:
         due.append(ends)

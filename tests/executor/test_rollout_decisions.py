@@ -185,6 +185,21 @@ def test_wait_comes_back_no_later_than_the_next_deadline() -> None:
     assert d.until is not None and d.until <= T0 + 9 * M  # the stall deadline
 
 
+@pytest.mark.parametrize(
+    ("interval", "look"),
+    [(1, 2), (4, 4), (30, 10)],
+    ids=["short batches: every 2s", "one batch interval", "long batches: POLL"],
+)
+def test_a_rolling_pool_is_looked_at_about_once_per_batch(interval: int, look: int) -> None:
+    # The next phase should start soon after the controller's last batch (issue 5's
+    # benchmark), without polling a slow rollout more than every POLL.
+    policy = replace(POOL, batch_interval_seconds=interval)
+    now = T0 + 8 * M
+    d = decide(obs(25, open_=True), rolling(T0, progress=25, since=now), now, policy=policy)
+    assert d.action is PhaseAction.WAIT
+    assert d.until == now + timedelta(seconds=look)
+
+
 def test_no_gpu_nodes_is_done_at_once() -> None:
     empty = PoolObservation(None, False, False, nodes=0)
     d = decide(empty, NEW, T0 - 5 * M)  # even outside the window: nothing will roll
