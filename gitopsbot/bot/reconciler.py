@@ -461,6 +461,8 @@ class Reconciler:
     ) -> PassResult:
         before = journal
         notes: list[str] = []
+        # A finished phase lets the next pool or phase start: come back at once, not a poll later.
+        advanced = False
         for ref, pd in decision.phases:
             step = journal.step(ref.step)
             phase = pd.phase
@@ -487,6 +489,7 @@ class Reconciler:
                 step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
             if phase.state is PhaseState.DONE:
                 step = replace(step, state=StepState.SUCCEEDED, finished_at=now, detail=pd.reason)
+                advanced = True
             elif pd.action is rollout.PhaseAction.HALT:
                 step = replace(step, state=StepState.FAILED, finished_at=now, detail=pd.reason)
                 journal = replace(journal, failure=f"{step.name}: {pd.reason}")
@@ -496,7 +499,8 @@ class Reconciler:
             notes.append(f"{ref.step} {pd.action} {phase.progress}%")
         if journal != before:
             self.save(journal, "; ".join(notes))
-        return PassResult(journal.cluster, "pools", "; ".join(notes), decision.until)
+        until = now if advanced else decision.until
+        return PassResult(journal.cluster, "pools", "; ".join(notes), until)
 
     def _close_switches(self, journal: Journal) -> None:
         spec = self.spec_at(journal.desired_sha, journal.cluster)

@@ -180,3 +180,22 @@ def test_a_failing_canary_halts_before_the_rest(env: Env) -> None:
     pods = env.cluster.list("v1", "Pod", "tf-system")
     assert sum(p["spec"]["containers"][0]["image"] == "hv:2" for p in pods) == 1
     assert not env.world.switch("a")
+
+
+def test_a_finished_phase_brings_the_next_pass_forward(env: Env) -> None:
+    # When a pool's phase finishes, the next pool may start: the pass asks to come back at
+    # once rather than a poll later (issue 5's rollout benchmark: added time between pools).
+    env.world.nodes["b"] = 4
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(3, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    for _ in range(200):
+        result = rec.reconcile("lab")
+        env.world.tick()
+        j = rec.store.current("lab")
+        if j is not None and j.step("pool/a/hypervisor").state is StepState.SUCCEEDED:
+            break
+        env.clock.t += M
+    else:
+        raise AssertionError("pool a never finished")
+    assert result.next_at == env.clock.t
