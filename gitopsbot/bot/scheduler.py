@@ -31,6 +31,9 @@ from gitopsbot.errors import GitOpsBotError, TransientError
 from gitopsbot.ports.clock import Clock
 
 log = logging.getLogger(__name__)
+# "skipped: maximum number of running instances reached" is the rule we asked for (never two
+# passes at once for one cluster), not a warning worth a log line every tick.
+logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
 
 
 def job_id(cluster: str) -> str:
