@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 EXAMPLES = """\
 examples:
   gitopsbot run --fleet-url https://git.example.com/acme/gpu-fleet.git
-  gitopsbot run --fleet ~/src/gpu-fleet --cluster staging --once   # one round, then exit
+  gitopsbot run --fleet ~/src/gpu-fleet.git --cluster staging --once   # a bare clone; one round
   GITOPSBOT_GIT_TOKEN=... gitopsbot run --fleet-url https://... --kubeconfig ~/.kube/fleet
   gitopsbot run --fleet-url https://... --webhook-listen 0.0.0.0:8080   # forge webhooks too
 
