@@ -63,6 +63,8 @@ class Scheduler:
             timezone="UTC",
         )
         self._lock = threading.Lock()
+        self._running: set[str] = set()  # clusters whose pass is in flight
+        self._nudged: set[str] = set()  # nudged while in flight: run again at once
         # Guards ``_stopping`` and ``_in_flight`` together: a pass either counts itself in
         # before stopping is set (and is waited for) or sees the flag and does not start.
         self._flight = threading.Condition()
@@ -97,6 +99,11 @@ class Scheduler:
         """Run the cluster's pass now (None: every cluster), e.g. from a webhook."""
         names = self.clusters if cluster is None else [cluster]
         for name in names:
+            with self._lock:
+                if name in self._running:
+                    # The pass in flight fetched before this event: it runs again at once.
+                    self._nudged.add(name)
+                    continue
             self._move(name, self._clock.now())
 
     @property
@@ -139,8 +146,21 @@ class Scheduler:
                 return
             self._in_flight += 1
         try:
-            self._pass(cluster)
+            # Passes run in this job until no nudge came in while one was in flight: apscheduler
+            # would skip a second instance, and the event must not wait for the next tick.
+            while True:
+                with self._lock:
+                    self._running.add(cluster)
+                    self._nudged.discard(cluster)
+                self._pass(cluster)
+                with self._lock:
+                    self._running.discard(cluster)
+                    again = cluster in self._nudged
+                if not again or self.stopping:
+                    break
         finally:
+            with self._lock:
+                self._running.discard(cluster)
             with self._flight:
                 self._in_flight -= 1
                 self._flight.notify_all()

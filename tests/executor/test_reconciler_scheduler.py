@@ -57,6 +57,11 @@ def test_one_job_per_cluster_and_no_overlap() -> None:
     s.start()
     try:
         assert rec.entered.wait(10)
+        for _ in range(1000):  # both first passes under way (bounded wait, no speed asserted)
+            with rec.lock:
+                if {"a", "b"} <= set(rec.calls):
+                    break
+            threading.Event().wait(0.01)
         for _ in range(5):
             s.nudge("a")  # while a's pass is blocked: must not start a second one
         rec.gate.set()
@@ -213,3 +218,28 @@ def test_a_signed_push_webhook_nudges_every_cluster(monkeypatch) -> None:
                 break
             threading.Event().wait(0.05)
     assert nudged == [None]
+
+
+def test_a_nudge_during_a_pass_runs_another_pass_right_after_it() -> None:
+    # The pass in flight fetched before the webhook's event; apscheduler would skip a second
+    # instance, so the event must not wait for the next tick (an hour here): the same job runs
+    # one more pass as soon as the first ends, and only one.
+    rec = Recorder()
+    s = Scheduler(reconcile=rec.reconcile, clock=WallClock(), interval_seconds=3600, workers=1)
+    s.set_clusters(["a"])
+    s.start()
+    try:
+        assert rec.entered.wait(10)
+        s.nudge("a")
+        s.nudge("a")  # several events during one pass: one more pass, not several
+        rec.gate.set()
+        deadline = threading.Event()
+        for _ in range(1000):  # bounded wait (guards a hang, asserts no speed)
+            with rec.lock:
+                if len(rec.calls) >= 2 and rec.running.get("a") == 0:
+                    break
+            deadline.wait(0.01)
+    finally:
+        s.shutdown(wait=True)
+    assert not rec.overlap
+    assert rec.calls == ["a", "a"], "no single pass followed the nudge"
