@@ -26,6 +26,7 @@ from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver
 from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, SecretRef
@@ -150,6 +151,12 @@ class Bot:
     scheduler: Scheduler
     clusters: tuple[str, ...]
     settings: BotSettings = field(default_factory=BotSettings)
+    mirror: PullRequestMirror | None = None
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Post what the pull-request mirror still holds (after the scheduler stopped)."""
+        if self.mirror is not None:
+            self.mirror.close(timeout)
 
 
 def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
@@ -223,6 +230,9 @@ def build_bot(options: RunOptions) -> Bot:
     unknown = sorted(set(options.clusters) - set(fleet.clusters))
     if unknown:
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
+    forge = _forge(bot_settings, clock)
+    # Forge writes are paced: posted from their own thread, passes never wait on them.
+    mirror = PullRequestMirror(forge) if forge is not None else None
     reconciler = Reconciler(
         repo=repo,
         store=JournalStore(repo, branch=bot_settings.state_branch, push=options.push),
@@ -231,8 +241,9 @@ def build_bot(options: RunOptions) -> Bot:
         load_fleet=load_fleet,
         resolve_tz=zoneinfo.ZoneInfo,
         settings=bot_settings,
-        forge=_forge(bot_settings, clock),
+        forge=forge,
         push=options.push,
+        publish=mirror.publish if mirror is not None else None,
     )
     scheduler = Scheduler(
         reconcile=reconciler.reconcile,
@@ -243,4 +254,4 @@ def build_bot(options: RunOptions) -> Bot:
         workers=1,
     )
     clusters = options.clusters or tuple(sorted(fleet.clusters))
-    return Bot(reconciler, scheduler, clusters, bot_settings)
+    return Bot(reconciler, scheduler, clusters, bot_settings, mirror)

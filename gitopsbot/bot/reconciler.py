@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
-from gitopsbot.bot import report
+from gitopsbot.bot import pr_mirror
 from gitopsbot.bot.executor import VERIFY_TIMEOUT_SECONDS, Executor, StepOutcome
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import merge_queue, operation, rollout, windows
@@ -83,6 +83,7 @@ class Reconciler:
         forge: Forge | None = None,
         fetch: bool = True,
         push: bool = True,
+        publish: Callable[[Journal], None] | None = None,
     ) -> None:
         self.repo = repo
         self.store = store
@@ -96,7 +97,11 @@ class Reconciler:
         # False (``run --no-push``): nothing reaches the fleet remote. Revert commits stay
         # local, revert pull requests (which need a pushed branch) are not opened.
         self.push = push
+        # How a transition reaches the pull request: ``PullRequestMirror.publish`` in the
+        # long-running loop (posted from its own thread), else posted within the pass.
+        self.publish = publish
         self._fleets: dict[str, Fleet] = {}
+        self._shown: set[str] = set()  # clusters whose running operation was re-posted
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -131,20 +136,10 @@ class Reconciler:
 
     def mirror(self, journal: Journal) -> None:
         """The pull request shows every transition: one edited comment and a status."""
-        if self.forge is None or journal.pr_number is None:
-            return
-        try:
-            self.forge.upsert_comment(
-                journal.pr_number, marker=report.marker(journal), body=report.markdown(journal)
-            )
-            self.forge.set_status(
-                journal.desired_sha,
-                state=report.commit_state(journal),
-                description=report.headline(journal),
-                context=report.APPLY_CONTEXT,
-            )
-        except ForgeError as e:  # the forge being down never stops an upgrade
-            log.warning("%s: could not mirror on PR #%s: %s", journal.cluster, journal.pr_number, e)
+        if self.publish is not None:
+            self.publish(journal)
+        elif self.forge is not None:
+            pr_mirror.post(self.forge, journal)
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -152,6 +147,12 @@ class Reconciler:
         now = self.clock.now()
         if self.fetch:
             self.repo.fetch()
+        if cluster not in self._shown:
+            # After a restart: the last transition may have been recorded but not yet posted.
+            self._shown.add(cluster)
+            running = self.store.current(cluster)
+            if running is not None and running.active:
+                self.mirror(running)
         intake = self.intake(cluster, now)
         if intake is not None:
             return intake

@@ -119,6 +119,7 @@ def run_once(bot: app.Bot) -> int:
             now = bot.reconciler.clock.now()
             if result.next_at is None or result.next_at > now:
                 break
+    bot.close()
     return status
 
 
@@ -145,6 +146,7 @@ def run_forever(bot: app.Bot, receiver: WebhookReceiver | None = None) -> int:
         if receiver is not None:
             receiver.stop()
         bot.scheduler.shutdown(wait=True)  # graceful: at a step boundary
+        bot.close()  # the pull requests show the last recorded transitions
     why = signal.Signals(received[0]).name if received else "stop"
     print(f"gitopsbot run: {why}: stopped cleanly at a step boundary", flush=True)
     return 0

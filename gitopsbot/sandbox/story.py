@@ -42,6 +42,7 @@ from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver
 from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.proposer import Proposal, Proposer
 from gitopsbot.bot.reconciler import PassResult, Reconciler
 from gitopsbot.bot.scheduler import Scheduler
@@ -517,6 +518,8 @@ class BotRunner:
             if crash_on is None
             else CrashingStore(self.repo, branch=branch, crash_on=crash_on)
         )
+        forge = world.forge_client()
+        self.mirror = PullRequestMirror(forge)  # as ``gitopsbot run`` posts: from its thread
         self.reconciler = Reconciler(
             repo=self.repo,
             store=self.store,
@@ -525,7 +528,8 @@ class BotRunner:
             load_fleet=load_fleet,
             resolve_tz=zoneinfo.ZoneInfo,
             settings=self.settings,
-            forge=world.forge_client(),
+            forge=forge,
+            publish=self.mirror.publish,
         )
         # The scheduler runs on real time (apscheduler compares with it); ``_pass`` turns the
         # bot clock's "come back at" into real time.
@@ -596,6 +600,7 @@ class BotRunner:
         self.scheduler.shutdown(wait=False)
         with self._busy:  # the in-flight pass has recorded its outcome
             pass
+        self.mirror.close()
         if self.receiver is not None:
             self.receiver.stop()
             if self.world.forge is not None:

@@ -90,6 +90,7 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upgraded]:
         journal = wait_for(
             world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=180
         )
+        bot.mirror.flush()  # the pull request shows the recorded transitions
         yield Upgraded(
             world=world,
             bot=bot,
