@@ -29,6 +29,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, SecretRef
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError
@@ -220,13 +221,15 @@ def executor_factory(options: RunOptions) -> Callable[[ClusterSpec], Executor]:
 
 def build_bot(options: RunOptions) -> Bot:
     clock = SystemClock()
-    repo = open_repo(options.fleet_url, options.cache)
-    fleet = read_fleet(repo, options.branch)
+    git_repo = open_repo(options.fleet_url, options.cache)
+    fleet = read_fleet(git_repo, options.branch)
     bot_settings = fleet.settings
     configured = git_credentials(options.fleet_url, bot_settings)
     if configured != git_credentials(options.fleet_url):
         # gitopsbot.yaml names the key to use from now on (git.sshKey): fetch and push with it.
-        repo = open_repo(options.fleet_url, options.cache, configured)
+        git_repo = open_repo(options.fleet_url, options.cache, configured)
+    # Passes of different clusters run side by side; their Git work is serialised.
+    repo = SharedRepo(git_repo)
     unknown = sorted(set(options.clusters) - set(fleet.clusters))
     if unknown:
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
@@ -250,8 +253,7 @@ def build_bot(options: RunOptions) -> Bot:
         clock=clock,
         interval_seconds=bot_settings.poll_interval_seconds,
         jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),
-        # One Git mirror is shared by every job: GitRepo is not thread-safe.
-        workers=1,
+        workers=max(1, options.workers),
     )
     clusters = options.clusters or tuple(sorted(fleet.clusters))
     return Bot(reconciler, scheduler, clusters, bot_settings, mirror)

@@ -54,6 +54,7 @@ class Scheduler:
     ) -> None:
         self._reconcile = reconcile
         self._clock = clock
+        self.workers = workers  # passes of different clusters that may run at once
         self._interval = max(interval_seconds, 1)
         self._jitter = jitter_seconds
         self._soonest = timedelta(seconds=soonest_seconds)

@@ -71,10 +71,21 @@ def register(sub: Any) -> None:
         "(port 0: any free port, printed at start); a verified push or merge starts a pass "
         "at once (default off: polling only; ignored with --once)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=4,
+        metavar="N",
+        help="clusters reconciled side by side (default 4); one cluster never has two "
+        "passes at once, and Git work is serialised",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        sys.stderr.write(f"gitopsbot run: --workers {args.workers}: give 1 or more\n")
+        return 1
     try:
         options = app.RunOptions(
             fleet_url=app.fleet_url(url=args.fleet_url, path=args.fleet),
@@ -82,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             clusters=tuple(args.cluster),
             push=not args.no_push,
+            workers=args.workers,
         )
         bot = app.build_bot(options)
     except ConfigError as e:

@@ -46,12 +46,14 @@ from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.proposer import Proposal, Proposer
 from gitopsbot.bot.reconciler import PassResult, Reconciler
 from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.repo import Repo
 from gitopsbot.sandbox import environment as env
 from gitopsbot.sandbox.forges.github import GitHubForge
 from gitopsbot.sandbox.gitremote import GitRemote
@@ -111,7 +113,7 @@ class CrashingStore(JournalStore):
     """A JournalStore that dies instead of recording a transition ``crash_on`` picks: the
     step's effect happened outside, its record never reached Git (a kill at that moment)."""
 
-    def __init__(self, repo: GitRepo, *, branch: str, crash_on: Callable[[str], bool]) -> None:
+    def __init__(self, repo: Repo, *, branch: str, crash_on: Callable[[str], bool]) -> None:
         super().__init__(repo, branch=branch, push=True)
         self.crash_on = crash_on
         self.crashed = threading.Event()
@@ -508,7 +510,7 @@ class BotRunner:
         self.world = world
         self.progress = progress
         self.on_pass = on_pass
-        self.repo = world.git_repo(name)
+        self.repo = SharedRepo(world.git_repo(name))  # as ``gitopsbot run`` wraps it
         self.repo.fetch()
         fleet = load_fleet(self.repo.tree(self.repo.head("main") or "main"))
         self.settings = fleet.settings

@@ -24,6 +24,7 @@ from gitopsbot import app
 from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
+from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.cli import main
 from gitopsbot.core.journal import OperationKind, OperationStatus
 from gitopsbot.core.model import BotSettings
@@ -283,3 +284,22 @@ def test_any_bot_error_is_one_line_for_run_and_status(
     monkeypatch.setattr(status_command, "show", git_gone)  # e.g. while --watch refreshes
     assert main(["status", "--fleet-url", env.url]) == 2
     assert capsys.readouterr().err == "gitopsbot status: fetch: connection refused\n"
+
+
+def test_workers_must_be_positive(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--fleet-url", env.url, "--once", "--workers", "0"]) == 1
+    assert "--workers 0: give 1 or more" in capsys.readouterr().err
+
+
+def test_the_loop_runs_clusters_side_by_side_on_one_shared_mirror(
+    env: Env, tmp_path: Path
+) -> None:
+    bot = app.build_bot(
+        app.RunOptions(fleet_url=env.url, workers=3, cache=tmp_path / "cache", push=False)
+    )
+    try:
+        assert isinstance(bot.reconciler.repo, SharedRepo)
+        assert bot.reconciler.store._repo is bot.reconciler.repo  # one mirror, one lock
+        assert bot.scheduler.workers == 3
+    finally:
+        bot.close()

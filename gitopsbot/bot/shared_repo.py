@@ -1,0 +1,116 @@
+"""One fleet mirror shared by the scheduler's worker threads.
+
+The Git adapter (libgit2 objects) must not be used from two threads at once, but passes for
+different clusters should run side by side: their time goes to helm, the cluster and the
+forge, not to Git. ``SharedRepo`` wraps any ``Repo`` and runs every call (and every read of a
+tree it hands out) under one lock, so Git work is serialised and the rest runs in parallel.
+
+It also coalesces fetches: a pass fetches so that it sees everything pushed before it began;
+when another thread's fetch began after this request and has finished, that fetch already
+brought it, so N clusters woken by one webhook cost one network round trip, not N.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from gitopsbot.ports.files import FileTree
+from gitopsbot.ports.repo import CommitInfo, Repo
+
+
+class SharedTree:
+    """A FileTree whose reads take the shared repository's lock."""
+
+    def __init__(self, tree: FileTree, lock: threading.RLock) -> None:
+        self._tree = tree
+        self._lock = lock
+
+    @property
+    def label(self) -> str:
+        return self._tree.label
+
+    def read(self, path: str) -> bytes | None:
+        with self._lock:
+            return self._tree.read(path)
+
+    def list(self, directory: str) -> list[str]:
+        with self._lock:
+            return self._tree.list(directory)
+
+
+class SharedRepo:
+    """``Repo`` for many threads: one call at a time, fetches coalesced."""
+
+    def __init__(self, repo: Repo) -> None:
+        self._repo = repo
+        self._lock = threading.RLock()
+        self._count = threading.Lock()  # guards the two counters below
+        self._started = 0  # fetches begun so far
+        self._finished = 0  # the number of the latest fetch that completed
+        self.fetches = 0  # network fetches actually made (for tests and benchmarks)
+
+    def fetch(self) -> None:
+        with self._count:
+            begun_before_me = self._started
+        with self._lock:
+            with self._count:
+                if self._finished > begun_before_me:
+                    return  # a fetch that began after this request has completed
+                self._started += 1
+                mine = self._started
+            self._repo.fetch()
+            self.fetches += 1
+            with self._count:
+                self._finished = max(self._finished, mine)
+
+    def head(self, branch: str) -> str | None:
+        with self._lock:
+            return self._repo.head(branch)
+
+    def branches(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return self._repo.branches(prefix)
+
+    def read(self, ref_or_sha: str, path: str) -> bytes | None:
+        with self._lock:
+            return self._repo.read(ref_or_sha, path)
+
+    def tree(self, ref_or_sha: str) -> FileTree:
+        with self._lock:
+            return SharedTree(self._repo.tree(ref_or_sha), self._lock)
+
+    def log(self, branch: str, since_sha: str | None, limit: int) -> list[CommitInfo]:
+        with self._lock:
+            return self._repo.log(branch, since_sha, limit)
+
+    def commit_files(
+        self,
+        branch: str,
+        files: Mapping[str, bytes | None],
+        message: str,
+        *,
+        parent: str | None,
+    ) -> str:
+        with self._lock:
+            return self._repo.commit_files(branch, files, message, parent=parent)
+
+    def push(self, branch: str) -> str:
+        with self._lock:
+            return self._repo.push(branch)
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        with self._lock:
+            return self._repo.is_ancestor(ancestor, descendant)
+
+    def diff_paths(self, a: str, b: str) -> list[str]:
+        with self._lock:
+            return self._repo.diff_paths(a, b)
+
+    def revert_commit(self, branch: str, sha: str, message: str) -> str:
+        with self._lock:
+            return self._repo.revert_commit(branch, sha, message)
+
+    def as_repo(self) -> Repo:
+        """This wrapper as the port type (mypy checks it satisfies the Protocol)."""
+        return self
