@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -55,7 +55,7 @@ SWITCH = {
     Component.CLIENT: "autoUpdateClient",
 }
 VERIFY_TIMEOUT_SECONDS = 600
-CheckMode = Literal["verify", "images", "canary"]
+CheckMode = Literal["verify", "images", "canary", "running"]
 RETRY = 5.0
 
 
@@ -135,7 +135,7 @@ class Executor:
             StepKind.HELM_UPGRADE: lambda: self.helm_upgrade(journal, spec),
             StepKind.CONTROLLER_READY: lambda: self.controller_ready(step, spec, now),
             StepKind.CONTROLLER_RESTART: lambda: self.controller_restart(step, spec, now),
-            StepKind.VERIFY: lambda: self.verify(step, spec, now),
+            StepKind.VERIFY: lambda: self.verify(step, spec, now, rolled=_rolled(journal)),
             StepKind.ROLLBACK: lambda: self.rollback(journal, spec, rollback_to),
         }
         handler = handlers.get(step.kind)
@@ -444,10 +444,21 @@ class Executor:
     # -- R15 verification -----------------------------------------------------------------
 
     def check(
-        self, spec: ClusterSpec, pools: Sequence[str] | None = None, *, canary: bool = False
+        self,
+        spec: ClusterSpec,
+        pools: Sequence[str] | None = None,
+        *,
+        canary: bool = False,
+        component: Component | None = None,
+        rolled: Mapping[str, Collection[Component]] | None = None,
     ) -> list[str]:
-        """Problems found (empty: verified). ``pools`` limits the check; ``canary``: after a
-        canary batch (most pods are still on the old image, the pool may be Updating)."""
+        """Problems found (empty: verified). ``pools`` limits the check.
+
+        ``canary``: after a canary batch of ``component`` (None: the one the GPUPool shows
+        mid-rollout, see ``_canary_component``): most of its pods are still on the old image
+        and the pool may be Updating; the other components are only checked for Running.
+        ``rolled``: pool → components this operation rolled (its POOL_PHASE steps, see
+        ``_rolled``); None when not known."""
         problems: list[str] = []
         name = tfc_name(spec)
         tfc = self.cluster.get(TF, "TensorFusionCluster", None, name)
@@ -457,19 +468,42 @@ class Executor:
             problems.append(f"TensorFusionCluster {name} is {_phase(tfc)}")
         wanted = pools if pools is not None else [p.name for p in spec.rollout.pools]
         images = self._pool_images(spec)
+        # Listed once for every pool: worker and client pods live in the apps' namespaces.
+        workloads = self.cluster.list(TF, "TensorFusionWorkload")
+        workers = self.cluster.list("v1", "Pod", None, label_selector=f"{GROUP}/component=worker")
+        clients = self.cluster.list("v1", "Pod", None, label_selector=f"{GROUP}/component=client")
         for pool in wanted:
-            gp = self.cluster.get(TF, "GPUPool", None, gpupool_name(spec, pool))
+            gp_name = gpupool_name(spec, pool)
+            gp = self.cluster.get(TF, "GPUPool", None, gp_name)
             if gp is None:
-                problems.append(f"GPUPool {gpupool_name(spec, pool)} not found")
+                problems.append(f"GPUPool {gp_name} not found")
                 continue
             phase = (gp.get("status") or {}).get("phase")
             if phase != "Running" and not (canary and phase == "Updating"):
-                problems.append(f"GPUPool {gpupool_name(spec, pool)} is {_phase(gp)}")
-            problems += self._check_nodes(
-                spec,
+                problems.append(f"GPUPool {gp_name} is {_phase(gp)}")
+            modes = _check_modes(
                 pool,
-                images.get(pool, {}).get("hypervisor"),
-                mode="canary" if canary else "verify",
+                canary=canary,
+                component=component or (_canary_component(gp) if canary else None),
+                rolled=rolled,
+            )
+            pool_images = images.get(pool, {})
+            problems += self._check_nodes(
+                spec, pool, pool_images.get("hypervisor"), mode=modes[Component.HYPERVISOR]
+            )
+            problems += _check_pods(
+                Component.WORKER,
+                pool,
+                _worker_pods(gp_name, workloads, workers),
+                pool_images.get("worker"),
+                mode=modes[Component.WORKER],
+            )
+            problems += _check_pods(
+                Component.CLIENT,
+                pool,
+                [p for p in clients if _labels(p).get(f"{GROUP}/gpupool") == gp_name],
+                pool_images.get("client"),
+                mode=modes[Component.CLIENT],
             )
         return problems
 
@@ -478,7 +512,8 @@ class Executor:
     ) -> list[str]:
         """R15 per GPU node of ``pool``. ``mode``: "verify" reports everything; "images" only
         hypervisor pods on another image than ``image``; "canary" everything except pods
-        still on the old image, and requires at least one on the new image."""
+        still on the old image, and requires at least one on the new image; "running"
+        everything except the image."""
         problems: list[str] = []
         stale: list[str] = []
         moved = 0
@@ -520,13 +555,23 @@ class Executor:
             if nodes and not moved:
                 problems.append(f"pool {pool}: no hypervisor on {image} after the canary batch")
             return problems
+        if mode == "running":
+            return problems
         return problems + stale
 
-    def verify(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
-        problems = self.check(spec)
+    def verify(
+        self,
+        step: Step,
+        spec: ClusterSpec,
+        now: datetime,
+        *,
+        rolled: Mapping[str, Collection[Component]] | None = None,
+    ) -> StepOutcome:
+        problems = self.check(spec, rolled=rolled)
         if not problems and spec.smoke_test is not None:
             return self._smoke_test(step, spec, now)
         if not problems:
+            # Wording kept: docs/sandbox.md and docs/demo.md quote it.
             return StepOutcome(StepState.SUCCEEDED, "TFC, pools, nodes and hypervisors Running")
         waited = (now - (step.started_at or now)).total_seconds()
         if waited >= VERIFY_TIMEOUT_SECONDS:
@@ -555,6 +600,131 @@ class Executor:
             self.cluster.delete("v1", "Pod", meta["namespace"], str(meta.get("name")))
             return StepOutcome(StepState.FAILED, f"smoke test {phase} after {int(waited)}s")
         return StepOutcome(StepState.RUNNING, f"smoke test {phase}", retry_after=RETRY)
+
+
+def _rolled(journal: Journal) -> dict[str, frozenset[Component]]:
+    """Pool → components this operation rolled: its POOL_PHASE steps (the plan has one only
+    for a component whose switch the policy turns on, F3)."""
+    out: dict[str, set[Component]] = {}
+    for step in journal.steps:
+        rolls = step.kind is StepKind.POOL_PHASE and step.state is not StepState.SKIPPED
+        if rolls and step.component is not None:
+            out.setdefault(step.pool, set()).add(step.component)
+    return {pool: frozenset(components) for pool, components in out.items()}
+
+
+def _canary_component(gpupool: Mapping[str, Any]) -> Component:
+    """The component whose canary batch just ran, when the caller does not say: the first
+    one with R14 progress strictly between 0 and 100 (phases of a pool run one at a time,
+    hypervisor first, and a canary pause leaves the progress at the canary batch's share);
+    the hypervisor when none is."""
+    status = (gpupool.get("status") or {}).get("componentStatus") or {}
+    for component in Component:
+        progress = status.get(f"{component}UpdateProgress")
+        if isinstance(progress, int | float) and 0 < progress < 100:
+            return component
+    return Component.HYPERVISOR
+
+
+def _check_modes(
+    pool: str,
+    *,
+    canary: bool,
+    component: Component | None,
+    rolled: Mapping[str, Collection[Component]] | None,
+) -> dict[Component, CheckMode]:
+    """How each component of ``pool`` is checked (see ``Executor.check``)."""
+    if canary:
+        # Only the component whose canary batch ran is judged on images; the final VERIFY
+        # step checks the others.
+        first = component or Component.HYPERVISOR
+        return {c: "canary" if c is first else "running" for c in Component}
+    done = rolled.get(pool, ()) if rolled is not None else ()
+    return {
+        # R15 names the hypervisor's image: it is always compared, as before.
+        Component.HYPERVISOR: "verify",
+        # F3: worker and client roll only when the bot turns them on. A component this
+        # operation did not roll keeps its old image legitimately, so its pods are checked
+        # for Running (R15) but kept out of the image check.
+        Component.WORKER: "verify" if Component.WORKER in done else "running",
+        Component.CLIENT: "verify" if Component.CLIENT in done else "running",
+    }
+
+
+def _worker_pods(
+    gp_name: str, workloads: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """Worker pods of the GPUPool ``gp_name``: a TensorFusionWorkload names its pool in
+    ``spec.poolName`` (the rollout counts it by its ``gpupool`` label, facts §3.5: either
+    will do), its pods carry ``tensor-fusion.ai/workload=<name>`` in its namespace."""
+    mine = {
+        (str(w["metadata"].get("namespace") or ""), str(w["metadata"]["name"]))
+        for w in workloads
+        if gp_name in ((w.get("spec") or {}).get("poolName"), _labels(w).get(f"{GROUP}/gpupool"))
+    }
+    return [
+        p
+        for p in pods
+        if (str(p["metadata"].get("namespace") or ""), _labels(p).get(f"{GROUP}/workload")) in mine
+    ]
+
+
+def _pod_images(component: Component, pod: Mapping[str, Any]) -> list[str]:
+    """Images that show the pod's version: the worker's main container (``containers[0]``,
+    where the controller puts ``componentConfig.worker.image``); for a client-injected app
+    pod, the webhook's init container from ``componentConfig.client.image`` (facts §3.3,
+    §3.6), listed first, then the app's own containers."""
+    spec = pod.get("spec") or {}
+    containers = list(spec.get("containers") or [])
+    if component is Component.WORKER:
+        containers = containers[:1]
+    else:
+        containers = list(spec.get("initContainers") or []) + containers
+    return [str(c.get("image") or "") for c in containers]
+
+
+def _check_pods(
+    component: Component,
+    pool: str,
+    pods: Sequence[Mapping[str, Any]],
+    image: str | None,
+    *,
+    mode: CheckMode,
+) -> list[str]:
+    """R15 for the worker or client pods of ``pool``, in the modes of ``_check_nodes``.
+    Pods being deleted (the rollout replaces them) and finished ones are not judged."""
+    problems: list[str] = []
+    stale: list[str] = []
+    moved = 0
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if meta.get("deletionTimestamp") or phase == "Succeeded":
+            continue
+        ref = f"{meta.get('namespace')}/{meta.get('name')}"
+        if phase != "Running":
+            problems.append(f"{component} pod {ref} is {_phase(pod)}")
+        carried = _pod_images(component, pod)
+        if image and image not in carried:
+            stale.append(
+                f"{component} pod {ref} runs {', '.join(carried) or 'no image'}, expected {image}"
+            )
+        else:
+            moved += 1
+    if mode == "images":
+        return stale
+    if mode == "canary":
+        if stale and not moved:
+            problems.append(f"pool {pool}: no {component} pod on {image} after the canary batch")
+        return problems
+    if mode == "running":
+        return problems
+    return problems + stale
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    found: Mapping[str, str] = (obj.get("metadata") or {}).get("labels") or {}
+    return found
 
 
 def _rolling_policy(tfc: Mapping[str, Any], pool: str) -> Mapping[str, Any]:

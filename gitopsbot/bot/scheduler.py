@@ -3,8 +3,9 @@
 Each job runs ``reconcile(cluster)`` (one pass: at most one step). Jobs use an interval
 trigger with jitter (clusters do not all hit Git at once), ``max_instances=1`` (one pass per
 cluster at a time) and ``coalesce`` (a backlog of missed runs becomes one run). A pass that
-asks to come back sooner (``PassResult.next_at``) moves its job's next run forward; a webhook
-calls ``nudge`` to run now. ``shutdown`` stops taking new passes and waits for running ones,
+asks to come back sooner (``PassResult.next_at``) moves its job's next run forward (never
+sooner than ``soonest_seconds``), and one asking to come back at once (a step done, the next
+can start) runs again in the same job; a webhook calls ``nudge`` to run now. ``shutdown`` stops taking new passes and waits for running ones,
 so the bot stops at a step boundary: a pass records its transition before it returns.
 
 Why ``shutdown`` does not call apscheduler's ``shutdown(wait=True)``: apscheduler 3 holds its
@@ -36,6 +37,12 @@ log = logging.getLogger(__name__)
 logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
 
 
+# Passes asking to come back at once that run back to back in one job before the floor
+# between passes (``soonest_seconds``) applies again: a guard against a pass that always
+# asks for "now" spinning, never a limit a real operation reaches between two waits.
+IMMEDIATE_PASSES = 20
+
+
 def job_id(cluster: str) -> str:
     return f"cluster:{cluster}"
 
@@ -49,7 +56,7 @@ class Scheduler:
         interval_seconds: int = 30,
         jitter_seconds: int = 5,
         workers: int = 4,
-        soonest_seconds: float = 1.0,
+        soonest_seconds: float = 0.5,
         shutdown_timeout_seconds: float = 3600.0,
     ) -> None:
         self._reconcile = reconcile
@@ -148,15 +155,21 @@ class Scheduler:
             self._in_flight += 1
         try:
             # Passes run in this job until no nudge came in while one was in flight: apscheduler
-            # would skip a second instance, and the event must not wait for the next tick.
+            # would skip a second instance, and the event must not wait for the next tick. A
+            # pass that asks to come back at once (a step done, the next one can start) also
+            # runs again here, up to IMMEDIATE_PASSES in a row; past that the floor applies.
+            immediate = 0
             while True:
                 with self._lock:
                     self._running.add(cluster)
                     self._nudged.discard(cluster)
-                self._pass(cluster)
+                result = self._pass(cluster)
+                at_once = result is not None and self._at_once(result)
+                immediate = immediate + 1 if at_once else 0
                 with self._lock:
                     self._running.discard(cluster)
                     again = cluster in self._nudged
+                again = again or (at_once and immediate <= IMMEDIATE_PASSES)
                 if not again or self.stopping:
                     break
         finally:
@@ -166,20 +179,24 @@ class Scheduler:
                 self._in_flight -= 1
                 self._flight.notify_all()
 
-    def _pass(self, cluster: str) -> None:
+    def _at_once(self, result: PassResult) -> bool:
+        return result.next_at is not None and result.next_at <= self._clock.now()
+
+    def _pass(self, cluster: str) -> PassResult | None:
         try:
             result = self._reconcile(cluster)
         except TransientError as e:
             log.warning("%s: pass failed, will retry: %s", cluster, e)
-            return
+            return None
         except GitOpsBotError as e:
             log.error("%s: pass failed: %s", cluster, e)
-            return
+            return None
         except Exception:  # a bug must not kill the loop for every cluster
             log.exception("%s: pass crashed", cluster)
-            return
+            return None
         with self._lock:
             self.results[cluster] = result
         log.info("%s: %s %s", cluster, result.action, result.detail)
         if result.next_at is not None:
             self._move(cluster, max(result.next_at, self._clock.now() + self._soonest))
+        return result

@@ -35,11 +35,20 @@ POLL = timedelta(seconds=10)
 # While a pool rolls, look again about once per batch interval (never more often than this), so
 # the next phase starts soon after the controller's last batch instead of a whole POLL later.
 MIN_LOOK = timedelta(seconds=2)
+# In the last batch the pool is done as soon as that batch's pods are replaced, which can be
+# any moment: look a tenth of an interval apart (not more often than this), so the next pool
+# starts within a fraction of a second of the controller finishing this one.
+FINAL_LOOK = timedelta(seconds=0.5)
 
 
-def rolling_look(policy: PoolPolicy) -> timedelta:
-    """How soon to look again at a rolling pool: its batch interval, within [MIN_LOOK, POLL]."""
-    return min(POLL, max(MIN_LOOK, timedelta(seconds=policy.batch_interval_seconds)))
+def rolling_look(policy: PoolPolicy, progress: int = 0, *, canary: bool = False) -> timedelta:
+    """How soon to look again at a rolling pool at ``progress`` %: once per batch interval
+    within [MIN_LOOK, POLL]; in the last batch a tenth of it, within [FINAL_LOOK, POLL]."""
+    interval = timedelta(seconds=policy.batch_interval_seconds)
+    batch = policy.canary_batch_percentage if canary else policy.batch_percentage
+    if batch > 0 and progress + batch >= 100:
+        return min(POLL, max(FINAL_LOOK, interval / 10))
+    return min(POLL, max(MIN_LOOK, interval))
 
 
 class PhaseAction(StrEnum):
@@ -206,7 +215,8 @@ def _halt(
 def _next_look(
     policy: PoolPolicy, phase: PhaseProgress, now: datetime, window: windows.Window | None
 ) -> datetime:
-    due = [now + rolling_look(policy)]
+    canary = phase.state is PhaseState.CANARY
+    due = [now + rolling_look(policy, phase.progress, canary=canary)]
     ends = windows.closes_at(window, now)
     if ends is not None:
         due.append(ends)

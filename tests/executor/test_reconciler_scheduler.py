@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gitopsbot.bot.reconciler import PassResult
-from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.bot.scheduler import IMMEDIATE_PASSES, Scheduler
 
 
 class WallClock:
@@ -243,3 +243,67 @@ def test_a_nudge_during_a_pass_runs_another_pass_right_after_it() -> None:
         s.shutdown(wait=True)
     assert not rec.overlap
     assert rec.calls == ["a", "a"], "no single pass followed the nudge"
+
+
+def _passes_until_quiet(s: Scheduler, rec: Recorder, *, rounds: int = 300) -> int:
+    """Bounded wait (guards a hang, asserts no speed) until the number of passes settles."""
+    seen, still = -1, 0
+    for _ in range(rounds):
+        threading.Event().wait(0.01)
+        with rec.lock:
+            n = len(rec.calls)
+        still = still + 1 if n == seen else 0
+        seen = n
+        if still >= 50:
+            break
+    return seen
+
+
+def test_a_pass_asking_to_come_back_at_once_runs_again_in_the_same_job() -> None:
+    # A step done, the next can start: the next pass must not wait for the floor between
+    # passes (an hour here), only for the pass before it to end.
+    rec = Recorder()
+    rec.gate.set()
+    answers = iter([0, 0, 0])
+
+    def reconcile(cluster: str) -> PassResult:
+        rec.reconcile(cluster)
+        back = next(answers, None)
+        return PassResult(cluster, "test", next_at=None if back is None else datetime.now(UTC))
+
+    s = Scheduler(
+        reconcile=reconcile,
+        clock=WallClock(),
+        interval_seconds=3600,
+        soonest_seconds=3600,
+        workers=1,
+    )
+    s.set_clusters(["a"])
+    s.start()
+    try:
+        assert _passes_until_quiet(s, rec) == 4  # three "at once", then one that is not
+    finally:
+        s.shutdown(wait=True)
+
+
+def test_a_pass_always_asking_for_now_does_not_spin() -> None:
+    rec = Recorder()
+    rec.gate.set()
+
+    def reconcile(cluster: str) -> PassResult:
+        rec.reconcile(cluster)
+        return PassResult(cluster, "test", next_at=datetime.now(UTC))
+
+    s = Scheduler(
+        reconcile=reconcile,
+        clock=WallClock(),
+        interval_seconds=3600,
+        soonest_seconds=3600,
+        workers=1,
+    )
+    s.set_clusters(["a"])
+    s.start()
+    try:
+        assert _passes_until_quiet(s, rec) == IMMEDIATE_PASSES + 1
+    finally:
+        s.shutdown(wait=True)

@@ -200,6 +200,23 @@ def test_a_rolling_pool_is_looked_at_about_once_per_batch(interval: int, look: i
     assert d.until == now + timedelta(seconds=look)
 
 
+@pytest.mark.parametrize(
+    ("interval", "progress", "look"),
+    [(3, 80, 3.0), (3, 90, 0.5), (30, 90, 3.0), (600, 95, 10.0)],
+    ids=["not the last batch", "last batch: often", "last batch: a tenth", "capped at POLL"],
+)
+def test_the_last_batch_is_looked_at_more_often(interval: int, progress: int, look: float) -> None:
+    # The pool is done the moment its last batch's pods are replaced: the next pool should
+    # start within a fraction of a second (issue 5's benchmark, ratio <= 1.05).
+    policy = replace(POOL, batch_interval_seconds=interval, batch_percentage=10)
+    now = T0 + 8 * M
+    d = decide(
+        obs(progress, open_=True), rolling(T0, progress=progress, since=now), now, policy=policy
+    )
+    assert d.action is PhaseAction.WAIT
+    assert d.until == now + timedelta(seconds=look)
+
+
 def test_no_gpu_nodes_is_done_at_once() -> None:
     empty = PoolObservation(None, False, False, nodes=0)
     d = decide(empty, NEW, T0 - 5 * M)  # even outside the window: nothing will roll
