@@ -390,10 +390,8 @@ class Executor:
             if (n.get("status") or {}).get("phase", "Pending") == "Pending"
         )
         policy = _rolling_policy(tfc, pool)
-        current = None
-        if component is Component.HYPERVISOR:
-            image = self._pool_images(spec).get(pool, {}).get("hypervisor")
-            current = image is None or not self._check_nodes(spec, pool, image, mode="images")
+        image = self._pool_images(spec).get(pool, {}).get(str(component))
+        current = image is None or not self._stale(spec, pool, component, image)
         return rollout.PoolObservation(
             progress=None if progress is None else int(progress),
             synced=bool(status.get(f"{component}ConfigSynced", False)),
@@ -402,6 +400,21 @@ class Executor:
             pending_nodes=pending,
             current=current,
         )
+
+    def _stale(self, spec: ClusterSpec, pool: str, component: Component, image: str) -> list[str]:
+        """The pool's pods of ``component`` not on ``image`` (observe_pool's ``current``)."""
+        if component is Component.HYPERVISOR:
+            return self._check_nodes(spec, pool, image, mode="images")
+        gp_name = gpupool_name(spec, pool)
+        selector = f"{GROUP}/component={component}"
+        pods: Sequence[Mapping[str, Any]] = self.cluster.list(
+            "v1", "Pod", None, label_selector=selector
+        )
+        if component is Component.WORKER:
+            pods = _worker_pods(gp_name, self.cluster.list(TF, "TensorFusionWorkload"), pods)
+        else:
+            pods = [p for p in pods if _labels(p).get(f"{GROUP}/gpupool") == gp_name]
+        return _check_pods(component, pool, pods, image, mode="images")
 
     def set_switch(
         self,

@@ -434,3 +434,22 @@ def test_leaving_and_finished_pods_are_not_judged_and_skipped_phases_did_not_rol
         f"worker pod {APPS}/stale is Failed",
         "pool a: no worker pod on w:2 after the canary batch",
     ]
+
+
+def test_observe_pool_tells_whether_worker_and_client_pods_run_the_template(lab: Lab) -> None:
+    # A status still "synced at 100" from before the controller saw the new template must
+    # not end a phase: ``current`` is False while pods run another image than the template.
+    spec = _spec_all()
+    for component in (W, C):
+        seen = lab.executor.observe_pool(spec, "a", component)
+        assert seen is not None and seen.current is True
+    lab.set_images("worker:2", "client:2")
+    for component in (W, C):
+        seen = lab.executor.observe_pool(spec, "a", component)
+        assert seen is not None and seen.current is False, component
+    lab.executor.set_switch(spec, "a", W, open_=True)
+    lab.run(lambda: bool(lab.status().get("workerConfigSynced")) and lab.running("worker"))
+    worker = lab.executor.observe_pool(spec, "a", W)
+    client = lab.executor.observe_pool(spec, "a", C)
+    assert worker is not None and worker.current is True
+    assert client is not None and client.current is False  # its switch stayed closed
