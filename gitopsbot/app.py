@@ -33,7 +33,7 @@ from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, SecretRef
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError
-from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.forge import Forge
 
 
@@ -242,6 +242,7 @@ def build_bot(options: RunOptions) -> Bot:
         executor_for=executor_factory(options),
         clock=clock,
         load_fleet=load_fleet,
+        load_cluster=find_cluster,
         resolve_tz=zoneinfo.ZoneInfo,
         settings=bot_settings,
         forge=forge,

@@ -10,7 +10,8 @@ Each concrete class has a *family* (where the error came from, with its context)
     ├── PermanentError     Failed until the spec or the world changes
     │
     ├── ChartError         family: chart repository, index, archive
-    ├── GitError           family: NonFastForward (transient), GitAuthError (permanent), ...
+    ├── GitError           family: NonFastForward (transient), GitAuthError, PushRefused
+    │                      (permanent), ...
     ├── ForgeError         family: ForgeRateLimited, ForgeServerError, ForgeConflict (transient);
     │                      ForgeNotFound, ForgeUnauthorized (permanent)
     ├── KubeError          family: KubeConflict, KubeServerError, KubeTooManyRequests
@@ -103,6 +104,17 @@ class GitAuthError(GitError, PermanentError):
 
 class GitUnavailable(GitError, TransientError):
     """The remote could not be reached."""
+
+
+class PushRefused(GitError, PermanentError):
+    """The remote refused a push by policy (a pre-receive or update hook, a protected
+    branch); pushing again will not help. The message carries the remote's reason.
+    ``refused_sha``: the local commit the remote refused (it stays in the local object store,
+    while the local branch goes back to the remote's head)."""
+
+    def __init__(self, message: str, *, refused_sha: str = "") -> None:
+        super().__init__(message)
+        self.refused_sha = refused_sha
 
 
 class GitFailed(GitError, PermanentError):

@@ -92,11 +92,25 @@ def load_fleet(tree: FileTree) -> Fleet:
 def load_cluster(tree: FileTree, name: str) -> ClusterSpec:
     """One cluster (``clusters/<name>/``) without the rest of the fleet. Raises FleetError;
     a cluster that does not exist is reported with the names that do."""
-    problems: list[Problem] = []
     names = _cluster_names(tree)
     if name not in names:
         hint = fleet_loading.suggest(name, names) if names else "no clusters/ directory"
         raise FleetError([Problem(f"{CLUSTERS_DIR}/{name}", 0, 0, "", "no such cluster", hint)])
+    return _parse_cluster(tree, name)
+
+
+def find_cluster(tree: FileTree, name: str) -> ClusterSpec | None:
+    """``load_cluster``, or None when ``clusters/<name>/`` does not exist at all: what the bot
+    reads to apply one cluster's change, without parsing the rest of the fleet (a fleet of
+    hundreds of clusters costs one cluster's parse per merge). Raises FleetError."""
+    # Listing the one directory, not clusters/ (whose entries would each be probed).
+    if name.startswith(".") or "/" in name or not tree.list(f"{CLUSTERS_DIR}/{name}"):
+        return None
+    return _parse_cluster(tree, name)
+
+
+def _parse_cluster(tree: FileTree, name: str) -> ClusterSpec:
+    problems: list[Problem] = []
     files = _cluster_files(tree, name, problems)
     try:
         spec = fleet_loading.parse_cluster(name, files, known_timezones=known_timezones())

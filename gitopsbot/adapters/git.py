@@ -21,7 +21,14 @@ from pygit2.enums import CredentialType, FileMode, ObjectType, SortMode
 
 from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.core.observed_git import CommitInfo
-from gitopsbot.errors import GitAuthError, GitError, GitFailed, GitUnavailable, NonFastForward
+from gitopsbot.errors import (
+    GitAuthError,
+    GitError,
+    GitFailed,
+    GitUnavailable,
+    NonFastForward,
+    PushRefused,
+)
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +190,17 @@ _NON_FF_HINTS = (
     "not present locally",
     "fetch first",
 )
+# A remote refusing by policy (a pre-receive/update hook, GitHub's and GitLab's protected
+# branches): permanent. Checked after the auth hints ("permission denied" is a login problem)
+# and after the non-fast-forward ones (git's "denying non-fast-forward" is replayable).
+_REFUSED_HINTS = (
+    "hook declined",
+    "protected branch",
+    "denied",
+    "declined",
+)
+# Sideband text kept from a refused push (the hook's own words), at most this many characters.
+_REMOTE_TEXT_LIMIT = 1000
 
 
 class GitRepo:
@@ -230,6 +248,8 @@ class GitRepo:
             return GitAuthError(f"{where}: authentication failed: {text}")
         if any(h in low for h in _NON_FF_HINTS):
             return NonFastForward(f"{where}: {text}")
+        if any(h in low for h in _REFUSED_HINTS):
+            return PushRefused(f"{where}: refused by the remote: {text}")
         if any(h in low for h in _UNAVAILABLE_HINTS):
             return GitUnavailable(f"{where}: remote unavailable: {text}")
         return GitFailed(f"{where}: {text}")
@@ -378,13 +398,28 @@ class GitRepo:
         return str(oid)
 
     def push(self, branch: str) -> str:
+        """Push the local ``branch`` (see ``Repo.push``).
+
+        A branch with no local commits (only the remote-tracking ref) has nothing to push: the
+        remote's head is returned. A push the remote refuses by policy raises PushRefused and
+        moves the local branch back to the remote's head (dropped when the remote has none):
+        the remote will never take those commits, and ``head`` prefers a local branch that is
+        ahead, so later passes would otherwise keep building on them. The refused commit stays
+        in the object store; ``PushRefused.refused_sha`` names it.
+        """
         local = self._ref_target(f"refs/heads/{branch}")
         if local is None:
+            remote = self._ref_target(f"{_TRACKING}{branch}")
+            if remote is not None:
+                return str(remote)
             raise GitFailed(f"push {branch}: no local branch {branch!r} to push")
         attempts = max(1, self._settings.push_attempts)
         for attempt in range(1, attempts + 1):
             try:
                 self._push_once(branch)
+            except PushRefused as refused:
+                self._drop_refused(branch)
+                raise PushRefused(str(refused), refused_sha=str(local)) from None
             except NonFastForward:
                 log.info(
                     "push %s: remote moved (attempt %d/%d); replaying", branch, attempt, attempts
@@ -401,16 +436,33 @@ class GitRepo:
             return str(head)
         raise NonFastForward(f"push {branch}: remote kept moving")  # pragma: no cover
 
+    def _drop_refused(self, branch: str) -> None:
+        """Point the local branch back at the remote's head (or drop it) after a refusal."""
+        ref = f"refs/heads/{branch}"
+        remote = self._ref_target(f"{_TRACKING}{branch}")
+        with self._mapped(f"reset {branch} after a refused push"):
+            if remote is not None:
+                self._repo.references.create(ref, remote, force=True)
+            elif ref in self._repo.references:
+                self._repo.references.delete(ref)
+        log.warning("push %s refused: local %s reset to the remote's head", branch, branch)
+
     def _push_once(self, branch: str) -> None:
         callbacks = _Callbacks(
             self._settings.credentials, f"push {branch} ({self._url_for_messages})"
         )
+        # The remote's own words (a hook's stderr arrives as "remote:" sideband text): the
+        # reason a push was refused. pygit2 looks the callback up on the instance.
+        said: list[str] = []
+        callbacks.sideband_progress = said.append  # type: ignore[method-assign,assignment]
         ref = f"refs/heads/{branch}"
         try:
             with self._mapped(f"push {branch}"):
                 self._repo.remotes[_REMOTE].push([f"{ref}:{ref}"], callbacks=callbacks)
         except GitError as exc:
             # libgit2's local transport refuses every push into a working copy.
+            if isinstance(exc, PushRefused):
+                raise PushRefused(_with_remote_text(str(exc), said, self._secrets)) from None
             if "non-bare" not in str(exc):
                 raise
             raise GitFailed(
@@ -422,7 +474,12 @@ class GitRepo:
             reasons = "; ".join(f"{r}: {m}" for r, m in callbacks.rejected)
             text = redact(reasons, self._secrets)
             low = text.lower()
-            if any(h in low for h in _NON_FF_HINTS) or "rejected" in low or "stale" in low:
+            if any(h in low for h in _NON_FF_HINTS):
+                raise NonFastForward(f"push {branch}: {text}")
+            if any(h in low for h in _REFUSED_HINTS):
+                message = f"push {branch} ({self._url_for_messages}): refused by the remote: {text}"
+                raise PushRefused(_with_remote_text(message, said, self._secrets))
+            if "rejected" in low or "stale" in low:
                 raise NonFastForward(f"push {branch}: {text}")
             raise GitFailed(f"push {branch}: the remote refused: {text}")
 
@@ -536,6 +593,13 @@ class CommitTree:
         if tree.type != ObjectType.TREE:
             return []
         return sorted(str(entry.name) for entry in tree.peel(pygit2.Tree))
+
+
+def _with_remote_text(message: str, said: list[str], secrets: tuple[str, ...]) -> str:
+    """``message`` plus what the remote printed (redacted, bounded): a hook's reason."""
+    lines = [ln.strip() for ln in "".join(said).splitlines()]
+    text = redact(" | ".join(ln for ln in lines if ln), secrets)[:_REMOTE_TEXT_LIMIT]
+    return f"{message} (remote said: {text})" if text else message
 
 
 def _clean_path(path: str) -> str:

@@ -31,7 +31,8 @@ from typing import Any
 
 from gitopsbot.bot import pr_mirror
 from gitopsbot.bot.executor import VERIFY_TIMEOUT_SECONDS, Executor, StepOutcome
-from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.journal_store import JournalStore, cluster_dir
+from gitopsbot.core import journal as journal_mod
 from gitopsbot.core import merge_queue, operation, rollout, windows
 from gitopsbot.core.commit_classes import desired_paths, reverted_shas
 from gitopsbot.core.journal import (
@@ -46,7 +47,14 @@ from gitopsbot.core.journal import (
 )
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.core.operation import Action, Decision
-from gitopsbot.errors import ConfigError, ForgeError, GitOpsBotError, PermanentError
+from gitopsbot.errors import (
+    ConfigError,
+    ForgeError,
+    GitFailed,
+    GitOpsBotError,
+    PermanentError,
+    PushRefused,
+)
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.forge import Forge
@@ -56,6 +64,10 @@ log = logging.getLogger(__name__)
 
 _PR_IN_MESSAGE = re.compile(r"(?:pull request #|\(#|!)(\d+)")
 LOG_LIMIT = 200
+SPEC_CACHE = 256  # cluster specs kept, by (commit, cluster)
+# remediation of a failed operation whose revert is committed but not yet pushed (the sha follows)
+REVERTING = "reverting:"
+_ROLLBACK_IN_REMEDIATION = re.compile(r"^rollback:([\w.-]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +96,7 @@ class Reconciler:
         fetch: bool = True,
         push: bool = True,
         publish: Callable[[Journal], None] | None = None,
+        load_cluster: Callable[[FileTree, str], ClusterSpec | None] | None = None,
     ) -> None:
         self.repo = repo
         self.store = store
@@ -100,7 +113,11 @@ class Reconciler:
         # How a transition reaches the pull request: ``PullRequestMirror.publish`` in the
         # long-running loop (posted from its own thread), else posted within the pass.
         self.publish = publish
+        # One cluster's files at a commit (``fleetrepo.find_cluster``): a merge costs that
+        # cluster's parse, not the fleet's. None: taken from ``load_fleet`` (whole fleet).
+        self.load_cluster = load_cluster
         self._fleets: dict[str, Fleet] = {}
+        self._specs: dict[tuple[str, str], ClusterSpec | None] = {}
         self._shown: set[str] = set()  # clusters whose running operation was re-posted
 
     # -- helpers --------------------------------------------------------------------------
@@ -111,7 +128,14 @@ class Reconciler:
         return self._fleets[sha]
 
     def spec_at(self, sha: str, cluster: str) -> ClusterSpec | None:
-        return self.fleet_at(sha).clusters.get(cluster)
+        if self.load_cluster is None:
+            return self.fleet_at(sha).clusters.get(cluster)
+        key = (sha, cluster)
+        if key not in self._specs:
+            if len(self._specs) >= SPEC_CACHE:  # a long-running bot sees many commits
+                self._specs.pop(next(iter(self._specs)))
+            self._specs[key] = self.load_cluster(self.repo.tree(sha), cluster)
+        return self._specs[key]
 
     def pool_windows(self, spec: ClusterSpec) -> dict[str, windows.Window | None]:
         out: dict[str, windows.Window | None] = {}
@@ -177,6 +201,11 @@ class Reconciler:
         head = self.repo.head(self.settings.watched_branch)
         if head is None:
             return None
+        current = self.store.current(cluster)
+        if current is not None and self._reverting(current):
+            # The failed operation's own revert (committed, perhaps not pushed yet) is not a
+            # person's revert: remediation finishes first, new commits are taken in after.
+            return None
         seen = self.store.seen(cluster)
         if seen == head:
             return None
@@ -195,6 +224,18 @@ class Reconciler:
             )
             return None
         newest = touching[-1]
+        done = self._rolled_back_already(newest, cluster)
+        if done is not None:
+            # The revert PR of a refused automatic revert got merged (merge commit, squash or
+            # rebase), or a person reverted by hand while the rollback ran: the cluster was
+            # rolled back already, so Git now matches it. Nothing to apply.
+            text = (
+                f"{cluster}: {newest.sha[:12]} reverts {done.reverts_op}, already rolled back "
+                f"by {done.op_id}; recorded as seen, nothing applied"
+            )
+            log.info("%s", text)
+            self.store.commit({f"clusters/{cluster}/seen": (head + "\n").encode()}, text)
+            return None
         try:
             spec = self.spec_at(newest.sha, cluster)
         except ConfigError as e:
@@ -213,6 +254,46 @@ class Reconciler:
             return PassResult(cluster, "removed", newest.sha)
         new = self._operation_for(newest, spec, now)
         return self._admit(new, spec, head, now)
+
+    def _reverting(self, journal: Journal) -> bool:
+        """A failed step awaits ``onFailure: rollback`` (``remediate`` runs next)."""
+        if not journal.active or not any(s.state is StepState.FAILED for s in journal.steps):
+            return False
+        try:
+            spec = self.spec_at(journal.desired_sha, journal.cluster)
+        except ConfigError:
+            return False
+        return spec is not None and spec.rollout.on_failure == "rollback"
+
+    def _rolled_back_already(self, commit: CommitInfo, cluster: str) -> Journal | None:
+        """The automatic rollback that already did what ``commit`` asks, if any: ``commit``
+        reverts ("This reverts commit X") an operation whose remediation names a recorded
+        rollback, or it brings the cluster's desired files to exactly those of the current
+        automatic rollback (a merge commit or a squash without the revert line)."""
+        for sha in reverted_shas(commit.message):
+            found = self._find_op(cluster, sha)
+            rollback = self._automatic_rollback(found) if found is not None else None
+            if rollback is not None:
+                return rollback
+        current = self.store.current(cluster)
+        if current is None or current.kind is not OperationKind.ROLLBACK or not current.reverts_op:
+            return None
+        undone = self.store.history(cluster, current.reverts_op)
+        rollback = self._automatic_rollback(undone) if undone is not None else None
+        if rollback is None or rollback.op_id != current.op_id:
+            return None
+        paths = desired_paths(cluster)
+        same = all(
+            self.repo.read(commit.sha, p) == self.repo.read(current.desired_sha, p) for p in paths
+        )
+        return current if same else None
+
+    def _automatic_rollback(self, failed: Journal) -> Journal | None:
+        """The rollback ``onFailure: rollback`` started for ``failed``, when recorded."""
+        match = _ROLLBACK_IN_REMEDIATION.match(failed.remediation)
+        if match is None:
+            return None
+        return self.store.history(failed.cluster, match.group(1))
 
     def _touches(self, commit: CommitInfo, cluster: str) -> bool:
         prefix = f"clusters/{cluster}/"
@@ -474,7 +555,7 @@ class Reconciler:
             elif pd.action is rollout.PhaseAction.CLOSE_SWITCH or pd.close:
                 executor.set_switch(spec, ref.pool, ref.component, open_=False)
             if pd.action is rollout.PhaseAction.VERIFY_CANARY:
-                problems = executor.check(spec, [ref.pool], canary=True)
+                problems = executor.check(spec, [ref.pool], canary=True, component=ref.component)
                 since = phase.last_progress_at or now
                 settling = (now - since).total_seconds() < VERIFY_TIMEOUT_SECONDS
                 if problems and settling:  # pods of the canary batch may still be starting
@@ -539,32 +620,163 @@ class Reconciler:
         )
         watched = self.settings.watched_branch
         if policy == "rollback":
-            sha = self.repo.revert_commit(watched, journal.desired_sha, message)
-            if self.push:
-                self.repo.push(watched)
-            else:
+            # Resumable: each pass redoes what is missing. The revert commit is found again on
+            # the watched branch by its "This reverts commit" line (a kill before the push, or
+            # after it), never made twice; intake leaves the branch alone meanwhile.
+            sha = self._revert_on_watched(journal)
+            if sha is None:
+                try:
+                    sha = self.repo.revert_commit(watched, journal.desired_sha, message)
+                except GitFailed as e:  # later changes conflict: a person decides
+                    why = f"halt (no automatic revert: {e})"[:600]
+                    log.error("%s: %s failed; %s", name, journal.op_id, why)
+                    failed = replace(journal, status=OperationStatus.FAILED, remediation=why)
+                    self.save(failed, f"{journal.op_id} failed; {why}")
+                    return PassResult(name, "failed", f"{reason}; {why}")
+            if journal.remediation != f"{REVERTING}{sha}":
+                journal = replace(journal, remediation=f"{REVERTING}{sha}")
+                self.save(journal, f"{journal.op_id} failed; revert {sha[:12]} committed")
+            if not self.push:
                 log.warning("%s: revert %s kept local (--no-push)", name, sha[:12])
-            rollback = operation.new_operation(
-                kind=OperationKind.ROLLBACK,
-                cluster=name,
-                desired_sha=sha,
-                created_at=now,
-                policy=spec.rollout,
-                pr_number=journal.pr_number,
-                reverts_op=journal.op_id,
-            )
-            failed = replace(
-                journal, status=OperationStatus.FAILED, remediation=f"rollback:{rollback.op_id}"
-            )
-            local = "" if self.push else " (local only: --no-push)"
-            self.save(failed, f"{journal.op_id} failed; rolling back by revert {sha[:12]}{local}")
-            self.save(
-                replace(rollback, status=OperationStatus.RUNNING),
-                f"rollback {rollback.op_id} started",
-                seen=sha,
-            )
-            return PassResult(name, "rollback", f"{sha}{local}", now)
+                return self._start_rollback(
+                    journal, spec, sha, now, seen=sha, note=" (local only: --no-push)"
+                )
+            try:
+                # A transient failure escapes: the next pass pushes this same commit again.
+                self.repo.push(watched)
+            except PushRefused as refused:
+                return self._refused_revert(journal, spec, reason, message, refused, now)
+            # A replay onto a moved remote rewrites the commit: take the one pushed.
+            sha = self._revert_on_watched(journal) or sha
+            return self._start_rollback(journal, spec, sha, now, seen=sha)
         return self._revert_pull_request(journal, reason, message)
+
+    def _revert_on_watched(self, journal: Journal) -> str | None:
+        """The commit on the watched branch (local or pushed) that reverts this operation."""
+        watched = self.settings.watched_branch
+        for commit in reversed(self.repo.log(watched, journal.desired_sha, LOG_LIMIT)):
+            if any(journal.desired_sha.startswith(s) for s in reverted_shas(commit.message)):
+                return commit.sha
+        return None
+
+    def _start_rollback(
+        self,
+        journal: Journal,
+        spec: ClusterSpec,
+        sha: str,
+        now: datetime,
+        *,
+        seen: str | None,
+        note: str = "",
+        remediation: str = "",
+    ) -> PassResult:
+        """Record the failure and start the rollback from ``sha``'s tree in ONE state commit
+        (a kill between two commits would leave a failed operation and no rollback).
+        ``seen``: the watched-branch commit the rollback accounts for (None: the revert is not
+        on the watched branch). ``remediation`` is added to ``rollback:<op id>``."""
+        name = journal.cluster
+        rollback = operation.new_operation(
+            kind=OperationKind.ROLLBACK,
+            cluster=name,
+            desired_sha=sha,
+            created_at=now,
+            policy=spec.rollout,
+            pr_number=journal.pr_number,
+            reverts_op=journal.op_id,
+        )
+        failed = replace(
+            journal,
+            status=OperationStatus.FAILED,
+            remediation=f"rollback:{rollback.op_id}{remediation}",
+        )
+        history = {
+            f"{cluster_dir(name)}/history/{failed.op_id}.yaml": journal_mod.dumps(failed).encode()
+        }
+        text = (
+            f"{journal.op_id} failed; rolling back by revert {sha[:12]}{note}{remediation}"
+            f"\n\nrollback {rollback.op_id} started"
+        )
+        self.save(replace(rollback, status=OperationStatus.RUNNING), text, files=history, seen=seen)
+        self.mirror(failed)
+        return PassResult(name, "rollback", f"{sha}{note}{remediation}", now)
+
+    def _refused_revert(
+        self,
+        journal: Journal,
+        spec: ClusterSpec,
+        reason: str,
+        message: str,
+        refused: PushRefused,
+        now: datetime,
+    ) -> PassResult:
+        """The watched branch refused the revert (a protected branch, a hook). The policy
+        asked for an automatic rollback, so the cluster is rolled back anyway, from the revert
+        commit of ``gitopsbot/revert/<op id>``; a pull request with that commit lets a person
+        make Git match the cluster. The push already moved the local watched branch back to
+        the remote's head, so later passes do not build on the refused commit."""
+        name = journal.cluster
+        watched = self.settings.watched_branch
+        log.warning("%s: the revert of %s was refused: %s", name, journal.op_id, refused)
+        branch = f"gitopsbot/revert/{journal.op_id}"
+        sha = self._revert_branch(journal, message)
+        rollback_id = operation.operation_id(name, sha)
+        outcome = self._open_refused_revert_pr(journal, branch, rollback_id, reason, refused)
+        log.warning("%s: rolling back %s by %s; %s", name, journal.op_id, rollback_id, outcome)
+        extra = f"; {watched} refused the revert push; {outcome}"
+        return self._start_rollback(journal, spec, sha, now, seen=None, remediation=extra)
+
+    def _open_refused_revert_pr(
+        self,
+        journal: Journal,
+        branch: str,
+        rollback_id: str,
+        reason: str,
+        refused: PushRefused,
+    ) -> str:
+        """Push the revert branch and open its pull request; what happened, for the journal.
+        Nothing here may stop the rollback: a failure is recorded and logged, not raised."""
+        watched = self.settings.watched_branch
+        try:
+            self.repo.push(branch)
+        except GitOpsBotError as e:
+            log.error("%s: could not push %s: %s", journal.cluster, branch, e)
+            return f"revert PR not opened: push of {branch} failed: {e}"[:600]
+        if self.forge is None:
+            return f"no forge configured: revert PR not opened; the revert is on branch {branch}"
+        try:
+            pr = self.forge.open_or_update_pull_request(
+                branch=branch,
+                base=watched,
+                title=(
+                    f"Revert {journal.cluster}: {journal.op_id} "
+                    "(already rolled back: merge to make Git match)"
+                ),
+                body=(
+                    f"The {journal.kind} failed: {reason}\n\n"
+                    f"The cluster has ALREADY been rolled back (operation {rollback_id}), "
+                    f"from this branch's revert commit: `{watched}` refused the bot's revert "
+                    f"push ({refused}).\n\nMerging this pull request makes Git match the "
+                    "cluster. The merge is recorded as seen; it does not roll back again."
+                ),
+                marker=f"revert/{journal.op_id}",
+            )
+        except ForgeError as e:
+            log.error("%s: could not open the revert pull request: %s", journal.cluster, e)
+            return f"revert PR not opened: {e}; the revert is on branch {branch}"[:600]
+        log.info("%s: revert PR #%s opened for %s", journal.cluster, pr.number, journal.op_id)
+        return f"revert-pr:#{pr.number}"
+
+    def _revert_branch(self, journal: Journal, message: str) -> str:
+        """``gitopsbot/revert/<op id>``: the watched head plus the revert; its head sha. Made
+        once; a later pass (a resume) finds it."""
+        branch = f"gitopsbot/revert/{journal.op_id}"
+        head = self.repo.head(branch)
+        if head is not None:
+            return head
+        base = self.repo.head(self.settings.watched_branch)
+        # A branch starts from the watched head; revert_commit adds the undo on top.
+        self.repo.commit_files(branch, {}, f"Start revert of {journal.op_id}", parent=base)
+        return self.repo.revert_commit(branch, journal.desired_sha, message)
 
     def _revert_pull_request(self, journal: Journal, reason: str, message: str) -> PassResult:
         if self.forge is None:
@@ -579,12 +791,15 @@ class Reconciler:
             return PassResult(journal.cluster, "failed", f"{reason}; {why}")
         watched = self.settings.watched_branch
         branch = f"gitopsbot/revert/{journal.op_id}"
-        if self.repo.head(branch) is None:
-            base = self.repo.head(watched)
-            # A branch starts from the watched head; revert_commit adds the undo on top.
-            self.repo.commit_files(branch, {}, f"Start revert of {journal.op_id}", parent=base)
-            self.repo.revert_commit(branch, journal.desired_sha, message)
-        self.repo.push(branch)
+        self._revert_branch(journal, message)
+        try:
+            self.repo.push(branch)
+        except PushRefused as e:  # permanent: say why and stop, instead of failing each pass
+            why = f"revert PR not opened: the remote refused {branch}: {e}"[:600]
+            log.error("%s: %s", journal.cluster, why)
+            failed = replace(journal, status=OperationStatus.FAILED, remediation=f"halt ({why})")
+            self.save(failed, f"{journal.op_id} failed; {why}")
+            return PassResult(journal.cluster, "failed", f"{reason}; {why}")
         try:
             pr = self.forge.open_or_update_pull_request(
                 branch=branch,

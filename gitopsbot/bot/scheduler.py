@@ -5,8 +5,9 @@ trigger with jitter (clusters do not all hit Git at once), ``max_instances=1`` (
 cluster at a time) and ``coalesce`` (a backlog of missed runs becomes one run). A pass that
 asks to come back sooner (``PassResult.next_at``) moves its job's next run forward (never
 sooner than ``soonest_seconds``), and one asking to come back at once (a step done, the next
-can start) runs again in the same job; a webhook calls ``nudge`` to run now. ``shutdown`` stops taking new passes and waits for running ones,
-so the bot stops at a step boundary: a pass records its transition before it returns.
+can start) runs again in the same job; a webhook calls ``nudge`` to run now. ``shutdown``
+stops taking new passes and waits for running ones, so the bot stops at a step boundary: a
+pass records its transition before it returns.
 
 Why ``shutdown`` does not call apscheduler's ``shutdown(wait=True)``: apscheduler 3 holds its
 job-store lock while it waits for running jobs, and a pass ending with a "come back at" moves

@@ -70,7 +70,10 @@ class Repo(Protocol):
 
         On non-fast-forward: fetch, replay the bot's own unpushed commits on top of the new
         remote head (the humans' commits are kept as they are), push again, a bounded number
-        of times; then NonFastForward. A replay that conflicts raises GitFailed.
+        of times; then NonFastForward. A replay that conflicts raises GitFailed. A push the
+        remote refuses by policy (a protected branch, a hook declining) raises PushRefused
+        with the remote's reason, and the local branch is reset to the remote's head so later
+        commits are not built on the refused one.
         """
         ...
 

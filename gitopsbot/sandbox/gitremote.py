@@ -4,7 +4,9 @@ Each request runs the CGI once (as a web server would), with the request body st
 the CGI's response headers (``Status`` included) parsed and passed on. Chunked and gzip
 request bodies are decoded here, since git and libgit2 send both for large pushes.
 ``create_fleet_repo`` makes a bare repository from a directory with the ``git`` CLI (the
-sandbox does not import pygit2).
+sandbox does not import pygit2); ``protect_branch`` installs an ``update`` hook that refuses
+pushes to a branch, as a forge's protected branch does (hooks run over smart HTTP and for the
+git CLI's local pushes; libgit2's own file:// transport runs none).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import base64
 import hmac
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -110,6 +113,17 @@ class GitRemote:
         """A bare repository here, initialised from ``source_dir``; returns its HTTP URL."""
         create_fleet_repo(self.root, name, source_dir, branch=branch)
         return self.repo_url(name)
+
+    def protect_branch(
+        self,
+        name: str,
+        branch: str,
+        *,
+        users: tuple[str, ...] | None = None,
+        message: str = "protected branch: changes go through a pull request",
+    ) -> None:
+        """Refuse pushes to ``branch`` of repository ``name`` (see ``protect_branch``)."""
+        protect_branch(self.root, name, branch, users=users, message=message)
 
     def authorised(self, header: str | None) -> str | None:
         """The user name when the Authorization header is right (or auth is off), else None."""
@@ -314,6 +328,41 @@ def _git(*args: str, cwd: Path | None = None) -> None:
     )
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+
+
+def protect_branch(
+    remote_root: Path,
+    name: str,
+    branch: str,
+    *,
+    users: tuple[str, ...] | None = None,
+    message: str = "protected branch: changes go through a pull request",
+) -> Path:
+    """Install an ``update`` hook in ``<remote_root>/<name>.git`` refusing every push to
+    ``branch`` by one of ``users`` (the HTTP user, ``REMOTE_USER``; None: by anyone), with
+    ``message`` on the pusher's stderr. Other branches and users are untouched. Returns the
+    hook's path (replaced on each call: one protected branch per repository)."""
+    bare = remote_root.resolve() / _bare_name(name)
+    if not (bare / "HEAD").is_file():
+        raise FileNotFoundError(f"no bare repository at {bare}")
+    who = (
+        "true"
+        if users is None
+        else " || ".join(f'[ "${{REMOTE_USER:-}}" = {shlex.quote(u)} ]' for u in users) or "false"
+    )
+    hook = bare / "hooks" / "update"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text(
+        "#!/bin/sh\n"
+        "# gitopsbot sandbox: a protected branch (update hook: refname old new)\n"
+        f'if [ "$1" = {shlex.quote("refs/heads/" + branch)} ] && {{ {who}; }}; then\n'
+        f"  echo {shlex.quote(message)} >&2\n"
+        "  exit 1\n"
+        "fi\n"
+        "exit 0\n"
+    )
+    hook.chmod(0o755)
+    return hook
 
 
 def create_fleet_repo(

@@ -51,7 +51,7 @@ from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, Phas
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 from gitopsbot.sandbox import environment as env
@@ -528,6 +528,7 @@ class BotRunner:
             executor_for=world.executor_for(),
             clock=world.clock,
             load_fleet=load_fleet,
+            load_cluster=find_cluster,
             resolve_tz=zoneinfo.ZoneInfo,
             settings=self.settings,
             forge=forge,

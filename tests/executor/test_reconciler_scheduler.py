@@ -6,6 +6,7 @@ No timed assertions: events with generous timeouts only guard against hangs."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -259,6 +260,20 @@ def _passes_until_quiet(s: Scheduler, rec: Recorder, *, rounds: int = 300) -> in
     return seen
 
 
+def _started_with_an_hour_floor(reconcile: Callable[[str], PassResult]) -> Scheduler:
+    """A scheduler where only a rerun in the same job can bring a pass before an hour."""
+    s = Scheduler(
+        reconcile=reconcile,
+        clock=WallClock(),
+        interval_seconds=3600,
+        soonest_seconds=3600,
+        workers=1,
+    )
+    s.set_clusters(["a"])
+    s.start()
+    return s
+
+
 def test_a_pass_asking_to_come_back_at_once_runs_again_in_the_same_job() -> None:
     # A step done, the next can start: the next pass must not wait for the floor between
     # passes (an hour here), only for the pass before it to end.
@@ -271,15 +286,7 @@ def test_a_pass_asking_to_come_back_at_once_runs_again_in_the_same_job() -> None
         back = next(answers, None)
         return PassResult(cluster, "test", next_at=None if back is None else datetime.now(UTC))
 
-    s = Scheduler(
-        reconcile=reconcile,
-        clock=WallClock(),
-        interval_seconds=3600,
-        soonest_seconds=3600,
-        workers=1,
-    )
-    s.set_clusters(["a"])
-    s.start()
+    s = _started_with_an_hour_floor(reconcile)
     try:
         assert _passes_until_quiet(s, rec) == 4  # three "at once", then one that is not
     finally:
@@ -294,15 +301,7 @@ def test_a_pass_always_asking_for_now_does_not_spin() -> None:
         rec.reconcile(cluster)
         return PassResult(cluster, "test", next_at=datetime.now(UTC))
 
-    s = Scheduler(
-        reconcile=reconcile,
-        clock=WallClock(),
-        interval_seconds=3600,
-        soonest_seconds=3600,
-        workers=1,
-    )
-    s.set_clusters(["a"])
-    s.start()
+    s = _started_with_an_hour_floor(reconcile)
     try:
         assert _passes_until_quiet(s, rec) == IMMEDIATE_PASSES + 1
     finally:

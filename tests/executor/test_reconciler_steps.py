@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from gitopsbot.bot.executor import TF, Executor
 from gitopsbot.core import operation
 from gitopsbot.core.journal import (
@@ -20,7 +22,8 @@ from gitopsbot.core.journal import (
     StepState,
 )
 from gitopsbot.core.observed import HelmReleaseStatus
-from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.errors import ConfigError
+from gitopsbot.fleetrepo import find_cluster, load_fleet
 from tests.executor.conftest import CRD, NS, T0, Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 
@@ -175,8 +178,11 @@ def test_failed_verification_opens_a_revert_pull_request(env: Env) -> None:
     assert env.repo("main-reader").head("main") == sha  # main untouched: a person merges
 
 
-def test_bad_fleet_files_merged_apply_nothing(env: Env) -> None:
+@pytest.mark.parametrize("per_cluster", [False, True], ids=["whole fleet", "one cluster"])
+def test_bad_fleet_files_merged_apply_nothing(env: Env, per_cluster: bool) -> None:
     rec = env.reconciler()
+    if per_cluster:
+        rec.load_cluster = find_cluster  # as ``gitopsbot run`` reads a cluster
     rec.reconcile("lab")
     files = fleet_files("1.0.0", "hv:2")
     files["clusters/lab/rollout.yaml"] += "maxParallelPools: many\n"
@@ -189,6 +195,23 @@ def test_bad_fleet_files_merged_apply_nothing(env: Env) -> None:
     fixed = env.merge_pr(24, "lab: fixed", fleet_files("1.0.0", "hv:2"))
     assert rec.reconcile("lab").action == "started"
     assert rec.store.current("lab").desired_sha == fixed
+
+
+def test_a_merge_reads_only_its_cluster(env: Env) -> None:
+    # Another team's cluster broken in the same merge does not hold this one back, and this
+    # cluster's change costs this cluster's parse only (fleets of hundreds of clusters).
+    rec = env.reconciler()
+    rec.load_cluster = find_cluster
+    rec.reconcile("lab")
+    files = fleet_files("1.0.0", "hv:2")
+    files["clusters/other/release.yaml"] = "chart: [broken\n"
+    sha = env.merge_pr(25, "lab: hv:2; other: broken", files)
+    assert rec.reconcile("lab").action == "started"
+    assert rec.store.current("lab").desired_sha == sha
+    assert rec._fleets == {}  # no whole-fleet load on the way
+    with pytest.raises(ConfigError, match=r"release\.yaml"):
+        find_cluster(rec.repo.tree(sha), "other")
+    assert find_cluster(rec.repo.tree(sha), "gone") is None
 
 
 def test_smoke_test_result_is_read_back(env: Env) -> None:
