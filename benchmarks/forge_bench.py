@@ -13,6 +13,7 @@ Run: ``python benchmarks/forge_bench.py``. Everything is on loopback, measured i
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import statistics
@@ -130,7 +131,10 @@ def _ms(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] * 1000 if q < 100 else max(values) * 1000
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None).parse_args(
+        argv
+    )
     counted, sent, cycle_ms = idle_poll()
     print(
         f"idle poll: {counted:.2f} counted requests/cycle (target 0); "

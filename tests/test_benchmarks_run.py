@@ -1,0 +1,36 @@
+"""The benchmark scripts still run (their figures are read by people, never asserted here):
+each answers ``--help``, and the intake benchmark runs end to end on a tiny fleet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((ROOT / "benchmarks").glob("*_bench.py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_each_benchmark_answers_help(script: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
+
+
+def test_the_intake_benchmark_runs_on_a_tiny_fleet() -> None:
+    script = str(ROOT / "benchmarks" / "intake_bench.py")
+    done = subprocess.run(
+        [sys.executable, script, "--sizes", "2,3", "--samples", "1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [ln for ln in done.stdout.splitlines() if "clusters: bot (one cluster)" in ln]
+    assert [r.split()[0] for r in rows] == ["2", "3"], done.stdout
