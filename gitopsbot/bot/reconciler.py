@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, tzinfo
@@ -118,6 +119,7 @@ class Reconciler:
         self.load_cluster = load_cluster
         self._fleets: dict[str, Fleet] = {}
         self._specs: dict[tuple[str, str], ClusterSpec | None] = {}
+        self._specs_lock = threading.Lock()
         self._shown: set[str] = set()  # clusters whose running operation was re-posted
 
     # -- helpers --------------------------------------------------------------------------
@@ -131,11 +133,15 @@ class Reconciler:
         if self.load_cluster is None:
             return self.fleet_at(sha).clusters.get(cluster)
         key = (sha, cluster)
-        if key not in self._specs:
+        with self._specs_lock:  # passes of several clusters run in parallel
+            if key in self._specs:
+                return self._specs[key]
+        spec = self.load_cluster(self.repo.tree(sha), cluster)
+        with self._specs_lock:
             if len(self._specs) >= SPEC_CACHE:  # a long-running bot sees many commits
                 self._specs.pop(next(iter(self._specs)))
-            self._specs[key] = self.load_cluster(self.repo.tree(sha), cluster)
-        return self._specs[key]
+            self._specs[key] = spec
+        return spec
 
     def pool_windows(self, spec: ClusterSpec) -> dict[str, windows.Window | None]:
         out: dict[str, windows.Window | None] = {}
