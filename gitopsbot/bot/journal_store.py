@@ -16,6 +16,7 @@ here: the commit stays local and the next transition pushes both.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 
 from gitopsbot.core import journal as journal_mod
@@ -24,6 +25,7 @@ from gitopsbot.errors import TransientError
 from gitopsbot.ports.repo import Repo
 
 log = logging.getLogger(__name__)
+PARSED_CACHE = 64  # journals kept parsed, by content
 
 
 def cluster_dir(cluster: str) -> str:
@@ -35,6 +37,10 @@ class JournalStore:
         self._repo = repo
         self.branch = branch
         self._push = push
+        # Journals by their file's bytes: a pass reads the current one several times, and a
+        # YAML parse costs tens of milliseconds. Journals are frozen, so sharing is safe.
+        self._parsed: dict[bytes, Journal] = {}
+        self._parsed_lock = threading.Lock()
 
     # -- reading --------------------------------------------------------------------------
 
@@ -48,10 +54,19 @@ class JournalStore:
         data = self._read(path)
         if data is None:
             return None
+        with self._parsed_lock:
+            cached = self._parsed.get(data)
+        if cached is not None:
+            return cached
         try:
-            return journal_mod.loads(data.decode("utf-8"))
+            journal = journal_mod.loads(data.decode("utf-8"))
         except (ValueError, KeyError) as e:
             raise ValueError(f"{self.branch}:{path}: {e}") from None
+        with self._parsed_lock:
+            if len(self._parsed) >= PARSED_CACHE:
+                self._parsed.pop(next(iter(self._parsed)))
+            self._parsed[data] = journal
+        return journal
 
     def current(self, cluster: str) -> Journal | None:
         return self._journal(f"{cluster_dir(cluster)}/journal.yaml")
