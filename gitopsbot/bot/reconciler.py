@@ -68,6 +68,11 @@ LOG_LIMIT = 200
 SPEC_CACHE = 256  # cluster specs kept, by (commit, cluster)
 # remediation of a failed operation whose revert is committed but not yet pushed (the sha follows)
 REVERTING = "reverting:"
+# In a failed operation's remediation: the revert pull request of a refused automatic revert
+# could not be opened. Retried (``_retry_revert_pr``) at most every REVERT_PR_RETRY.
+PR_NOT_OPENED = "revert PR not opened"
+REFUSED_PUSH = "refused the revert push"
+REVERT_PR_RETRY = timedelta(minutes=5)
 _ROLLBACK_IN_REMEDIATION = re.compile(r"^rollback:([\w.-]+)")
 
 
@@ -121,6 +126,7 @@ class Reconciler:
         self._specs: dict[tuple[str, str], ClusterSpec | None] = {}
         self._specs_lock = threading.Lock()
         self._shown: set[str] = set()  # clusters whose running operation was re-posted
+        self._pr_retried: dict[str, datetime] = {}  # cluster → last revert-PR retry
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -187,6 +193,8 @@ class Reconciler:
         if intake is not None:
             return intake
         current = self.store.current(cluster)
+        if current is not None and current.kind is OperationKind.ROLLBACK:
+            self._retry_revert_pr(current, now)
         if current is None or not current.active:
             queued = self.store.queued(cluster)
             if queued is None:
@@ -726,7 +734,7 @@ class Reconciler:
         branch = f"gitopsbot/revert/{journal.op_id}"
         sha = self._revert_branch(journal, message)
         rollback_id = operation.operation_id(name, sha)
-        outcome = self._open_refused_revert_pr(journal, branch, rollback_id, reason, refused)
+        outcome = self._open_refused_revert_pr(journal, branch, rollback_id, reason, str(refused))
         log.warning("%s: rolling back %s by %s; %s", name, journal.op_id, rollback_id, outcome)
         extra = f"; {watched} refused the revert push; {outcome}"
         return self._start_rollback(journal, spec, sha, now, seen=None, remediation=extra)
@@ -737,7 +745,7 @@ class Reconciler:
         branch: str,
         rollback_id: str,
         reason: str,
-        refused: PushRefused,
+        refused: str,
     ) -> str:
         """Push the revert branch and open its pull request; what happened, for the journal.
         Nothing here may stop the rollback: a failure is recorded and logged, not raised."""
@@ -771,6 +779,42 @@ class Reconciler:
             return f"revert PR not opened: {e}; the revert is on branch {branch}"[:600]
         log.info("%s: revert PR #%s opened for %s", journal.cluster, pr.number, journal.op_id)
         return f"revert-pr:#{pr.number}"
+
+    def _retry_revert_pr(self, rollback: Journal, now: datetime) -> None:
+        """The automatic rollback ran (or runs) but its revert pull request could not be
+        opened (the forge was down, the branch push failed): try again, every
+        REVERT_PR_RETRY, until Git can be made to match the cluster; then record it."""
+        name = rollback.cluster
+        if self.forge is None or not self.push or not rollback.reverts_op:
+            return
+        last = self._pr_retried.get(name)
+        if last is not None and now - last < REVERT_PR_RETRY:
+            return
+        failed = self.store.history(name, rollback.reverts_op)
+        if failed is None or failed.op_id == rollback.op_id:
+            return
+        text = failed.remediation
+        if PR_NOT_OPENED not in text or REFUSED_PUSH not in text:
+            return
+        self._pr_retried[name] = now
+        branch = f"gitopsbot/revert/{failed.op_id}"
+        if self.repo.head(branch) is None:
+            return  # the revert never reached a branch: nothing to propose
+        why = "its words are in the state branch's log"
+        outcome = self._open_refused_revert_pr(failed, branch, rollback.op_id, failed.failure, why)
+        if not outcome.startswith("revert-pr:#"):
+            log.warning("%s: revert PR still not opened: %s", name, outcome)
+            return
+        kept = text[: text.index(PR_NOT_OPENED)]
+        if kept.endswith("no forge configured: "):  # a forge was configured since
+            kept = kept[: -len("no forge configured: ")]
+        updated = replace(failed, remediation=f"{kept}{outcome}")
+        path = f"{cluster_dir(name)}/history/{failed.op_id}.yaml"
+        self.store.commit(
+            {path: journal_mod.dumps(updated).encode()},
+            f"{name}: {failed.op_id}: {outcome} (retried)\n\nGitopsbot-Operation: {failed.op_id}",
+        )
+        self.mirror(updated)
 
     def _revert_branch(self, journal: Journal, message: str) -> str:
         """``gitopsbot/revert/<op id>``: the watched head plus the revert; its head sha. Made

@@ -25,6 +25,7 @@ import zoneinfo
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,9 +35,10 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import PassResult, Reconciler
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.model import BotSettings
-from gitopsbot.errors import GitUnavailable, PushRefused
+from gitopsbot.errors import ForgeServerError, GitUnavailable, PushRefused
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.sandbox.gitremote import GitRemote
+from gitopsbot.testing import FakeForge
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive
 
@@ -250,6 +252,47 @@ def test_refused_without_a_forge_still_rolls_back_and_says_so(
     assert "revert PR not opened" in caplog.text
     assert drive(env, rec).status is OperationStatus.SUCCEEDED
     assert remote_head(env, "main") == sha
+
+
+class DownForge(FakeForge):
+    """The forge is down for pull requests until ``up`` is set."""
+
+    up: bool = False
+
+    def open_or_update_pull_request(self, **kwargs: Any) -> Any:
+        if not self.up:
+            raise ForgeServerError("502 Bad Gateway (test)")
+        return super().open_or_update_pull_request(**kwargs)
+
+
+def test_a_revert_pr_that_could_not_be_opened_is_retried_until_it_is(
+    env: Env, served: GitRemote, caplog: pytest.LogCaptureFixture
+) -> None:
+    served.protect_branch("fleet", "main", users=(BOT,), message=REASON)
+    rec = reconciler(env, GitRepo(settings(env, served, "mirror")))
+    forge = DownForge(pulls=env.forge.pulls)
+    rec.forge = forge
+    sha, rollback, failed = refused_rollback(env, rec)
+    assert "revert PR not opened: 502 Bad Gateway" in failed.remediation
+    done = drive(env, rec)  # the rollback itself does not wait for the forge
+    assert done.op_id == rollback.op_id and done.status is OperationStatus.SUCCEEDED
+    assert [p for p in forge.pulls.values() if "already rolled back" in p.title] == []
+
+    forge.up = True
+    env.clock.t += timedelta(minutes=5)
+    rec.reconcile("lab")
+    opened = [p for p in forge.pulls.values() if "already rolled back" in p.title]
+    assert len(opened) == 1 and opened[0].branch == f"gitopsbot/revert/{failed.op_id}"
+    updated = rec.store.history("lab", failed.op_id)
+    assert updated is not None
+    assert updated.remediation == (
+        f"rollback:{rollback.op_id}; main refused the revert push; revert-pr:#{opened[0].number}"
+    )
+    assert rec.store.current("lab").op_id == rollback.op_id  # the current record untouched
+    env.clock.t += timedelta(minutes=10)
+    rec.reconcile("lab")
+    assert len([p for p in forge.pulls.values() if "already rolled back" in p.title]) == 1
+    assert remote_head(env, "main") == sha  # Git is made to match by a person's merge
 
 
 # -- the revert reaching main later is not a second rollback ----------------------------------
