@@ -37,6 +37,9 @@ from gitopsbot.ports.helm import ChartRef, Helm
 log = logging.getLogger(__name__)
 
 GROUP = "tensor-fusion.ai"
+# Pods of the client component, as the controller counts them (facts §3.6).
+CLIENT_SELECTOR = f"{GROUP}/enabled=true"
+WORKER_SELECTOR = f"{GROUP}/component=worker"
 TF = f"{GROUP}/v1"
 CRD_API = "apiextensions.k8s.io/v1"
 # R6: the TensorFusion resources backed up before an upgrade.
@@ -391,7 +394,8 @@ class Executor:
         )
         policy = _rolling_policy(tfc, pool)
         image = self._pool_images(spec).get(pool, {}).get(str(component))
-        current = image is None or not self._stale(spec, pool, component, image)
+        template_hash = _status_hash(gpupool, component)
+        current = image is None or not self._stale(spec, pool, component, image, template_hash)
         return rollout.PoolObservation(
             progress=None if progress is None else int(progress),
             synced=bool(status.get(f"{component}ConfigSynced", False)),
@@ -401,20 +405,25 @@ class Executor:
             current=current,
         )
 
-    def _stale(self, spec: ClusterSpec, pool: str, component: Component, image: str) -> list[str]:
+    def _stale(
+        self,
+        spec: ClusterSpec,
+        pool: str,
+        component: Component,
+        image: str,
+        template_hash: str | None = None,
+    ) -> list[str]:
         """The pool's pods of ``component`` not on ``image`` (observe_pool's ``current``)."""
         if component is Component.HYPERVISOR:
             return self._check_nodes(spec, pool, image, mode="images")
         gp_name = gpupool_name(spec, pool)
-        selector = f"{GROUP}/component={component}"
-        pods: Sequence[Mapping[str, Any]] = self.cluster.list(
-            "v1", "Pod", None, label_selector=selector
-        )
         if component is Component.WORKER:
-            pods = _worker_pods(gp_name, self.cluster.list(TF, "TensorFusionWorkload"), pods)
-        else:
-            pods = [p for p in pods if _labels(p).get(f"{GROUP}/gpupool") == gp_name]
-        return _check_pods(component, pool, pods, image, mode="images")
+            workers = self.cluster.list("v1", "Pod", None, label_selector=WORKER_SELECTOR)
+            pods = _worker_pods(gp_name, self.cluster.list(TF, "TensorFusionWorkload"), workers)
+            return _check_pods(component, pool, pods, image, mode="images")
+        enabled = self.cluster.list("v1", "Pod", None, label_selector=CLIENT_SELECTOR)
+        pods = _client_pods(gp_name, enabled)
+        return _check_pods(component, pool, pods, image, mode="images", template_hash=template_hash)
 
     def set_switch(
         self,
@@ -483,8 +492,8 @@ class Executor:
         images = self._pool_images(spec)
         # Listed once for every pool: worker and client pods live in the apps' namespaces.
         workloads = self.cluster.list(TF, "TensorFusionWorkload")
-        workers = self.cluster.list("v1", "Pod", None, label_selector=f"{GROUP}/component=worker")
-        clients = self.cluster.list("v1", "Pod", None, label_selector=f"{GROUP}/component=client")
+        workers = self.cluster.list("v1", "Pod", None, label_selector=WORKER_SELECTOR)
+        clients = self.cluster.list("v1", "Pod", None, label_selector=CLIENT_SELECTOR)
         for pool in wanted:
             gp_name = gpupool_name(spec, pool)
             gp = self.cluster.get(TF, "GPUPool", None, gp_name)
@@ -514,9 +523,10 @@ class Executor:
             problems += _check_pods(
                 Component.CLIENT,
                 pool,
-                [p for p in clients if _labels(p).get(f"{GROUP}/gpupool") == gp_name],
+                _client_pods(gp_name, clients),
                 pool_images.get("client"),
                 mode=modes[Component.CLIENT],
+                template_hash=_status_hash(gp, Component.CLIENT),
             )
         return problems
 
@@ -696,6 +706,19 @@ def _pod_images(component: Component, pod: Mapping[str, Any]) -> list[str]:
     return [str(c.get("image") or "") for c in containers]
 
 
+def _client_pods(gp_name: str, enabled: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The client component's pods of the GPUPool ``gp_name``, as the controller counts them
+    (facts §3.6): ``tensor-fusion.ai/enabled=true`` pods labelled with the pool, which include
+    local-GPU app pods (their component label is ``worker``)."""
+    return [p for p in enabled if _labels(p).get(f"{GROUP}/gpupool") == gp_name]
+
+
+def _status_hash(gpupool: Mapping[str, Any], component: Component) -> str | None:
+    status = (gpupool.get("status") or {}).get("componentStatus") or {}
+    found = status.get(str(component))
+    return str(found) if found else None
+
+
 def _check_pods(
     component: Component,
     pool: str,
@@ -703,6 +726,7 @@ def _check_pods(
     image: str | None,
     *,
     mode: CheckMode,
+    template_hash: str | None = None,
 ) -> list[str]:
     """R15 for the worker or client pods of ``pool``, in the modes of ``_check_nodes``.
     Pods being deleted (the rollout replaces them) and finished ones are not judged."""
@@ -718,9 +742,21 @@ def _check_pods(
         if phase != "Running":
             problems.append(f"{component} pod {ref} is {_phase(pod)}")
         carried = _pod_images(component, pod)
-        if image and image not in carried:
+        local_gpu = (
+            component is Component.CLIENT and _labels(pod).get(f"{GROUP}/component") == "worker"
+        )
+        hashed = _labels(pod).get(f"{GROUP}/pod-template-hash")
+        if image and not local_gpu and image not in carried:
+            # A local-GPU pod runs no injected client image: the hash below judges it.
             stale.append(
                 f"{component} pod {ref} runs {', '.join(carried) or 'no image'}, expected {image}"
+            )
+        elif template_hash and hashed != template_hash:
+            # The controller's own outdated test (facts §3.6): the webhook stamps the
+            # pool's client hash on every pod it injects, local-GPU ones included.
+            stale.append(
+                f"{component} pod {ref} has template hash {hashed or 'none'}, "
+                f"expected {template_hash}"
             )
         else:
             moved += 1

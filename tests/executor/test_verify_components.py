@@ -453,3 +453,48 @@ def test_observe_pool_tells_whether_worker_and_client_pods_run_the_template(lab:
     client = lab.executor.observe_pool(spec, "a", C)
     assert worker is not None and worker.current is True
     assert client is not None and client.current is False  # its switch stayed closed
+
+
+def test_local_gpu_app_pods_are_judged_as_clients_by_the_template_hash() -> None:
+    # Facts §3.6: the client component counts every pod labelled enabled=true and with the
+    # pool, local-GPU app pods included (their component label is "worker", and they carry
+    # no workload label, so they are no TensorFusionWorkload's worker pods).
+    cluster = FakeCluster()
+    cluster.put({**_tfc(), "status": {"phase": "Running"}})
+    pool = {
+        "apiVersion": TF,
+        "kind": "GPUPool",
+        "metadata": {"name": GP},
+        "status": {"phase": "Running", "componentStatus": {"client": "new-hash"}},
+    }
+    cluster.put(pool)
+    local = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "local-app",
+            "namespace": APPS,
+            "labels": {
+                f"{GROUP}/enabled": "true",
+                f"{GROUP}/gpupool": GP,
+                f"{GROUP}/component": "worker",
+                f"{GROUP}/pod-template-hash": "old-hash",
+            },
+        },
+        "spec": {"containers": [{"name": "app", "image": "sandbox/app:1"}]},
+        "status": {"phase": "Running"},
+    }
+    cluster.put(local)
+    ex = Executor(cluster=cluster, helm=FakeHelm(), secrets=NoSecrets())
+    spec = _spec_all()
+    assert ex.check(spec, rolled=ALL) == [
+        f"client pod {APPS}/local-app has template hash old-hash, expected new-hash"
+    ]
+    assert ex.check(spec, rolled={"a": {H, W}}) == []  # the client was not rolled (F3)
+    seen = ex.observe_pool(spec, "a", C)
+    assert seen is not None and seen.current is False
+    local["metadata"]["labels"][f"{GROUP}/pod-template-hash"] = "new-hash"
+    cluster.put(local)
+    assert ex.check(spec, rolled=ALL) == []  # no client image is asked of a local-GPU pod
+    seen = ex.observe_pool(spec, "a", C)
+    assert seen is not None and seen.current is True
