@@ -8,122 +8,43 @@ A duplicate pull request is refused with 409 "pull request already exists for th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from gitopsbot.adapters.forge._http import ForgeHttp
-from gitopsbot.adapters.forge.github import parse_time
-from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge_types import (
-    CommentInfo,
-    CommitState,
-    PullRequestInfo,
-    PullRequestState,
-    find_marker,
-)
-from gitopsbot.errors import ForgeFailed
+from gitopsbot.adapters.forge.github import GitHubForge
+from gitopsbot.core.forge_types import PullRequestInfo
 
 Json = Any
 LABEL_COLOR = "#ededed"
 
 
-class GiteaForge(ForgeProvider):
-    def __init__(self, http: ForgeHttp, repository: str) -> None:
-        if repository.count("/") != 1:
-            raise ForgeFailed(f"gitea repository must be owner/name, got {repository!r}")
-        self.http = http
-        self.repo = f"repos/{repository}"
+class GiteaForge(GitHubForge):
+    """Gitea/Forgejo: GitHub's shape (``GitHubForge``) with its own page parameter, no head
+    filter on the pull list, its review states, and labels added by id."""
 
-    def _pull(self, data: Json, *, approvals: int = 0) -> PullRequestInfo:
-        merged_at = parse_time(data.get("merged_at"))
-        if data.get("merged") or merged_at is not None:
-            state = PullRequestState.MERGED
-        elif data.get("state") == "open":
-            state = PullRequestState.OPEN
-        else:
-            state = PullRequestState.CLOSED
-        body = data.get("body") or ""
-        tag = find_marker(body)
-        return PullRequestInfo(
-            number=int(data["number"]),
-            branch=data["head"]["ref"],
-            base=data["base"]["ref"],
-            title=data.get("title") or "",
-            state=state,
-            head_sha=data["head"].get("sha") or "",
-            url=data.get("html_url") or "",
-            body=body,
-            marker=tag.marker if tag else "",
-            merge_commit_sha=data.get("merge_commit_sha") or "",
-            merged_at=merged_at,
-            mergeable=data.get("mergeable"),
-            approvals=approvals,
-            labels=tuple(label["name"] for label in data.get("labels") or ()),
-        )
-
-    @staticmethod
-    def _comment(data: Json) -> CommentInfo:
-        return CommentInfo(
-            id=int(data["id"]), body=data.get("body") or "", url=data.get("html_url") or ""
-        )
+    KIND = "gitea"
+    PAGE: ClassVar[Mapping[str, str | int]] = {"limit": 50}
+    MERGED_LIST: ClassVar[Mapping[str, str | int]] = {"sort": "recentupdate"}
 
     def _open_pulls_from(self, branch: str) -> list[PullRequestInfo]:
         # The list has no head filter; filter here (open requests are few).
-        params: dict[str, str | int] = {"state": "open", "limit": 50}
+        params: dict[str, str | int] = {"state": "open", **self.PAGE}
         pulls = self.http.pages(f"{self.repo}/pulls", params)
         return [self._pull(p) for p in pulls if p["head"]["ref"] == branch]
 
-    def _create_pull(self, *, branch: str, base: str, title: str, body: str) -> PullRequestInfo:
-        payload = {"head": branch, "base": base, "title": title, "body": body}
-        return self._pull(self.http.send("POST", f"{self.repo}/pulls", payload).body)
-
-    def _update_pull(self, number: int, *, title: str, body: str) -> PullRequestInfo:
-        payload = {"title": title, "body": body}
-        return self._pull(self.http.send("PATCH", f"{self.repo}/pulls/{number}", payload).body)
-
-    def _list_comments(self, number: int) -> list[CommentInfo]:
-        path = f"{self.repo}/issues/{number}/comments"
-        return [self._comment(c) for c in self.http.pages(path, {"limit": 50})]
-
-    def _create_comment(self, number: int, body: str) -> CommentInfo:
-        path = f"{self.repo}/issues/{number}/comments"
-        return self._comment(self.http.send("POST", path, {"body": body}).body)
-
-    def _edit_comment(self, number: int, comment_id: int, body: str) -> CommentInfo:
-        path = f"{self.repo}/issues/comments/{comment_id}"
-        return self._comment(self.http.send("PATCH", path, {"body": body}).body)
-
-    def _delete_comment(self, number: int, comment_id: int) -> None:
-        self.http.send("DELETE", f"{self.repo}/issues/comments/{comment_id}")
-
-    def _close(self, number: int) -> None:
-        self.http.send("PATCH", f"{self.repo}/pulls/{number}", {"state": "closed"})
-
-    def _set_status(
-        self, sha: str, *, state: CommitState, description: str, context: str, target_url: str
-    ) -> None:
-        payload = {"state": state.value, "description": description, "context": context}
-        if target_url:
-            payload["target_url"] = target_url
-        self.http.send("POST", f"{self.repo}/statuses/{sha}", payload)
-
-    def get_pull_request(self, number: int) -> PullRequestInfo:
-        data = self.http.get(f"{self.repo}/pulls/{number}")
-        latest: dict[str, str] = {}
-        for review in self.http.pages(f"{self.repo}/pulls/{number}/reviews", {"limit": 50}):
-            if review.get("state") in ("APPROVED", "REQUEST_CHANGES") and not review.get(
-                "dismissed"
-            ):
-                latest[(review.get("user") or {}).get("login", "")] = review["state"]
-        return self._pull(data, approvals=sum(1 for s in latest.values() if s == "APPROVED"))
+    @staticmethod
+    def _verdict(review: Json) -> str | None:
+        state = review.get("state")
+        if state in ("APPROVED", "REQUEST_CHANGES") and not review.get("dismissed"):
+            return str(state)
+        return None
 
     def add_labels(self, number: int, labels: Sequence[str]) -> None:
         if not labels:
             return
         ids = {
             lb["name"]: int(lb["id"])
-            for lb in self.http.pages(f"{self.repo}/labels", {"limit": 50})
+            for lb in self.http.pages(f"{self.repo}/labels", dict(self.PAGE))
         }
         for name in labels:
             if name not in ids:
@@ -133,15 +54,3 @@ class GiteaForge(ForgeProvider):
                 ids[name] = int(created.body["id"])
         payload = {"labels": [ids[n] for n in labels]}
         self.http.send("POST", f"{self.repo}/issues/{number}/labels", payload)
-
-    def list_merged_since(self, since: datetime) -> list[PullRequestInfo]:
-        params: dict[str, str | int] = {"state": "closed", "sort": "recentupdate", "limit": 50}
-        found = []
-        for data in self.http.pages(f"{self.repo}/pulls", params):
-            updated = parse_time(data.get("updated_at"))
-            if updated is not None and updated < since:
-                break
-            pr = self._pull(data)
-            if pr.merged_at is not None and pr.merged_at >= since:
-                found.append(pr)
-        return sorted(found, key=lambda p: (p.merged_at, p.number))

@@ -7,9 +7,9 @@ issues/{n}/labels, statuses/{sha}. Auth: ``Authorization: Bearer <token>``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.adapters.forge.provider import ForgeProvider
@@ -30,9 +30,16 @@ def parse_time(text: str | None) -> datetime | None:
 
 
 class GitHubForge(ForgeProvider):
+    """GitHub. Gitea's API follows GitHub's shape, so ``GiteaForge`` is this class with the
+    few differences overridden (page size parameter, pull filter, review states, labels)."""
+
+    KIND = "github"
+    PAGE: ClassVar[Mapping[str, str | int]] = {"per_page": 100}
+    MERGED_LIST: ClassVar[Mapping[str, str | int]] = {"sort": "updated", "direction": "desc"}
+
     def __init__(self, http: ForgeHttp, repository: str) -> None:
         if repository.count("/") != 1:
-            raise ForgeFailed(f"github repository must be owner/name, got {repository!r}")
+            raise ForgeFailed(f"{self.KIND} repository must be owner/name, got {repository!r}")
         self.http = http
         self.owner = repository.split("/")[0]
         self.repo = f"repos/{repository}"
@@ -40,7 +47,7 @@ class GitHubForge(ForgeProvider):
     # -- shapes ----------------------------------------------------------------------------
     def _pull(self, data: Json, *, approvals: int = 0) -> PullRequestInfo:
         merged_at = parse_time(data.get("merged_at"))
-        if merged_at is not None:
+        if merged_at is not None or data.get("merged"):
             state = PullRequestState.MERGED
         elif data.get("state") == "open":
             state = PullRequestState.OPEN
@@ -58,7 +65,10 @@ class GitHubForge(ForgeProvider):
             url=data.get("html_url") or "",
             body=body,
             marker=tag.marker if tag else "",
-            merge_commit_sha=(data.get("merge_commit_sha") or "") if merged_at else "",
+            # GitHub fills it with a test merge while the request is open: only a merge counts.
+            merge_commit_sha=(data.get("merge_commit_sha") or "")
+            if state is PullRequestState.MERGED
+            else "",
             merged_at=merged_at,
             mergeable=data.get("mergeable"),
             approvals=approvals,
@@ -90,7 +100,7 @@ class GitHubForge(ForgeProvider):
 
     def _list_comments(self, number: int) -> list[CommentInfo]:
         path = f"{self.repo}/issues/{number}/comments"
-        return [self._comment(c) for c in self.http.pages(path, {"per_page": 100})]
+        return [self._comment(c) for c in self.http.pages(path, dict(self.PAGE))]
 
     def _create_comment(self, number: int, body: str) -> CommentInfo:
         path = f"{self.repo}/issues/{number}/comments"
@@ -118,10 +128,17 @@ class GitHubForge(ForgeProvider):
     def get_pull_request(self, number: int) -> PullRequestInfo:
         data = self.http.get(f"{self.repo}/pulls/{number}")
         latest: dict[str, str] = {}
-        for review in self.http.pages(f"{self.repo}/pulls/{number}/reviews", {"per_page": 100}):
-            if review.get("state") in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
-                latest[(review.get("user") or {}).get("login", "")] = review["state"]
+        for review in self.http.pages(f"{self.repo}/pulls/{number}/reviews", dict(self.PAGE)):
+            verdict = self._verdict(review)
+            if verdict is not None:  # a reviewer's latest verdict counts
+                latest[(review.get("user") or {}).get("login", "")] = verdict
         return self._pull(data, approvals=sum(1 for s in latest.values() if s == "APPROVED"))
+
+    @staticmethod
+    def _verdict(review: Json) -> str | None:
+        """APPROVED, or another state that replaces a reviewer's earlier approval."""
+        state = review.get("state")
+        return state if state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") else None
 
     def add_labels(self, number: int, labels: Sequence[str]) -> None:
         if labels:
@@ -129,12 +146,7 @@ class GitHubForge(ForgeProvider):
             self.http.send("POST", path, {"labels": list(labels)})
 
     def list_merged_since(self, since: datetime) -> list[PullRequestInfo]:
-        params: dict[str, str | int] = {
-            "state": "closed",
-            "sort": "updated",
-            "direction": "desc",
-            "per_page": 100,
-        }
+        params: dict[str, str | int] = {"state": "closed", **self.MERGED_LIST, **self.PAGE}
         found = []
         for data in self.http.pages(f"{self.repo}/pulls", params):
             updated = parse_time(data.get("updated_at"))
