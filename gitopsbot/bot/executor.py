@@ -572,15 +572,13 @@ class Executor:
                 stale.append(f"hypervisor pod {names[0]} runs {running}, expected {image}")
             else:
                 moved += 1
-        if mode == "images":
-            return stale
-        if mode == "canary":
-            if nodes and not moved:
-                problems.append(f"pool {pool}: no hypervisor on {image} after the canary batch")
-            return problems
-        if mode == "running":
-            return problems
-        return problems + stale
+        return _by_mode(
+            mode,
+            problems,
+            stale,
+            none_moved=bool(nodes) and not moved,
+            what=(f"pool {pool}: no hypervisor on {image} after the canary batch"),
+        )
 
     def verify(
         self,
@@ -760,12 +758,25 @@ def _check_pods(
             )
         else:
             moved += 1
+    return _by_mode(
+        mode,
+        problems,
+        stale,
+        none_moved=bool(stale) and not moved,
+        what=(f"pool {pool}: no {component} pod on {image} after the canary batch"),
+    )
+
+
+def _by_mode(
+    mode: CheckMode, problems: list[str], stale: list[str], *, none_moved: bool, what: str
+) -> list[str]:
+    """What a check reports, per mode: "images" only the pods on another image; "canary"
+    everything but those, plus ``what`` when no pod moved to the new image; "running"
+    everything but the image; "verify" everything."""
     if mode == "images":
         return stale
     if mode == "canary":
-        if stale and not moved:
-            problems.append(f"pool {pool}: no {component} pod on {image} after the canary batch")
-        return problems
+        return [*problems, what] if none_moved else problems
     if mode == "running":
         return problems
     return problems + stale
