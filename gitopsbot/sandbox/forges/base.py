@@ -322,6 +322,31 @@ class LocalForge:
     def add_routes(self) -> None:
         raise NotImplementedError
 
+    def comment_json(self, c: Comment) -> Json:
+        raise NotImplementedError
+
+    def status_json(self, st: Status) -> Json:
+        raise NotImplementedError
+
+    # -- routes the forges share (same paths relative to the repository, same answers) -------
+    def list_comments(self, req: Request) -> Reply:
+        number = int(req.match.group(1))
+        self.pull(number)
+        found = sorted(
+            (c for c in self.comments.values() if c.number == number), key=lambda c: c.id
+        )
+        return Reply(200, None, page=[self.comment_json(c) for c in found])
+
+    def delete_comment(self, req: Request) -> Reply:
+        c = self.comment(int(req.match.group(1)))
+        del self.comments[c.id]
+        return Reply(204, None)
+
+    def list_statuses(self, req: Request) -> Reply:
+        sha = req.match.group(1)
+        found = [self.status_json(s) for s in reversed(self.statuses) if s.sha == sha]
+        return Reply(200, None, page=found)
+
     def route(self, method: str, pattern: str, fn: Route) -> None:
         self._routes.append((method, re.compile(f"^{self.api_prefix}{pattern}$"), fn))
 

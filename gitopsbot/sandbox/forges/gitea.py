@@ -154,14 +154,6 @@ class GiteaForge(LocalForge):
         ]
         return Reply(200, None, page=reviews)
 
-    def list_comments(self, req: Request) -> Reply:
-        number = int(req.match.group(1))
-        self.pull(number)
-        found = sorted(
-            (c for c in self.comments.values() if c.number == number), key=lambda c: c.id
-        )
-        return Reply(200, None, page=[self.comment_json(c) for c in found])
-
     def create_comment(self, req: Request) -> Reply:
         number = int(req.match.group(1))
         self.pull(number)
@@ -180,11 +172,6 @@ class GiteaForge(LocalForge):
             raise Answer(422, {"message": "[Body]: Required", "url": ""})
         c.body, c.updated_at = text, now_utc()
         return Reply(200, self.comment_json(c))
-
-    def delete_comment(self, req: Request) -> Reply:
-        c = self.comment(int(req.match.group(1)))
-        del self.comments[c.id]
-        return Reply(204, None)
 
     def list_labels(self, req: Request) -> Reply:
         return Reply(200, None, page=[self.label_json(n) for n in sorted(self.labels)])
@@ -232,9 +219,3 @@ class GiteaForge(LocalForge):
             "description": st.description,
             "target_url": st.target_url,
         }
-
-    def list_statuses(self, req: Request) -> Reply:
-        sha = req.match.group(1)
-        return Reply(
-            200, None, page=[self.status_json(s) for s in reversed(self.statuses) if s.sha == sha]
-        )

@@ -168,14 +168,6 @@ class GitHubForge(LocalForge):
         ]
         return Reply(200, None, page=reviews)
 
-    def list_comments(self, req: Request) -> Reply:
-        number = int(req.match.group(1))
-        self.pull(number)
-        found = sorted(
-            (c for c in self.comments.values() if c.number == number), key=lambda c: c.id
-        )
-        return Reply(200, None, page=[self.comment_json(c) for c in found])
-
     def create_comment(self, req: Request) -> Reply:
         number = int(req.match.group(1))
         self.pull(number)
@@ -198,11 +190,6 @@ class GitHubForge(LocalForge):
             )
         c.body, c.updated_at = text, now_utc()
         return Reply(200, self.comment_json(c))
-
-    def delete_comment(self, req: Request) -> Reply:
-        c = self.comment(int(req.match.group(1)))
-        del self.comments[c.id]
-        return Reply(204, None)
 
     def add_labels(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))
@@ -239,8 +226,3 @@ class GitHubForge(LocalForge):
             "description": st.description,
             "target_url": st.target_url or None,
         }
-
-    def list_statuses(self, req: Request) -> Reply:
-        sha = req.match.group(1)
-        found = [self.status_json(s) for s in reversed(self.statuses) if s.sha == sha]
-        return Reply(200, None, page=found)

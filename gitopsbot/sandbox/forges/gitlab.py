@@ -254,9 +254,3 @@ class GitLabForge(LocalForge):
             "description": st.description,
             "target_url": st.target_url or None,
         }
-
-    def list_statuses(self, req: Request) -> Reply:
-        sha = req.match.group(1)
-        return Reply(
-            200, None, page=[self.status_json(s) for s in reversed(self.statuses) if s.sha == sha]
-        )
