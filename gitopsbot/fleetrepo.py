@@ -73,13 +73,7 @@ def load_fleet(tree: FileTree) -> Fleet:
     clusters: dict[str, Mapping[str, str]] = {
         name: _cluster_files(tree, name, problems) for name in _cluster_names(tree)
     }
-    policies: list[tuple[str, str]] = []
-    for entry in tree.list(POLICIES_DIR):
-        if entry.endswith((".yaml", ".yml")):
-            path = f"{POLICIES_DIR}/{entry}"
-            text = _read(tree, path, problems)
-            if text is not None:
-                policies.append((path, text))
+    policies = _policy_documents(tree, problems)
     return fleet_loading.parse_fleet(
         settings_text,
         clusters,
@@ -87,6 +81,27 @@ def load_fleet(tree: FileTree) -> Fleet:
         known_timezones=known_timezones(),
         extra_problems=problems,
     )
+
+
+def _policy_documents(tree: FileTree, problems: list[Problem]) -> list[tuple[str, str]]:
+    policies: list[tuple[str, str]] = []
+    for entry in tree.list(POLICIES_DIR):
+        if entry.endswith((".yaml", ".yml")):
+            path = f"{POLICIES_DIR}/{entry}"
+            text = _read(tree, path, problems)
+            if text is not None:
+                policies.append((path, text))
+    return policies
+
+
+def policy_documents(tree: FileTree) -> tuple[tuple[str, str], ...]:
+    """The fleet's own rules (``policies/*.yaml``) as (path, text), for the apply-time gate.
+    Raises FleetError when one cannot be read."""
+    problems: list[Problem] = []
+    found = _policy_documents(tree, problems)
+    if problems:
+        raise FleetError(problems)
+    return tuple(found)
 
 
 def load_cluster(tree: FileTree, name: str) -> ClusterSpec:

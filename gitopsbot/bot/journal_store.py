@@ -7,6 +7,8 @@ Layout of the state branch (``gitopsbot/state`` by default; docs/executor.md):
 - ``clusters/<name>/history/<op id>.yaml``: finished and superseded operations
 - ``clusters/<name>/backups/<op id>/values.yaml`` and ``tf-state.yaml``: R6, secrets masked
 - ``clusters/<name>/seen``: the last watched-branch commit the bot has taken into account
+- ``clusters/<name>/pass-failure.yaml``: passes fail before or outside an operation (an
+  unreachable cluster, a missing kube context): the error's first line and since when
 
 Reads go to the branch's head as ``Repo.head`` reports it (the local commit when a push is
 still pending), so a restart sees its own unpushed transitions. A failed push is not an error
@@ -18,9 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from datetime import datetime
 
 from gitopsbot.core import journal as journal_mod
+from gitopsbot.core import pass_failure
 from gitopsbot.core.journal import Journal, OperationStatus
+from gitopsbot.core.pass_failure import PassFailure
 from gitopsbot.errors import TransientError
 from gitopsbot.ports.repo import Repo
 
@@ -85,6 +90,30 @@ class JournalStore:
     def seen(self, cluster: str) -> str | None:
         data = self._read(f"{cluster_dir(cluster)}/seen")
         return data.decode().strip() or None if data is not None else None
+
+    def pass_failure(self, cluster: str) -> PassFailure | None:
+        data = self._read(f"{cluster_dir(cluster)}/{pass_failure.FILE}")
+        return None if data is None else pass_failure.loads(data.decode("utf-8", "replace"))
+
+    def record_pass_failure(self, cluster: str, error: str, now: datetime) -> bool:
+        """Record that a pass failed with ``error``; a commit only when the record changes.
+        True when it committed."""
+        found = pass_failure.observe(self.pass_failure(cluster), error, now)
+        if found is None:
+            return False
+        self.commit(
+            {f"{cluster_dir(cluster)}/{pass_failure.FILE}": pass_failure.dumps(found).encode()},
+            f"{cluster}: passes fail: {found.error[:100]}",
+        )
+        return True
+
+    def clear_pass_failure(self, cluster: str) -> bool:
+        """A pass succeeded: remove the record, if any (one commit). True when it committed."""
+        path = f"{cluster_dir(cluster)}/{pass_failure.FILE}"
+        if self._read(path) is None:
+            return False
+        self.commit({path: None}, f"{cluster}: passes succeed again")
+        return True
 
     def clusters(self) -> list[str]:
         head = self._repo.head(self.branch)

@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 
 from gitopsbot.bot import report
-from gitopsbot.core.journal import Journal
+from gitopsbot.core.journal import Journal, OperationStatus
 from gitopsbot.errors import ForgeError
 from gitopsbot.ports.forge import Forge
 
@@ -28,12 +28,15 @@ log = logging.getLogger(__name__)
 def post(forge: Forge, journal: Journal) -> None:
     """Write the operation's comment and status now. The forge being down never stops an
     upgrade: a failure is logged, and the next transition posts the newer state."""
-    if journal.pr_number is None:
+    # A blocked operation marks its commit even without a pull request (a direct push): the
+    # red status is where a person looking at the commit sees why nothing was applied.
+    if journal.pr_number is None and journal.status is not OperationStatus.BLOCKED:
         return
     try:
-        forge.upsert_comment(
-            journal.pr_number, marker=report.marker(journal), body=report.markdown(journal)
-        )
+        if journal.pr_number is not None:
+            forge.upsert_comment(
+                journal.pr_number, marker=report.marker(journal), body=report.markdown(journal)
+            )
         forge.set_status(
             journal.desired_sha,
             state=report.commit_state(journal),
@@ -58,7 +61,7 @@ class PullRequestMirror:
 
     def publish(self, journal: Journal) -> None:
         """Queue ``journal`` for posting; it replaces a queued older state of its operation."""
-        if journal.pr_number is None:
+        if journal.pr_number is None and journal.status is not OperationStatus.BLOCKED:
             return
         key = (journal.cluster, journal.op_id)
         with self._cond:

@@ -29,6 +29,7 @@ def commit_state(journal: Journal) -> CommitState:
     return {
         OperationStatus.SUCCEEDED: CommitState.SUCCESS,
         OperationStatus.FAILED: CommitState.FAILURE,
+        OperationStatus.BLOCKED: CommitState.FAILURE,
         OperationStatus.SUPERSEDED: CommitState.ERROR,
     }.get(journal.status, CommitState.PENDING)
 
@@ -40,8 +41,8 @@ def headline(journal: Journal) -> str:
         text = f"queued until {journal.queue.queued_until:%Y-%m-%d %H:%M %Z}"
     elif journal.status is OperationStatus.RUNNING and running is not None:
         text = f"running {running.name}"
-    elif journal.status is OperationStatus.FAILED:
-        text = f"failed: {journal.failure}"
+    elif journal.status in (OperationStatus.FAILED, OperationStatus.BLOCKED):
+        text = f"{journal.status}: {journal.failure}"
     else:
         text = str(journal.status)
     return f"{journal.kind} {text}"[:140]
@@ -77,6 +78,9 @@ def lines(journal: Journal, now: datetime | None = None) -> list[str]:
         out.append(f"  failure: {journal.failure}")
     if journal.remediation:
         out.append(f"  remediation: {journal.remediation}")
+    if journal.verdicts:
+        out.append("  policy at apply:")
+        out.extend(f"    {line}" for line in journal.verdicts)
     return out
 
 
@@ -96,4 +100,12 @@ def markdown(journal: Journal) -> str:
         extra.append(f"Failure: {journal.failure}")
     if journal.remediation:
         extra.append(f"Remediation: {journal.remediation}")
+    if journal.status is OperationStatus.BLOCKED:
+        extra.append(
+            "Nothing was applied. A newer commit for this cluster (a fix, an acknowledgement "
+            "in `rollout.yaml`, or a revert) replaces this operation."
+        )
+    if journal.verdicts:
+        listed = "\n".join(f"- `{line}`" for line in journal.verdicts)
+        extra.append(f"Policy at apply:\n{listed}")
     return "\n\n".join([head, f"Operation `{journal.op_id}`", *extra, "\n".join(rows)])

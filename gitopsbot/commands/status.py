@@ -56,6 +56,9 @@ def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str
             )
         else:
             out.extend(report.lines(current, now))
+        failing = store.pass_failure(name)
+        if failing is not None:
+            out.append(f"  ⚠ {failing.describe()}")
         queued = store.queued(name)
         if queued is not None:
             out.append(f"  next: {report.headline(queued)} ({queued.op_id})")

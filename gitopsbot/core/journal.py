@@ -37,6 +37,10 @@ class OperationStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # a step failed or a rollout halted; see ``failure``
     SUPERSEDED = "superseded"  # a newer merge for the cluster replaced it while queued
+    # Nothing was applied: the policy gate refused it, or a step failed before it changed
+    # anything in the cluster (the chart could not be fetched). Never remediated (no revert,
+    # no rollback); a newer commit for the cluster replaces it.
+    BLOCKED = "blocked"
 
 
 class StepKind(StrEnum):
@@ -153,6 +157,9 @@ class Journal:
     reverts_op: str = ""
     # What on_failure did: "" | "rollback:<op id>" | "revert-pr:#<n>" | "halt".
     remediation: str = ""
+    # The policy gate's verdicts at apply time, one line each ("file:line: RULE outcome:
+    # message"); the blocking ones made the operation BLOCKED.
+    verdicts: tuple[str, ...] = ()
 
     def step(self, name: str) -> Step:
         for s in self.steps:
@@ -265,6 +272,8 @@ def to_dict(j: Journal) -> dict[str, Any]:
             }
             for p in j.phases
         ],
+        # Written only when present: journals without verdicts keep their exact bytes.
+        **({"verdicts": list(j.verdicts)} if j.verdicts else {}),
     }
 
 
@@ -324,6 +333,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
             )
             for p in d.get("phases") or ()
         ),
+        verdicts=tuple(str(v) for v in d.get("verdicts") or ()),
     )
 
 

@@ -71,6 +71,7 @@ journals = st.builds(
     failure=text,
     reverts_op=text,
     remediation=text,
+    verdicts=st.lists(text, max_size=3).map(tuple),
 )
 
 
