@@ -6,6 +6,13 @@ scalars, atomic lists and empty maps. Ownership follows the real rules in outlin
 takes the fields it changed from every other manager; an apply owns exactly the fields it
 applied, drops fields it applied before and no longer applies (unless another manager owns
 them), and conflicts when it would change a value another manager owns, unless forced.
+
+A non-apply write may set ``metadata.managedFields`` itself, as on the real server
+(``decodeLiveOrNew`` and ``skipNonAppliedManager`` in k8s.io/apimachinery's
+``pkg/util/managedfields/internal``): a valid list that differs from the stored one replaces
+it before the write's own changes are tracked; ``[]`` or ``[{}]`` resets it to nothing; an
+invalid list is ignored. An update of an object without managedFields tracks nothing, and the
+next apply first attributes every existing field to ``before-first-apply``.
 """
 
 from __future__ import annotations
@@ -107,20 +114,58 @@ def entry(
 
 
 Owners = dict[tuple[str, str, str], tuple[set[Path], str]]  # (manager, op, sub) -> (paths, av)
+BEFORE_FIRST_APPLY = "before-first-apply"
+
+
+def is_reset(entries: Any) -> bool:
+    """``[]`` or ``[{}]`` given by a write: the real server's ``isResetManagedFields``."""
+    return isinstance(entries, list) and (not entries or entries == [{}])
+
+
+def decodable(entries: Any) -> bool:
+    """Whether a managedFields list given by a write is one the real server decodes: every
+    entry an Apply or Update with FieldsV1 fields. An undecodable list is ignored there."""
+    return (
+        isinstance(entries, list)
+        and bool(entries)
+        and all(
+            isinstance(e, dict)
+            and e.get("operation") in ("Apply", "Update")
+            and e.get("fieldsType") == "FieldsV1"
+            and isinstance(e.get("fieldsV1", {}), dict)
+            for e in entries
+        )
+    )
+
+
+def requested_entries(given: Any, live: list[Obj]) -> list[Obj]:
+    """The managedFields a non-apply write of the main resource starts from: the stored list,
+    unless the write gives a decodable one of its own, or resets it with ``[]``/``[{}]``."""
+    if is_reset(given):
+        return []
+    if decodable(given):
+        return list(given)
+    return live
 
 
 def _owners(obj: Obj | None) -> Owners:
+    return _owners_of(((obj or {}).get("metadata") or {}).get("managedFields") or [])
+
+
+def _owners_of(entries: list[Obj]) -> Owners:
     out: Owners = {}
-    for e in ((obj or {}).get("metadata") or {}).get("managedFields") or []:
+    for e in entries:
         key = (e.get("manager", ""), e.get("operation", "Update"), e.get("subresource", ""))
         out[key] = (from_fieldsv1(e.get("fieldsV1")), e.get("apiVersion", ""))
     return out
 
 
-def _entries(owners: Owners, times: dict[tuple[str, str, str], str], old: Obj | None) -> list[Obj]:
+def _entries(
+    owners: Owners, times: dict[tuple[str, str, str], str], previous: list[Obj]
+) -> list[Obj]:
     prev = {
         (e.get("manager", ""), e.get("operation", "Update"), e.get("subresource", "")): e
-        for e in ((old or {}).get("metadata") or {}).get("managedFields") or []
+        for e in previous
     }
     out = []
     for key, (paths, av) in owners.items():
@@ -145,16 +190,21 @@ def track_update(
     subresource: str | None,
     api_version: str,
     time: str,
+    base: list[Obj] | None = None,
 ) -> list[Obj]:
+    """The managedFields after an update from ``old`` to ``new``: ``manager`` takes every
+    field it changed from the others. ``base`` (default: ``old``'s list) is where ownership
+    starts, for a write that sets managedFields itself."""
+    previous = base if base is not None else (old.get("metadata") or {}).get("managedFields") or []
     status = subresource == "status"
     keyed = not rt.custom
     before = leaves(managed_root(old, status=status), keyed=keyed)
     after = leaves(managed_root(new, status=status), keyed=keyed)
     changed = {p for p, v in after.items() if before.get(p, _MISSING) != v}
     gone = {p for p in before if p not in after}
-    owners = _owners(old)
+    owners = _owners_of(previous)
     if not changed and not gone:
-        return copy.deepcopy((old.get("metadata") or {}).get("managedFields") or [])
+        return copy.deepcopy(previous)
     for key, (paths, av) in owners.items():
         owners[key] = (
             {
@@ -169,7 +219,7 @@ def track_update(
     key = (manager, operation, subresource or "")
     paths, _ = owners.get(key, (set(), api_version))
     owners[key] = (paths | changed, api_version)
-    return _entries(owners, {key: time}, old)
+    return _entries(owners, {key: time}, previous)
 
 
 def server_side_apply(
@@ -190,6 +240,12 @@ def server_side_apply(
     root = managed_root(applied, status=status)
     mine = leaves(root, keyed=keyed)
     owners = _owners(old)
+    if old is not None and not owners:
+        # The real skipNonAppliedManager: an object without managedFields (reset by a write)
+        # gets its existing fields attributed to "before-first-apply" before the first apply.
+        existing = leaves(managed_root(old, status=status), keyed=keyed)
+        if existing:
+            owners[(BEFORE_FIRST_APPLY, "Update", "")] = (set(existing), api_version)
     me = (manager, "Apply", subresource or "")
     conflicts: list[tuple[str, Path]] = []
     hits: dict[tuple[str, str, str], set[Path]] = {}
@@ -229,7 +285,8 @@ def server_side_apply(
         _delete_at(base, p[:-1] if p[-1] == "." else p)
     merged = apply_merge(base, root, keyed=keyed)
     owners[me] = (set(mine), api_version)
-    return merged, _entries(owners, {me: time}, old)
+    entries = ((old or {}).get("metadata") or {}).get("managedFields") or []
+    return merged, _entries(owners, {me: time}, entries)
 
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

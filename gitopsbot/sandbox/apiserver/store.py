@@ -547,7 +547,7 @@ class Store:
         if dry_run:
             meta["resourceVersion"] = str(self._rv)
             return new
-        if not meta.get("managedFields"):
+        if not fieldsets.decodable(meta.get("managedFields")):
             meta.pop("managedFields", None)
             fields = fieldsets.fields_of(_spec_and_meta(new), rt)
             if fields:
@@ -629,22 +629,29 @@ class Store:
         meta["generation"] = old_meta.get("generation", 1)
         if _spec_part(new) != _spec_part(old):
             meta["generation"] = int(meta["generation"]) + 1
-        # managedFields: an explicit list (kubectl's CSA→SSA migration) wins; else track.
-        given_mf = meta.get("managedFields")
         if managed is not None:
             meta["managedFields"] = managed(old, new)
-        elif given_mf and given_mf != old_meta.get("managedFields"):
-            pass
         else:
-            meta["managedFields"] = fieldsets.track_update(
-                old,
-                new,
-                rt,
-                manager=manager,
-                operation=operation,
-                subresource=subresource,
-                api_version=rt.api_version,
-                time=now_rfc3339(),
+            # As the real server: a list the write sets itself (kubectl's CSA→SSA migration, a
+            # person or the bot releasing a manager's fields, [{}] to reset) is where ownership
+            # starts; a subresource write cannot set it. Nothing is tracked once it is empty.
+            live = old_meta.get("managedFields") or []
+            given = meta.get("managedFields") if subresource is None else live
+            base = fieldsets.requested_entries(given, live)
+            meta["managedFields"] = (
+                fieldsets.track_update(
+                    old,
+                    new,
+                    rt,
+                    manager=manager,
+                    operation=operation,
+                    subresource=subresource,
+                    api_version=rt.api_version,
+                    time=now_rfc3339(),
+                    base=base,
+                )
+                if base
+                else []
             )
         if not meta.get("managedFields"):
             meta.pop("managedFields", None)
