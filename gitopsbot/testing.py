@@ -11,6 +11,7 @@ import builtins
 import copy
 import hashlib
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -47,7 +48,12 @@ from gitopsbot.errors import (
     KubeInvalid,
     KubeNotFound,
 )
-from gitopsbot.ports.cluster import FIELD_MANAGER, RESTARTED_AT
+from gitopsbot.ports.cluster import (
+    FIELD_MANAGER,
+    RESTARTED_AT,
+    failed_helm_release_patch,
+    helm_release_secret_name,
+)
 from gitopsbot.ports.forge import POLICY_CONTEXT, Forge
 from gitopsbot.ports.helm import ChartRef
 
@@ -228,6 +234,17 @@ def _leaves(value: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], A
     return {prefix: value}
 
 
+def _owned_leaves(obj: Mapping[str, Any]) -> dict[tuple[str, ...], Any]:
+    """The leaves a write can own: everything but metadata and status, plus labels and
+    annotations (the API server's managedFields scope for the main resource)."""
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "status")}
+    meta = obj.get("metadata") or {}
+    owned_meta = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
+    if owned_meta:
+        body["metadata"] = owned_meta
+    return _leaves(body) if body else {}
+
+
 def _merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, Mapping):
@@ -251,6 +268,10 @@ def _deep_merge(target: Any, applied: Any) -> Any:
     return copy.deepcopy(applied)
 
 
+BEFORE_FIRST_APPLY = "before-first-apply"
+_ABSENT = object()
+
+
 @dataclass(slots=True)
 class _Injected:
     error: Exception
@@ -262,11 +283,15 @@ class FakeCluster:
 
     Objects are kept by (apiVersion, kind, namespace, name); every write bumps a global
     resourceVersion, and a change outside metadata/status bumps ``metadata.generation``.
-    Applying a CRD serves its kinds. Apply tracks the leaves each field manager applied and
-    refuses (KubeConflict) a different value for a leaf another manager applied, unless
-    ``force``. With ``instant_deployments`` a Deployment is rolled out at once (status filled
-    in), as the emulator's kubelet does. ``fail(operation, error, times)`` makes the next
-    calls of a method (``"get"``, ``"apply"``, ``"patch_merge"``...) raise ``error``.
+    Applying a CRD serves its kinds. Field ownership is kept per manager at the fake's
+    granularity (leaves; lists are atomic): apply owns the leaves it applied, ``create`` and
+    ``patch_merge`` (manager "gitopsbot") take the leaves they set or change from the others,
+    and apply refuses (KubeConflict) a different value for a leaf another manager owns,
+    unless ``force``. ``release_fields`` forgets a manager's ownership; an object left with no
+    manager has its fields attributed to "before-first-apply" by the next apply, as on the
+    API server. With ``instant_deployments`` a Deployment is rolled out at once (status
+    filled in), as the emulator's kubelet does. ``fail(operation, error, times)`` makes the
+    next calls of a method (``"get"``, ``"apply"``, ``"patch_merge"``...) raise ``error``.
     """
 
     def __init__(self, *, instant_deployments: bool = True) -> None:
@@ -326,7 +351,10 @@ class FakeCluster:
         self._require_kind(api_version, kind, namespace, name)
         key = (api_version, kind, namespace, name)
         applied = _leaves({k: v for k, v in obj.items() if k not in ("apiVersion", "kind")})
+        current = self.objects.get(key)
         managers = self._managers.setdefault(key, {})
+        if current is not None and not managers:
+            managers[BEFORE_FIRST_APPLY] = _owned_leaves(current)
         for other, leaves in managers.items():
             if other == field_manager:
                 continue
@@ -340,7 +368,6 @@ class FakeCluster:
             for path in clashes:
                 del leaves[path]
         managers[field_manager] = applied
-        current = self.objects.get(key)
         merged = _deep_merge(current or {}, dict(obj))
         return self._store(key, merged, previous=current)
 
@@ -351,7 +378,9 @@ class FakeCluster:
         key = (api_version, kind, namespace, name)
         if key in self.objects:
             raise KubeConflict(f"create {kind} {_ref(namespace, name)}: HTTP 409 AlreadyExists")
-        return self._store(key, copy.deepcopy(dict(obj)))
+        stored = self._store(key, copy.deepcopy(dict(obj)))
+        self._managers[key] = {FIELD_MANAGER: _owned_leaves(stored)}
+        return stored
 
     def patch_merge(
         self,
@@ -370,7 +399,9 @@ class FakeCluster:
         if expected is not None and expected != current["metadata"]["resourceVersion"]:
             # Optimistic concurrency, as the API server does for a precondition in a patch.
             raise KubeConflict(f"patch {kind} {_ref(namespace, name)}: HTTP 409 Conflict")
-        return self._store(key, _merge_patch(current, patch), previous=current)
+        stored = self._store(key, _merge_patch(current, patch), previous=current)
+        self._track_update(key, current, stored)
+        return stored
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
         self._enter("delete", kind, namespace, name)
@@ -417,7 +448,76 @@ class FakeCluster:
             raise KubeNotFound(f"Secret {namespace}/{name} has no key {key!r}")
         return base64.b64decode(encoded).decode("utf-8")
 
+    def mark_helm_release_failed(
+        self, namespace: str, release: str, revision: int, reason: str
+    ) -> bool:
+        name = helm_release_secret_name(release, revision)
+        self._enter("mark_helm_release_failed", "Secret", namespace, name)
+        key = self._key("v1", "Secret", namespace, name)
+        current = self.objects.get(key)
+        if current is None:
+            raise KubeNotFound(
+                f"Secret {namespace}/{name} not found: release {release} has no revision "
+                f"{revision} in Helm's Secret storage"
+            )
+        try:
+            found = failed_helm_release_patch(
+                current,
+                release=release,
+                revision=revision,
+                reason=reason,
+                modified_at=int(time.time()),
+            )
+        except ValueError as e:
+            raise KubeInvalid(f"Secret {namespace}/{name} {e}") from None
+        if found is None:
+            return False
+        stored = self._store(key, _merge_patch(current, found[0]), previous=current)
+        self._track_update(key, current, stored)
+        return True
+
+    def release_fields(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        manager: str = FIELD_MANAGER,
+    ) -> bool:
+        self._enter("release_fields", kind, namespace, name)
+        key = self._key(api_version, kind, namespace, name)
+        current = self.objects.get(key) if (api_version, kind) in self.kinds else None
+        if current is None:
+            raise KubeNotFound(f"{kind} {_ref(namespace, name)} not found")
+        managers = self._managers.get(key, {})
+        if manager not in managers:
+            return False
+        del managers[manager]
+        self._store(key, copy.deepcopy(current), previous=current)
+        return True
+
     # -- internals --
+
+    def _track_update(
+        self, key: tuple[str, str, str, str], old: Mapping[str, Any], new: Mapping[str, Any]
+    ) -> None:
+        """A non-apply write by "gitopsbot": it takes the leaves it changed from the others.
+        An object with no manager stays untracked, as on the API server."""
+        managers = self._managers.get(key)
+        if not managers:
+            return
+        before, after = _owned_leaves(old), _owned_leaves(new)
+        changed = {p: v for p, v in after.items() if before.get(p, _ABSENT) != v}
+        gone = set(before) - set(after)
+        if not changed and not gone:
+            return
+        for other, leaves in list(managers.items()):
+            for path in [p for p in leaves if p in changed or p in gone]:
+                del leaves[path]
+            if not leaves:
+                del managers[other]
+        if changed:
+            managers.setdefault(FIELD_MANAGER, {}).update(changed)
 
     def _enter(self, operation: str, kind: str, namespace: str | None, name: str) -> None:
         self.calls.append((operation, f"{kind} {_ref(namespace, name)}"))

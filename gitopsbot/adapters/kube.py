@@ -48,7 +48,12 @@ from gitopsbot.errors import (
     KubeTooManyRequests,
     TransientError,
 )
-from gitopsbot.ports.cluster import FIELD_MANAGER, RESTARTED_AT
+from gitopsbot.ports.cluster import (
+    FIELD_MANAGER,
+    RESTARTED_AT,
+    failed_helm_release_patch,
+    helm_release_secret_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +94,7 @@ class KubeCluster:
         poll_seconds: float = 0.2,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         crd_applier: Callable[[Mapping[str, str]], builtins.list[CrdApplyResult]] | None = None,
     ) -> None:
         self._client = api_client
@@ -98,6 +104,7 @@ class KubeCluster:
         self._poll = poll_seconds
         self._sleep = sleep
         self._monotonic = monotonic
+        self._wall_clock = wall_clock
         self._crd_applier = crd_applier
         self._discovery: dict[str, dict[str, _Resource] | None] = {}
 
@@ -266,6 +273,76 @@ class KubeCluster:
                 f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text"
             ) from None
 
+    def mark_helm_release_failed(
+        self, namespace: str, release: str, revision: int, reason: str
+    ) -> bool:
+        name = helm_release_secret_name(release, revision)
+        secret = self.get("v1", "Secret", namespace, name)
+        if secret is None:
+            raise KubeNotFound(
+                f"Secret {namespace}/{name} not found: release {release} has no revision "
+                f"{revision} in Helm's Secret storage"
+            )
+        try:
+            found = failed_helm_release_patch(
+                secret,
+                release=release,
+                revision=revision,
+                reason=reason,
+                modified_at=int(self._wall_clock()),
+            )
+        except ValueError as e:  # its message never quotes the payload
+            raise KubeInvalid(f"Secret {namespace}/{name} {e}") from None
+        if found is None:
+            return False
+        patch, status = found
+        self.patch_merge("v1", "Secret", namespace, name, patch)
+        log.warning(
+            "kube: helm release %s/%s revision %d marked failed (was %s): %s",
+            namespace, release, revision, status, reason,
+        )  # fmt: skip
+        return True
+
+    def release_fields(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        manager: str = FIELD_MANAGER,
+    ) -> bool:
+        resource = self._require(api_version, kind)
+        path = self._path(api_version, resource, namespace, name)
+        what = f"{kind} {_ref(namespace, name)}"
+        try:
+            current = self._json("GET", path, what=what)
+        except KubeNotFound:
+            raise KubeNotFound(f"{what} not found") from None
+        meta = current.get("metadata") or {}
+        entries = meta.get("managedFields") or []
+        kept = [e for e in entries if e.get("manager") != manager]
+        if len(kept) == len(entries):
+            return False
+        # A non-apply write that sets managedFields is honoured as given (the API server's
+        # decodeLiveOrNew); [{}] is the documented reset when nothing is left. The patch
+        # changes no field, so ``manager`` gets no new entry from it.
+        patch = {
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "managedFields": kept or [{}],
+            }
+        }
+        self._json(
+            "PATCH",
+            path,
+            query=[("fieldManager", manager)],
+            body=patch,
+            content_type="application/merge-patch+json",
+            what=f"release {manager}'s fields of {what}",
+        )
+        log.info("kube: %s no longer owns fields of %s", manager, what)
+        return True
+
     # -- CRDs ----------------------------------------------------------------------------
 
     def wait_established(self, applied: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
@@ -376,7 +453,11 @@ class KubeCluster:
                 return self._send(method, path, query, headers, body, what)
             except TransientError as e:
                 # A POST that failed with 5xx may have happened; only 429 is safe to repeat.
-                retryable = method != "POST" or isinstance(e, KubeTooManyRequests)
+                # A 409 (stale resourceVersion, field-manager conflict) answers the same to the
+                # same request: the caller reads again.
+                retryable = not isinstance(e, KubeConflict) and (
+                    method != "POST" or isinstance(e, KubeTooManyRequests)
+                )
                 attempt += 1
                 if not retryable or attempt >= self._retry.attempts:
                     raise

@@ -9,11 +9,21 @@ Errors are ``gitopsbot.errors.Kube*``: KubeNotFound (404), KubeConflict (409: st
 resourceVersion or field-manager conflict), KubeInvalid (422), KubeForbidden (401/403),
 KubeTooManyRequests (429, ``retry_after``), KubeServerError (5xx, transport). Messages never
 contain Secret data.
+
+Two break-glass operations live here too, for a person or a recovery step, never for the
+normal upgrade path: ``mark_helm_release_failed`` (a release left pending-* by a dead helm)
+and ``release_fields`` (the bot's field ownership, so a person's server-side ``helm upgrade``
+does not conflict with it). ``failed_helm_release_patch`` is the Helm storage format both
+implementations share: pure, no I/O.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import builtins
+import gzip
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,6 +33,10 @@ from gitopsbot.core.observed import CrdApplyResult, DeploymentReadiness
 FIELD_MANAGER = "gitopsbot"
 # The pod-template annotation ``kubectl rollout restart`` sets.
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+# Helm's default storage driver: one Secret per revision (helm/pkg/storage/driver/secrets.go).
+HELM_RELEASE_SECRET_TYPE = "helm.sh/release.v1"
+HELM_PENDING_STATUSES = frozenset({"pending-install", "pending-upgrade", "pending-rollback"})
+_GZIP_MAGIC = b"\x1f\x8b\x08"
 
 
 class Cluster(Protocol):
@@ -93,3 +107,91 @@ class Cluster(Protocol):
         """The decoded value of ``data[key]`` of a Secret. KubeNotFound names the Secret and
         key when either is missing; the value never appears in any error or log."""
         ...
+
+    def mark_helm_release_failed(
+        self, namespace: str, release: str, revision: int, reason: str
+    ) -> bool:
+        """Deliberately unlock a Helm release stuck in pending-* by a helm that died (what
+        Flux's helm-controller "unlock" does): in Helm's Secret storage, revision
+        ``revision`` of ``release`` (Secret ``sh.helm.release.v1.<release>.v<revision>``)
+        gets ``info.status`` "failed", ``reason`` appended to ``info.description``, and the
+        Secret's ``status`` label "failed" (``modifiedAt`` refreshed, as helm's own update
+        does). Written back guarded by the resourceVersion read.
+
+        True when it changed the revision; False when the revision was not pending (already
+        failed, deployed, superseded...: idempotent). KubeNotFound when the Secret does not
+        exist; KubeInvalid when it is not that revision of that release in Helm's format;
+        KubeConflict (transient) when the Secret changed since it was read (a helm still
+        running): read the history again before retrying. Only call this when no helm can
+        still be working on the release. The release payload (values, with secrets) never
+        appears in an error or a log."""
+        ...
+
+    def release_fields(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        manager: str = FIELD_MANAGER,
+    ) -> bool:
+        """Give up ``manager``'s field ownership of an object: its entries (every operation and
+        subresource) leave ``metadata.managedFields``, every other entry is kept, so the
+        fields it owned alone become unowned and a later server-side apply (helm 4's
+        upgrade) takes them without a conflict. Values are not changed. A non-apply write that
+        sets managedFields is honoured by the API server; the write carries the
+        resourceVersion read (KubeConflict if the object changed meanwhile: try again).
+
+        True when entries were removed, False when ``manager`` had none (idempotent).
+        KubeNotFound when the object does not exist. If no other entry remains, the list is
+        reset (``[{}]``): the API server then tracks no updates, and its next server-side
+        apply attributes the existing fields to "before-first-apply" first."""
+        ...
+
+
+def helm_release_secret_name(release: str, revision: int) -> str:
+    return f"sh.helm.release.v1.{release}.v{revision}"
+
+
+def failed_helm_release_patch(
+    secret: Mapping[str, Any], *, release: str, revision: int, reason: str, modified_at: int
+) -> tuple[dict[str, Any], str] | None:
+    """The JSON merge patch that marks a pending Helm release revision failed, and the status
+    it had; None when that status is not pending-*.
+
+    ``data.release`` is Kubernetes base64 of Helm's own base64 of gzip (or, from old helms,
+    plain) JSON; the patch writes it back the way helm does (gzip, best compression) and
+    carries the Secret's resourceVersion as a precondition. Raises ValueError, with a message
+    free of the payload, when the Secret is not revision ``revision`` of ``release``."""
+    if secret.get("type") != HELM_RELEASE_SECRET_TYPE:
+        raise ValueError(f"is not of type {HELM_RELEASE_SECRET_TYPE}")
+    data = (secret.get("data") or {}).get("release")
+    if not isinstance(data, str):
+        raise ValueError("has no data.release")
+    try:
+        stored = base64.b64decode(base64.b64decode(data, validate=True), validate=True)
+        if stored[:3] == _GZIP_MAGIC:
+            stored = gzip.decompress(stored)
+        record = json.loads(stored)
+    except (binascii.Error, OSError, EOFError, ValueError):
+        raise ValueError("data.release is not a Helm release record") from None
+    info = record.get("info") if isinstance(record, dict) else None
+    if not isinstance(info, dict) or record.get("name") != release:
+        raise ValueError(f"is not a Helm release record of {release}")
+    if record.get("version") != revision:
+        raise ValueError(f"holds revision {record.get('version')!r}, not {revision}")
+    status = str(info.get("status") or "")
+    if status not in HELM_PENDING_STATUSES:
+        return None
+    old = str(info.get("description") or "")
+    info["status"] = "failed"
+    info["description"] = f"{old}; {reason}" if old else reason
+    packed = gzip.compress(
+        json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode(), 9, mtime=0
+    )
+    meta: dict[str, Any] = {"labels": {"status": "failed", "modifiedAt": str(modified_at)}}
+    version = (secret.get("metadata") or {}).get("resourceVersion")
+    if version:
+        meta["resourceVersion"] = version
+    encoded = base64.b64encode(base64.b64encode(packed)).decode()
+    return {"metadata": meta, "data": {"release": encoded}}, status

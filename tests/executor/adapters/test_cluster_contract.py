@@ -8,10 +8,19 @@ a different field manager's conflicting value → KubeConflict unless force; JSO
 changes; delete twice; restart_deployment sets kubectl's restartedAt annotation and the
 Deployment is rolled out; read_secret decodes and names the missing key; apply_crds serves
 the new kinds and confirms each CRD; non-CRD documents are refused naming the file.
+Break-glass: release_fields drops one field manager's ownership (a merge patch made the bot
+an owner; another manager's apply then conflicts until it is released; other managers keep
+theirs; the last manager's release leaves "before-first-apply" to the next apply);
+mark_helm_release_failed turns a pending-* revision in Helm's Secret storage into failed
+(gzip and plain payloads, every pending state, idempotent), refuses what is not that
+revision of that release, and never shows the payload.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -191,3 +200,146 @@ def test_apply_crds_serves_new_kinds(cluster: Cluster) -> None:
 def test_apply_crds_refuses_other_documents(cluster: Cluster) -> None:
     with pytest.raises(KubeInvalid, match=r"bad\.yaml: document 2: expected a CustomResource"):
         cluster.apply_crds({"bad.yaml": CRD + "---\napiVersion: v1\nkind: ConfigMap\n"})
+
+
+# -- break-glass: releasing the bot's fields, unlocking a pending Helm release -------------------
+
+
+def test_release_fields_lets_another_manager_apply(cluster: Cluster) -> None:
+    cluster.apply(_cm("cfg", k="1", x="1"), field_manager="helm")
+    cluster.apply(_cm("cfg", k="1", x="1", y="1"), field_manager="other")
+    # The bot's merge patch takes k from helm (an update owns what it changes) ...
+    cluster.patch_merge("v1", "ConfigMap", NS, "cfg", {"data": {"k": "bot"}})
+    with pytest.raises(KubeConflict, match="gitopsbot"):
+        cluster.apply(_cm("cfg", k="2", x="1"), field_manager="helm")
+    # ... until it gives its fields up: helm's apply then takes k, values untouched till then.
+    assert cluster.release_fields("v1", "ConfigMap", NS, "cfg") is True
+    released = cluster.get("v1", "ConfigMap", NS, "cfg")
+    assert released is not None and released["data"]["k"] == "bot"
+    assert cluster.release_fields("v1", "ConfigMap", NS, "cfg") is False
+    assert cluster.apply(_cm("cfg", k="2", x="1"), field_manager="helm")["data"]["k"] == "2"
+    # Every other manager keeps its fields.
+    with pytest.raises(KubeConflict, match="other"):
+        cluster.apply(_cm("cfg", k="2", x="1", y="2"), field_manager="helm")
+
+
+def test_release_fields_of_a_missing_object(cluster: Cluster) -> None:
+    with pytest.raises(KubeNotFound, match="ConfigMap default/nope"):
+        cluster.release_fields("v1", "ConfigMap", NS, "nope")
+    cluster.apply(_cm("cfg", k="1"), field_manager="helm")
+    assert cluster.release_fields("v1", "ConfigMap", NS, "cfg", manager="nobody") is False
+
+
+def test_release_fields_of_the_only_manager(cluster: Cluster) -> None:
+    """Nothing left: the API server resets managedFields, tracks no update, and its next
+    apply attributes the existing fields to "before-first-apply"."""
+    cluster.create(_cm("cfg", k="1"))
+    assert cluster.release_fields("v1", "ConfigMap", NS, "cfg") is True
+    cluster.patch_merge("v1", "ConfigMap", NS, "cfg", {"data": {"k": "2"}})
+    assert cluster.release_fields("v1", "ConfigMap", NS, "cfg") is False
+    with pytest.raises(KubeConflict, match="before-first-apply"):
+        cluster.apply(_cm("cfg", k="3"), field_manager="helm")
+    assert cluster.apply(_cm("cfg", k="2"), field_manager="helm")["data"]["k"] == "2"
+
+
+SECRET_VALUE = "s3cr3t-in-values"
+
+
+def _helm_record(release: str, revision: int, status: str, description: str) -> dict[str, Any]:
+    return {
+        "name": release,
+        "namespace": NS,
+        "version": revision,
+        "info": {"status": status, "description": description, "notes": ""},
+        "config": {"password": SECRET_VALUE},
+        "manifest": "---\n# Source: x\n",
+    }
+
+
+def _helm_secret(record: dict[str, Any], *, compress: bool = True) -> dict[str, Any]:
+    payload = json.dumps(record).encode()
+    helm_b64 = base64.b64encode(gzip.compress(payload) if compress else payload)
+    release, revision = record["name"], record["version"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "helm.sh/release.v1",
+        "metadata": {
+            "name": f"sh.helm.release.v1.{release}.v{revision}",
+            "namespace": NS,
+            "labels": {"name": release, "owner": "helm", "status": record["info"]["status"],
+                       "version": str(revision)},
+        },
+        "data": {"release": base64.b64encode(helm_b64).decode()},
+    }  # fmt: skip
+
+
+def _stored_record(cluster: Cluster, name: str) -> tuple[dict[str, Any], dict[str, str]]:
+    secret = cluster.get("v1", "Secret", NS, name)
+    assert secret is not None
+    packed = base64.b64decode(base64.b64decode(secret["data"]["release"]))
+    assert packed[:2] == b"\x1f\x8b"  # written back gzipped, as helm writes it
+    return json.loads(gzip.decompress(packed)), secret["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("compress", [True, False], ids=["gzip", "plain"])
+def test_mark_helm_release_failed(cluster: Cluster, compress: bool) -> None:
+    cluster.create(_helm_secret(_helm_record("rel", 1, "superseded", "Install complete")))
+    pending = _helm_record("rel", 2, "pending-upgrade", "Preparing upgrade")
+    cluster.create(_helm_secret(pending, compress=compress))
+    name = "sh.helm.release.v1.rel.v2"
+
+    assert cluster.mark_helm_release_failed(NS, "rel", 2, "helm died (operator)") is True
+    record, labels = _stored_record(cluster, name)
+    assert record["info"]["status"] == "failed"
+    assert record["info"]["description"] == "Preparing upgrade; helm died (operator)"
+    assert record["config"] == {"password": SECRET_VALUE}  # the rest of the record as it was
+    assert record["manifest"] == pending["manifest"]
+    assert labels["status"] == "failed" and labels["owner"] == "helm"
+    assert int(labels["modifiedAt"]) > 0
+    # Idempotent; a revision that is not pending is left alone.
+    assert cluster.mark_helm_release_failed(NS, "rel", 2, "again") is False
+    assert cluster.mark_helm_release_failed(NS, "rel", 1, "not pending") is False
+    assert _stored_record(cluster, name)[0]["info"]["description"].count("operator") == 1
+
+
+@pytest.mark.parametrize("status", ["pending-install", "pending-rollback"])
+def test_mark_helm_release_failed_every_pending_state(cluster: Cluster, status: str) -> None:
+    cluster.create(_helm_secret(_helm_record("rel", 3, status, "")))
+    assert cluster.mark_helm_release_failed(NS, "rel", 3, "unlocked") is True
+    record, labels = _stored_record(cluster, "sh.helm.release.v1.rel.v3")
+    assert (record["info"]["status"], record["info"]["description"]) == ("failed", "unlocked")
+    assert labels["status"] == "failed"
+
+
+def test_mark_helm_release_failed_refusals_never_show_the_payload(cluster: Cluster) -> None:
+    with pytest.raises(KubeNotFound, match=r"sh\.helm\.release\.v1\.rel\.v7") as missing:
+        cluster.mark_helm_release_failed(NS, "rel", 7, "x")
+    assert "revision 7" in str(missing.value)
+    # A Secret of another release, or of another revision, under that name.
+    record = _helm_record("other", 4, "pending-upgrade", "")
+    secret = _helm_secret(record)
+    secret["metadata"]["name"] = "sh.helm.release.v1.rel.v4"
+    cluster.create(secret)
+    with pytest.raises(KubeInvalid, match="not a Helm release record of rel") as foreign:
+        cluster.mark_helm_release_failed(NS, "rel", 4, "x")
+    record = _helm_record("rel", 6, "pending-upgrade", "")
+    secret = _helm_secret(record)
+    secret["metadata"]["name"] = "sh.helm.release.v1.rel.v5"
+    cluster.create(secret)
+    with pytest.raises(KubeInvalid, match="holds revision 6, not 5") as other_revision:
+        cluster.mark_helm_release_failed(NS, "rel", 5, "x")
+    # Not Helm's format at all.
+    garbled = base64.b64encode(SECRET_VALUE.encode()).decode()
+    cluster.create({"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                    "metadata": {"name": "sh.helm.release.v1.rel.v8", "namespace": NS},
+                    "data": {"release": garbled}})  # fmt: skip
+    with pytest.raises(KubeInvalid, match="not a Helm release record") as garbage:
+        cluster.mark_helm_release_failed(NS, "rel", 8, "x")
+    cluster.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "sh.helm.release.v1.rel.v9", "namespace": NS},
+                    "data": {"release": "eA=="}})  # fmt: skip
+    with pytest.raises(KubeInvalid, match=r"not of type helm\.sh/release\.v1"):
+        cluster.mark_helm_release_failed(NS, "rel", 9, "x")
+    for error in (missing, foreign, other_revision, garbage):
+        assert SECRET_VALUE not in str(error.value)

@@ -4,7 +4,9 @@ through real kubectl, and the Deployment readiness judgment.
 
 Covers: 429 with Retry-After is retried after the server's delay; 5xx retried with backoff,
 then KubeServerError after the bounded attempts; a POST is not repeated after a 5xx; 409 →
-KubeConflict, 422 → KubeInvalid, 404 → KubeNotFound; a transport failure → KubeServerError;
+KubeConflict, never repeated (a real race lost by mark_helm_release_failed and
+release_fields: a stale resourceVersion); 422 → KubeInvalid, 404 → KubeNotFound; a
+transport failure → KubeServerError;
 messages truncated and free of Secret data; every TensorFusion CRD of chart 1.8.7 confirmed
 Established with its stored versions; kubectl's ``serverside-applied`` parsed per CRD; a
 Deployment judged like ``kubectl rollout status``.
@@ -12,7 +14,13 @@ Deployment judged like ``kubectl rollout status``.
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
+import time
+from collections.abc import Callable
 from pathlib import Path
+from threading import Thread
 from typing import Any
 
 import pytest
@@ -30,6 +38,7 @@ from gitopsbot.errors import (
     KubeTooManyRequests,
 )
 from gitopsbot.sandbox.apiserver import ApiServer
+from gitopsbot.sandbox.apiserver.faults import FaultRule
 
 NS = "default"
 
@@ -68,11 +77,95 @@ def test_post_is_not_repeated_after_5xx(
     assert sleeps == []
 
 
-def test_409_maps_to_conflict(api: ApiServer, kube: KubeCluster) -> None:
+def test_409_maps_to_conflict_and_is_not_repeated(
+    api: ApiServer, kube: KubeCluster, sleeps: list[float]
+) -> None:
     kube.create(_cm("x"))
-    api.faults.error(409, path="/api/v1/namespaces/default/configmaps/x", method="PATCH")
+    rule = api.faults.error(409, path="/api/v1/namespaces/default/configmaps/x", method="PATCH")
     with pytest.raises(KubeConflict):
         kube.patch_merge("v1", "ConfigMap", NS, "x", {"data": {"a": "b"}})
+    # The same request would get the same answer: the caller reads again.
+    assert (rule.hits, sleeps) == (1, [])
+
+
+def _write_meanwhile(api: ApiServer, rule: FaultRule, write: Callable[[], object]) -> Thread:
+    """Once ``rule`` (a latency on the adapter's write) holds a request, someone else writes
+    the object: the adapter's write then carries a stale resourceVersion, a real race."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 10
+        while rule.hits == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        write()
+
+    thread = Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_mark_helm_release_failed_loses_a_race_with_conflict(
+    api: ApiServer, kube: KubeCluster, sleeps: list[float]
+) -> None:
+    kube.create(_pending_release_secret())
+    name = "sh.helm.release.v1.rel.v2"
+    path = f"/api/v1/namespaces/default/secrets/{name}"
+    rule = api.faults.latency(0.5, path=path, method="PATCH")
+    label = {"metadata": {"labels": {"x": "y"}}}
+    other = _write_meanwhile(
+        api, rule, lambda: api.store.patch_merge("v1", "Secret", NS, name, label)
+    )
+    with pytest.raises(KubeConflict) as raised:
+        kube.mark_helm_release_failed(NS, "rel", 2, "helm died")
+    other.join()
+    assert (rule.hits, sleeps) == (1, [])
+    assert "s3cr3t" not in str(raised.value)
+    secret = api.store.get("v1", "Secret", NS, name)
+    assert secret is not None and secret["metadata"]["labels"]["status"] == "pending-upgrade"
+    # Read again, try again: it goes through.
+    api.faults.clear()
+    assert kube.mark_helm_release_failed(NS, "rel", 2, "helm died") is True
+
+
+def test_release_fields_loses_a_race_with_conflict(api: ApiServer, kube: KubeCluster) -> None:
+    kube.apply(_cm("x") | {"data": {"a": "1", "c": "1"}}, field_manager="helm")
+    kube.patch_merge("v1", "ConfigMap", NS, "x", {"data": {"a": "2"}})
+    rule = api.faults.latency(0.5, path="/api/v1/namespaces/default/configmaps/x", method="PATCH")
+    other = _write_meanwhile(
+        api, rule,
+        lambda: api.store.patch_merge("v1", "ConfigMap", NS, "x", {"data": {"b": "1"}}),
+    )  # fmt: skip
+    with pytest.raises(KubeConflict):
+        kube.release_fields("v1", "ConfigMap", NS, "x")
+    other.join()
+    api.faults.clear()
+    assert kube.release_fields("v1", "ConfigMap", NS, "x") is True
+    stored = api.store.get("v1", "ConfigMap", NS, "x")
+    assert stored is not None
+    assert [(e["manager"], e["operation"]) for e in stored["metadata"]["managedFields"]] == [
+        ("helm", "Apply"),
+        ("sandbox", "Update"),
+    ]
+
+
+def _pending_release_secret() -> dict[str, Any]:
+    record = {
+        "name": "rel",
+        "version": 2,
+        "info": {"status": "pending-upgrade", "description": "Preparing upgrade"},
+        "config": {"password": "s3cr3t"},
+    }
+    packed = base64.b64encode(gzip.compress(json.dumps(record).encode()))
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "helm.sh/release.v1",
+        "metadata": {
+            "name": "sh.helm.release.v1.rel.v2",
+            "namespace": NS,
+            "labels": {"name": "rel", "owner": "helm", "status": "pending-upgrade", "version": "2"},
+        },
+        "data": {"release": base64.b64encode(packed).decode()},
+    }
 
 
 def test_422_maps_to_invalid(kube: KubeCluster) -> None:
