@@ -29,7 +29,9 @@ from ruamel.yaml import YAML
 
 from gitopsbot import settings
 from gitopsbot.adapters.binaries import ensure
+from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.errors import GitOpsBotError
+from gitopsbot.ports.cluster import HELM_PENDING_STATUSES
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo
 from gitopsbot.sandbox.fleet_services import (
@@ -266,8 +268,10 @@ class Sandbox:
         )
 
     def install(self, version: str) -> None:
-        """``helm upgrade --install`` of the chosen version (idempotent on a kept state dir)."""
+        """``helm upgrade --install`` of the chosen version (idempotent on a kept state dir,
+        after ``recover``)."""
         assert self.repo is not None
+        self.recover()
         opts = self.options
         helm = str(self.helm or ensure("helm4", settings.cache_dir()))
         args = [
@@ -293,6 +297,38 @@ class Sandbox:
         )
         if proc.returncode != 0:
             raise SandboxError(f"helm install of tensor-fusion {version} failed: {proc.stderr}")
+
+    def recover(self) -> None:
+        """On a kept state dir, the break-glass steps a person takes before their own
+        ``helm upgrade`` (docs/sandbox.md), so the install cannot fail on what the bot or a
+        dead helm left behind:
+
+        - a revision of the release left pending-* (a helm still running when the last
+          sandbox stopped) is marked failed; no helm can be working on it, since this process
+          has only just started the API server;
+        - the bot's field ownership of every TensorFusionCluster is released: its merge patches
+          of pool switches own ``.spec.gpuPools``, and helm 4's server-side apply would
+          conflict with "gitopsbot" there.
+        """
+        opts = self.options
+        kube = KubeCluster.from_kubeconfig(self.kubeconfig, context=KUBE_CONTEXT)
+        try:
+            selector = f"owner=helm,name={opts.release}"
+            for secret in kube.list("v1", "Secret", opts.namespace, label_selector=selector):
+                labels = secret["metadata"].get("labels") or {}
+                if labels.get("status") in HELM_PENDING_STATUSES:
+                    kube.mark_helm_release_failed(  # logs what it did
+                        opts.namespace,
+                        opts.release,
+                        int(labels.get("version") or 0),
+                        "marked failed by `gitopsbot sandbox up`: its helm died with the sandbox",
+                    )
+            for tfc in kube.list(TF, "TensorFusionCluster"):
+                name = tfc["metadata"]["name"]
+                if kube.release_fields(TF, "TensorFusionCluster", None, name):
+                    log.info("TensorFusionCluster %s: the bot's fields released", name)
+        finally:
+            kube.close()
 
     def wait_cluster_running(self, timeout: float = 120.0) -> None:
         """Until every TFC is Running, its pools match their templates and no rollout runs.
