@@ -30,9 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gitopsbot.adapters.git import GitRepo, GitSettings
-from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
+from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.model import BotSettings, ClusterSpec, SecretRef
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.files import FileTree

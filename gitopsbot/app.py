@@ -24,12 +24,12 @@ from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver
-from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.bot.shared_repo import SharedRepo
+from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, SecretRef
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError

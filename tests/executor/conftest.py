@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.git import GitRepo, GitSettings
-from gitopsbot.bot.executor import GROUP, TF, Executor
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
+from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.forge_types import PullRequestState
 from gitopsbot.core.model import BotSettings, RolloutPolicy
 from gitopsbot.core.observed import HelmReleaseInfo
+from gitopsbot.core.tf_objects import GROUP, TF
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.gitremote import create_fleet_repo

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from gitopsbot.bot.executor import Executor
+from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.cli import main
 from gitopsbot.commands.status import render
 from gitopsbot.core.journal import OperationStatus

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from gitopsbot.bot.executor import TF, Executor
+from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core import operation
 from gitopsbot.core.journal import (
     OperationKind,
@@ -22,6 +22,7 @@ from gitopsbot.core.journal import (
     StepState,
 )
 from gitopsbot.core.observed import HelmReleaseStatus
+from gitopsbot.core.tf_objects import TF
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from tests.executor.conftest import CRD, NS, T0, Env, fleet_files

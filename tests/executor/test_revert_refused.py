@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsPassword
-from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import PassResult, Reconciler
+from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.model import BotSettings
 from gitopsbot.errors import ForgeServerError, GitUnavailable, PushRefused

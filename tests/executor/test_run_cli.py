@@ -21,10 +21,10 @@ import httpx
 import pytest
 
 from gitopsbot import app
-from gitopsbot.bot.executor import Executor
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.shared_repo import SharedRepo
+from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.cli import main
 from gitopsbot.core.journal import OperationKind, OperationStatus
 from gitopsbot.core.model import BotSettings
@@ -291,9 +291,7 @@ def test_workers_must_be_positive(env: Env, capsys: pytest.CaptureFixture[str]) 
     assert "--workers 0: give 1 or more" in capsys.readouterr().err
 
 
-def test_the_loop_runs_clusters_side_by_side_on_one_shared_mirror(
-    env: Env, tmp_path: Path
-) -> None:
+def test_the_loop_runs_clusters_side_by_side_on_one_shared_mirror(env: Env, tmp_path: Path) -> None:
     bot = app.build_bot(
         app.RunOptions(fleet_url=env.url, workers=3, cache=tmp_path / "cache", push=False)
     )

@@ -25,7 +25,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.kube import KubeCluster
-from gitopsbot.bot.executor import GROUP, TF, Executor
+from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core import operation
 from gitopsbot.core.journal import OperationKind, StepState
 from gitopsbot.core.model import (
@@ -37,6 +37,7 @@ from gitopsbot.core.model import (
     RolloutPolicy,
     SecretRef,
 )
+from gitopsbot.core.tf_objects import GROUP, TF
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.simulator import ControllerSim, ManualClock, SimConfig, WorkloadSpec
 from gitopsbot.testing import FakeCluster, FakeHelm

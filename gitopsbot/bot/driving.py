@@ -1,0 +1,187 @@
+"""Operation driving: observe → decide → execute one step → record.
+
+1. **Decide** (pure): ``core.operation.next_step(journal, observations, now)``.
+2. **Execute** one step, or the pool switch changes, through ``bot.steps.executor``.
+3. **Record**: a commit on the state branch for every transition, mirrored on the pull
+   request (one comment per operation, edited, and the ``gitopsbot/apply`` status).
+
+Resume: a killed pass leaves the journal at its last recorded transition; the next pass runs
+the step again, and the executor recognises an effect that already happened (the Helm
+revision description), so no step that took effect is repeated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from gitopsbot.bot.pass_base import PassBase, PassResult
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
+from gitopsbot.core import operation, rollout
+from gitopsbot.core.journal import (
+    Journal,
+    OperationStatus,
+    PhaseState,
+    RollbackPoint,
+    Step,
+    StepKind,
+    StepState,
+)
+from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.operation import Action, Decision
+
+
+class DrivingMixin(PassBase):
+    """Advances an active operation by one decision: a step, the pool switches, or the end."""
+
+    def advance(self, journal: Journal, now: datetime) -> PassResult:
+        spec = self.spec_at(journal.desired_sha, journal.cluster)
+        if spec is None:
+            failed = replace(
+                journal,
+                status=OperationStatus.FAILED,
+                failure=f"cluster {journal.cluster} is not in the fleet at "
+                f"{journal.desired_sha[:12]}",
+            )
+            self.save(failed, "failed: cluster missing")
+            return PassResult(journal.cluster, "failed", failed.failure)
+        executor = self.executor_for(spec)
+        observations = self._observe(journal, spec, executor)
+        decision = operation.next_step(
+            journal, observations, now, policy=spec.rollout, pool_windows=self.pool_windows(spec)
+        )
+        return self.carry_out(decision, journal, spec, executor, now)
+
+    def _observe(
+        self, journal: Journal, spec: ClusterSpec, executor: Executor
+    ) -> operation.Observations:
+        pending = next((s for s in journal.steps if not s.state.finished), None)
+        if pending is None or pending.kind is not StepKind.POOL_PHASE:
+            return operation.Observations()
+        seen = {}
+        for step in journal.steps:
+            if step.kind is StepKind.POOL_PHASE and step.component and not step.state.finished:
+                found = executor.observe_pool(spec, step.pool, step.component)
+                if found is not None:
+                    seen[(step.pool, step.component)] = found
+        return operation.Observations(seen)
+
+    def carry_out(
+        self,
+        decision: Decision,
+        journal: Journal,
+        spec: ClusterSpec,
+        executor: Executor,
+        now: datetime,
+    ) -> PassResult:
+        name = journal.cluster
+        if decision.action is Action.IDLE:
+            return PassResult(name, "idle")
+        if decision.action is Action.WAIT:
+            return PassResult(name, "wait", decision.reason, decision.until)
+        if decision.action is Action.START:
+            self.save(replace(journal, status=OperationStatus.RUNNING), f"{journal.op_id} started")
+            return PassResult(name, "started", journal.op_id, now)
+        if decision.action is Action.FINISH:
+            done = replace(journal, status=OperationStatus.SUCCEEDED)
+            self.save(done, f"{journal.kind} {journal.op_id} succeeded")
+            return PassResult(name, "succeeded", journal.op_id)
+        if decision.action is Action.REMEDIATE:
+            return self.remediate(journal, spec, decision.reason or decision.step, now)
+        if decision.action is Action.DRIVE_POOLS:
+            return self.drive_pools(decision, journal, spec, executor, now)
+        return self.run_step(journal.step(decision.step), journal, spec, executor, now)
+
+    def run_step(
+        self, step: Step, journal: Journal, spec: ClusterSpec, executor: Executor, now: datetime
+    ) -> PassResult:
+        if step.state is StepState.PENDING:
+            step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
+            journal = self.save(journal.with_step(step), f"{step.name} started")
+        elif step.state is StepState.RUNNING and step.started_at is None:
+            step = replace(step, started_at=now)
+        rollback_to = self._rollback_target(journal) if step.kind is StepKind.ROLLBACK else None
+        outcome = executor.run(step, journal, spec, now=now, rollback_to=rollback_to)
+        return self.record(outcome, step, journal, now)
+
+    def _rollback_target(self, journal: Journal) -> RollbackPoint | None:
+        undone = self.store.history(journal.cluster, journal.reverts_op)
+        return undone.rollback_point if undone is not None else None
+
+    def record(
+        self, outcome: StepOutcome, step: Step, journal: Journal, now: datetime
+    ) -> PassResult:
+        if outcome.state is StepState.RUNNING:
+            retry = now + timedelta(seconds=outcome.retry_after or 5)
+            if outcome.detail != step.detail:
+                journal = journal.with_step(replace(step, detail=outcome.detail))
+                self.save(journal, f"{step.name}: {outcome.detail[:100]}")
+            return PassResult(journal.cluster, "running", f"{step.name}: {outcome.detail}", retry)
+        finished = replace(
+            step,
+            state=outcome.state,
+            finished_at=now,
+            detail=outcome.detail,
+            effect=outcome.effect or step.effect,
+        )
+        journal = journal.with_step(finished)
+        if outcome.rollback_point is not None and journal.rollback_point is None:
+            journal = replace(journal, rollback_point=outcome.rollback_point)
+        if outcome.state is StepState.FAILED:
+            journal = replace(journal, failure=f"{step.name}: {outcome.detail}")
+        self.save(journal, f"{step.name} {outcome.state}", files=dict(outcome.files))
+        return PassResult(
+            journal.cluster, str(outcome.state), f"{step.name}: {outcome.detail}", now
+        )
+
+    def drive_pools(
+        self,
+        decision: Decision,
+        journal: Journal,
+        spec: ClusterSpec,
+        executor: Executor,
+        now: datetime,
+    ) -> PassResult:
+        before = journal
+        notes: list[str] = []
+        # A finished phase lets the next pool or phase start: come back at once, not a poll later.
+        advanced = False
+        for ref, pd in decision.phases:
+            step = journal.step(ref.step)
+            phase = pd.phase
+            if pd.action is rollout.PhaseAction.OPEN_SWITCH:
+                executor.set_switch(
+                    spec, ref.pool, ref.component, open_=True, batch_percentage=pd.batch_percentage
+                )
+            elif pd.action is rollout.PhaseAction.CLOSE_SWITCH or pd.close:
+                executor.set_switch(spec, ref.pool, ref.component, open_=False)
+            if pd.action is rollout.PhaseAction.VERIFY_CANARY:
+                problems = executor.check(spec, [ref.pool], canary=True, component=ref.component)
+                since = phase.last_progress_at or now
+                settling = (now - since).total_seconds() < VERIFY_TIMEOUT_SECONDS
+                if problems and settling:  # pods of the canary batch may still be starting
+                    pd = replace(pd, action=rollout.PhaseAction.WAIT, reason="; ".join(problems))
+                elif problems:
+                    pd = replace(
+                        pd, action=rollout.PhaseAction.HALT, reason="canary: " + "; ".join(problems)
+                    )
+                    phase = replace(phase, state=PhaseState.HALTED, halt_reason=pd.reason)
+                else:
+                    phase = replace(phase, canary_done=True, state=PhaseState.ROLLING)
+            if step.state is StepState.PENDING and phase.state is not PhaseState.PENDING:
+                step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
+            if phase.state is PhaseState.DONE:
+                step = replace(step, state=StepState.SUCCEEDED, finished_at=now, detail=pd.reason)
+                advanced = True
+            elif pd.action is rollout.PhaseAction.HALT:
+                step = replace(step, state=StepState.FAILED, finished_at=now, detail=pd.reason)
+                journal = replace(journal, failure=f"{step.name}: {pd.reason}")
+            elif pd.reason and pd.action is not rollout.PhaseAction.WAIT:
+                step = replace(step, detail=pd.reason)
+            journal = journal.with_step(step).with_phase(phase)
+            notes.append(f"{ref.step} {pd.action} {phase.progress}%")
+        if journal != before:
+            self.save(journal, "; ".join(notes))
+        until = now if advanced else decision.until
+        return PassResult(journal.cluster, "pools", "; ".join(notes), until)

@@ -1,0 +1,267 @@
+"""Intake and queue admission.
+
+New commits on the watched branch touching ``clusters/<name>/`` become an operation (a revert
+of a recorded operation becomes a rollback), placed by the merge queue
+(``core.merge_queue``). The first pass ever only records the branch head as the baseline: the
+bot applies merges it sees happen, not the history before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
+from gitopsbot.core import merge_queue, operation
+from gitopsbot.core.commit_classes import desired_paths, reverted_shas
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.model import ClusterSpec
+from gitopsbot.errors import ConfigError, ForgeError
+from gitopsbot.ports.repo import CommitInfo
+
+log = logging.getLogger(__name__)
+
+_PR_IN_MESSAGE = re.compile(r"(?:pull request #|\(#|!)(\d+)")
+_ROLLBACK_IN_REMEDIATION = re.compile(r"^rollback:([\w.-]+)")
+
+
+class IntakeMixin(PassBase):
+    """New commits of the watched branch → operations, admitted to the merge queue."""
+
+    def intake(self, cluster: str, now: datetime) -> PassResult | None:
+        head = self.repo.head(self.settings.watched_branch)
+        if head is None:
+            return None
+        current = self.store.current(cluster)
+        if current is not None and self._reverting(current):
+            # The failed operation's own revert (committed, perhaps not pushed yet) is not a
+            # person's revert: remediation finishes first, new commits are taken in after.
+            return None
+        seen = self.store.seen(cluster)
+        if seen == head:
+            return None
+        if seen is None:
+            self.store.commit(
+                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                f"{cluster}: baseline {head[:12]}",
+            )
+            return PassResult(cluster, "baseline", head)
+        commits = self.repo.log(self.settings.watched_branch, seen, LOG_LIMIT)
+        touching = [c for c in commits if self._touches(c, cluster)]
+        if not touching:
+            self.store.commit(
+                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                f"{cluster}: nothing new up to {head[:12]}",
+            )
+            return None
+        newest = touching[-1]
+        done = self._rolled_back_already(newest, cluster)
+        if done is not None:
+            # The revert PR of a refused automatic revert got merged (merge commit, squash or
+            # rebase), or a person reverted by hand while the rollback ran: the cluster was
+            # rolled back already, so Git now matches it. Nothing to apply.
+            text = (
+                f"{cluster}: {newest.sha[:12]} reverts {done.reverts_op}, already rolled back "
+                f"by {done.op_id}; recorded as seen, nothing applied"
+            )
+            log.info("%s", text)
+            self.store.commit({f"clusters/{cluster}/seen": (head + "\n").encode()}, text)
+            return None
+        try:
+            spec = self.spec_at(newest.sha, cluster)
+        except ConfigError as e:
+            # Bad fleet files got merged: nothing is applied; the next good commit is.
+            log.error("%s: fleet invalid at %s: %s", cluster, newest.sha[:12], e)
+            self.store.commit(
+                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                f"{cluster}: fleet invalid at {newest.sha[:12]}; nothing applied\n\n{e}"[:4000],
+            )
+            return PassResult(cluster, "invalid", str(e))
+        if spec is None:
+            self.store.commit(
+                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                f"{cluster}: removed from the fleet at {newest.sha[:12]}; nothing applied",
+            )
+            return PassResult(cluster, "removed", newest.sha)
+        new = self._operation_for(newest, spec, now)
+        return self._admit(new, spec, head, now)
+
+    def _reverting(self, journal: Journal) -> bool:
+        """A failed step awaits ``onFailure: rollback`` (``remediate`` runs next)."""
+        if not journal.active or not any(s.state is StepState.FAILED for s in journal.steps):
+            return False
+        try:
+            spec = self.spec_at(journal.desired_sha, journal.cluster)
+        except ConfigError:
+            return False
+        return spec is not None and spec.rollout.on_failure == "rollback"
+
+    def _rolled_back_already(self, commit: CommitInfo, cluster: str) -> Journal | None:
+        """The automatic rollback that already did what ``commit`` asks, if any: ``commit``
+        reverts ("This reverts commit X") an operation whose remediation names a recorded
+        rollback, or it brings the cluster's desired files to exactly those of the current
+        automatic rollback (a merge commit or a squash without the revert line)."""
+        for sha in reverted_shas(commit.message):
+            found = self._find_op(cluster, sha)
+            rollback = self._automatic_rollback(found) if found is not None else None
+            if rollback is not None:
+                return rollback
+        current = self.store.current(cluster)
+        if current is None or current.kind is not OperationKind.ROLLBACK or not current.reverts_op:
+            return None
+        undone = self.store.history(cluster, current.reverts_op)
+        rollback = self._automatic_rollback(undone) if undone is not None else None
+        if rollback is None or rollback.op_id != current.op_id:
+            return None
+        paths = desired_paths(cluster)
+        same = all(
+            self.repo.read(commit.sha, p) == self.repo.read(current.desired_sha, p) for p in paths
+        )
+        return current if same else None
+
+    def _automatic_rollback(self, failed: Journal) -> Journal | None:
+        """The rollback ``onFailure: rollback`` started for ``failed``, when recorded."""
+        match = _ROLLBACK_IN_REMEDIATION.match(failed.remediation)
+        if match is None:
+            return None
+        return self.store.history(failed.cluster, match.group(1))
+
+    def _touches(self, commit: CommitInfo, cluster: str) -> bool:
+        prefix = f"clusters/{cluster}/"
+        if not commit.parents:
+            return True
+        return any(
+            p.startswith(prefix) for p in self.repo.diff_paths(commit.parents[0], commit.sha)
+        )
+
+    def _operation_for(self, commit: CommitInfo, spec: ClusterSpec, now: datetime) -> Journal:
+        pr = self._pr_number(commit)
+        base = commit.parents[0] if commit.parents else ""
+        undone = self._undone(commit, spec.name)
+        if undone is not None:
+            return operation.new_operation(
+                kind=OperationKind.ROLLBACK,
+                cluster=spec.name,
+                desired_sha=commit.sha,
+                created_at=now,
+                policy=spec.rollout,
+                pr_number=pr,
+                reverts_op=undone.op_id,
+                base_sha=base,
+            )
+        shape = self._shape(spec)
+        return operation.new_operation(
+            kind=shape.kind,
+            cluster=spec.name,
+            desired_sha=commit.sha,
+            created_at=now,
+            policy=spec.rollout,
+            pr_number=pr,
+            crds=shape.crds,
+            restart=shape.restart,
+            base_sha=base,
+        )
+
+    def _shape(self, spec: ClusterSpec) -> operation.Shape:
+        """Compare with what will be deployed when this change starts: the running
+        operation's target if one runs, else the Helm release."""
+        secret_paths = [r.values_path for r in spec.credentials.secrets]
+        current = self.store.current(spec.name)
+        before = (
+            self.spec_at(current.desired_sha, spec.name) if current and current.active else None
+        )
+        if before is not None:
+            chart: str | None = before.release.version
+            values: Mapping[str, Any] = before.values
+        else:
+            helm = self.executor_for(spec).helm
+            status = helm.status(spec.release.release_name, spec.release.namespace)
+            chart = status.chart_version if status else None
+            values = (
+                helm.get_values(spec.release.release_name, spec.release.namespace) if status else {}
+            )
+        changed = operation.changed_paths(values, spec.values, ignore=secret_paths)
+        return operation.classify_change(
+            deployed_chart=chart, target_chart=spec.release.version, changed=changed
+        )
+
+    def _undone(self, commit: CommitInfo, cluster: str) -> Journal | None:
+        """The recorded operation this commit undoes: named by git's "This reverts commit"
+        line, or (a hand-made undo) the cluster's last operation when the commit restores
+        exactly the desired files that operation started from."""
+        for sha in reverted_shas(commit.message):
+            found = self._find_op(cluster, sha)
+            if found is not None and found.rollback_point is not None:
+                return found
+        last = self.store.current(cluster)
+        if (
+            last is None
+            or not last.base_sha
+            or last.kind is OperationKind.ROLLBACK
+            or last.rollback_point is None
+            or last.rollback_point.helm_revision == 0
+        ):
+            return None
+        paths = desired_paths(cluster)
+        now = [self.repo.read(commit.sha, p) for p in paths]
+        before = [self.repo.read(last.base_sha, p) for p in paths]
+        return last if now == before else None
+
+    def _find_op(self, cluster: str, sha: str) -> Journal | None:
+        found = self.store.history(cluster, operation.operation_id(cluster, sha))
+        if found is not None and found.desired_sha.startswith(sha[:12]):
+            return found
+        return None
+
+    def _pr_number(self, commit: CommitInfo) -> int | None:
+        if self.forge is not None:
+            try:
+                for pr in self.forge.list_merged_since(commit.time - timedelta(days=7)):
+                    if pr.merge_commit_sha == commit.sha:
+                        return pr.number
+            except ForgeError as e:
+                log.warning("could not list merged pull requests: %s", e)
+        match = _PR_IN_MESSAGE.search(commit.summary)
+        return int(match.group(1)) if match else None
+
+    def _admit(self, new: Journal, spec: ClusterSpec, head: str, now: datetime) -> PassResult:
+        current = self.store.current(spec.name)
+        queued = self.store.queued(spec.name)
+        if (
+            new.kind is OperationKind.ROLLBACK
+            and current is not None
+            and current.active
+            and current.op_id == new.reverts_op
+        ):
+            # The change being reverted is still running: stop it here, the rollback follows.
+            self._close_switches(current)
+            current = replace(
+                current, status=OperationStatus.FAILED, failure="reverted", remediation="reverted"
+            )
+            self.save(current, f"{current.op_id} stopped: reverted by {new.desired_sha[:12]}")
+        admission = merge_queue.admit(
+            new,
+            running=current,
+            queued=queued,
+            now=now,
+            pool_windows=list(self.pool_windows(spec).values()),
+        )
+        if admission.superseded is not None:
+            self.save(admission.superseded, f"{admission.superseded.op_id} superseded")
+            if queued is not None and admission.journal.status is not OperationStatus.QUEUED:
+                self.store.commit({f"clusters/{spec.name}/queued.yaml": None}, "queue emptied")
+        placed = admission.journal
+        if placed.status is OperationStatus.QUEUED:
+            when = (
+                f"expected start {admission.expected_start.isoformat()}"
+                if admission.expected_start
+                else "after the running operation"
+            )
+            self.save(placed, f"{placed.kind} {placed.op_id} queued: {when}", seen=head)
+            return PassResult(spec.name, "queued", when, next_at=admission.expected_start)
+        self.save(placed, f"{placed.kind} {placed.op_id} started", seen=head)
+        return PassResult(spec.name, "started", placed.op_id, next_at=now)

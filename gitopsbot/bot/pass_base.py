@@ -1,0 +1,156 @@
+"""What every part of a reconcile pass shares: the ports, the caches of fleet files by commit,
+and how a transition is recorded (a state-branch commit, mirrored on the pull request).
+
+``PassBase`` holds the constructor, ``spec_at`` / ``fleet_at`` / ``pool_windows``, ``save`` /
+``mirror`` and ``_close_switches``; the mixins ``IntakeMixin`` (``bot.intake``),
+``DrivingMixin`` (``bot.driving``) and ``RevertsMixin`` (``bot.reverts``) build on it, and
+``bot.reconciler.Reconciler`` puts them together.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from gitopsbot.bot import pr_mirror
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core import windows
+from gitopsbot.core.journal import Journal, PhaseState
+from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.errors import GitOpsBotError
+from gitopsbot.ports.clock import Clock
+from gitopsbot.ports.files import FileTree
+from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.repo import Repo
+
+log = logging.getLogger(__name__)
+
+LOG_LIMIT = 200
+SPEC_CACHE = 256  # cluster specs kept, by (commit, cluster)
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    cluster: str
+    action: str
+    detail: str = ""
+    next_at: datetime | None = None  # come back no later than this
+
+
+class PassBase:
+    """Drives every cluster's operations. Ports are injected; ``executor_for`` builds the
+    executor of a cluster (its Cluster and Helm ports) from the cluster's spec."""
+
+    def __init__(
+        self,
+        *,
+        repo: Repo,
+        store: JournalStore,
+        executor_for: Callable[[ClusterSpec], Executor],
+        clock: Clock,
+        load_fleet: Callable[[FileTree], Fleet],
+        resolve_tz: Callable[[str], tzinfo],
+        settings: BotSettings,
+        forge: Forge | None = None,
+        fetch: bool = True,
+        push: bool = True,
+        publish: Callable[[Journal], None] | None = None,
+        load_cluster: Callable[[FileTree, str], ClusterSpec | None] | None = None,
+    ) -> None:
+        self.repo = repo
+        self.store = store
+        self.executor_for = executor_for
+        self.clock = clock
+        self.load_fleet = load_fleet
+        self.resolve_tz = resolve_tz
+        self.settings = settings
+        self.forge = forge
+        self.fetch = fetch
+        # False (``run --no-push``): nothing reaches the fleet remote. Revert commits stay
+        # local, revert pull requests (which need a pushed branch) are not opened.
+        self.push = push
+        # How a transition reaches the pull request: ``PullRequestMirror.publish`` in the
+        # long-running loop (posted from its own thread), else posted within the pass.
+        self.publish = publish
+        # One cluster's files at a commit (``fleetrepo.find_cluster``): a merge costs that
+        # cluster's parse, not the fleet's. None: taken from ``load_fleet`` (whole fleet).
+        self.load_cluster = load_cluster
+        self._fleets: dict[str, Fleet] = {}
+        self._specs: dict[tuple[str, str], ClusterSpec | None] = {}
+        self._specs_lock = threading.Lock()
+        self._shown: set[str] = set()  # clusters whose running operation was re-posted
+        self._pr_retried: dict[str, datetime] = {}  # cluster → last revert-PR retry
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def fleet_at(self, sha: str) -> Fleet:
+        if sha not in self._fleets:
+            self._fleets[sha] = self.load_fleet(self.repo.tree(sha))
+        return self._fleets[sha]
+
+    def spec_at(self, sha: str, cluster: str) -> ClusterSpec | None:
+        if self.load_cluster is None:
+            return self.fleet_at(sha).clusters.get(cluster)
+        key = (sha, cluster)
+        with self._specs_lock:  # passes of several clusters run in parallel
+            if key in self._specs:
+                return self._specs[key]
+        spec = self.load_cluster(self.repo.tree(sha), cluster)
+        with self._specs_lock:
+            if len(self._specs) >= SPEC_CACHE:  # a long-running bot sees many commits
+                self._specs.pop(next(iter(self._specs)))
+            self._specs[key] = spec
+        return spec
+
+    def pool_windows(self, spec: ClusterSpec) -> dict[str, windows.Window | None]:
+        out: dict[str, windows.Window | None] = {}
+        for pool in spec.rollout.pools:
+            mw = pool.maintenance_window
+            out[pool.name] = (
+                None if mw is None else windows.Window.of(mw, self.resolve_tz(mw.timezone))
+            )
+        return out
+
+    def save(
+        self,
+        journal: Journal,
+        message: str,
+        *,
+        files: Mapping[str, bytes | None] | None = None,
+        seen: str | None = None,
+    ) -> Journal:
+        self.store.save(journal, message, files=files, seen=seen)
+        self.mirror(journal)
+        return journal
+
+    def mirror(self, journal: Journal) -> None:
+        """The pull request shows every transition: one edited comment and a status."""
+        if self.publish is not None:
+            self.publish(journal)
+        elif self.forge is not None:
+            pr_mirror.post(self.forge, journal)
+
+    def _close_switches(self, journal: Journal) -> None:
+        spec = self.spec_at(journal.desired_sha, journal.cluster)
+        if spec is None:
+            return
+        executor = self.executor_for(spec)
+        for step in journal.steps:
+            phase = journal.phase(step.name)
+            if step.component and phase.state in (PhaseState.ROLLING, PhaseState.CANARY):
+                try:
+                    executor.set_switch(spec, step.pool, step.component, open_=False)
+                except GitOpsBotError as e:
+                    log.error("%s: could not close %s: %s", journal.cluster, step.name, e)
+
+    # -- provided by a sibling mixin ------------------------------------------------------
+
+    def remediate(
+        self, journal: Journal, spec: ClusterSpec, reason: str, now: datetime
+    ) -> PassResult:
+        """On failure (``bot.reverts.RevertsMixin.remediate``)."""
+        raise NotImplementedError

@@ -1,0 +1,1 @@
+"""The apply engine: one step kind per module, run by ``executor.Executor``."""

@@ -1,0 +1,156 @@
+"""Run one step of an operation through the ports and say how it went.
+
+Every step is idempotent or recognises its own earlier effect, so a restart after a kill
+never repeats one that took effect: the Helm upgrade finds its revision by the description
+it gave it (``gitopsbot op=<id> step=helm-upgrade``), a rollback finds helm's own
+``Rollback to <n>`` revision, a controller restart stamps the step's start time (a repeat
+writes the same annotation and starts no new rollout).
+
+Each step kind lives in its own module of ``bot.steps`` (``backup``, ``crds``,
+``helm_upgrade``, ``controller``, ``pool_switch``, ``verify``, ``rollback``); the pure
+TensorFusion judgments are in ``core.tf_objects``. ``Executor`` holds the ports and hands
+them to the steps.
+
+Outcomes are values (``StepOutcome``): SUCCEEDED / SKIPPED / FAILED, or RUNNING with a
+``retry_after`` when the world needs more time. Exceptions from the ports are mapped in one
+place (``run``): TransientError → RUNNING (retry), PermanentError → FAILED.
+No adapter is imported here: ports are injected (``app.py`` wires them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
+
+from gitopsbot.bot.steps import backup as backup_step
+from gitopsbot.bot.steps import controller as controller_steps
+from gitopsbot.bot.steps import crds as crds_step
+from gitopsbot.bot.steps import helm_upgrade as helm_step
+from gitopsbot.bot.steps import pool_switch
+from gitopsbot.bot.steps import rollback as rollback_step
+from gitopsbot.bot.steps import verify as verify_step
+from gitopsbot.bot.steps.outcome import SecretSource, StepOutcome
+from gitopsbot.core import rollout
+from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.journal import Journal, RollbackPoint, Step, StepKind, StepState
+from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.errors import GitOpsBotError, HelmReleaseLocked, PermanentError, TransientError
+from gitopsbot.ports.cluster import Cluster
+from gitopsbot.ports.helm import Helm
+
+
+class Executor:
+    """Runs steps against one cluster's ports. ``now`` comes from the caller's clock."""
+
+    def __init__(
+        self,
+        *,
+        cluster: Cluster,
+        helm: Helm,
+        secrets: SecretSource,
+        smoke_test_timeout: int = 300,
+    ) -> None:
+        self.cluster = cluster
+        self.helm = helm
+        self.secrets = secrets
+        self.smoke_test_timeout = smoke_test_timeout
+
+    # -- the one place exceptions become outcomes -----------------------------------------
+
+    def run(
+        self,
+        step: Step,
+        journal: Journal,
+        spec: ClusterSpec,
+        *,
+        now: datetime,
+        rollback_to: RollbackPoint | None = None,
+    ) -> StepOutcome:
+        handlers: dict[StepKind, Callable[[], StepOutcome]] = {
+            StepKind.BACKUP: lambda: self.backup(journal, spec),
+            StepKind.CRDS: lambda: self.crds(journal, spec),
+            StepKind.HELM_UPGRADE: lambda: self.helm_upgrade(journal, spec),
+            StepKind.CONTROLLER_READY: lambda: self.controller_ready(step, spec, now),
+            StepKind.CONTROLLER_RESTART: lambda: self.controller_restart(step, spec, now),
+            StepKind.VERIFY: lambda: self.verify(step, spec, now, rolled=tf.rolled(journal)),
+            StepKind.ROLLBACK: lambda: self.rollback(journal, spec, rollback_to),
+        }
+        handler = handlers.get(step.kind)
+        if handler is None:
+            return StepOutcome(StepState.FAILED, f"{step.kind} is not run by the executor")
+        try:
+            return handler()
+        except HelmReleaseLocked as e:
+            return StepOutcome(StepState.FAILED, f"{e} (resolve the release by hand)")
+        except TransientError as e:
+            return StepOutcome(StepState.RUNNING, f"retrying: {e}", retry_after=e.retry_after)
+        except (PermanentError, GitOpsBotError) as e:
+            return StepOutcome(StepState.FAILED, str(e))
+
+    # -- the steps (bot.steps.*) ----------------------------------------------------------
+
+    def backup(self, journal: Journal, spec: ClusterSpec) -> StepOutcome:
+        return backup_step.backup(self.cluster, self.helm, journal, spec)
+
+    def crds(self, journal: Journal, spec: ClusterSpec) -> StepOutcome:
+        return crds_step.crds(self.cluster, self.helm, journal, spec)
+
+    def own_revision(self, spec: ClusterSpec, description: str) -> int:
+        return helm_step.own_revision(self.helm, spec, description)
+
+    def helm_upgrade(
+        self, journal: Journal, spec: ClusterSpec, *, version: str | None = None
+    ) -> StepOutcome:
+        return helm_step.helm_upgrade(self.helm, self.secrets, journal, spec, version=version)
+
+    def controller_ready(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
+        return controller_steps.controller_ready(self.cluster, step, spec, now)
+
+    def controller_restart(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
+        return controller_steps.controller_restart(self.cluster, step, spec, now)
+
+    def rollback(
+        self, journal: Journal, spec: ClusterSpec, point: RollbackPoint | None
+    ) -> StepOutcome:
+        return rollback_step.rollback(self.helm, self.secrets, journal, spec, point)
+
+    def observe_pool(
+        self, spec: ClusterSpec, pool: str, component: Component
+    ) -> rollout.PoolObservation | None:
+        return pool_switch.observe_pool(self.cluster, spec, pool, component)
+
+    def set_switch(
+        self,
+        spec: ClusterSpec,
+        pool: str,
+        component: Component,
+        *,
+        open_: bool,
+        batch_percentage: int | None = None,
+    ) -> None:
+        pool_switch.set_switch(
+            self.cluster, spec, pool, component, open_=open_, batch_percentage=batch_percentage
+        )
+
+    def check(
+        self,
+        spec: ClusterSpec,
+        pools: Sequence[str] | None = None,
+        *,
+        canary: bool = False,
+        component: Component | None = None,
+        rolled: Mapping[str, Collection[Component]] | None = None,
+    ) -> list[str]:
+        return verify_step.check(
+            self.cluster, spec, pools, canary=canary, component=component, rolled=rolled
+        )
+
+    def verify(
+        self,
+        step: Step,
+        spec: ClusterSpec,
+        now: datetime,
+        *,
+        rolled: Mapping[str, Collection[Component]] | None = None,
+    ) -> StepOutcome:
+        return verify_step.verify(self.cluster, step, spec, now, rolled=rolled)

@@ -1,0 +1,116 @@
+"""Pool rollouts: the switches in the TensorFusionCluster's pool templates and what a pool's
+rollout looks like from outside.
+
+``set_switch`` is the only place the bot turns a rollout on (F1): it opens or closes one
+``autoUpdate*`` switch of one pool. ``observe_pool`` reads the GPUPool's R14 progress, the
+switch, the nodes and whether the pool's pods already run the template, for
+``core.rollout`` to decide the next phase action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitopsbot.bot.steps.cluster_reads import pool_images
+from gitopsbot.bot.steps.verify import check_nodes
+from gitopsbot.core import rollout
+from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.errors import PermanentError
+from gitopsbot.ports.cluster import Cluster
+
+SWITCH = {
+    Component.HYPERVISOR: "autoUpdateHypervisor",
+    Component.WORKER: "autoUpdateWorker",
+    Component.CLIENT: "autoUpdateClient",
+}
+
+
+def observe_pool(
+    cluster: Cluster, spec: ClusterSpec, pool: str, component: Component
+) -> rollout.PoolObservation | None:
+    tfc = cluster.get(tf.TF, "TensorFusionCluster", None, tf.tfc_name(spec))
+    gpupool = cluster.get(tf.TF, "GPUPool", None, tf.gpupool_name(spec, pool))
+    if tfc is None or gpupool is None:
+        return None
+    status = (gpupool.get("status") or {}).get("componentStatus") or {}
+    progress = status.get(f"{component}UpdateProgress")
+    nodes = cluster.list(
+        tf.TF, "GPUNode", label_selector=f"{tf.GROUP}/pool-{tf.gpupool_name(spec, pool)}=true"
+    )
+    pending = tuple(
+        n["metadata"]["name"]
+        for n in nodes
+        if (n.get("status") or {}).get("phase", "Pending") == "Pending"
+    )
+    policy = tf.rolling_policy(tfc, pool)
+    image = pool_images(cluster, spec).get(pool, {}).get(str(component))
+    template_hash = tf.status_hash(gpupool, component)
+    current = image is None or not _stale(cluster, spec, pool, component, image, template_hash)
+    return rollout.PoolObservation(
+        progress=None if progress is None else int(progress),
+        synced=bool(status.get(f"{component}ConfigSynced", False)),
+        switch_open=bool(policy.get(SWITCH[component], False)),
+        nodes=len(nodes),
+        pending_nodes=pending,
+        current=current,
+    )
+
+
+def _stale(
+    cluster: Cluster,
+    spec: ClusterSpec,
+    pool: str,
+    component: Component,
+    image: str,
+    template_hash: str | None = None,
+) -> list[str]:
+    """The pool's pods of ``component`` not on ``image`` (observe_pool's ``current``)."""
+    if component is Component.HYPERVISOR:
+        return check_nodes(cluster, spec, pool, image, mode="images")
+    gp_name = tf.gpupool_name(spec, pool)
+    if component is Component.WORKER:
+        workers = cluster.list("v1", "Pod", None, label_selector=tf.WORKER_SELECTOR)
+        pods = tf.worker_pods(gp_name, cluster.list(tf.TF, "TensorFusionWorkload"), workers)
+        return tf.check_pods(component, pool, pods, image, mode="images")
+    enabled = cluster.list("v1", "Pod", None, label_selector=tf.CLIENT_SELECTOR)
+    pods = tf.client_pods(gp_name, enabled)
+    return tf.check_pods(component, pool, pods, image, mode="images", template_hash=template_hash)
+
+
+def set_switch(
+    cluster: Cluster,
+    spec: ClusterSpec,
+    pool: str,
+    component: Component,
+    *,
+    open_: bool,
+    batch_percentage: int | None = None,
+) -> None:
+    """Open or close one switch in the TFC's pool template (F1: the only place the bot
+    turns a rollout on). A merge patch replaces the whole gpuPools list, so it carries
+    the resourceVersion read: a concurrent writer makes it fail with KubeConflict."""
+    name = tf.tfc_name(spec)
+    tfc = cluster.get(tf.TF, "TensorFusionCluster", None, name)
+    if tfc is None:
+        raise PermanentError(f"TensorFusionCluster {name} not found")
+    pools = [dict(p) for p in (tfc.get("spec") or {}).get("gpuPools") or []]
+    for entry in pools:
+        if entry.get("name") != pool:
+            continue
+        template = dict(entry.get("specTemplate") or {})
+        manager = dict(template.get("nodeManagerConfig") or {})
+        policy = dict(manager.get("nodePoolRollingUpdatePolicy") or {})
+        policy[SWITCH[component]] = open_
+        if batch_percentage is not None:
+            policy["batchPercentage"] = batch_percentage
+        manager["nodePoolRollingUpdatePolicy"] = policy
+        template["nodeManagerConfig"] = manager
+        entry["specTemplate"] = template
+        break
+    else:
+        raise PermanentError(f"pool {pool} is not in TensorFusionCluster {name}")
+    version = (tfc.get("metadata") or {}).get("resourceVersion")
+    patch: dict[str, Any] = {"spec": {"gpuPools": pools}}
+    if version:
+        patch["metadata"] = {"resourceVersion": version}
+    cluster.patch_merge(tf.TF, "TensorFusionCluster", None, name, patch)
