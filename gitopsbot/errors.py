@@ -17,7 +17,9 @@ Each concrete class has a *family* (where the error came from, with its context)
     ├── KubeError          family: KubeConflict, KubeServerError, KubeTooManyRequests
     │                      (transient); KubeInvalid, KubeNotFound, KubeForbidden (permanent)
     └── HelmError          family: HelmTimeout (transient), HelmFailed (permanent),
-                           HelmReleaseLocked (permanent: a release stuck in pending-*)
+                           HelmReleaseLocked (permanent: a release stuck in pending-*),
+                           HelmChartUnusable (permanent: the chart could not be fetched or
+                           loaded; nothing changed in the cluster)
 
 Messages never carry secret material or tokens: adapters build them from redacted text.
 """
@@ -190,11 +192,18 @@ class HelmTimeout(HelmError, TransientError):
 
 
 class HelmFailed(HelmError, PermanentError):
-    """helm exited non-zero."""
+    """helm exited non-zero (after retrying transient API failures inside the call)."""
 
 
 class HelmReleaseLocked(HelmError, PermanentError):
     """The release is stuck in pending-install/upgrade/rollback; reported, never forced."""
+
+
+class HelmChartUnusable(HelmError, PermanentError):
+    """The chart could not be fetched (a version the repository does not have, a repository
+    still unreachable after retries) or helm refused it (an unsafe or broken archive). helm
+    stops before it reads or writes the release: nothing was changed in the cluster. The
+    message names the chart and version."""
 
 
 class SecretUnavailable(PermanentError):

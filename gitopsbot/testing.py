@@ -42,6 +42,7 @@ from gitopsbot.core.observed import (
 from gitopsbot.errors import (
     ForgeFailed,
     ForgeNotFound,
+    HelmChartUnusable,
     HelmFailed,
     HelmReleaseLocked,
     KubeConflict,
@@ -644,6 +645,13 @@ class FakeHelm:
     does. ``app_versions`` maps chart version → appVersion. ``on_deploy`` (if given) is called
     with each new revision, its values and post-render policy, so a test can reflect the
     release into a FakeCluster. ``clock`` gives the ``updated`` time.
+
+    Like HelmCli: ``transient(operation, times)`` makes the next call meet ``times``
+    transient API failures, retried inside the call (``last_retries``) up to
+    ``retry_attempts`` attempts, then HelmFailed; each failed upgrade/rollback attempt
+    leaves a ``failed`` revision, as helm does. ``running`` holds the descriptions of helm
+    operations still running (``operation_alive``). A local chart path that does not exist
+    raises HelmChartUnusable.
     """
 
     def __init__(
@@ -654,6 +662,7 @@ class FakeHelm:
         | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         charts: Mapping[str, Path] | None = None,
+        retry_attempts: int = 4,
     ) -> None:
         self.releases: dict[tuple[str, str], builtins.list[_Revision]] = {}
         self.app_versions = dict(app_versions or {})
@@ -661,10 +670,24 @@ class FakeHelm:
         self.clock = clock
         self.charts = dict(charts or {})  # chart version → local chart directory, for pull
         self.calls: builtins.list[str] = []
+        self.retry_attempts = retry_attempts
+        self.running: set[str] = set()
         self._failures: dict[str, builtins.list[_Injected]] = {}
+        self._transient: dict[str, int] = {}
+        self._retries = 0
 
     def fail(self, operation: str, error: Exception, *, times: int = 1) -> None:
         self._failures.setdefault(operation, []).append(_Injected(error, times))
+
+    def transient(self, operation: str, *, times: int = 1) -> None:
+        self._transient[operation] = self._transient.get(operation, 0) + times
+
+    @property
+    def last_retries(self) -> int:
+        return self._retries
+
+    def operation_alive(self, description: str) -> bool:
+        return bool(description) and description in self.running
 
     def set_pending(
         self,
@@ -708,8 +731,14 @@ class FakeHelm:
         self._enter("upgrade")
         history = self.releases.get((namespace, release), [])
         self._refuse_pending(history, release, namespace, "helm upgrade")
+        if chart.path and not Path(chart.path).exists():
+            raise HelmChartUnusable(
+                f"helm upgrade {release}: chart {chart.label} version {version} cannot be used "
+                f'(nothing was changed in the cluster): path "{chart.path}" not found'
+            )
         if not history and not install:
             raise HelmFailed(f'helm upgrade {release}: "{release}" has no deployed releases')
+        self._absorb_transient("upgrade", release, namespace)
         name, app_version = chart.name, self.app_versions.get(version, version)
         metadata = Path(chart.path) / "Chart.yaml" if chart.path else None
         if metadata is not None and metadata.is_file():
@@ -742,6 +771,7 @@ class FakeHelm:
         history = self.releases.get((namespace, release), [])
         self._refuse_pending(history, release, namespace, "helm rollback")
         target = self._revision(release, namespace, revision)
+        self._absorb_transient("rollback", release, namespace)
         return self._deploy(
             release,
             namespace,
@@ -757,13 +787,19 @@ class FakeHelm:
         self._enter("pull")
         source = Path(chart.path) if chart.path else self.charts.get(version)
         if source is None or not source.is_dir():
-            raise HelmFailed(f"helm pull {chart.label} {version}: chart not found")
+            raise HelmChartUnusable(
+                f"helm pull {chart.label} {version}: chart {chart.label} version {version} "
+                "cannot be used: not found"
+            )
         target = dest / (chart.name or source.name)
         shutil.copytree(source, target, dirs_exist_ok=True)
         return target
 
     def _enter(self, operation: str) -> None:
         self.calls.append(operation)
+        self._retries = 0
+        if operation not in ("upgrade", "rollback"):
+            self._absorb_transient(operation, "", "")
         queue = self._failures.get(operation)
         if queue:
             injected = queue[0]
@@ -771,6 +807,37 @@ class FakeHelm:
             if injected.times <= 0:
                 queue.pop(0)
             raise injected.error
+
+    def _absorb_transient(self, operation: str, release: str, namespace: str) -> None:
+        """Injected transient failures: each failed upgrade/rollback attempt leaves a
+        ``failed`` revision; retried while the budget lasts, then HelmFailed."""
+        pending = self._transient.pop(operation, 0)
+        for attempt in range(1, pending + 1):
+            if release:
+                self._record_failed(release, namespace, operation)
+            if attempt == self.retry_attempts:
+                self._transient[operation] = pending - attempt
+                raise HelmFailed(
+                    f"helm {operation}: exit 1: Error: Operation cannot be fulfilled: the "
+                    "object has been modified; please apply your changes to the latest "
+                    "version and try again"
+                )
+            self._retries += 1
+
+    def _record_failed(self, release: str, namespace: str, operation: str) -> None:
+        history = self.releases.get((namespace, release), [])
+        if not history:
+            return
+        latest = history[-1]
+        verb = "Upgrade" if operation == "upgrade" else "Rollback"
+        info = replace(
+            latest.info,
+            revision=latest.info.revision + 1,
+            status=HelmReleaseStatus.FAILED,
+            description=f'{verb} "{release}" failed: the object has been modified',
+            updated=self.clock(),
+        )
+        history.append(_Revision(info, copy.deepcopy(latest.values), latest.post_render_policy))
 
     @staticmethod
     def _refuse_pending(

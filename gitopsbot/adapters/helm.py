@@ -3,11 +3,22 @@
 - Private ``HELM_CONFIG_HOME``/``HELM_CACHE_HOME``/``HELM_DATA_HOME``/``HELM_PLUGINS`` and
   ``KUBECACHEDIR`` under ``home`` (no repository list, plugin or discovery cache is shared
   with a person's helm); the rest of the environment is an allow-list (``tool_env``).
-- argv is a list (no shell) and never holds a value: values (with merged secrets) go through
-  a 0600 file in a 0700 directory, removed afterwards (R8, R17). helm's stderr is bounded and
-  every string value of the upgrade is masked in it before it reaches an exception or log.
-- R8: ``upgrade`` always passes the whole values file, ``--version`` and ``--namespace``,
-  never ``--reuse-values``; a release in pending-* raises HelmReleaseLocked, never forced.
+- No secret touches disk or argv: values (with merged secrets) reach helm on standard input
+  (``--values -``), argv is a list (no shell) and never holds a value (R8, R17). helm's
+  stderr is bounded and every string value of the upgrade is masked in it before it reaches
+  an exception or log. Each helm child gets its own work directory (policy file, TMPDIR),
+  removed when it ends; leftovers of a dead process are removed at construction.
+- Children die with the bot: each helm runs in its own process group, with SIGTERM as its
+  parent-death signal on Linux, in a process-wide registry (``HelmCli.terminate_children``,
+  atexit) and recorded in ``<home>/run/helm-<pid>.json`` while it runs. A recorded helm
+  still running for a dead bot is stopped at construction; ``operation_alive`` tells
+  whether a helm carrying a description is running.
+- Transient failures (409 stale object, 429, 5xx, connection reset/refused, EOF, timeouts
+  of the transport) are retried inside the call with bounded backoff (``retry_delays``);
+  ``last_retries`` counts them. A chart that cannot be fetched or loaded raises
+  ``HelmChartUnusable``: nothing was changed in the cluster.
+- R8: ``upgrade`` always passes the whole values, ``--version`` and ``--namespace``, never
+  ``--reuse-values``; a release in pending-* raises HelmReleaseLocked, never forced.
 - F1: ``post_render_policy`` runs ``gitopsbot post-render --policy FILE`` as helm's
   post-renderer. helm 3 takes an executable (``--post-renderer <python>`` plus
   ``--post-renderer-args``); helm 4 takes only a plugin name, so a ``postrenderer/v1``
@@ -23,31 +34,112 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
 
+from gitopsbot.adapters import helm_children as children
+from gitopsbot.adapters.helm_children import TERM_GRACE_SECONDS
 from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.adapters.tool_env import tool_environment
 from gitopsbot.core.model import RolloutPolicy
 from gitopsbot.core.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.core.postrender import encode_policy
-from gitopsbot.errors import HelmFailed, HelmReleaseLocked, HelmTimeout
+from gitopsbot.errors import (
+    HelmChartUnusable,
+    HelmError,
+    HelmFailed,
+    HelmReleaseLocked,
+    HelmTimeout,
+)
 from gitopsbot.ports.helm import ChartRef
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 PLUGIN_NAME = "gitopsbot-rollout-policy"
 STDERR_TAIL = 2000
 MASK = "***"
+RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)
+"""Default backoff between attempts: 4 attempts in all, 7 s of waiting at most."""
+
 _NOT_FOUND = re.compile(r"release: not found")
 _LOCKED = re.compile(r"another operation \(install/upgrade/rollback\) is in progress")
 _TIMED_OUT = re.compile(r"context deadline exceeded|timed out waiting", re.IGNORECASE)
 _CHART = re.compile(r"^(?P<name>.+?)-(?P<version>v?\d+\.\d+\.\d+\S*)$")
+
+# helm prints the API server's Status message (not the HTTP code) or Go's transport error.
+# These say the server or the network was busy or briefly away, not that the request is wrong.
+_TRANSIENT = re.compile(
+    "|".join(
+        (
+            # 409 on a stale read (not a server-side-apply field conflict: see _PERMANENT)
+            r"the object has been modified",
+            r"Operation cannot be fulfilled",
+            # 429
+            r"too many requests",
+            r"rate limit",
+            # 5xx
+            r"Internal error occurred",
+            r"\bInternalError\b",
+            r"an error on the server",
+            r"the server is currently unable to handle the request",
+            r"Service ?Unavailable",
+            r"\b50[0234] (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway)",
+            r"\((?:500|502|503|504)\)",
+            r"etcdserver: (?:request timed out|leader changed)",
+            # transport
+            r"connection reset by peer",
+            r"connection refused",
+            r"broken pipe",
+            r"unexpected EOF",
+            r"[:\s]EOF\b",
+            r"i/o timeout",
+            r"TLS handshake timeout",
+            r"http2: client connection lost",
+        )
+    ),
+    re.IGNORECASE,
+)
+# A request the server refused on its merits, or helm's own deadline: never retried, even if
+# a transient phrase is also in the text (helm 3 lists several errors at once).
+_PERMANENT = re.compile(
+    r"is invalid|forbidden|unauthorized|conflict with \"|another operation|yaml: |"
+    r"template: |parse error|post-render|plugin \"|"
+    # helm's own --timeout ran out (HelmTimeout): another attempt would take as long again
+    r"context deadline exceeded|timed out waiting",
+    re.IGNORECASE,
+)
+# helm could not fetch or load the chart: it stops before reading or writing the release.
+_CHART_UNUSABLE = re.compile(
+    "|".join(
+        (
+            r"chart illegally",  # "references parent directory" / "contains content outside"
+            r"illegal file path",
+            r"unable to load chart",
+            r"does not appear to be a (?:gzipped archive|valid chart)",
+            r"Chart\.yaml file is missing",
+            r"chart metadata \(Chart\.yaml\) missing",
+            r"validation: chart\.metadata",
+            r"version \"[^\"]*\" not found in",
+            r"no chart (?:name|version) found",
+            r"is not a valid chart repository or cannot be reached",
+            r"failed to fetch",
+            r"failed to download",
+            r"path \"[^\"]*\" not found",
+            r"failed to perform \"(?:FetchReference|Fetch|Resolve)\"",
+        )
+    ),
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +149,21 @@ class _Result:
     code: int
 
 
+class _Transient(Exception):
+    """A failed attempt worth another try; ``error`` is raised once the budget is spent."""
+
+    def __init__(self, error: HelmError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class HelmCli:
-    """``ports.helm.Helm`` over the helm binary at ``binary``."""
+    """``ports.helm.Helm`` over the helm binary at ``binary``.
+
+    ``retry_delays``: the waits between attempts of a call that failed transiently (one
+    more attempt than delays; ``()`` disables retries); ``sleep`` waits them (tests record
+    instead). ``term_grace_seconds``: SIGTERM to SIGKILL for a helm being stopped.
+    """
 
     def __init__(
         self,
@@ -72,6 +177,9 @@ class HelmCli:
         grace_seconds: float = 60.0,
         environ: Mapping[str, str] | None = None,
         force_conflicts: bool = True,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
+        sleep: Callable[[float], None] = time.sleep,
+        term_grace_seconds: float = TERM_GRACE_SECONDS,
     ) -> None:
         self.binary = str(binary)
         # helm 4 applies server-side (force=false). The bot's own merge patches that open and
@@ -87,10 +195,17 @@ class HelmCli:
         self._read_timeout = read_timeout_seconds
         self._grace = grace_seconds
         self._environ = dict(os.environ if environ is None else environ)
+        self._retry_delays = tuple(retry_delays)
+        self._sleep = sleep
+        self._term_grace = term_grace_seconds
         self._major: int | None = None
-        for sub in ("config", "cache", "data", "plugins", "work"):
+        self._local = threading.local()
+        for sub in ("config", "cache", "data", "plugins", "work", "run"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         (self.home / "work").chmod(0o700)
+        # What a dead process left: a helm still running for it, its work directories.
+        children.stop_orphans(self.home / "run", self._term_grace)
+        self._remove_leftover_workdirs()
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -108,40 +223,60 @@ class HelmCli:
             self._major = int(match.group(1))
         return self._major
 
+    @property
+    def last_retries(self) -> int:
+        """How many times the last call of this thread on this HelmCli retried after a
+        transient failure (its own reads, e.g. the pending check of an upgrade, included)."""
+        return int(getattr(self._local, "retries", 0))
+
     # -- the port ---------------------------------------------------------------------------
 
     def status(self, release: str, namespace: str) -> HelmReleaseInfo | None:
         # ``helm status -o json`` carries no chart name/version (helm 3.18, 4.1): the latest
         # history entry has everything, pending-* states included.
-        latest = self._history(release, namespace, limit=1)
-        return latest[-1] if latest else None
+        with self._call():
+            latest = self._history(release, namespace, limit=1)
+            return latest[-1] if latest else None
 
     def history(self, release: str, namespace: str) -> list[HelmReleaseInfo]:
-        return self._history(release, namespace, limit=1000)
+        with self._call():
+            return self._history(release, namespace, limit=1000)
 
     def _history(self, release: str, namespace: str, *, limit: int) -> list[HelmReleaseInfo]:
         what = f"helm history {release}"
         argv = ["history", release, "--namespace", namespace, "-o", "json", "--max", str(limit)]
-        result = self._run([*argv, *self._kube()], what=what, check=False)
-        if result.code != 0:
-            if _NOT_FOUND.search(result.stderr):
-                return []
-            raise self._failure(argv, result, what=what)
-        entries = json.loads(result.stdout or "null") or []
-        return sorted(
-            (_release_from_history(e, release, namespace) for e in entries),
-            key=lambda r: r.revision,
-        )
+
+        def attempt() -> list[HelmReleaseInfo]:
+            result = self._run([*argv, *self._kube()], what=what, check=False)
+            if result.code != 0:
+                if _NOT_FOUND.search(result.stderr):
+                    return []
+                raise self._error(argv, result, what=what)
+            entries = json.loads(result.stdout or "null") or []
+            return sorted(
+                (_release_from_history(e, release, namespace) for e in entries),
+                key=lambda r: r.revision,
+            )
+
+        return self._retrying(what, attempt)
 
     def get_values(
         self, release: str, namespace: str, revision: int | None = None
     ) -> dict[str, Any]:
+        what = f"helm get values {release}"
         argv = ["get", "values", release, "--namespace", namespace, "-o", "json"]
         if revision is not None:
             argv += ["--revision", str(revision)]
-        result = self._run([*argv, *self._kube()], what=f"helm get values {release}")
-        values = json.loads(result.stdout or "null")
-        return values if isinstance(values, dict) else {}
+
+        def attempt() -> dict[str, Any]:
+            result = self._run([*argv, *self._kube()], what=what, check=False)
+            if result.code != 0:
+                raise self._error(argv, result, what=what)
+            values = json.loads(result.stdout or "null")
+            return values if isinstance(values, dict) else {}
+
+        with self._call():
+            return self._retrying(what, attempt)
 
     def upgrade(
         self,
@@ -158,32 +293,46 @@ class HelmCli:
         install: bool = True,
     ) -> HelmReleaseInfo:
         what = f"helm upgrade {release}"
-        self._refuse_pending(release, namespace, what)
+        label = f"{chart.label} version {version}"
         secrets = _string_leaves(values)
-        with self._workdir() as work:
-            values_file = _private_file(work / "values.json", json.dumps(values))
-            argv = ["upgrade", release, chart.path or chart.name]
-            if chart.repo_url:
-                argv += ["--repo", chart.repo_url]
-            argv += ["--version", version, "--namespace", namespace, "-f", str(values_file)]
-            argv += ["--description", description, "--timeout", f"{timeout_seconds}s"]
-            if install:
-                argv.append("--install")
-            argv += self._apply_flags(wait)
-            if post_render_policy is not None:
-                policy_file = _private_file(work / "policy.json", encode_policy(post_render_policy))
-                argv += self._post_renderer_args(policy_file)
-            result = self._run(
-                [*argv, *self._kube()],
-                what=what,
-                timeout=timeout_seconds + self._grace,
-                check=False,
-                mask=secrets,
+        # Values (secrets merged in) go to helm's standard input: never a file, never argv.
+        payload = json.dumps(values)
+        argv = ["upgrade", release, chart.path or chart.name]
+        if chart.repo_url:
+            argv += ["--repo", chart.repo_url]
+        argv += ["--version", version, "--namespace", namespace, "--values", "-"]
+        argv += ["--description", description, "--timeout", f"{timeout_seconds}s"]
+        if install:
+            argv.append("--install")
+
+        def attempt() -> None:
+            with self._workdir() as work:
+                full = [*argv, *self._apply_flags(wait)]
+                if post_render_policy is not None:
+                    policy = _private_file(work / "policy.json", encode_policy(post_render_policy))
+                    full += self._post_renderer_args(policy)
+                result = self._run(
+                    [*full, *self._kube()],
+                    what=what,
+                    timeout=timeout_seconds + self._grace,
+                    check=False,
+                    mask=secrets,
+                    stdin=payload,
+                    description=description,
+                    work=work,
+                )
+            # ``work`` (the policy file, helm's TMPDIR) is gone here, whatever happened.
+            if result.code != 0:
+                raise self._error(full, result, what=what, mask=secrets, chart=label)
+
+        with self._call():
+            self._refuse_pending(release, namespace, what)
+            # A transient failure leaves a ``failed`` revision, which the next attempt
+            # upgrades over; one that left the release pending-* is refused, never forced.
+            self._retrying(
+                what, attempt, before_retry=lambda: self._refuse_pending(release, namespace, what)
             )
-        # ``work`` (values and policy) is gone here, whatever happened.
-        if result.code != 0:
-            raise self._failure(argv, result, what=what, mask=secrets)
-        return self._latest(release, namespace, what)
+            return self._latest(release, namespace, what)
 
     def rollback(
         self,
@@ -196,39 +345,86 @@ class HelmCli:
         timeout_seconds: int = 300,
     ) -> HelmReleaseInfo:
         what = f"helm rollback {release} to {revision} ({description})"
-        self._refuse_pending(release, namespace, what)
         argv = ["rollback", release, str(revision), "--namespace", namespace]
-        argv += ["--timeout", f"{timeout_seconds}s", *self._apply_flags(wait)]
-        result = self._run(
-            [*argv, *self._kube()], what=what, timeout=timeout_seconds + self._grace, check=False
-        )
-        if result.code != 0:
-            raise self._failure(argv, result, what=what)
-        return self._latest(release, namespace, what)
+        argv += ["--timeout", f"{timeout_seconds}s"]
+
+        def attempt() -> None:
+            full = [*argv, *self._apply_flags(wait)]
+            result = self._run(
+                [*full, *self._kube()],
+                what=what,
+                timeout=timeout_seconds + self._grace,
+                check=False,
+                description=description,
+            )
+            if result.code != 0:
+                raise self._error(full, result, what=what)
+
+        with self._call():
+            self._refuse_pending(release, namespace, what)
+            self._retrying(
+                what, attempt, before_retry=lambda: self._refuse_pending(release, namespace, what)
+            )
+            return self._latest(release, namespace, what)
 
     def pull(self, chart: ChartRef, version: str, dest: Path) -> Path:
-        dest.mkdir(parents=True, exist_ok=True)
-        if chart.path:
-            source = Path(chart.path)
+        with self._call():
+            dest.mkdir(parents=True, exist_ok=True)
+            if chart.path:
+                return self._pull_local(Path(chart.path), version, dest)
+            what = f"helm pull {chart.label} {version}"
+            label = f"{chart.label} version {version}"
+            argv = ["pull", chart.name, "--version", version, "--repo", chart.repo_url]
+
+            def attempt() -> Path:
+                with self._workdir() as work:
+                    unpack = work / "chart"
+                    unpack.mkdir()
+                    full = [*argv, "--untar", "--untardir", str(unpack)]
+                    result = self._run(full, what=what, check=False, work=work)
+                    if result.code != 0:
+                        raise self._error(full, result, what=what, chart=label)
+                    # helm 3.18 also leaves a directory named after the archive: take the chart.
+                    return _move_chart(unpack, dest, f"{what}: {label}")
+
+            return self._retrying(what, attempt)
+
+    def _pull_local(self, source: Path, version: str, dest: Path) -> Path:
+        label = f"{source} version {version}"
+        if source.is_dir():
             target = dest / source.name
-            if source.is_dir():
-                shutil.copytree(source, target, dirs_exist_ok=True)
-                return target
-        with self._workdir() as work:
-            argv = ["pull", chart.path or chart.name, "--version", version]
-            if chart.repo_url:
-                argv += ["--repo", chart.repo_url]
-            argv += ["--untar", "--untardir", str(work)]
-            self._run(argv, what=f"helm pull {chart.label} {version}")
-            # helm 3.18 also leaves a directory named after the archive: take the chart.
-            unpacked = [p for p in work.iterdir() if (p / "Chart.yaml").is_file()]
-            if len(unpacked) != 1:
-                raise HelmFailed(f"helm pull {chart.label} {version}: no chart directory")
-            target = dest / unpacked[0].name
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.move(str(unpacked[0]), target)
+            shutil.copytree(source, target, dirs_exist_ok=True)
             return target
+        what = f"helm pull {source}"
+        if not source.is_file():
+            raise HelmChartUnusable(f"{what}: chart {label} cannot be used: no such file")
+        # helm has no command that unpacks a local archive: it judges the archive (as it
+        # would for an upgrade), then it is unpacked here, files and directories only.
+        argv = ["show", "chart", str(source)]
+        result = self._run(argv, what=what, check=False)
+        if result.code != 0:
+            raise self._failure(argv, result, what=what, chart=label)
+        with self._workdir() as work:
+            _unpack_archive(source, work / "chart", f"{what}: chart {label}")
+            return _move_chart(work / "chart", dest, f"{what}: chart {label}")
+
+    def operation_alive(self, description: str) -> bool:
+        """Whether a helm carrying ``description`` (an upgrade's ``--description``, or the
+        description given to ``rollback``) is running on this machine: a child of this
+        process, or one recorded under ``<home>/run`` whose pid, start time and command line
+        still match (docs/helm.md)."""
+        return children.running(description, self.home / "run")
+
+    @classmethod
+    def terminate_children(cls, grace_seconds: float = TERM_GRACE_SECONDS) -> int:
+        """Stop every helm child of this process (all HelmCli instances): SIGTERM to its
+        process group, SIGKILL after ``grace_seconds``. Returns how many there were.
+
+        For the bot's SIGTERM/SIGINT handler (it takes no lock) and atexit. The calls those
+        helms belong to raise HelmFailed ("stopped"), not retried. helm records a cancelled
+        upgrade as ``failed``; a rollback it does not (helm 3 and 4 die at once and leave
+        pending-rollback; docs/helm.md)."""
+        return children.terminate_all(grace_seconds)
 
     def _apply_flags(self, wait: bool) -> list[str]:
         if self.major < 4:
@@ -272,7 +468,7 @@ class HelmCli:
         flags = ["--kubeconfig", self._kubeconfig] if self._kubeconfig else []
         return flags + (["--kube-context", self._context] if self._context else [])
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, work: Path | None = None) -> dict[str, str]:
         private = {
             "HELM_CONFIG_HOME": str(self.home / "config"),
             "HELM_CACHE_HOME": str(self.home / "cache"),
@@ -281,15 +477,60 @@ class HelmCli:
             # Discovery cache (client-go honours KUBECACHEDIR): private, per cluster.
             "KUBECACHEDIR": str(self.home / "cache" / "kube"),
         }
+        if work is not None:
+            # Whatever helm or the post-renderer writes to a temporary file lands in this
+            # child's work directory, removed with it (and after a crash, at construction).
+            (work / "tmp").mkdir(mode=0o700, exist_ok=True)
+            private["TMPDIR"] = str(work / "tmp")
         return tool_environment(self._environ, kubeconfig=self._kubeconfig, private=private)
 
     @contextmanager
     def _workdir(self) -> Iterator[Path]:
-        path = Path(tempfile.mkdtemp(prefix="helm-", dir=self.home / "work"))
+        # Named after this process (pid and start time) so that a later HelmCli can tell a
+        # dead process's leftovers from a live one's.
+        prefix = f"helm-{children.process_tag()}-"
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=self.home / "work"))
         try:
             yield path
         finally:
             shutil.rmtree(path, ignore_errors=True)
+
+    @contextmanager
+    def _call(self) -> Iterator[None]:
+        """One public call: ``last_retries`` counts from its start (nested calls add up)."""
+        depth = int(getattr(self._local, "depth", 0))
+        if depth == 0:
+            self._local.retries = 0
+        self._local.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+
+    def _retrying(
+        self,
+        what: str,
+        attempt: Callable[[], T],
+        *,
+        before_retry: Callable[[], None] | None = None,
+    ) -> T:
+        attempts = len(self._retry_delays) + 1
+        for number in range(1, attempts + 1):
+            try:
+                return attempt()
+            except _Transient as transient:
+                if number == attempts:
+                    raise transient.error from None
+                delay = self._retry_delays[number - 1]
+                self._local.retries = self.last_retries + 1
+                log.warning(
+                    "%s: transient failure (attempt %d of %d), retrying in %gs: %s",
+                    what, number, attempts, delay, transient.error,
+                )  # fmt: skip
+                self._sleep(delay)
+                if before_retry is not None:
+                    before_retry()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _run(
         self,
@@ -299,37 +540,91 @@ class HelmCli:
         timeout: float | None = None,
         check: bool = True,
         mask: Sequence[str] = (),
+        stdin: str | None = None,
+        description: str = "",
+        work: Path | None = None,
     ) -> _Result:
+        if work is None:
+            with self._workdir() as own:
+                return self._run(
+                    argv, what=what, timeout=timeout, check=check, mask=mask, stdin=stdin,
+                    description=description, work=own,
+                )  # fmt: skip
         log.debug("helm: %s", " ".join(argv))
+        limit = timeout or self._read_timeout
         try:
-            done = subprocess.run(
+            child = children.spawn(
                 [self.binary, *argv],
-                env=self._env(),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=timeout or self._read_timeout,
-                check=False,
+                env=self._env(work),
+                stdin=stdin,
+                what=what,
+                description=description,
+                run_dir=self.home / "run",
             )
-        except subprocess.TimeoutExpired:
-            raise HelmTimeout(
-                f"{what}: no answer after {timeout or self._read_timeout:g}s"
-            ) from None
         except OSError as e:
             raise HelmFailed(f"{what}: cannot run {self.binary}: {e.strerror}") from None
-        result = _Result(done.stdout, done.stderr, done.returncode)
+        try:
+            try:
+                stdout, stderr = children.wait(child, limit)
+            except subprocess.TimeoutExpired:
+                children.stop(child, self._term_grace)
+                raise HelmTimeout(f"{what}: no answer after {limit:g}s") from None
+        finally:
+            if child.process.poll() is None:  # interrupted (KeyboardInterrupt...): stop it
+                children.stop(child, self._term_grace)
+            children.finish(child)
+        result = _Result(stdout, stderr, child.process.returncode)
+        if child.stopped:
+            raise HelmFailed(f"{what}: stopped: gitopsbot is shutting down (exit {result.code})")
         if check and result.code != 0:
             raise self._failure(argv, result, what=what, mask=mask)
         return result
 
+    def _remove_leftover_workdirs(self) -> None:
+        for path in (self.home / "work").glob("helm-*"):
+            if not children.left_by_dead_process(path.name):
+                continue
+            log.info("removing %s, left by a process that is gone", path)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _error(
+        self,
+        argv: list[str],
+        result: _Result,
+        *,
+        what: str,
+        mask: Sequence[str] = (),
+        chart: str = "",
+    ) -> Exception:
+        """The exception for a failed attempt: ``_Transient`` (retry) or the final one."""
+        error = self._failure(argv, result, what=what, mask=mask, chart=chart)
+        if _transient(result.stderr) and not isinstance(error, HelmReleaseLocked):
+            return _Transient(error)
+        return error
+
     def _failure(
-        self, argv: list[str], result: _Result, *, what: str, mask: Sequence[str] = ()
-    ) -> HelmFailed | HelmTimeout | HelmReleaseLocked:
+        self,
+        argv: list[str],
+        result: _Result,
+        *,
+        what: str,
+        mask: Sequence[str] = (),
+        chart: str = "",
+    ) -> HelmError:
         tail = _masked(result.stderr.strip()[-STDERR_TAIL:], mask)
         text = f"{what}: exit {result.code}: {tail}"
         log.debug("helm failed: %s (argv: %s)", text, " ".join(argv))
         if _LOCKED.search(result.stderr):
             return HelmReleaseLocked(text)
+        if chart and _CHART_UNUSABLE.search(result.stderr):
+            return HelmChartUnusable(
+                f"{what}: chart {chart} cannot be used (nothing was changed in the cluster): {tail}"
+            )
         if _TIMED_OUT.search(result.stderr):
             return HelmTimeout(text)
         return HelmFailed(text)
@@ -347,6 +642,51 @@ class HelmCli:
         if info is None:
             raise HelmFailed(f"{what}: release not found afterwards")
         return info
+
+
+def _transient(stderr: str) -> bool:
+    return bool(_TRANSIENT.search(stderr)) and not _PERMANENT.search(stderr)
+
+
+def _move_chart(unpacked: Path, dest: Path, what: str) -> Path:
+    charts = [p for p in unpacked.iterdir() if (p / "Chart.yaml").is_file()]
+    if len(charts) != 1:
+        raise HelmChartUnusable(f"{what}: no chart directory in the archive")
+    target = dest / charts[0].name
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.move(str(charts[0]), target)
+    return target
+
+
+def _unpack_archive(archive: Path, into: Path, what: str) -> None:
+    """Unpack a chart archive: regular files and directories only, every path inside
+    ``into`` (no absolute path, no ``..``, no link, no device)."""
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                name = PurePosixPath(member.name)
+                if (
+                    name.is_absolute()
+                    or ".." in name.parts
+                    or not (member.isfile() or member.isdir())
+                ):
+                    raise HelmChartUnusable(
+                        f"{what} cannot be used: illegal file path {member.name!r} in the archive"
+                    )
+                target = into.joinpath(*name.parts)
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                if source is None:
+                    raise HelmChartUnusable(f"{what} cannot be used: unreadable {member.name!r}")
+                with source, target.open("wb") as out:
+                    shutil.copyfileobj(source, out)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise HelmChartUnusable(f"{what} cannot be used: not a chart archive ({e})") from None
 
 
 def _private_file(path: Path, text: str) -> Path:

@@ -9,6 +9,12 @@ R8: every upgrade passes the WHOLE values file from Git, an explicit ``--version
 ``errors.HelmReleaseLocked`` and is never forced. ``post_render_policy`` (F1, see
 docs/rollout-policy.md) rewrites each rendered TensorFusionCluster's per-pool rollout policy to
 the Git policy with every ``autoUpdate*`` switch closed.
+
+Every call retries transient API failures (409 on a stale object, 429, 5xx, a dropped
+connection) inside itself, with a bounded backoff; ``last_retries`` says how many retries the
+last call of the calling thread needed. After the budget the last error is raised
+(``HelmFailed``). A chart that cannot be fetched or loaded raises ``HelmChartUnusable``:
+nothing was changed in the cluster. docs/helm.md has the details.
 """
 
 from __future__ import annotations
@@ -47,6 +53,18 @@ class ChartRef:
 
 
 class Helm(Protocol):
+    @property
+    def last_retries(self) -> int:
+        """Retries after transient failures in the last call made by this thread (0 when it
+        went through at once), the reads it made itself included."""
+        ...
+
+    def operation_alive(self, description: str) -> bool:
+        """Whether a helm carrying ``description`` (an upgrade's description, or the one given
+        to ``rollback``) is still running on this machine, e.g. the helm of a bot that was
+        killed. While it runs, the release shows pending-* with helm's own description."""
+        ...
+
     def status(self, release: str, namespace: str) -> HelmReleaseInfo | None:
         """The latest revision (whatever its state, pending-* included), or None."""
         ...
@@ -76,9 +94,11 @@ class Helm(Protocol):
         install: bool = True,
     ) -> HelmReleaseInfo:
         """``helm upgrade [--install]`` with the whole ``values`` (R8). Values may hold
-        merged secrets: they go through a 0600 temp file removed afterwards, never argv.
-        Returns the new revision. HelmReleaseLocked when the release is pending-*;
-        HelmTimeout / HelmFailed otherwise."""
+        merged secrets: they reach helm on its standard input, never a file or argv.
+        Returns the new revision. HelmReleaseLocked when the release is pending-* (also when
+        a transient failure left it so); HelmChartUnusable when the chart cannot be fetched
+        or loaded (nothing changed); HelmTimeout / HelmFailed otherwise. A transient failure
+        leaves a ``failed`` revision and is retried."""
         ...
 
     def rollback(
@@ -98,5 +118,7 @@ class Helm(Protocol):
         ...
 
     def pull(self, chart: ChartRef, version: str, dest: Path) -> Path:
-        """Download and unpack the chart into ``dest``; returns the chart directory."""
+        """Download and unpack the chart into ``dest``; returns the chart directory.
+        HelmChartUnusable when it cannot be fetched or is refused (e.g. paths outside the
+        chart)."""
         ...

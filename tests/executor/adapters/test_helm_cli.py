@@ -3,28 +3,38 @@
 Covers: the post-renderer really rewrites the TensorFusionCluster helm applies (F1: every
 switch false, batch settings from Git) on install and on upgrade, for helm 3 (executable)
 and helm 4 (``postrenderer/v1`` plugin in the private HELM_PLUGINS); without a policy the
-chart's own policy lands (the control case); a canary secret in the values never reaches
-argv, logs or exceptions, and the 0600 values file is gone afterwards; version detection;
-private helm directories; ``--wait`` with helm 4; pull of a local chart.
+chart's own policy lands (the control case); a canary secret in the values (sent on stdin)
+never reaches a file under the helm home (while helm runs, after it, and when helm is
+killed mid-upgrade), argv, helm's environment, logs or exceptions; leftover work
+directories of dead processes are removed at start; version detection; private helm
+directories; ``--wait`` with helm 4; pull of a local chart.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import signal
 import stat
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.helm import PLUGIN_NAME, HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
+from gitopsbot.core.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmError
 from gitopsbot.ports.helm import ChartRef
+from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo
 
 pytestmark = pytest.mark.slow
@@ -127,49 +137,176 @@ def test_bot_opens_switch_and_next_upgrade_closes_it(
     assert _policies(kube)["shared"]["autoUpdateHypervisor"] is False
 
 
-def test_canary_secret_never_leaks(
+def _files_holding(root: Path, needle: str) -> list[Path]:
+    """Every file under ``root`` whose bytes contain ``needle`` (grep -r); files and
+    directories removed while it looks are skipped."""
+    found = []
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = Path(directory, name)
+            try:
+                if not path.is_symlink() and needle.encode() in path.read_bytes():
+                    found.append(path)
+            except OSError:
+                continue
+    return found
+
+
+def _spy_popen(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Record the argv of every process started (values must never be in one)."""
+    seen: list[list[str]] = []
+    real = subprocess.Popen
+
+    def spy(argv: list[str], *args: Any, **kwargs: Any) -> Any:
+        seen.append([str(a) for a in argv])
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    return seen
+
+
+def test_canary_secret_never_touches_disk_argv_or_logs(
     helm_cli: HelmCli,
     chart: Charts,
+    kubeconfig: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Values reach helm on stdin: while helm runs and afterwards, no file under the helm
+    home holds the secret (grep of every file), nor any argv, log line or exception."""
     caplog.set_level(logging.DEBUG)
-    seen: list[list[str]] = []
-    files: list[tuple[Path, int, str]] = []
-    real_run = subprocess.run
+    seen = _spy_popen(monkeypatch)
+    holding: list[Path] = []
+    done = threading.Event()
 
-    def spy(argv: list[str], **kwargs: Any) -> Any:
-        seen.append(list(argv))
-        for arg in argv:  # the values file exists while helm runs, 0600, holding the secret
-            path = Path(arg)
-            if path.name == "values.json" and path.is_file():
-                files.append((path, stat.S_IMODE(path.stat().st_mode), path.read_text()))
-        return real_run(argv, **kwargs)
+    def watch() -> None:  # grep the whole home again and again while helm runs
+        while not done.is_set():
+            holding.extend(_files_holding(helm_cli.home, CANARY))
+            time.sleep(0.02)
 
-    monkeypatch.setattr(subprocess, "run", spy)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     values = {"agent": {"enrollToken": CANARY, "agentId": "agent-1"}}
-    helm_cli.upgrade(
-        release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
-        values=values, description="d", post_render_policy=POLICY,
-    )  # fmt: skip
-    # A failing upgrade whose error text would echo the value: broken YAML in a template
-    # value is not possible to force portably, so use a bad version of a repo chart instead
-    # and check the secret is not in the error either.
-    with pytest.raises(HelmError) as failure:
+    try:
         helm_cli.upgrade(
+            release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
+            values=values, description="d", post_render_policy=POLICY,
+        )  # fmt: skip
+    finally:
+        done.set()
+        watcher.join()
+    assert helm_cli.get_values("tf", "default")["agent"]["enrollToken"] == CANARY  # it got there
+    # A failing upgrade (a repository that is not there, retried without waiting).
+    quick = HelmCli(
+        helm_cli.binary, home=helm_cli.home, kubeconfig=kubeconfig, sleep=lambda _: None
+    )
+    with pytest.raises(HelmError) as failure:
+        quick.upgrade(
             release="tf", namespace="default",
             chart=ChartRef(name="tensor-fusion", repo_url="http://127.0.0.1:9/charts"),
             version="9.9.9", values=values, description="d",
         )  # fmt: skip
-    assert files, "helm was never given a values file"
-    for path, mode, text in files:
-        assert mode == 0o600
-        assert CANARY in text
-        assert not path.exists(), "the values file outlived the helm call"
+    assert any("--values" in argv and "-" in argv for argv in seen)
     assert not any(CANARY in arg for argv in seen for arg in argv)
     assert CANARY not in str(failure.value)
     assert CANARY not in caplog.text
+    assert holding == []
+    assert _files_holding(helm_cli.home, CANARY) == []
     assert not any((helm_cli.home / "work").iterdir())
+
+
+def test_canary_secret_not_on_disk_when_helm_is_killed(
+    helm_cli: HelmCli, api: ApiServer, chart: Charts
+) -> None:
+    """helm killed (SIGKILL) in the middle of an upgrade: nothing under the helm home holds
+    the secret, during the run or after; helm's own argv and environment do not either."""
+    helm_cli.upgrade(
+        release="tf", namespace="default", chart=chart("1.8.0"), version="1.8.0",
+        values={}, description="install",
+    )  # fmt: skip
+    slow = api.faults.latency(3.0, path="*/tensorfusionclusters*")
+    values = {"agent": {"enrollToken": CANARY}}
+    errors: list[BaseException] = []
+
+    def upgrade() -> None:
+        try:
+            helm_cli.upgrade(
+                release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
+                values=values, description="gitopsbot op=op-c step=helm-upgrade",
+                post_render_policy=POLICY,
+            )  # fmt: skip
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    worker = threading.Thread(target=upgrade)
+    worker.start()
+    pid = _wait_for_helm(helm_cli, "gitopsbot op=op-c step=helm-upgrade")
+    _wait_until(lambda: slow.hits > 0)  # helm is applying the chart now
+    assert _files_holding(helm_cli.home, CANARY) == []
+    assert CANARY not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    assert CANARY not in Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    os.killpg(pid, signal.SIGKILL)
+    worker.join(timeout=30)
+    assert errors and isinstance(errors[0], HelmError)
+    assert CANARY not in str(errors[0])
+    latest = helm_cli.status("tf", "default")  # helm had no chance to record anything
+    assert latest is not None and latest.status is HelmReleaseStatus.PENDING_UPGRADE
+    assert _files_holding(helm_cli.home, CANARY) == []
+    assert not any((helm_cli.home / "work").iterdir())
+
+
+def test_leftover_work_directories_are_removed_at_start(
+    binaries: dict[str, Path], tmp_path: Path
+) -> None:
+    """A values file an older version left behind (a kill -9 while helm ran) and the work
+    directory of a dead process are removed when a HelmCli starts; a live one's stays."""
+    home = tmp_path / "home"
+    legacy = home / "work" / "helm-a1b2c3"
+    legacy.mkdir(parents=True)
+    (legacy / "values.json").write_text(json.dumps({"token": CANARY}))
+    dead = home / "work" / "helm-999999-12345-xyz"
+    dead.mkdir()
+    (dead / "policy.json").write_text("{}")
+    live = home / "work" / f"helm-{children.process_tag()}-abc"
+    live.mkdir()
+    HelmCli(binaries["helm4"], home=home)
+    assert not legacy.exists() and not dead.exists()
+    assert live.is_dir()
+    assert _files_holding(home, CANARY) == []
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def _runs(pid: int, binary: str) -> bool:
+    """Process ``pid`` runs ``binary`` (the death-signal shim has exec'd helm)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(binary.encode())
+    except OSError:
+        return False
+
+
+def _wait_for_helm(helm: HelmCli, description: str) -> int:
+    """The pid of the running helm recorded with ``description`` (once it is helm itself)."""
+    found: list[int] = []
+
+    def recorded() -> bool:
+        for path in (helm.home / "run").glob("helm-*.json"):
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if record["description"] == description and _runs(int(record["pid"]), helm.binary):
+                found.append(int(record["pid"]))
+                return True
+        return False
+
+    _wait_until(recorded)
+    return found[0]
 
 
 def test_secret_echoed_by_helm_is_masked(helm_cli: HelmCli, chart: Charts, tmp_path: Path) -> None:

@@ -5,19 +5,27 @@ Covers: no release → status None, history []; install then upgrade (revisions,
 chart and app version); our ``--description`` read back from status and history (how a
 resumed executor recognises its own revision); get_values per revision (R6); upgrade
 without ``install`` of an unknown release fails; a pending-* release is refused with
-HelmReleaseLocked and left alone (R8); rollback to a revision restores its values (R16).
+HelmReleaseLocked and left alone (R8); rollback to a revision restores its values (R16); one
+transient API failure (a 409 on the TensorFusionCluster for real helm) is retried inside
+upgrade and rollback, counted in ``last_retries``, over the ``failed`` revision it left; a
+chart path that does not exist raises HelmChartUnusable and changes nothing;
+``operation_alive`` is False for an operation that is not running.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.core.observed import HelmReleaseStatus
-from gitopsbot.errors import HelmFailed, HelmReleaseLocked
+from gitopsbot.errors import HelmChartUnusable, HelmFailed, HelmReleaseLocked
 from gitopsbot.ports.helm import ChartRef, Helm
+from gitopsbot.sandbox.apiserver import ApiServer
+from gitopsbot.testing import FakeHelm
 
 Charts = Callable[[str], ChartRef]
 MakePending = Callable[[str, str], None]
@@ -26,6 +34,25 @@ MakePending = Callable[[str, str], None]
 pytestmark = pytest.mark.slow
 
 NS = "default"
+
+
+@pytest.fixture
+def transient(helm: Helm, request: pytest.FixtureRequest) -> Callable[[str], Helm]:
+    """``transient(operation)``: the Helm under test, whose next ``operation`` meets one
+    transient API failure (real helm: a 409 on the TensorFusionCluster's PATCH, and retry
+    delays not slept)."""
+
+    def inject(operation: str) -> Helm:
+        if isinstance(helm, FakeHelm):
+            helm.transient(operation)
+            return helm
+        assert isinstance(helm, HelmCli)
+        api: ApiServer = request.getfixturevalue("api")
+        kubeconfig = request.getfixturevalue("kubeconfig")
+        api.faults.error(409, path="*/tensorfusionclusters/*", method="PATCH", times=1)
+        return HelmCli(helm.binary, home=helm.home, kubeconfig=kubeconfig, sleep=lambda _: None)
+
+    return inject
 
 
 @pytest.fixture
@@ -132,3 +159,43 @@ def test_rollback_to_missing_revision_fails(helm: Helm, up: Callable[..., Any]) 
     up("1.8.0", {}, "install")
     with pytest.raises(HelmFailed):
         helm.rollback(release="tf", namespace=NS, revision=7, description="op=op-2 step=rb")
+
+
+def test_a_transient_failure_is_retried_inside_upgrade_and_rollback(
+    helm: Helm, chart: Charts, up: Callable[..., Any], transient: Callable[[str], Helm]
+) -> None:
+    up("1.8.0", {"controller": {"replicaCount": 1}}, "install")
+    assert helm.last_retries == 0
+    retrying = transient("upgrade")
+    info = _upgrade(retrying, chart("1.8.7"), "1.8.7", {}, "helm-upgrade")
+    assert retrying.last_retries == 1
+    assert (info.revision, info.status, info.chart_version) == (3, "deployed", "1.8.7")
+    statuses = [(h.revision, h.status) for h in helm.history("tf", NS)]
+    assert statuses == [
+        (1, HelmReleaseStatus.SUPERSEDED),
+        (2, HelmReleaseStatus.FAILED),
+        (3, HelmReleaseStatus.DEPLOYED),
+    ]
+    retrying = transient("rollback")
+    back = retrying.rollback(release="tf", namespace=NS, revision=1, description="op=op-2 rb")
+    assert retrying.last_retries == 1
+    assert (back.revision, back.chart_version, back.description) == (5, "1.8.0", "Rollback to 1")
+    assert helm.history("tf", NS)[-2].status is HelmReleaseStatus.FAILED
+    assert helm.get_values("tf", NS) == {"controller": {"replicaCount": 1}}
+
+
+def test_a_chart_path_that_does_not_exist_is_unusable(
+    helm: Helm, up: Callable[..., Any], tmp_path: Path
+) -> None:
+    up("1.8.0", {}, "install")
+    before = helm.history("tf", NS)
+    with pytest.raises(HelmChartUnusable, match="nothing was changed"):
+        _upgrade(helm, ChartRef(path=str(tmp_path / "missing")), "1.8.7", {}, "helm-upgrade")
+    assert helm.history("tf", NS) == before
+
+
+def test_operation_alive_is_false_when_nothing_runs(helm: Helm, up: Callable[..., Any]) -> None:
+    assert not helm.operation_alive("gitopsbot op=op-1 step=helm-upgrade")
+    up("1.8.0", {}, "install")
+    assert not helm.operation_alive("gitopsbot op=op-1 step=install")
+    assert not helm.operation_alive("")
