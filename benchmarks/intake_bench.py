@@ -29,7 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.git import GitRepo, GitSettings
+from gitopsbot.app import apply_gate
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
@@ -108,6 +110,7 @@ def bot(
         repo=repo,
         store=JournalStore(repo, branch="gitopsbot/state"),
         executor_for=lambda _spec: executor,
+        gate=apply_gate(repo, LocalChartSource([EXAMPLE.parent / "charts" / "repo"])),
         clock=SystemClock(),
         load_fleet=load_fleet,
         load_cluster=find,

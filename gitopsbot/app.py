@@ -15,6 +15,8 @@ from pathlib import Path
 
 from gitopsbot import settings
 from gitopsbot.adapters import binaries
+from gitopsbot.adapters.builtin_policies import builtin_policy_documents
+from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
@@ -24,6 +26,7 @@ from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver
+from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.reconciler import Reconciler
@@ -33,8 +36,10 @@ from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, SecretRef
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError
-from gitopsbot.fleetrepo import find_cluster, load_fleet
+from gitopsbot.fleetrepo import find_cluster, load_fleet, policy_documents
+from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.repo import Repo
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +224,25 @@ def executor_factory(options: RunOptions) -> Callable[[ClusterSpec], Executor]:
     return make
 
 
+def chart_source(cache: Path) -> ChartSource:
+    """Where the apply-time gate reads charts: ``GITOPSBOT_CHARTS`` (local chart
+    directories, for an air-gapped bot) or each release's repository over HTTP."""
+    paths = settings.chart_paths()
+    if paths:
+        return LocalChartSource(paths)
+    return HttpChartSource(cache_dir=cache)
+
+
+def apply_gate(repo: Repo, charts: ChartSource) -> ApplyGate:
+    """The policy gate every operation passes before its first step: the built-in rules and
+    the fleet's ``policies/`` at the operation's commit (docs/policies.md)."""
+    return ApplyGate(
+        charts,
+        builtin_documents=builtin_policy_documents(),
+        policies_at=lambda sha: policy_documents(repo.tree(sha)),
+    )
+
+
 def build_bot(options: RunOptions) -> Bot:
     clock = SystemClock()
     git_repo = open_repo(options.fleet_url, options.cache)
@@ -240,6 +264,7 @@ def build_bot(options: RunOptions) -> Bot:
         repo=repo,
         store=JournalStore(repo, branch=bot_settings.state_branch, push=options.push),
         executor_for=executor_factory(options),
+        gate=apply_gate(repo, chart_source(options.cache)),
         clock=clock,
         load_fleet=load_fleet,
         load_cluster=find_cluster,

@@ -18,6 +18,7 @@ Each concrete class has a *family* (where the error came from, with its context)
     │                      (transient); KubeInvalid, KubeNotFound, KubeForbidden (permanent)
     └── HelmError          family: HelmTimeout (transient), HelmFailed (permanent),
                            HelmReleaseLocked (permanent: a release stuck in pending-*),
+                           HelmStopped (transient: the bot stopped its helm on shutdown),
                            HelmChartUnusable (permanent: the chart could not be fetched or
                            loaded; nothing changed in the cluster)
 
@@ -197,6 +198,12 @@ class HelmFailed(HelmError, PermanentError):
 
 class HelmReleaseLocked(HelmError, PermanentError):
     """The release is stuck in pending-install/upgrade/rollback; reported, never forced."""
+
+
+class HelmStopped(HelmError, TransientError):
+    """The bot stopped its own helm because it is shutting down: not a failure of the
+    upgrade (helm records the cancelled revision failed); the next pass runs the step
+    again."""
 
 
 class HelmChartUnusable(HelmError, PermanentError):

@@ -46,6 +46,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from gitopsbot.adapters import helm_children as children
+from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.helm_children import TERM_GRACE_SECONDS
 from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.adapters.tool_env import tool_environment
@@ -57,6 +58,7 @@ from gitopsbot.errors import (
     HelmError,
     HelmFailed,
     HelmReleaseLocked,
+    HelmStopped,
     HelmTimeout,
 )
 from gitopsbot.ports.helm import ChartRef
@@ -76,48 +78,6 @@ _LOCKED = re.compile(r"another operation \(install/upgrade/rollback\) is in prog
 _TIMED_OUT = re.compile(r"context deadline exceeded|timed out waiting", re.IGNORECASE)
 _CHART = re.compile(r"^(?P<name>.+?)-(?P<version>v?\d+\.\d+\.\d+\S*)$")
 
-# helm prints the API server's Status message (not the HTTP code) or Go's transport error.
-# These say the server or the network was busy or briefly away, not that the request is wrong.
-_TRANSIENT = re.compile(
-    "|".join(
-        (
-            # 409 on a stale read (not a server-side-apply field conflict: see _PERMANENT)
-            r"the object has been modified",
-            r"Operation cannot be fulfilled",
-            # 429
-            r"too many requests",
-            r"rate limit",
-            # 5xx
-            r"Internal error occurred",
-            r"\bInternalError\b",
-            r"an error on the server",
-            r"the server is currently unable to handle the request",
-            r"Service ?Unavailable",
-            r"\b50[0234] (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway)",
-            r"\((?:500|502|503|504)\)",
-            r"etcdserver: (?:request timed out|leader changed)",
-            # transport
-            r"connection reset by peer",
-            r"connection refused",
-            r"broken pipe",
-            r"unexpected EOF",
-            r"[:\s]EOF\b",
-            r"i/o timeout",
-            r"TLS handshake timeout",
-            r"http2: client connection lost",
-        )
-    ),
-    re.IGNORECASE,
-)
-# A request the server refused on its merits, or helm's own deadline: never retried, even if
-# a transient phrase is also in the text (helm 3 lists several errors at once).
-_PERMANENT = re.compile(
-    r"is invalid|forbidden|unauthorized|conflict with \"|another operation|yaml: |"
-    r"template: |parse error|post-render|plugin \"|"
-    # helm's own --timeout ran out (HelmTimeout): another attempt would take as long again
-    r"context deadline exceeded|timed out waiting",
-    re.IGNORECASE,
-)
 # helm could not fetch or load the chart: it stops before reading or writing the release.
 _CHART_UNUSABLE = re.compile(
     "|".join(
@@ -421,7 +381,8 @@ class HelmCli:
         process group, SIGKILL after ``grace_seconds``. Returns how many there were.
 
         For the bot's SIGTERM/SIGINT handler (it takes no lock) and atexit. The calls those
-        helms belong to raise HelmFailed ("stopped"), not retried. helm records a cancelled
+        helms belong to raise HelmStopped (a TransientError: the step runs again, it is not
+        a failure of the upgrade), not retried inside the call. helm records a cancelled
         upgrade as ``failed``; a rollback it does not (helm 3 and 4 die at once and leave
         pending-rollback; docs/helm.md)."""
         return children.terminate_all(grace_seconds)
@@ -430,7 +391,13 @@ class HelmCli:
         if self.major < 4:
             return ["--wait"] if wait else []
         flags = ["--wait=watcher"] if wait else []
-        return flags + (["--force-conflicts"] if self._force_conflicts else [])
+        # helm 4's default --server-side=auto follows the previous revision: after a
+        # client-side one (helm 3, or a person's --server-side=false) --force-conflicts is
+        # refused ("forceConflicts enabled when serverSideApply disabled"), so the bot says
+        # server-side explicitly.
+        return flags + (
+            ["--server-side=true", "--force-conflicts"] if self._force_conflicts else []
+        )
 
     # -- post-renderer -----------------------------------------------------------------------
 
@@ -575,7 +542,7 @@ class HelmCli:
             children.finish(child)
         result = _Result(stdout, stderr, child.process.returncode)
         if child.stopped:
-            raise HelmFailed(f"{what}: stopped: gitopsbot is shutting down (exit {result.code})")
+            raise HelmStopped(f"{what}: stopped: gitopsbot is shutting down (exit {result.code})")
         if check and result.code != 0:
             raise self._failure(argv, result, what=what, mask=mask)
         return result
@@ -645,7 +612,7 @@ class HelmCli:
 
 
 def _transient(stderr: str) -> bool:
-    return bool(_TRANSIENT.search(stderr)) and not _PERMANENT.search(stderr)
+    return is_transient(stderr)
 
 
 def _move_chart(unpacked: Path, dest: Path, what: str) -> Path:

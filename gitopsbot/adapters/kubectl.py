@@ -1,7 +1,8 @@
 """R7 done the way the upgrade page says: ``kubectl apply --server-side --force-conflicts``.
 
 The CRDs of the target chart are written to a private directory and applied in one call;
-each CRD must print ``serverside-applied``; then ``kubectl wait --for=condition=Established``
+each CRD must print ``serverside-applied`` (a transient API failure is retried with backoff,
+``adapters.api_failures``); then ``kubectl wait --for=condition=Established``
 and one ``kubectl get -o json`` confirm each and read its ``status.storedVersions``.
 
 ``KubeCluster(crd_applier=KubectlCrdApplier(...).apply_crds)`` uses it; without one,
@@ -19,9 +20,11 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.kube import MESSAGE_LIMIT
 from gitopsbot.adapters.tool_env import tool_environment
 from gitopsbot.core.kube_objects import CrdDocumentError, parse_crd_documents
@@ -50,6 +53,8 @@ class KubectlCrdApplier:
         established_timeout_seconds: int = 60,
         command_timeout_seconds: float = 180.0,
         environ: Mapping[str, str] | None = None,
+        retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.binary = str(binary)
         self.home = Path(home)
@@ -59,6 +64,11 @@ class KubectlCrdApplier:
         self._established_timeout = established_timeout_seconds
         self._command_timeout = command_timeout_seconds
         self._environ = dict(os.environ if environ is None else environ)
+        # A transient API failure (409 on a stale read, 429, 5xx, a dropped connection) is
+        # retried after each of these delays: a server-side apply is idempotent.
+        self._retry_delays = tuple(retry_delays)
+        self._sleep = sleep
+        self.last_retries = 0  # retries the last apply_crds needed (logged, counted)
 
     def apply_crds(self, documents: Mapping[str, str]) -> list[CrdApplyResult]:
         try:
@@ -73,10 +83,7 @@ class KubectlCrdApplier:
             for index, (file_name, text) in enumerate(sorted(documents.items())):
                 safe = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file_name).name) or "crd.yaml"
                 (work / f"{index:03d}-{safe}").write_text(text, encoding="utf-8")
-            apply = self._run(
-                ["apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
-                 "-f", str(work)]
-            )  # fmt: skip
+            apply = self._apply(work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         applied = set(_APPLIED.findall(apply.stdout))
@@ -99,6 +106,24 @@ class KubectlCrdApplier:
             message = "" if established else "not Established"
             results.append(CrdApplyResult(name, True, established, stored, message))
         return results
+
+    def _apply(self, work: Path) -> subprocess.CompletedProcess[str]:
+        argv = ["apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+                "-f", str(work)]  # fmt: skip
+        self.last_retries = 0
+        for delay in (*self._retry_delays, None):
+            done = self._run(argv)
+            if done.returncode == 0 or delay is None or not is_transient(done.stderr):
+                return done
+            self.last_retries += 1
+            log.warning(
+                "kubectl apply of the CRDs: transient failure (retry %d in %gs): %s",
+                self.last_retries,
+                delay,
+                _tail(done.stderr).splitlines()[-1:] or "",
+            )
+            self._sleep(delay)
+        raise AssertionError("unreachable")  # the loop returns on its last round
 
     def _observe(self, names: list[str]) -> dict[str, tuple[dict[str, str], tuple[str, ...]]]:
         done = self._run(["get", *(f"customresourcedefinition/{n}" for n in names), "-o", "json"])

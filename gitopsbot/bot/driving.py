@@ -130,6 +130,12 @@ class DrivingMixin(PassBase):
             journal = replace(journal, rollback_point=outcome.rollback_point)
         if outcome.state is StepState.FAILED:
             journal = replace(journal, failure=f"{step.name}: {outcome.detail}")
+        if outcome.state is StepState.FAILED and outcome.blocked:
+            # Nothing of the operation reached the release: no revert, no rollback.
+            journal = replace(journal, status=OperationStatus.BLOCKED)
+            self._close_switches(journal)
+            self.save(journal, f"{step.name} failed before changing anything: blocked")
+            return PassResult(journal.cluster, "blocked", f"{step.name}: {outcome.detail}")
         self.save(journal, f"{step.name} {outcome.state}", files=dict(outcome.files))
         return PassResult(
             journal.cluster, str(outcome.state), f"{step.name}: {outcome.detail}", now

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core import merge_queue, operation
 from gitopsbot.core.commit_classes import desired_paths, reverted_shas
@@ -87,8 +88,15 @@ class IntakeMixin(PassBase):
                 f"{cluster}: removed from the fleet at {newest.sha[:12]}; nothing applied",
             )
             return PassResult(cluster, "removed", newest.sha)
-        new = self._operation_for(newest, spec, now)
-        return self._admit(new, spec, head, now)
+        found: list[Deployed] = []  # the release, read at most once in this pass
+
+        def deployed() -> Deployed:
+            if not found:
+                found.append(self.read_deployed(spec))
+            return found[0]
+
+        new = self._operation_for(newest, spec, now, deployed)
+        return self._admit(new, spec, head, now, deployed)
 
     def _reverting(self, journal: Journal) -> bool:
         """A failed step awaits ``onFailure: rollback`` (``remediate`` runs next)."""
@@ -138,7 +146,13 @@ class IntakeMixin(PassBase):
             p.startswith(prefix) for p in self.repo.diff_paths(commit.parents[0], commit.sha)
         )
 
-    def _operation_for(self, commit: CommitInfo, spec: ClusterSpec, now: datetime) -> Journal:
+    def _operation_for(
+        self,
+        commit: CommitInfo,
+        spec: ClusterSpec,
+        now: datetime,
+        deployed: Callable[[], Deployed],
+    ) -> Journal:
         pr = self._pr_number(commit)
         base = commit.parents[0] if commit.parents else ""
         undone = self._undone(commit, spec.name)
@@ -153,7 +167,7 @@ class IntakeMixin(PassBase):
                 reverts_op=undone.op_id,
                 base_sha=base,
             )
-        shape = self._shape(spec)
+        shape = self._shape(spec, deployed)
         return operation.new_operation(
             kind=shape.kind,
             cluster=spec.name,
@@ -166,7 +180,7 @@ class IntakeMixin(PassBase):
             base_sha=base,
         )
 
-    def _shape(self, spec: ClusterSpec) -> operation.Shape:
+    def _shape(self, spec: ClusterSpec, deployed: Callable[[], Deployed]) -> operation.Shape:
         """Compare with what will be deployed when this change starts: the running
         operation's target if one runs, else the Helm release."""
         secret_paths = [r.values_path for r in spec.credentials.secrets]
@@ -178,12 +192,9 @@ class IntakeMixin(PassBase):
             chart: str | None = before.release.version
             values: Mapping[str, Any] = before.values
         else:
-            helm = self.executor_for(spec).helm
-            status = helm.status(spec.release.release_name, spec.release.namespace)
-            chart = status.chart_version if status else None
-            values = (
-                helm.get_values(spec.release.release_name, spec.release.namespace) if status else {}
-            )
+            release = deployed()
+            chart = release.info.chart_version if release.info else None
+            values = release.values
         changed = operation.changed_paths(values, spec.values, ignore=secret_paths)
         return operation.classify_change(
             deployed_chart=chart, target_chart=spec.release.version, changed=changed
@@ -192,15 +203,18 @@ class IntakeMixin(PassBase):
     def _undone(self, commit: CommitInfo, cluster: str) -> Journal | None:
         """The recorded operation this commit undoes: named by git's "This reverts commit"
         line, or (a hand-made undo) the cluster's last operation when the commit restores
-        exactly the desired files that operation started from."""
+        exactly the desired files that operation started from. A blocked operation changed
+        nothing: undoing it is an ordinary change, judged and applied as one."""
         for sha in reverted_shas(commit.message):
             found = self._find_op(cluster, sha)
-            if found is not None and found.rollback_point is not None:
+            blocked = found is not None and found.status is OperationStatus.BLOCKED
+            if found is not None and found.rollback_point is not None and not blocked:
                 return found
         last = self.store.current(cluster)
         if (
             last is None
             or not last.base_sha
+            or last.status is OperationStatus.BLOCKED
             or last.kind is OperationKind.ROLLBACK
             or last.rollback_point is None
             or last.rollback_point.helm_revision == 0
@@ -228,7 +242,14 @@ class IntakeMixin(PassBase):
         match = _PR_IN_MESSAGE.search(commit.summary)
         return int(match.group(1)) if match else None
 
-    def _admit(self, new: Journal, spec: ClusterSpec, head: str, now: datetime) -> PassResult:
+    def _admit(
+        self,
+        new: Journal,
+        spec: ClusterSpec,
+        head: str,
+        now: datetime,
+        deployed: Callable[[], Deployed],
+    ) -> PassResult:
         current = self.store.current(spec.name)
         queued = self.store.queued(spec.name)
         if (
@@ -263,5 +284,9 @@ class IntakeMixin(PassBase):
             )
             self.save(placed, f"{placed.kind} {placed.op_id} queued: {when}", seen=head)
             return PassResult(spec.name, "queued", when, next_at=admission.expected_start)
+        placed = self.judged(placed, spec, deployed())
+        if placed.status is OperationStatus.BLOCKED:
+            self.save(placed, f"{placed.kind} {placed.op_id} {placed.failure}"[:300], seen=head)
+            return PassResult(spec.name, "blocked", placed.failure)
         self.save(placed, f"{placed.kind} {placed.op_id} started", seen=head)
         return PassResult(spec.name, "started", placed.op_id, next_at=now)

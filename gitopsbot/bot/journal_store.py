@@ -7,6 +7,8 @@ Layout of the state branch (``gitopsbot/state`` by default; docs/executor.md):
 - ``clusters/<name>/history/<op id>.yaml``: finished and superseded operations
 - ``clusters/<name>/backups/<op id>/values.yaml`` and ``tf-state.yaml``: R6, secrets masked
 - ``clusters/<name>/seen``: the last watched-branch commit the bot has taken into account
+- ``clusters/<name>/manual-revision.yaml``: a Helm revision made outside the bot after its
+  last operation (reported, never undone)
 - ``clusters/<name>/pass-failure.yaml``: passes fail before or outside an operation (an
   unreachable cluster, a missing kube context): the error's first line and since when
 
@@ -23,8 +25,9 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import pass_failure
+from gitopsbot.core import manual_revision, pass_failure
 from gitopsbot.core.journal import Journal, OperationStatus
+from gitopsbot.core.manual_revision import ManualRevision
 from gitopsbot.core.pass_failure import PassFailure
 from gitopsbot.errors import TransientError
 from gitopsbot.ports.repo import Repo
@@ -113,6 +116,28 @@ class JournalStore:
         if self._read(path) is None:
             return False
         self.commit({path: None}, f"{cluster}: passes succeed again")
+        return True
+
+    def manual_revision(self, cluster: str) -> ManualRevision | None:
+        data = self._read(f"{cluster_dir(cluster)}/{manual_revision.FILE}")
+        return None if data is None else manual_revision.loads(data.decode("utf-8", "replace"))
+
+    def record_manual_revision(self, cluster: str, found: ManualRevision | None) -> bool:
+        """Keep the record in step with ``found`` (None: remove it); a commit only when it
+        changes. True when it committed."""
+        path = f"{cluster_dir(cluster)}/{manual_revision.FILE}"
+        known = self.manual_revision(cluster)
+        if found is None:
+            if self._read(path) is None:
+                return False
+            self.commit({path: None}, f"{cluster}: the release is the bot's again")
+            return True
+        if known is not None and known.revision == found.revision:
+            return False
+        self.commit(
+            {path: manual_revision.dumps(found).encode()},
+            f"{cluster}: release revision {found.revision} made outside the bot",
+        )
         return True
 
     def clusters(self) -> list[str]:

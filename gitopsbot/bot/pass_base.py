@@ -12,16 +12,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 
 from gitopsbot.bot import pr_mirror
+from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core import windows
-from gitopsbot.core.journal import Journal, PhaseState
+from gitopsbot.core.journal import Journal, OperationStatus, PhaseState
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
-from gitopsbot.errors import GitOpsBotError
+from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.forge import Forge
@@ -51,6 +52,7 @@ class PassBase:
         repo: Repo,
         store: JournalStore,
         executor_for: Callable[[ClusterSpec], Executor],
+        gate: ApplyGate,
         clock: Clock,
         load_fleet: Callable[[FileTree], Fleet],
         resolve_tz: Callable[[str], tzinfo],
@@ -64,6 +66,8 @@ class PassBase:
         self.repo = repo
         self.store = store
         self.executor_for = executor_for
+        # The policy gate every operation passes before its first step (docs/policies.md).
+        self.gate = gate
         self.clock = clock
         self.load_fleet = load_fleet
         self.resolve_tz = resolve_tz
@@ -84,6 +88,7 @@ class PassBase:
         self._specs_lock = threading.Lock()
         self._shown: set[str] = set()  # clusters whose running operation was re-posted
         self._pr_retried: dict[str, datetime] = {}  # cluster → last revert-PR retry
+        self._release_checked: dict[str, datetime] = {}  # cluster → last manual-revision check
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -114,6 +119,29 @@ class PassBase:
                 None if mw is None else windows.Window.of(mw, self.resolve_tz(mw.timezone))
             )
         return out
+
+    def read_deployed(self, spec: ClusterSpec) -> Deployed:
+        """The release as it is now: ``helm history --max 1`` and, when there is one,
+        ``helm get values``. A pass reads it once (``Intake``) and hands it on."""
+        helm = self.executor_for(spec).helm
+        rel = spec.release
+        info = helm.status(rel.release_name, rel.namespace)
+        values = helm.get_values(rel.release_name, rel.namespace) if info else {}
+        return Deployed(info=info, values=values)
+
+    def judged(self, journal: Journal, spec: ClusterSpec, deployed: Deployed) -> Journal:
+        """``journal`` as the policy gate leaves it (BLOCKED when refused). Fleet rules that
+        do not parse at the operation's commit block it too, with their error."""
+        try:
+            return self.gate.judge(journal, spec, deployed)
+        except ConfigError as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return replace(
+                journal,
+                status=OperationStatus.BLOCKED,
+                failure=f"blocked: the policy rules do not load at "
+                f"{journal.desired_sha[:12]}: {first}"[:600],
+            )
 
     def save(
         self,

@@ -17,6 +17,9 @@ On failure (a step FAILED, a rollout halted), ``bot.reverts`` remediates as
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime, timedelta
+
 from gitopsbot.bot.driving import DrivingMixin
 from gitopsbot.bot.intake import IntakeMixin
 from gitopsbot.bot.pass_base import LOG_LIMIT, SPEC_CACHE, PassResult
@@ -27,8 +30,13 @@ from gitopsbot.bot.reverts import (
     REVERTING,
     RevertsMixin,
 )
-from gitopsbot.core import merge_queue
-from gitopsbot.core.journal import OperationKind, OperationStatus
+from gitopsbot.core import manual_revision, merge_queue
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.errors import GitOpsBotError
+
+log = logging.getLogger(__name__)
+# How often an idle cluster's release is looked at for a revision made outside the bot.
+MANUAL_CHECK = timedelta(seconds=60)
 
 __all__ = [
     "LOG_LIMIT",
@@ -49,6 +57,47 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
     # -- the pass -------------------------------------------------------------------------
 
     def reconcile(self, cluster: str) -> PassResult:
+        """One pass. A pass that fails (an unreachable cluster, a kube context that does not
+        exist, an unreadable fleet) is recorded on the state branch for ``status`` (once per
+        distinct error), then raised to the scheduler; the next good pass clears it."""
+        try:
+            result = self._pass(cluster)
+        except GitOpsBotError as e:
+            self._record_failure(cluster, e)
+            raise
+        try:
+            self.store.clear_pass_failure(cluster)
+        except GitOpsBotError as e:  # the pass did its work; the record waits for the next
+            log.warning("%s: could not clear the pass-failure record: %s", cluster, e)
+        return result
+
+    def _record_failure(self, cluster: str, error: GitOpsBotError) -> None:
+        try:
+            if self.store.record_pass_failure(cluster, str(error), self.clock.now()):
+                log.error("%s: passes fail: %s", cluster, str(error).splitlines()[:1])
+        except GitOpsBotError as e:  # Git itself is down: only the log can say it
+            log.error("%s: could not record the failing pass on the state branch: %s", cluster, e)
+
+    def _watch_release(self, cluster: str, last: Journal | None, now: datetime) -> None:
+        """While idle, at most every MANUAL_CHECK: a Helm revision made outside the bot since
+        its last operation (a person's break-glass upgrade) is reported on the state branch
+        and in the log. The bot does not undo it."""
+        if last is None or not manual_revision.last_bot_revision(last):
+            return
+        checked = self._release_checked.get(cluster)
+        if checked is not None and now - checked < MANUAL_CHECK:
+            return
+        self._release_checked[cluster] = now
+        spec = self.spec_at(last.desired_sha, cluster)
+        if spec is None:
+            return
+        rel = spec.release
+        latest = self.executor_for(spec).helm.status(rel.release_name, rel.namespace)
+        found = manual_revision.detect(latest, last)
+        if self.store.record_manual_revision(cluster, found) and found is not None:
+            log.warning("%s: %s", cluster, found.describe())
+
+    def _pass(self, cluster: str) -> PassResult:
         now = self.clock.now()
         if self.fetch:
             self.repo.fetch()
@@ -67,6 +116,7 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
         if current is None or not current.active:
             queued = self.store.queued(cluster)
             if queued is None:
+                self._watch_release(cluster, current, now)
                 return PassResult(cluster, "idle")
             spec = self.spec_at(queued.desired_sha, cluster)
             wins = list(self.pool_windows(spec).values()) if spec else []
@@ -75,6 +125,12 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
                 if promoted != queued:
                     self.save(promoted, "queued until the window opens")
                 return PassResult(cluster, "queued", next_at=promoted.queue.queued_until)
+            if spec is not None:
+                promoted = self.judged(promoted, spec, self.read_deployed(spec))
+            if promoted.status is OperationStatus.BLOCKED:
+                gone = {f"clusters/{cluster}/queued.yaml": None}
+                self.save(promoted, f"{promoted.op_id} {promoted.failure}"[:300], files=gone)
+                return PassResult(cluster, "blocked", promoted.failure)
             self.store.start(promoted, f"{promoted.kind} {promoted.op_id} started")
             self.mirror(promoted)
             return PassResult(cluster, "started", promoted.op_id, next_at=now)

@@ -56,6 +56,9 @@ def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str
             )
         else:
             out.extend(report.lines(current, now))
+        manual = store.manual_revision(name)
+        if manual is not None:
+            out.append(f"  ⚠ {manual.describe()}")
         failing = store.pass_failure(name)
         if failing is not None:
             out.append(f"  ⚠ {failing.describe()}")

@@ -248,7 +248,7 @@ def merge_secrets(values: Mapping[str, Any], resolved: Mapping[str, str]) -> dic
     """A deep copy of ``values`` with each resolved secret set at its path (apply time only).
 
     Missing intermediate mappings are created. The result holds secret material: hand it to
-    Helm over a pipe or a 0600 temp file, never to a log, a commit or a message.
+    Helm on its standard input, never to a file, a log, a commit or a message.
     """
     out: dict[str, Any] = copy.deepcopy(dict(values))
     for path, secret in resolved.items():

@@ -40,6 +40,7 @@ from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver
+from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.proposer import Proposal, Proposer
@@ -51,7 +52,7 @@ from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, Phas
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.fleetrepo import find_cluster, load_fleet
+from gitopsbot.fleetrepo import find_cluster, load_fleet, policy_documents
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 from gitopsbot.sandbox import environment as env
@@ -522,10 +523,17 @@ class BotRunner:
         )
         forge = world.forge_client()
         self.mirror = PullRequestMirror(forge)  # as ``gitopsbot run`` posts: from its thread
+        charts = HttpChartSource(cache_dir=world.state_dir / "chart-cache")
+        world._closers.append(charts.close)
         self.reconciler = Reconciler(
             repo=self.repo,
             store=self.store,
             executor_for=world.executor_for(),
+            gate=ApplyGate(
+                charts,
+                builtin_documents=builtin_policy_documents(),
+                policies_at=lambda sha: policy_documents(self.repo.tree(sha)),
+            ),
             clock=world.clock,
             load_fleet=load_fleet,
             load_cluster=find_cluster,

@@ -148,3 +148,16 @@ def crd_text(world: StoryWorld, name: str) -> str:
     crd = world.store().get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name)
     assert crd is not None, f"CRD {name} is missing"
     return json.dumps(crd)
+
+
+def pool_policies(world: StoryWorld) -> dict[str, dict[str, object]]:
+    """Pool name → the TensorFusionCluster's nodePoolRollingUpdatePolicy, as the controller
+    reads it (F1: the switches and batch settings it acts on)."""
+    found = world.store().list("tensor-fusion.ai/v1", "TensorFusionCluster")
+    assert found, "no TensorFusionCluster"
+    out: dict[str, dict[str, object]] = {}
+    for pool in (found[0].get("spec") or {}).get("gpuPools") or []:
+        template = pool.get("specTemplate") or {}
+        manager = template.get("nodeManagerConfig") or {}
+        out[str(pool["name"])] = dict(manager.get("nodePoolRollingUpdatePolicy") or {})
+    return out

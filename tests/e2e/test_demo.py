@@ -49,7 +49,7 @@ def test_demo_story_runs_to_the_end_and_leaves_nothing_running(tmp_path: Path) -
         "pool/shared/hypervisor: succeeded",
         "pool/pool-2/hypervisor: succeeded",
         "verify: succeeded",
-        "rollback: succeeded — helm rollback to revision 1",
+        "rollback: succeeded — revision 1 was not rendered by the bot",
         "rollback succeeded; hypervisors now: 6 on 2.13.0",
         "where to look:",
         "log origin/gitopsbot/state",

@@ -110,7 +110,7 @@ def test_halt_then_automatic_rollback_committed_as_a_revert(
     assert rollback.reverts_op == op_id
     history = helm_history(world)
     assert history[-1]["chart"] == "tensor-fusion-1.8.0"
-    assert history[-1]["description"] == "Rollback to 1"
+    assert history[-1]["description"] == f"gitopsbot op={rollback.op_id} step=helm-upgrade"
     images = world.hypervisor_images()
     assert images == {node: [OLD_IMAGE] for node in images}
 

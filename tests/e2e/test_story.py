@@ -39,6 +39,7 @@ from tests.e2e.conftest import (
     crd_text,
     held_by_window,
     helm_history,
+    pool_policies,
     stop_within,
 )
 
@@ -203,7 +204,13 @@ def test_revert_rolls_back_with_helm_rollback_and_keeps_crds(upgraded: Upgraded)
     assert len(history) == 3
     last = history[-1]
     assert last["chart"] == "tensor-fusion-1.8.0"
-    assert last["description"] == "Rollback to 1"  # helm rollback, not an upgrade
+    # Revision 1 was installed by hand with the chart's own pool policy (switches on, 20 %):
+    # a helm rollback would hand the rollout back to it. The rollback is an upgrade to the
+    # recorded chart with the Git values, through the post-renderer (issue 10).
+    assert last["description"] == f"gitopsbot op={rollback.op_id} step=helm-upgrade"
+    policies = pool_policies(world)
+    assert policies and all(p.get("autoUpdateHypervisor") is False for p in policies.values())
+    assert all(p.get("autoUpdateWorker") is not True for p in policies.values()), policies
     images = world.hypervisor_images()
     assert images == {node: [OLD_IMAGE] for node in images}
     # The 1.8.7 CRD field is still served: the rollback left the CRDs as they were.

@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
+from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.git import GitRepo, GitSettings
+from gitopsbot.app import apply_gate
+from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
@@ -353,6 +356,11 @@ class Env:
         repo.fetch()
         return repo
 
+    def gate(self, repo: GitRepo) -> ApplyGate:
+        """The policy gate as ``gitopsbot run`` builds it, over the test charts on disk."""
+        charts = LocalChartSource(sorted((self.tmp / "charts").glob("*/tensor-fusion")))
+        return apply_gate(repo, charts)
+
     def reconciler(
         self, *, store_cls: type[JournalStore] = JournalStore, name: str = "mirror"
     ) -> Reconciler:
@@ -363,6 +371,7 @@ class Env:
             repo=repo,
             store=store_cls(repo, branch="gitopsbot/state"),
             executor_for=lambda spec: executor,
+            gate=self.gate(repo),
             clock=self.clock,
             load_fleet=load_fleet,
             resolve_tz=zoneinfo.ZoneInfo,
@@ -408,6 +417,10 @@ def make_env(tmp_path: Path) -> Env:
         chart = tmp_path / "charts" / version / "tensor-fusion"
         (chart / "crds").mkdir(parents=True)
         (chart / "crds" / "gpupools.yaml").write_text(CRD)
+        (chart / "Chart.yaml").write_text(
+            f"apiVersion: v2\nname: tensor-fusion\nversion: {version}\nappVersion: {version}\n"
+        )
+        (chart / "values.yaml").write_text("controller:\n  replicaCount: 2\n")
         charts[version] = chart
     helm = FakeHelm(on_deploy=world.deploy, clock=clock.now, charts=charts)
     # What is deployed before the bot starts: chart 1.0.0 with hv:1.

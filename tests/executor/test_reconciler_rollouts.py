@@ -79,7 +79,11 @@ def test_max_duration_halts_and_rolls_back_by_revert(env: Env) -> None:
     assert j.desired_sha == git("rev-parse", "HEAD", cwd=env.human.path).strip()
     done = drive(env, rec)
     assert done.kind is OperationKind.ROLLBACK and done.status is OperationStatus.SUCCEEDED
-    assert env.helm.history("tf", "tf-system")[-1].description == "Rollback to 1"
+    # Revision 1 was installed by hand (not post-rendered): the rollback is an upgrade to its
+    # chart with the Git values and policy, never a helm rollback to the chart's own policy.
+    latest = env.helm.history("tf", "tf-system")[-1]
+    assert latest.description == f"gitopsbot op={done.op_id} step=helm-upgrade"
+    assert latest.chart_version == "1.0.0"
     assert env.world.images() == {"hv:1"}
 
 
@@ -100,7 +104,10 @@ def test_pending_node_stalls_and_halts(env: Env) -> None:
 def test_revert_rolls_back_to_the_recorded_revision(env: Env) -> None:
     rec = env.reconciler()
     rec.reconcile("lab")
-    sha = env.merge_pr(6, "lab: chart 1.1.0, hv:2", fleet_files("1.1.0", "hv:2"))
+    # The bot's first upgrade: revision 2, post-rendered with the Git policy.
+    env.merge_pr(5, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    assert drive(env, rec).status is OperationStatus.SUCCEEDED
+    sha = env.merge_pr(6, "lab: chart 1.1.0, hv:3", fleet_files("1.1.0", "hv:3"))
     upgraded = drive(env, rec)
     assert upgraded.status is OperationStatus.SUCCEEDED
     crd_applies = env.cluster.calls.count(("apply_crds", "CustomResourceDefinition "))
@@ -112,10 +119,31 @@ def test_revert_rolls_back_to_the_recorded_revision(env: Env) -> None:
     assert done.status is OperationStatus.SUCCEEDED, done.failure
     assert [s.name for s in done.steps][:3] == ["backup", "rollback", "controller-ready"]
     latest = env.helm.history("tf", "tf-system")[-1]
-    assert (latest.description, latest.chart_version) == ("Rollback to 1", "1.0.0")
-    assert env.world.images() == {"hv:1"}
+    # Revision 2 was rendered by the bot: helm rollback restores its Git policy as it was.
+    assert (latest.description, latest.chart_version) == ("Rollback to 2", "1.0.0")
+    assert env.world.images() == {"hv:2"}
     # R16: CRDs stay at the newer version.
     assert env.cluster.calls.count(("apply_crds", "CustomResourceDefinition ")) == crd_applies
+
+
+def test_revert_to_a_release_installed_by_hand_keeps_the_git_policy(env: Env) -> None:
+    """Revision 1 was installed by hand: a helm rollback would bring back whatever policy its
+    manifest holds. The rollback is an upgrade to its chart with the Git values, through the
+    post-renderer (every switch closed, the Git batch percentage)."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    sha = env.merge_pr(6, "lab: chart 1.1.0, hv:2", fleet_files("1.1.0", "hv:2"))
+    assert drive(env, rec).status is OperationStatus.SUCCEEDED
+    env.human.revert(sha)
+    done = drive(env, rec)
+    assert done.kind is OperationKind.ROLLBACK and done.status is OperationStatus.SUCCEEDED
+    assert "was not rendered by the bot" in done.step("rollback").detail
+    latest = env.helm.history("tf", "tf-system")[-1]
+    assert latest.description == f"gitopsbot op={done.op_id} step=helm-upgrade"
+    assert latest.chart_version == "1.0.0"
+    assert [c for c in env.helm.calls if c == "rollback"] == []
+    assert env.world.images() == {"hv:1"}
+    assert not env.world.switch("a") and not env.world.switch("b")
 
 
 def test_a_stale_synced_status_does_not_end_the_phase(env: Env) -> None:
@@ -142,7 +170,11 @@ def test_a_hand_made_undo_is_a_rollback(env: Env) -> None:
     env.human.commit("lab: back to 1.0.0", fleet_files("1.0.0", "hv:1"))
     done = drive(env, rec)
     assert done.kind is OperationKind.ROLLBACK and done.reverts_op == upgraded.op_id
-    assert env.helm.history("tf", "tf-system")[-1].description == "Rollback to 1"
+    # Revision 1 was installed by hand (not post-rendered): the rollback is an upgrade to its
+    # chart with the Git values and policy, never a helm rollback to the chart's own policy.
+    latest = env.helm.history("tf", "tf-system")[-1]
+    assert latest.description == f"gitopsbot op={done.op_id} step=helm-upgrade"
+    assert latest.chart_version == "1.0.0"
     assert env.world.images() == {"hv:1"}
 
 

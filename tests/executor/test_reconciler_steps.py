@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.bot.steps.helm_upgrade import LOCK_WAIT_SECONDS
 from gitopsbot.core import operation
 from gitopsbot.core.journal import (
     OperationKind,
@@ -23,8 +24,9 @@ from gitopsbot.core.journal import (
 )
 from gitopsbot.core.observed import HelmReleaseStatus
 from gitopsbot.core.tf_objects import TF
-from gitopsbot.errors import ConfigError
+from gitopsbot.errors import ConfigError, HelmChartUnusable
 from gitopsbot.fleetrepo import find_cluster, load_fleet
+from gitopsbot.ports.helm import ChartRef
 from tests.executor.conftest import CRD, NS, T0, Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 
@@ -112,13 +114,53 @@ def test_verify_catches_f6_duplicates_wrong_images_and_nodes(env: Env) -> None:
     assert "GPUNode b-gpu-0 is Pending" in late.detail
 
 
-def test_pending_release_is_reported_not_forced(env: Env) -> None:
+def test_a_release_someone_else_holds_is_waited_for_then_blocks_never_forced(env: Env) -> None:
     spec = _spec(env)
+    env.helm.set_pending("tf", NS, HelmReleaseStatus.PENDING_UPGRADE)  # "install by hand"
+    j = _journal(spec)
+    step = replace(j.step("helm-upgrade"), state=StepState.RUNNING, started_at=env.clock.t)
+    out = _executor(env).run(step, j, spec, now=env.clock.t)
+    assert out.state is StepState.RUNNING and "pending-upgrade" in out.detail
+    assert "another helm operation holds the release" in out.detail
+    late = env.clock.t + timedelta(seconds=LOCK_WAIT_SECONDS)
+    out = _executor(env).run(step, j, spec, now=late)
+    assert out.state is StepState.FAILED and out.blocked, out
+    assert "Nothing of this operation was applied" in out.detail
+    assert env.helm.calls.count("upgrade") == 1  # only the install in the fixture
+
+
+def test_a_pending_revision_of_a_live_bot_helm_is_waited_for_then_adopted(env: Env) -> None:
+    spec = _spec(env)
+    j = _journal(spec)
+    mine = f"gitopsbot op={j.op_id} step=helm-upgrade"
+    env.helm.upgrade(
+        release="tf",
+        namespace=NS,
+        chart=ChartRef.of(spec.release),
+        version="1.0.0",
+        values=spec.values,
+        description=mine,
+        post_render_policy=spec.rollout,
+    )
     env.helm.set_pending("tf", NS, HelmReleaseStatus.PENDING_UPGRADE)
+    env.helm.running.add(mine)  # its helm still runs on this machine
+    out = _executor(env).run(j.step("helm-upgrade"), j, spec, now=env.clock.t)
+    assert out.state is StepState.RUNNING and "still runs here" in out.detail
+    env.helm.running.discard(mine)
+    history = env.helm.releases[(NS, "tf")]
+    history[-1].info = replace(history[-1].info, status=HelmReleaseStatus.DEPLOYED)
+    out = _executor(env).run(j.step("helm-upgrade"), j, spec, now=env.clock.t)
+    assert out.state is StepState.SUCCEEDED and "already made by this operation" in out.detail
+    assert env.helm.calls.count("upgrade") == 2  # the install and the one adopted
+
+
+def test_a_chart_helm_cannot_use_blocks_the_operation(env: Env) -> None:
+    spec = _spec(env)
+    env.helm.fail("upgrade", HelmChartUnusable("chart tensor-fusion 9.9.9 not found"))
     j = _journal(spec)
     out = _executor(env).run(j.step("helm-upgrade"), j, spec, now=env.clock.t)
-    assert out.state is StepState.FAILED and "pending-upgrade" in out.detail
-    assert env.helm.calls.count("upgrade") == 1  # only the install in the fixture
+    assert out.state is StepState.FAILED and out.blocked
+    assert "nothing was changed" in out.detail
 
 
 def test_rollback_to_a_revision_gone_from_history_upgrades_instead(env: Env) -> None:

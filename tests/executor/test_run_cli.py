@@ -58,6 +58,7 @@ def offline_reconciler(env: Env) -> Reconciler:
         repo=repo,
         store=JournalStore(repo, branch="gitopsbot/state", push=False),
         executor_for=lambda spec: executor,
+        gate=env.gate(repo),
         clock=env.clock,
         load_fleet=load_fleet,
         resolve_tz=zoneinfo.ZoneInfo,

@@ -29,12 +29,18 @@ from gitopsbot.bot.steps import helm_upgrade as helm_step
 from gitopsbot.bot.steps import pool_switch
 from gitopsbot.bot.steps import rollback as rollback_step
 from gitopsbot.bot.steps import verify as verify_step
-from gitopsbot.bot.steps.outcome import SecretSource, StepOutcome
+from gitopsbot.bot.steps.outcome import RETRY, SecretSource, StepOutcome
 from gitopsbot.core import rollout
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.journal import Journal, RollbackPoint, Step, StepKind, StepState
 from gitopsbot.core.model import ClusterSpec, Component
-from gitopsbot.errors import GitOpsBotError, HelmReleaseLocked, PermanentError, TransientError
+from gitopsbot.errors import (
+    GitOpsBotError,
+    HelmChartUnusable,
+    HelmReleaseLocked,
+    PermanentError,
+    TransientError,
+)
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import Helm
 
@@ -69,11 +75,13 @@ class Executor:
         handlers: dict[StepKind, Callable[[], StepOutcome]] = {
             StepKind.BACKUP: lambda: self.backup(journal, spec),
             StepKind.CRDS: lambda: self.crds(journal, spec),
-            StepKind.HELM_UPGRADE: lambda: self.helm_upgrade(journal, spec),
+            StepKind.HELM_UPGRADE: lambda: self.helm_upgrade(journal, spec, now=now, step=step),
             StepKind.CONTROLLER_READY: lambda: self.controller_ready(step, spec, now),
             StepKind.CONTROLLER_RESTART: lambda: self.controller_restart(step, spec, now),
             StepKind.VERIFY: lambda: self.verify(step, spec, now, rolled=tf.rolled(journal)),
-            StepKind.ROLLBACK: lambda: self.rollback(journal, spec, rollback_to),
+            StepKind.ROLLBACK: lambda: self.rollback(
+                journal, spec, rollback_to, now=now, step=step
+            ),
         }
         handler = handlers.get(step.kind)
         if handler is None:
@@ -81,7 +89,12 @@ class Executor:
         try:
             return handler()
         except HelmReleaseLocked as e:
-            return StepOutcome(StepState.FAILED, f"{e} (resolve the release by hand)")
+            # Another helm took the release between the step's read and its call: the step
+            # reads it again on the next pass (and blocks if it stays locked, see helm_upgrade).
+            return StepOutcome(StepState.RUNNING, f"waiting: {e}", retry_after=RETRY)
+        except HelmChartUnusable as e:
+            # helm stopped before it touched the release: nothing to roll back (blocked).
+            return StepOutcome(StepState.FAILED, f"{e}; nothing was changed", blocked=True)
         except TransientError as e:
             return StepOutcome(StepState.RUNNING, f"retrying: {e}", retry_after=e.retry_after)
         except (PermanentError, GitOpsBotError) as e:
@@ -99,9 +112,24 @@ class Executor:
         return helm_step.own_revision(self.helm, spec, description)
 
     def helm_upgrade(
-        self, journal: Journal, spec: ClusterSpec, *, version: str | None = None
+        self,
+        journal: Journal,
+        spec: ClusterSpec,
+        *,
+        now: datetime,
+        step: Step | None = None,
+        version: str | None = None,
     ) -> StepOutcome:
-        return helm_step.helm_upgrade(self.helm, self.secrets, journal, spec, version=version)
+        return helm_step.helm_upgrade(
+            self.helm,
+            self.cluster,
+            self.secrets,
+            journal,
+            spec,
+            now=now,
+            step=step,
+            version=version,
+        )
 
     def controller_ready(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
         return controller_steps.controller_ready(self.cluster, step, spec, now)
@@ -110,9 +138,17 @@ class Executor:
         return controller_steps.controller_restart(self.cluster, step, spec, now)
 
     def rollback(
-        self, journal: Journal, spec: ClusterSpec, point: RollbackPoint | None
+        self,
+        journal: Journal,
+        spec: ClusterSpec,
+        point: RollbackPoint | None,
+        *,
+        now: datetime,
+        step: Step | None = None,
     ) -> StepOutcome:
-        return rollback_step.rollback(self.helm, self.secrets, journal, spec, point)
+        return rollback_step.rollback(
+            self.helm, self.cluster, self.secrets, journal, spec, point, now=now, step=step
+        )
 
     def observe_pool(
         self, spec: ClusterSpec, pool: str, component: Component

@@ -33,3 +33,6 @@ class StepOutcome:
     retry_after: float | None = None
     # Extra files for the state branch (backups), committed with the transition.
     files: Mapping[str, bytes] = field(default_factory=dict)
+    # FAILED before the step changed anything in the cluster (the chart could not be fetched,
+    # another party holds the release): the operation is blocked, not remediated.
+    blocked: bool = False

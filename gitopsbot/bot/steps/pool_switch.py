@@ -8,6 +8,7 @@ switch, the nodes and whether the pool's pods already run the template, for
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from gitopsbot.bot.steps.cluster_reads import pool_images
@@ -15,8 +16,13 @@ from gitopsbot.bot.steps.verify import check_nodes
 from gitopsbot.core import rollout
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.model import ClusterSpec, Component
-from gitopsbot.errors import PermanentError
+from gitopsbot.errors import KubeConflict, KubeError, PermanentError
 from gitopsbot.ports.cluster import Cluster
+
+log = logging.getLogger(__name__)
+
+# A conflict means the TFC changed between read and write: read it again, a few times.
+CONFLICT_ATTEMPTS = 5
 
 SWITCH = {
     Component.HYPERVISOR: "autoUpdateHypervisor",
@@ -88,8 +94,52 @@ def set_switch(
 ) -> None:
     """Open or close one switch in the TFC's pool template (F1: the only place the bot
     turns a rollout on). A merge patch replaces the whole gpuPools list, so it carries
-    the resourceVersion read: a concurrent writer makes it fail with KubeConflict."""
+    the resourceVersion read: a concurrent writer (the controller updating the TFC) makes it
+    fail with KubeConflict, and the switch is read and written again, up to
+    ``CONFLICT_ATTEMPTS`` times, before the conflict reaches the pass (which retries later).
+
+    Afterwards the bot gives up its field ownership of the TFC (``Cluster.release_fields``):
+    the merge patch made "gitopsbot" the manager of ``.spec.gpuPools``, and a person's
+    break-glass ``helm upgrade`` with helm 4 (server-side apply, no ``--force-conflicts``)
+    would then fail with a conflict with "gitopsbot" (docs/helm.md, "Break-glass")."""
     name = tf.tfc_name(spec)
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            _write_switch(cluster, name, pool, component, open_, batch_percentage)
+            break
+        except KubeConflict as e:
+            if attempt == CONFLICT_ATTEMPTS:
+                raise
+            log.warning(
+                "%s: TensorFusionCluster %s changed while switching %s/%s (attempt %d): %s",
+                spec.name,
+                name,
+                pool,
+                component,
+                attempt,
+                e,
+            )
+    for _ in range(CONFLICT_ATTEMPTS):
+        try:
+            cluster.release_fields(tf.TF, "TensorFusionCluster", None, name)
+            return
+        except KubeConflict:
+            continue  # the controller wrote the TFC meanwhile: read it again
+        except KubeError as e:
+            # Not fatal: the switch is set; the next switch change releases the fields.
+            log.warning("%s: could not release the bot's fields of %s: %s", spec.name, name, e)
+            return
+    log.warning("%s: could not release the bot's fields of %s: it keeps changing", spec.name, name)
+
+
+def _write_switch(
+    cluster: Cluster,
+    name: str,
+    pool: str,
+    component: Component,
+    open_: bool,
+    batch_percentage: int | None,
+) -> None:
     tfc = cluster.get(tf.TF, "TensorFusionCluster", None, name)
     if tfc is None:
         raise PermanentError(f"TensorFusionCluster {name} not found")

@@ -278,3 +278,70 @@ def test_helm4_client_side_upgrade_does_not_conflict(
     _bot_switch(kube, open_=False)
     helm("upgrade", "tf", str(TENSOR_FUSION), "-n", NS, "--reset-values")
     assert _pool_image(api) == OLD_IMAGE
+
+
+# -- C: the bot's own switch step leaves no ownership behind; its helm 4 after helm 3 ------------
+
+
+def _spec_for_the_chart(tmp_path: Path) -> Any:
+    """A ClusterSpec naming this chart's TensorFusionCluster and its first pool."""
+    from gitopsbot.adapters.localfiles import DirectoryTree
+    from gitopsbot.fleetrepo import load_cluster
+
+    root = tmp_path / "fleet" / "clusters" / "lab"
+    root.mkdir(parents=True)
+    (root / "release.yaml").write_text(
+        "chart:\n  repository: https://charts.example.invalid\n  name: tensor-fusion\n"
+        f"  version: 1.8.7\nrelease:\n  name: tf\n  namespace: {NS}\nenvironment: staging\n"
+    )
+    (root / "values.yaml").write_text(f"cluster:\n  name: {TFC}\n")
+    (root / "rollout.yaml").write_text(
+        "order: [shared]\npools:\n  shared:\n    autoUpdateHypervisor: true\n"
+        "    batchPercentage: 50\n    phases: [hypervisor]\n"
+    )
+    return load_cluster(DirectoryTree(tmp_path / "fleet"), "lab")
+
+
+def test_the_bots_switch_step_leaves_a_plain_helm4_upgrade_possible(
+    binaries: dict[str, Path],
+    kubeconfig: Path,
+    tmp_path: Path,
+    api: ApiServer,
+    kube: KubeCluster,
+    values: Path,
+) -> None:
+    from gitopsbot.bot.steps.pool_switch import set_switch
+    from gitopsbot.core.model import Component
+
+    helm = _helm("helm4", binaries, kubeconfig, tmp_path)
+    helm("install", "tf", str(TENSOR_FUSION), "-n", NS)
+    pool = _tfc(api)["spec"]["gpuPools"][0]["name"]
+    spec = _spec_for_the_chart(tmp_path)
+    set_switch(kube, spec, pool, Component.HYPERVISOR, open_=True)
+    set_switch(kube, spec, pool, Component.HYPERVISOR, open_=False)
+    managers = [e.get("manager") for e in _tfc(api)["metadata"].get("managedFields") or []]
+    assert "gitopsbot" not in managers, managers
+    # The product page's manual command, as typed: no --force-conflicts.
+    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", NS, "-f", str(values))
+    assert _pool_image(api) == NEW_IMAGE
+
+
+def test_the_bots_helm4_upgrades_a_release_helm3_installed(
+    binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path, api: ApiServer
+) -> None:
+    from gitopsbot.adapters.helm import HelmCli
+    from gitopsbot.ports.helm import ChartRef
+
+    helm3 = _helm("helm3", binaries, kubeconfig, tmp_path)
+    helm3("install", "tf", str(TENSOR_FUSION), "-n", NS)  # client-side
+    bot = HelmCli(binaries["helm4"], home=tmp_path / "bot-helm", kubeconfig=kubeconfig)
+    info = bot.upgrade(
+        release="tf",
+        namespace=NS,
+        chart=ChartRef(path=str(TENSOR_FUSION)),
+        version="1.8.7",
+        values={"cluster": {"hypervisorImage": NEW_IMAGE}},
+        description="gitopsbot op=lab-aaaaaaaaaaaa step=helm-upgrade",
+    )
+    assert info.status.value == "deployed", info
+    assert _pool_image(api) == NEW_IMAGE

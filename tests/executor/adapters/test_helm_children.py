@@ -34,7 +34,7 @@ import pytest
 from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.core.observed import HelmReleaseStatus
-from gitopsbot.errors import HelmFailed
+from gitopsbot.errors import HelmFailed, HelmStopped
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.apiserver import ApiServer
 from tests.executor.adapters.test_helm_cli import (
@@ -208,7 +208,7 @@ def test_terminate_children_stops_an_upgrade_helm_records_it_failed(
     _wait_until(lambda: slow.hits > 0)  # helm is applying the chart
     assert HelmCli.terminate_children(grace_seconds=10) == 1
     call.join(timeout=30)
-    assert len(call.errors) == 1 and isinstance(call.errors[0], HelmFailed)
+    assert len(call.errors) == 1 and isinstance(call.errors[0], HelmStopped)
     assert "stopped: gitopsbot is shutting down" in str(call.errors[0])
     api.faults.clear()
     assert _statuses(helm_cli)[-1] == (2, HelmReleaseStatus.FAILED)
@@ -237,7 +237,7 @@ def test_terminate_children_during_a_rollback_leaves_it_pending(
     assert helm_cli.operation_alive("op=op-8 step=rb")
     HelmCli.terminate_children(grace_seconds=10)
     call.join(timeout=30)
-    assert len(call.errors) == 1 and isinstance(call.errors[0], HelmFailed)
+    assert len(call.errors) == 1 and isinstance(call.errors[0], HelmStopped)
     api.faults.clear()
     assert _statuses(helm_cli)[-1] == (3, HelmReleaseStatus.PENDING_ROLLBACK)
     assert not helm_cli.operation_alive("op=op-8 step=rb")

@@ -274,8 +274,11 @@ def test_a_crd_that_fails_to_apply_is_reported_by_name(
     documents = dict(list(_crds(tensor_fusion).items())[:3])
     api.faults.error(500, path="*/gpunodes.tensor-fusion.ai*", method="PATCH")
     if via == "kubectl":
-        applier = KubectlCrdApplier(binaries["kubectl"], home=tmp_path / "k", kubeconfig=kubeconfig)
+        applier = KubectlCrdApplier(
+            binaries["kubectl"], home=tmp_path / "k", kubeconfig=kubeconfig, sleep=lambda _: None
+        )
         results = applier.apply_crds(documents)
+        assert applier.last_retries == 3  # a 500 that never stops spends the budget
     else:
         results = kube.apply_crds(documents)
     by_name = {r.name: r for r in results}
@@ -351,3 +354,22 @@ spec:
             properties:
               size: {type: integer}
 """
+
+
+def test_kubectl_applier_retries_a_transient_failure(
+    api: ApiServer, binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Issue 10: a 409 on a stale read or a 5xx during the CRD apply is retried, counted, and
+    does not fail the step; the waits are the configured backoff."""
+    crds = Path(__file__).resolve().parents[3] / "examples" / "charts" / "tensor-fusion-1.8.7"
+    documents = {p.name: p.read_text() for p in sorted((crds / "crds").glob("*.yaml"))}
+    assert documents
+    waits: list[float] = []
+    applier = KubectlCrdApplier(
+        binaries["kubectl"], home=tmp_path / "k", kubeconfig=kubeconfig, sleep=waits.append
+    )
+    rule = api.faults.error(503, path="*/customresourcedefinitions*", method="PATCH", times=1)
+    results = applier.apply_crds(documents)
+    assert rule.hits == 1
+    assert all(r.ok for r in results), results
+    assert applier.last_retries == 1 and waits == [1.0]
