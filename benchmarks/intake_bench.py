@@ -8,9 +8,11 @@ record the operation on the state branch and push). Helm and the cluster are the
 fakes of ``gitopsbot.testing`` (the same contract as the real adapters): this measures the
 bot, not helm.
 
-Two readers in the same run: the bot's own (``fleetrepo.find_cluster``: only the merged
-cluster's files) and, as the baseline, a reader of the whole fleet (``load_fleet``, what the
-bot did before). Target: the bot's cost per merge does not grow with the fleet.
+Three bots in the same run: the bot's own (``fleetrepo.find_cluster``: only the merged
+cluster's files, the apply-time policy gate judging the change); as baselines, a reader of
+the whole fleet (``load_fleet``, what the bot did before) and the bot without the policy gate
+(the code path before issue 10), so the gate's cost per merge shows as a ratio. Target: the
+bot's cost per merge does not grow with the fleet.
 
     python benchmarks/intake_bench.py [--sizes 10,100,300] [--samples 3]
 """
@@ -32,9 +34,11 @@ from pathlib import Path
 from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.app import apply_gate
+from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.journal import Journal
 from gitopsbot.core.model import BotSettings, ClusterSpec, SecretRef
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.files import FileTree
@@ -87,8 +91,19 @@ def make_fleet(root: Path, size: int) -> tuple[str, Path]:
     return remote.as_uri(), human
 
 
+# One chart source for every bot of the run, as a long-running bot keeps one (warm cache).
+CHARTS = LocalChartSource([EXAMPLE.parent / "charts" / "repo"])
+
+
+class NoGate(ApplyGate):
+    """The code path before issue 10: an operation starts without the policy gate."""
+
+    def judge(self, journal: Journal, spec: ClusterSpec, deployed: Deployed) -> Journal:
+        return journal
+
+
 def bot(
-    url: str, mirror: Path, spec: ClusterSpec, *, per_cluster: bool
+    url: str, mirror: Path, spec: ClusterSpec, *, per_cluster: bool, gated: bool = True
 ) -> tuple[Reconciler, FakeHelm]:
     repo = GitRepo(GitSettings(url=url, mirror_dir=mirror, author_email="bot@example.com"))
     repo.fetch()
@@ -110,7 +125,9 @@ def bot(
         repo=repo,
         store=JournalStore(repo, branch="gitopsbot/state"),
         executor_for=lambda _spec: executor,
-        gate=apply_gate(repo, LocalChartSource([EXAMPLE.parent / "charts" / "repo"])),
+        gate=apply_gate(repo, CHARTS)
+        if gated
+        else NoGate(CHARTS, builtin_documents=(), policies_at=lambda _sha: ()),
         clock=SystemClock(),
         load_fleet=load_fleet,
         load_cluster=find,
@@ -132,7 +149,8 @@ def measure(size: int, samples: int, work: Path) -> Mapping[str, float]:
     url, human = make_fleet(work, size)
     cluster = "c0000"
     out: dict[str, float] = {}
-    for name, per_cluster in (("whole fleet", False), ("one cluster", True)):
+    readers = (("whole fleet", False, True), ("one cluster", True, True), ("no gate", True, False))
+    for name, per_cluster, gated in readers:
         times = []
         for n in range(samples):
             mirror = work / f"mirror-{per_cluster}-{n}"
@@ -140,9 +158,9 @@ def measure(size: int, samples: int, work: Path) -> Mapping[str, float]:
             first.fetch()
             loaded = find_cluster(first.tree("main"), cluster)
             assert loaded is not None
-            rec, _ = bot(url, mirror, loaded, per_cluster=per_cluster)
+            rec, _ = bot(url, mirror, loaded, per_cluster=per_cluster, gated=gated)
             rec.reconcile(cluster)  # baseline: the branch head as of now
-            merge(human, cluster, n + (100 if per_cluster else 0))
+            merge(human, cluster, n + (100 if per_cluster else 0) + (0 if gated else 200))
             t0 = time.perf_counter()
             result = rec.reconcile(cluster)
             times.append(time.perf_counter() - t0)
@@ -163,12 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="intake-bench-") as tmp:
             got = measure(size, args.samples, Path(tmp))
-        one, whole = got["one cluster"], got["whole fleet"]
+        one, whole, bare = got["one cluster"], got["whole fleet"], got["no gate"]
         first = first or one
         print(
             f"  {size:5d} clusters: bot (one cluster) {one * 1000:7.1f} ms   "
             f"whole-fleet reader {whole * 1000:8.1f} ms   ratio whole/one {whole / one:6.1f}   "
-            f"bot vs smallest fleet {one / first:4.2f}"
+            f"bot vs smallest fleet {one / first:4.2f}   "
+            f"without the apply gate {bare * 1000:7.1f} ms (gate/no gate {one / bare:4.2f})"
         )
     return 0
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from gitopsbot.commands.status import render
 from gitopsbot.core.forge_types import CommitState
 from gitopsbot.core.journal import OperationKind, OperationStatus
-from gitopsbot.errors import ConfigError, GitOpsBotError
+from gitopsbot.errors import ConfigError, GitOpsBotError, HelmChartUnusable
 from gitopsbot.ports.helm import ChartRef
 from tests.executor.conftest import NS, RELEASE, Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive, upgrades
@@ -183,3 +183,28 @@ def test_a_manual_revision_after_the_bot_is_reported_not_undone(env: Env) -> Non
 def state_commits_after_fetch(env: Env) -> int:
     subprocess.run(["git", "fetch", "--quiet", "origin"], cwd=env.human.path, check=True)
     return state_commits(env)
+
+
+def test_a_chart_helm_cannot_use_blocks_without_revert_or_rollback(env: Env) -> None:
+    """Issue 10 part 4: a step that fails before it changed anything in the cluster (helm
+    cannot fetch or refuses the chart) blocks the operation: no revert is committed and no
+    rollback runs, though the cluster's onFailure is rollback."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    sha = env.merge_pr(12, "lab: chart 1.1.0", fleet_files("1.1.0", "hv:2", on_failure="rollback"))
+    env.helm.fail(
+        "upgrade",
+        HelmChartUnusable("helm upgrade tf: chart tensor-fusion 1.1.0 cannot be used: illegal"),
+    )
+    done = drive(env, rec)
+    assert done.status is OperationStatus.BLOCKED, done.failure
+    assert done.remediation == "" and "nothing was changed" in done.failure
+    assert done.step("helm-upgrade").state.value == "failed"
+    for _ in range(3):
+        rec.reconcile("lab")
+        env.clock.t += timedelta(minutes=1)
+    env.human.pull()
+    assert git("rev-parse", "HEAD", cwd=env.human.path).strip() == sha  # no revert on main
+    assert rec.store.current("lab") == done  # no rollback started
+    assert env.helm.history(RELEASE, NS)[-1].chart_version == "1.0.0"
+    assert env.forge.status_of(sha, "gitopsbot/apply") is CommitState.FAILURE
