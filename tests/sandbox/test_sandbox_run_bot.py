@@ -1,6 +1,7 @@
 """docs/sandbox.md, "Run the bot against the sandbox", as a user types it: `sandbox up`,
 clone the fleet repository `up` made for this sandbox, a first `run --once` (the baseline),
-bump the chart version, push, `gitopsbot run --once` until the bot has recorded the upgrade
+bump the chart version, push, see it blocked for R4's acknowledgement, acknowledge, push,
+`gitopsbot run --once` until the bot has recorded the upgrade
 (helm upgrade included) on the state branch, `gitopsbot status`, `sandbox down` — all through
 the real CLI (subprocesses), real git, real helm against the API emulator. Nothing may listen
 afterwards.
@@ -140,6 +141,18 @@ def test_the_documented_sequence_upgrades_the_sandbox(
         assert f"  version: {INSTALLED}\n" in text
         release_file.write_text(text.replace(f"  version: {INSTALLED}\n", f"  version: {target}\n"))
         git(tmp_path, "commit", "--quiet", "-am", f"tensor-fusion {target}", cwd=clone)
+        git(tmp_path, "push", "--quiet", "origin", "main", cwd=clone)
+
+        # Judged as its pull request would be: the pinned hypervisor needs R4's acknowledgement.
+        blocked = cli(tmp_path, *run_args, **token)
+        assert blocked.returncode == 0, blocked.stdout + blocked.stderr
+        assert "sandbox: blocked" in blocked.stdout and "R4" in blocked.stdout, blocked.stdout
+        assert journal(tmp_path, clone)["status"] == "blocked"
+        rollout_file = clone / "clusters" / "sandbox" / "rollout.yaml"
+        rollout_file.write_text(
+            rollout_file.read_text() + 'acknowledgements:\n  R4: "the sandbox keeps 2.13.0"\n'
+        )
+        git(tmp_path, "commit", "--quiet", "-am", "sandbox: acknowledge R4", cwd=clone)
         git(tmp_path, "push", "--quiet", "origin", "main", cwd=clone)
 
         outputs = []
