@@ -20,6 +20,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from gitopsbot.adapters.redaction import helm_secrets, redact_secrets
 from gitopsbot.core.forge_types import (
     COMMENT_LIMIT,
     CommentInfo,
@@ -43,6 +44,7 @@ from gitopsbot.errors import (
     ForgeFailed,
     ForgeNotFound,
     HelmChartUnusable,
+    HelmError,
     HelmFailed,
     HelmReleaseLocked,
     KubeConflict,
@@ -651,7 +653,9 @@ class FakeHelm:
     ``retry_attempts`` attempts, then HelmFailed; each failed upgrade/rollback attempt
     leaves a ``failed`` revision, as helm does. ``running`` holds the descriptions of helm
     operations still running (``operation_alive``). A local chart path that does not exist
-    raises HelmChartUnusable.
+    raises HelmChartUnusable. Like HelmCli, an upgrade's error (an injected one stands for
+    helm's stderr) masks ``secret_values`` and the values at secret paths, nothing else;
+    ``last_secret_values`` keeps what the last upgrade was given.
     """
 
     def __init__(
@@ -672,6 +676,7 @@ class FakeHelm:
         self.calls: builtins.list[str] = []
         self.retry_attempts = retry_attempts
         self.running: set[str] = set()
+        self.last_secret_values: tuple[str, ...] = ()
         self._failures: dict[str, builtins.list[_Injected]] = {}
         self._transient: dict[str, int] = {}
         self._retries = 0
@@ -727,6 +732,30 @@ class FakeHelm:
         wait: bool = False,
         timeout_seconds: int = 300,
         install: bool = True,
+        secret_values: Sequence[str] = (),
+    ) -> HelmReleaseInfo:
+        self.last_secret_values = tuple(secret_values)
+        try:
+            return self._upgrade(
+                release, namespace, chart, version, values, description, post_render_policy,
+                install,
+            )  # fmt: skip
+        except HelmError as exc:
+            text = redact_secrets(str(exc), helm_secrets(values, secret_values))
+            if text == str(exc):
+                raise
+            raise type(exc)(text) from None
+
+    def _upgrade(
+        self,
+        release: str,
+        namespace: str,
+        chart: ChartRef,
+        version: str,
+        values: Mapping[str, Any],
+        description: str,
+        post_render_policy: RolloutPolicy | None,
+        install: bool,
     ) -> HelmReleaseInfo:
         self._enter("upgrade")
         history = self.releases.get((namespace, release), [])

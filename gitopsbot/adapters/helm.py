@@ -5,9 +5,11 @@
   with a person's helm); the rest of the environment is an allow-list (``tool_env``).
 - No secret touches disk or argv: values (with merged secrets) reach helm on standard input
   (``--values -``), argv is a list (no shell) and never holds a value (R8, R17). helm's
-  stderr is bounded and every string value of the upgrade is masked in it before it reaches
-  an exception or log. Each helm child gets its own work directory (policy file, TMPDIR),
-  removed when it ends; leftovers of a dead process are removed at construction.
+  stderr is bounded, and the secrets are masked in it before it reaches an exception or log:
+  the ``secret_values`` the caller names and the values at secret paths, nothing else, so
+  an error names the other values as they are. Each helm child gets its own work directory
+  (policy file, TMPDIR), removed when it ends; leftovers of a dead process are removed at
+  construction.
 - Children die with the bot: each helm runs in its own process group, with SIGTERM as its
   parent-death signal on Linux, in a process-wide registry (``HelmCli.terminate_children``,
   atexit) and recorded in ``<home>/run/helm-<pid>.json`` while it runs. A recorded helm
@@ -48,7 +50,7 @@ from typing import Any, TypeVar
 from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.helm_children import TERM_GRACE_SECONDS
-from gitopsbot.adapters.redaction import redact_secrets
+from gitopsbot.adapters.redaction import helm_secrets, redact_secrets
 from gitopsbot.adapters.tool_env import tool_environment
 from gitopsbot.core.model import RolloutPolicy
 from gitopsbot.core.observed import HelmReleaseInfo, HelmReleaseStatus
@@ -251,10 +253,13 @@ class HelmCli:
         wait: bool = False,
         timeout_seconds: int = 300,
         install: bool = True,
+        secret_values: Sequence[str] = (),
     ) -> HelmReleaseInfo:
         what = f"helm upgrade {release}"
         label = f"{chart.label} version {version}"
-        secrets = _string_leaves(values)
+        # Masked in helm's stderr: the secrets the caller merged in (wherever they appear) and
+        # the values at secret paths; the rest stays readable ("gpu-cluster-eu" is invalid).
+        secrets = helm_secrets(values, secret_values)
         # Values (secrets merged in) go to helm's standard input: never a file, never argv.
         payload = json.dumps(values)
         argv = ["upgrade", release, chart.path or chart.name]
@@ -661,24 +666,6 @@ def _private_file(path: Path, text: str) -> Path:
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(text)
     return path
-
-
-def _string_leaves(values: Any) -> list[str]:
-    """Every string value long enough to be a credential, longest first (for masking)."""
-    found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, Mapping):
-            for child in node.values():
-                walk(child)
-        elif isinstance(node, list | tuple):
-            for child in node:
-                walk(child)
-        elif isinstance(node, str) and len(node) >= 6:
-            found.add(node)
-
-    walk(values)
-    return sorted(found, key=len, reverse=True)
 
 
 def _masked(text: str, secrets: Sequence[str]) -> str:

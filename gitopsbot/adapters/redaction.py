@@ -5,12 +5,18 @@ A secret of at least ``MIN_SUBSTRING_LENGTH`` characters is masked wherever it o
 shorter one cannot be masked as a substring without mangling ordinary text (token ``x`` turned
 ``example-org`` into ``e***ample-org``) and hides nothing: it is masked only where it stands as a
 whole token. Short credentials only ever travel in request headers, never in message text.
+
+``helm_secrets`` says what helm's errors mask: the secrets a caller names and the values at
+secret paths; never the other values, so an error stays readable.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gitopsbot.core.secrets import secret_strings
 
 MASK = "***"
 MIN_SUBSTRING_LENGTH = 6
@@ -27,3 +33,12 @@ def redact_secrets(text: str, secrets: Iterable[str]) -> str:
         else:
             text = re.sub(rf"(?<!{_TOKEN_CHAR}){re.escape(secret)}(?!{_TOKEN_CHAR})", MASK, text)
     return text
+
+
+def helm_secrets(values: Mapping[str, Any], secret_values: Iterable[str] = ()) -> list[str]:
+    """What an upgrade's errors mask, longest first: ``secret_values`` (the secrets the caller
+    merged in, masked wherever they appear, also where a value at a path that is not secret
+    equals one) and the values at secret paths of ``values`` (``core.secrets.secret_strings``:
+    secret-looking keys, built-in paths, token shapes). No other value is masked."""
+    found = {s for s in secret_values if s} | set(secret_strings(values))
+    return sorted(found, key=len, reverse=True)

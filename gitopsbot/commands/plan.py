@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +16,13 @@ from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.fleet_loading import suggest
-from gitopsbot.core.model import ClusterSpec, ReleaseSpec
+from gitopsbot.core.model import ClusterSpec, Location, ReleaseSpec
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import Plan, make_plan
 from gitopsbot.core.policy import Decision, load_rules
 from gitopsbot.core.render import render_json, render_markdown
+from gitopsbot.core.secrets import MASK
+from gitopsbot.core.yamledit import YamlEditError, set_values
 from gitopsbot.errors import (
     ChartError,
     ChartInvalid,
@@ -126,16 +130,67 @@ def _tree(fleet: Path, ref: str | None) -> FileTree:
     return GitRefTree(fleet, ref) if ref else DirectoryTree(fleet)
 
 
+# How the loader refuses a secret-looking literal in values.yaml (``Problem.message``).
+SECRET_LITERAL = "secret-looking literal"
+
+
+class _Replaced:
+    """A tree with some files' contents replaced (the baseline's values.yaml, masked)."""
+
+    def __init__(self, base: FileTree, files: Mapping[str, bytes]) -> None:
+        self._base = base
+        self._files = dict(files)
+
+    @property
+    def label(self) -> str:
+        return self._base.label
+
+    def read(self, path: str) -> bytes | None:
+        return self._files[path] if path in self._files else self._base.read(path)
+
+    def list(self, directory: str) -> list[str]:
+        return self._base.list(directory)
+
+
+def load_baseline(tree: FileTree, name: str) -> tuple[ClusterSpec, dict[str, Location]]:
+    """One cluster read as a baseline, with the literal secrets its values.yaml still holds.
+
+    The loader refuses a secret-looking literal, rightly for a desired state; a baseline is
+    what is there, and the change that removes the literals needs a plan. So each literal is
+    replaced by ``***`` in the text before it is read again (it never reaches the spec or a
+    message), and returned as values path → where it is written. Any other problem raises
+    FleetError as the loader reported it."""
+    try:
+        return load_cluster(tree, name), {}
+    except FleetError as exc:
+        values_file = f"clusters/{name}/values.yaml"
+        literals = {
+            p.field: Location(p.file, p.line, p.column)
+            for p in exc.problems
+            if p.file == values_file and p.field and p.message.startswith(SECRET_LITERAL)
+        }
+        if not literals or len(literals) < len(exc.problems):
+            raise
+        error = exc
+    try:
+        text = (tree.read(values_file) or b"").decode("utf-8")
+        masked = set_values(text, dict.fromkeys(literals, MASK))
+    except (UnicodeDecodeError, YamlEditError):
+        raise error from None
+    return load_cluster(_Replaced(tree, {values_file: masked.encode()}), name), literals
+
+
 def _baseline(
     fleet: Path, ref: str, name: str, source: ChartSource
 ) -> tuple[DeployedState | None, Chart | None]:
     tree = GitRefTree(fleet, ref)
     try:
-        before: ClusterSpec = load_cluster(tree, name)
+        before, literals = load_baseline(tree, name)
     except FleetError as exc:
         if any(p.message == "no such cluster" for p in exc.problems):
             return None, None  # new at this ref: nothing deployed
-        raise
+        # The baseline's files, not the working tree's: name the ref they were read at.
+        raise FleetError([replace(p, file=f"{ref}:{p.file}") for p in exc.problems]) from None
     rel = before.release
     chart = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
     state = DeployedState(
@@ -143,13 +198,21 @@ def _baseline(
         app_version=chart.app_version,
         values=before.values,
         source=f"git:{tree.label}",
+        secret_literals=literals,
     )
     return state, chart
 
 
 def build_plan(args: argparse.Namespace) -> Plan:
     fleet_path = Path(args.fleet)
-    fleet = load_fleet(_tree(fleet_path, args.to_ref))
+    try:
+        fleet = load_fleet(_tree(fleet_path, args.to_ref))
+    except FleetError as exc:
+        if not args.to_ref:
+            raise
+        raise FleetError(
+            [replace(p, file=f"{args.to_ref}:{p.file}") for p in exc.problems]
+        ) from None
     if args.cluster not in fleet.clusters:
         raise FleetError(
             [

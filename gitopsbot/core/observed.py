@@ -14,6 +14,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from gitopsbot.core.model import Location
+
 
 @dataclass(frozen=True, slots=True)
 class DeployedState:
@@ -25,6 +27,9 @@ class DeployedState:
     source: str = "helm"
     # Observed GPU node count per pool (by fleet pool name); overrides PoolPolicy.nodes.
     pool_nodes: Mapping[str, int] = field(default_factory=dict)
+    # A Git baseline that still holds secret-looking literals in values.yaml: values path →
+    # where it is written. ``values`` holds ``***`` there, never the literal (docs/plan.md).
+    secret_literals: Mapping[str, Location] = field(default_factory=dict)
 
 
 # -- Helm releases, CRD applies and Deployment readiness, as the adapters observe them ------

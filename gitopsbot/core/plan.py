@@ -11,12 +11,15 @@
 - ``Plan.verdicts``: the policy verdicts (``core.policy.Verdict``); ``Plan.decision`` folds
   them (deny always wins);
 - ``versions``, ``values_diff`` (secrets already masked), ``images``, ``crd_diff``,
-  ``schema_problems``, ``notes``.
+  ``schema_problems``, ``notes``; ``baseline_secret_literals`` when a Git baseline still
+  holds literal secrets (masked; a note says to remove and rotate them).
 
 A component rolls in a pool when its configuration changes (its image, its pool
 componentConfig, or for the hypervisor the vendor ProviderConfig) and the pool's switch for it
 is on; a controller image change alone may also roll the hypervisor (F4). Nothing rolls on a
-first install: the controller records hashes on first sight (tensorfusion-facts §3.2).
+first install: the controller records hashes on first sight (tensorfusion-facts §3.2). A
+hypervisor port change (R23) rolls the hypervisor and the worker (the worker's hash covers the
+port), and a note says how the pool's workloads get rebuilt.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.crd_diff import CrdDiff, diff_charts
@@ -40,8 +44,9 @@ from gitopsbot.core.policy import (
     restart_needed,
 )
 from gitopsbot.core.schema_check import check_values
+from gitopsbot.core.secrets import find_secret_literals, join_path
 from gitopsbot.core.timeline import PoolTimeline, pool_timeline
-from gitopsbot.core.values_diff import ValuesDiff, diff_values
+from gitopsbot.core.values_diff import ValuesDiff, diff_values, get_path, leaf_paths
 from gitopsbot.errors import Problem
 
 # R24's config keys whose change needs a controller restart.
@@ -60,6 +65,10 @@ COMPONENT_IMAGES: Mapping[Component, tuple[str, ...]] = {
     Component.WORKER: ("worker",),
     Component.CLIENT: ("client",),
 }
+# Where the hypervisor port is written, under any pool template: the chart's
+# ``cluster.pool.componentConfig.hypervisor.portNumber`` or another pool's (R23).
+HYPERVISOR_PORT_KEY: tuple[str, ...] = ("componentConfig", "hypervisor", "portNumber")
+DEFAULT_HYPERVISOR_PORT = 8000  # the CRD default where no port is written
 # R3's impact column.
 IMPACT: Mapping[str, str] = {
     "backup": "none: reads the release values and the TensorFusion objects",
@@ -143,6 +152,8 @@ class Plan:
     # Why the target chart could not be read ("" when it was): then there are no steps,
     # images, CRDs or schema checks, and CHART-NOT-IN-INDEX denies.
     chart_problem: str = ""
+    # Secret-looking literals the Git baseline still holds (values path → where), masked.
+    baseline_secret_literals: Mapping[str, Location] = field(default_factory=dict)
 
     @property
     def changes_anything(self) -> bool:
@@ -151,6 +162,33 @@ class Plan:
 
 def _values_file(desired: ClusterSpec) -> str:
     return next((f for f in desired.files if f.endswith("values.yaml")), "values.yaml")
+
+
+@dataclass(frozen=True, slots=True)
+class PortChange:
+    path: str
+    before: Any
+    after: Any
+
+
+def hypervisor_port_changes(diff: ValuesDiff) -> tuple[PortChange, ...]:
+    """Every hypervisor ``portNumber`` whose effective value changes (R23), also where a whole
+    subtree holding it was added or removed; an unset port is the CRD default (8000)."""
+    sides: dict[tuple[str | int, ...], list[Any]] = {}
+    width = len(HYPERVISOR_PORT_KEY)
+    for c in diff.changes:
+        for side, value in enumerate((c.before, c.after)):
+            for rest in leaf_paths(value):
+                parts = (*c.parts, *rest)
+                if parts[-width:] == HYPERVISOR_PORT_KEY:
+                    sides.setdefault(parts, [None, None])[side] = get_path(value, rest)
+    out = []
+    for parts, (before, after) in sides.items():
+        old = DEFAULT_HYPERVISOR_PORT if before is None else before
+        new = DEFAULT_HYPERVISOR_PORT if after is None else after
+        if old != new:
+            out.append(PortChange(join_path(parts), old, new))
+    return tuple(sorted(out, key=lambda p: p.path))
 
 
 def component_reasons(
@@ -169,6 +207,15 @@ def component_reasons(
         touched = [p for p in COMPONENT_PREFIXES[comp] if diff.touches(p)]
         if touched:
             out[comp] = f"{', '.join(touched)} changed"
+    ports = hypervisor_port_changes(diff)
+    if ports:
+        # The hypervisor pod spec and the worker's (HYPERVISOR_PORT) both carry the port, so
+        # both hashes change (tensorfusion-facts §3.3): R23's rebuild of the workloads.
+        where = ", ".join(p.path for p in ports)
+        out.setdefault(Component.HYPERVISOR, f"{where} changed")
+        out.setdefault(
+            Component.WORKER, f"{where} changed: worker pods carry the hypervisor port (R23)"
+        )
     controller = by_name.get("controller")
     if Component.HYPERVISOR not in out and controller is not None and controller.changed:
         out[Component.HYPERVISOR] = (
@@ -188,6 +235,64 @@ def _pool_phase(pool: PoolPolicy, reasons: Mapping[Component, str], nodes: int) 
         waiting=waiting,
         reasons={c: reasons[c] for c in (*rolling, *waiting)},
         timeline=pool_timeline(pool, rolling, nodes=nodes),
+    )
+
+
+def _port_note(ports: tuple[PortChange, ...], phases: tuple[PoolPhase, ...]) -> str:
+    """R23: what a port change does to running workloads, and how each pool rebuilds them."""
+    what = ", ".join(f"`{p.path}` {p.before} → {p.after}" for p in ports)
+    pools: list[str] = []
+    for phase in phases:
+        if phase.timeline.nodes <= 0:
+            pools.append(f"pool {phase.pool} has no GPU nodes: nothing to rebuild")
+        elif Component.WORKER in phase.components:
+            pools.append(
+                f"pool {phase.pool}: autoUpdateWorker is on, so this plan's worker rollout "
+                "rebuilds each TensorFusionWorkload's worker pods in batches"
+            )
+        else:
+            pools.append(
+                f"pool {phase.pool}: autoUpdateWorker is off, so nothing rebuilds them: turn "
+                "it on for the pool in rollout.yaml in this change, or, once the pool's "
+                "hypervisors are replaced, delete its worker pods that still carry the old "
+                "port (`kubectl get pods -A -l tensor-fusion.ai/component=worker` lists them; "
+                "their workloads recreate them)"
+            )
+    how = "; ".join(pools) if pools else "no pool is in the rollout policy"
+    return (
+        f"R23: the hypervisor port changes ({what}). Running pods keep the port they were "
+        "created with (worker pods carry it as HYPERVISOR_PORT) and lose their connection "
+        "to the hypervisor once a node's new hypervisor listens on the new port, so the "
+        f"pool's workloads must be rebuilt: {how}. Apps connected to a rebuilt worker lose "
+        "their GPU session (R3); restart those that do not reconnect"
+    )
+
+
+def _literals_note(deployed: DeployedState, desired: ClusterSpec, baseline: str) -> str:
+    """The baseline holds secret-looking literals: where, and what to do about them."""
+    literals = sorted(deployed.secret_literals.items(), key=lambda i: (i[1].file, i[1].line))
+    where = ", ".join(
+        f"`{loc.file}:{loc.line}` (`{path}`)" if loc.line else f"`{loc.file}` (`{path}`)"
+        for path, loc in literals
+    )
+    declared = [
+        *desired.credentials.secret_paths,
+        *(s.values_path for s in desired.credentials.secrets),
+    ]
+    kept = set(find_secret_literals(desired.values, declared)) & set(deployed.secret_literals)
+    one = len(literals) == 1
+    it, them = ("it", "it") if one else ("them", "each")
+    action = (
+        f"Remove {it} from values.yaml (leave the value empty and reference it in credentials.yaml)"
+        if kept
+        else f"This change removes {it} from values.yaml"
+    )
+    return (
+        f"the baseline ({baseline}) holds {len(literals)} secret-looking "
+        f"literal{'' if one else 's'} in values.yaml, masked in this plan: {where}. {action}; "
+        f"rotate {them} at its source all the same: a secret committed once stays readable "
+        "in the Git history (R17; R18 agent token, R19 cloud vendor keys, R20 GreptimeDB "
+        "password)"
     )
 
 
@@ -351,19 +456,24 @@ def make_plan(
         )
     elif first_install:
         notes.append("nothing deployed: the controller records component hashes and rolls nothing")
+    baseline = (
+        "nothing deployed"
+        if deployed is None
+        else (
+            f"helm revision {deployed.revision}" if deployed.source == "helm" else deployed.source
+        )
+    )
+    # The notes a reviewer must not miss come first: literal secrets, then R23.
+    ports = hypervisor_port_changes(diff) if deployed is not None else ()
+    if ports:
+        notes.insert(0, _port_note(ports, phases))
+    if deployed is not None and deployed.secret_literals:
+        notes.insert(0, _literals_note(deployed, desired, baseline))
     return Plan(
         cluster=desired.name,
         environment=desired.environment.value,
         release=release,
-        baseline=(
-            "nothing deployed"
-            if deployed is None
-            else (
-                f"helm revision {deployed.revision}"
-                if deployed.source == "helm"
-                else deployed.source
-            )
-        ),
+        baseline=baseline,
         versions=versions,
         steps=tuple(steps),
         values_diff=diff.masked(desired.credentials.secret_paths),
@@ -375,4 +485,5 @@ def make_plan(
         schema_problems=schema_problems,
         notes=tuple(notes),
         chart_problem=chart_problem,
+        baseline_secret_literals=dict(deployed.secret_literals) if deployed is not None else {},
     )

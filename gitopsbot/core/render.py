@@ -317,6 +317,19 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "notes": list(plan.notes),
         # Only present when the target chart could not be read (no images, CRDs, steps).
         **({"target_chart_problem": plan.chart_problem} if plan.chart_problem else {}),
+        # Only present when the Git baseline holds secret-looking literals (never the value).
+        **(
+            {
+                "baseline_secret_literals": [
+                    {"path": path, "location": _where(loc)}
+                    for path, loc in sorted(
+                        plan.baseline_secret_literals.items(), key=lambda i: (i[1].file, i[1].line)
+                    )
+                ]
+            }
+            if plan.baseline_secret_literals
+            else {}
+        ),
     }
 
 

@@ -207,6 +207,24 @@ def find_secret_literals(values: Mapping[str, Any], extra_paths: Iterable[str] =
     return found
 
 
+def secret_strings(values: Mapping[str, Any], extra_paths: Iterable[str] = ()) -> list[str]:
+    """The secret material in ``values``, as text to mask in free text (helm's stderr),
+    longest first: every string at a secret path (secret-looking key, built-in or declared
+    path) that is not empty or a placeholder, every string shaped like a well-known token,
+    and numbers at built-in or declared paths. Nothing else: the other values stay readable
+    in messages."""
+    found: set[str] = set()
+    for _path, leaf, is_declared in _secret_leaves(values, extra_paths):
+        if isinstance(leaf, bool) or leaf is None:
+            continue
+        if isinstance(leaf, str):
+            if looks_like_token(leaf) or not is_placeholder(leaf):
+                found.add(leaf)
+        elif isinstance(leaf, int | float) and is_declared:
+            found.add(str(leaf))
+    return sorted(found, key=len, reverse=True)
+
+
 def mask(values: Mapping[str, Any], extra_paths: Iterable[str] = ()) -> dict[str, Any]:
     """A deep copy of ``values`` with every non-empty secret leaf replaced by ``***``."""
     out: dict[str, Any] = copy.deepcopy(dict(values))

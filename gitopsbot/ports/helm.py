@@ -14,12 +14,13 @@ Every call retries transient API failures (409 on a stale object, 429, 5xx, a dr
 connection) inside itself, with a bounded backoff; ``last_retries`` says how many retries the
 last call of the calling thread needed. After the budget the last error is raised
 (``HelmFailed``). A chart that cannot be fetched or loaded raises ``HelmChartUnusable``:
-nothing was changed in the cluster. docs/helm.md has the details.
+nothing was changed in the cluster. An upgrade's errors mask the secrets (``secret_values``
+and the values at secret paths) and nothing else. docs/helm.md has the details.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -92,9 +93,14 @@ class Helm(Protocol):
         wait: bool = False,
         timeout_seconds: int = 300,
         install: bool = True,
+        secret_values: Sequence[str] = (),
     ) -> HelmReleaseInfo:
         """``helm upgrade [--install]`` with the whole ``values`` (R8). Values may hold
         merged secrets: they reach helm on its standard input, never a file or argv.
+        ``secret_values``: the secrets merged into ``values``; an error masks them wherever
+        they appear (also where a value at a path that is not secret equals one), and the
+        values at secret paths (``core.secrets.secret_strings``); no other value, so helm's
+        message stays readable.
         Returns the new revision. HelmReleaseLocked when the release is pending-* (also when
         a transient failure left it so); HelmChartUnusable when the chart cannot be fetched
         or loaded (nothing changed); HelmTimeout / HelmFailed otherwise. A transient failure

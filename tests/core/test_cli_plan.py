@@ -1,5 +1,6 @@
 """`gitopsbot plan` and `gitopsbot validate` end to end: a fleet copied from examples/fleet into
-a real Git repository (pygit2), charts built from the real chart files in a tmp dir."""
+a real Git repository (pygit2), charts built from the real chart files in a tmp dir; a baseline
+holding a literal secret is planned (masked, with a note), a desired one refused."""
 
 from __future__ import annotations
 
@@ -187,6 +188,53 @@ def test_plan_errors(fleet: Path, charts: Path, capsys: pytest.CaptureFixture[st
         str(charts),
     )
     assert (code == 2 and "not inside a Git repository" in err) or "no such Git ref" in err
+
+
+LITERAL = "canary-Rt93k-literal-enroll-token"
+
+
+def test_plan_of_a_change_that_removes_a_literal_secret(
+    fleet: Path, charts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The baseline (--from) holds a literal enrollToken; the change leaves it empty (the
+    reference in credentials.yaml fills it in): the plan is printed, the literal masked, and a
+    note names where the baseline holds it. A literal in the desired state is still refused,
+    and another problem of the baseline's files is named at its ref."""
+    repo = pygit2.init_repository(str(fleet))
+    values = fleet / "clusters" / "staging" / "values.yaml"
+    clean = values.read_text()
+    _set(values, r'^  enrollToken: ""', f'  enrollToken: "{LITERAL}"')
+    line = 1 + next(i for i, t in enumerate(values.read_text().splitlines()) if LITERAL in t)
+    commit(repo, "staging with a literal token")
+    values.write_text(clean)
+    commit(repo, "move the token to credentials.yaml")
+    args = ["plan", "--cluster", "staging", "--fleet", str(fleet), "--chart-dir", str(charts)]
+    code, out, err = run(capsys, *args, "--from", "HEAD~1", "--to", "HEAD")
+    assert code == 0, err
+    assert LITERAL not in out + err
+    assert "holds 1 secret-looking literal in values.yaml" in out
+    assert f"`clusters/staging/values.yaml:{line}` (`agent.enrollToken`)" in out
+    assert "This change removes it" in out and "rotate it" in out
+    code, out, err = run(capsys, *args, "--from", "HEAD~1", "--output", "json")
+    assert code == 0, err
+    assert LITERAL not in out + err
+    data = json.loads(out)
+    assert data["baseline_secret_literals"] == [
+        {"path": "agent.enrollToken", "location": f"clusters/staging/values.yaml:{line}"}
+    ]
+    assert any("secret-looking literal" in n for n in data["notes"])
+    # The other way round, the literal is in the desired state: refused, never printed.
+    code, out, err = run(capsys, *args, "--from", "HEAD", "--to", "HEAD~1")
+    assert code == 1
+    assert f"HEAD~1:clusters/staging/values.yaml:{line}:" in err and "secret-looking" in err
+    assert LITERAL not in out + err
+    # Any other problem of the baseline stops the plan, named at the baseline's ref.
+    _set(values, r"^  replicaCount: 1$", "  replicaCount: [1")
+    commit(repo, "broken values")
+    values.write_text(clean)
+    commit(repo, "fixed")
+    code, _, err = run(capsys, *args, "--from", "HEAD~1")
+    assert code == 1 and "HEAD~1:clusters/staging/values.yaml:" in err, err
 
 
 def test_validate(fleet: Path, charts: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,17 +1,21 @@
-"""The plan: which steps, which pools roll which components, with what impact (table)."""
+"""The plan: which steps, which pools roll which components, with what impact (table); a
+hypervisor port change alone plans the workload rebuild (R23); a Git baseline holding literal
+secrets is planned, masked, with a note naming where they are."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
 from gitopsbot.core.chart import Chart
-from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.model import ClusterSpec, Component, Location
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import StepKind, make_plan
 from gitopsbot.core.policy import Decision, Rule
+from gitopsbot.core.render import render_json, render_markdown
 from tests.core.plan_builders import (
     cluster,
     default_chart_values,
@@ -174,3 +178,110 @@ def test_plan_masks_secrets_and_allows_clean_change(builtin_rules: tuple[Rule, .
     assert canary not in repr(plan.values_diff)
     assert plan.decision == Decision.DENIED  # and SECRET-LITERAL refuses it
     assert all(canary not in v.message for v in plan.verdicts)
+
+
+def _port(port: int | None) -> dict[str, Any]:
+    pool = {} if port is None else {"componentConfig": {"hypervisor": {"portNumber": port}}}
+    return desired_values(
+        cluster={"hypervisorImage": "tensorfusion/tensor-fusion-hypervisor:2.15.0", "pool": pool}
+    )
+
+
+def test_a_port_change_alone_plans_the_workload_rebuild(builtin_rules: tuple[Rule, ...]) -> None:
+    """R23: allowed on its own, but running pods keep the old port: the hypervisor and the
+    worker roll where their switches are on (the worker's hash covers the port), and a note
+    says, pool by pool, how the workloads get rebuilt; Markdown and JSON carry it."""
+    desired = cluster(pools=TWO_POOLS, values=_port(8100))
+    deployed = DeployedState("1.8.7", "2.17.0", _port(None), 7)  # unset: the CRD default 8000
+    plan = make_plan(
+        deployed=deployed,
+        desired=desired,
+        target_chart=NEW,
+        deployed_chart=NEW,
+        index=None,
+        rules=builtin_rules,
+    )
+    assert "R23" not in {v.rule_id for v in plan.verdicts}  # no version change: allowed
+    assert [s.kind for s in plan.steps] == [B, C, H, R, P, P, P, V]
+    a, b = plan.pool_phases
+    assert (a.components, a.waiting) == ((HYP, WRK), ())
+    assert (b.components, b.waiting) == ((HYP,), (WRK,))
+    assert "hypervisor port" in a.reasons[WRK]
+    note = plan.notes[0]
+    assert note.startswith("R23: the hypervisor port changes")
+    assert "`cluster.pool.componentConfig.hypervisor.portNumber` 8000 → 8100" in note
+    assert "keep the port they were created with" in note
+    assert "pool a: autoUpdateWorker is on, so this plan's worker rollout rebuilds" in note
+    assert "pool b: autoUpdateWorker is off" in note and "tensor-fusion.ai/component=worker" in note
+    assert f"- {note}" in render_markdown(plan)
+    assert json.loads(render_json(plan))["notes"][0] == note
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "chart", "denied"),
+    [
+        (None, 8000, NEW, False),  # the default written out: no change, no note
+        (8100, 8100, NEW, False),
+        (8000, 8100, OLD, True),  # with a version change: R23 denies, the note still says why
+    ],
+)
+def test_port_note_only_for_a_real_port_change(
+    before: int | None, after: int, chart: Chart, denied: bool, builtin_rules: tuple[Rule, ...]
+) -> None:
+    plan = make_plan(
+        deployed=DeployedState(chart.version, chart.app_version, _port(before), 7),
+        desired=cluster(pools=TWO_POOLS, values=_port(after)),
+        target_chart=NEW,
+        deployed_chart=chart,
+        index=None,
+        rules=builtin_rules,
+    )
+    r23 = [v for v in plan.verdicts if v.rule_id == "R23"]
+    assert bool(r23) is denied
+    assert any(n.startswith("R23:") for n in plan.notes) is denied
+
+
+def test_a_baseline_with_literal_secrets_is_planned_and_noted(
+    builtin_rules: tuple[Rule, ...],
+) -> None:
+    """A Git baseline that still holds a literal (masked by the loader's caller, with where it
+    is written): the change that removes it gets a plan, which says where the baseline holds
+    it and to rotate it, in Markdown and JSON, and never shows a value."""
+    where = Location("clusters/c1/values.yaml", 31, 16)
+    deployed = DeployedState(
+        "1.8.7",
+        "2.17.0",
+        desired_values(agent={"enrollToken": "***"}),
+        source="git:origin/main@0123abcd",
+        secret_literals={"agent.enrollToken": where},
+    )
+    desired = cluster(values=desired_values(agent={"enrollToken": ""}))
+    plan = make_plan(
+        deployed=deployed,
+        desired=desired,
+        target_chart=NEW,
+        deployed_chart=NEW,
+        index=None,
+        rules=builtin_rules,
+    )
+    assert "SECRET-LITERAL" not in {v.rule_id for v in plan.verdicts}
+    note = plan.notes[0]
+    assert note.startswith("the baseline (git:origin/main@0123abcd) holds 1 secret-looking")
+    assert "`clusters/c1/values.yaml:31` (`agent.enrollToken`)" in note
+    assert "This change removes it" in note and "rotate it" in note
+    assert f"- {note}" in render_markdown(plan)
+    data = json.loads(render_json(plan))
+    assert data["notes"][0] == note
+    assert data["baseline_secret_literals"] == [
+        {"path": "agent.enrollToken", "location": "clusters/c1/values.yaml:31"}
+    ]
+    # Without literals in the baseline the JSON has no such key (schema unchanged).
+    clean = make_plan(
+        deployed=replace(deployed, secret_literals={}),
+        desired=desired,
+        target_chart=NEW,
+        deployed_chart=NEW,
+        index=None,
+    )
+    assert "baseline_secret_literals" not in json.loads(render_json(clean))
+    assert not any("secret-looking" in n for n in clean.notes)

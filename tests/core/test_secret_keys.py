@@ -1,10 +1,12 @@
-"""``is_secret_key`` is memoised (it runs once per values key on every plan) and stays exact."""
+"""``is_secret_key`` is memoised (it runs once per values key on every plan) and stays exact;
+``secret_strings`` (what helm's errors mask) is the secret material and nothing else."""
 
 from __future__ import annotations
 
 import pytest
 
-from gitopsbot.core.secrets import is_secret_key
+from gitopsbot.adapters.redaction import helm_secrets
+from gitopsbot.core.secrets import is_secret_key, secret_strings
 
 
 @pytest.mark.parametrize(
@@ -31,3 +33,21 @@ def test_repeated_keys_hit_the_cache() -> None:
     before = is_secret_key.cache_info().hits
     is_secret_key("someUniqueKeyForCacheTest")
     assert is_secret_key.cache_info().hits == before + 1
+
+
+def test_secret_strings_are_the_secrets_only() -> None:
+    token = "ghp_" + "a1" * 18
+    values = {
+        "cluster": {"name": "gpu-cluster-eu", "pool": {"name": "shared"}},
+        "agent": {"enrollToken": "canary-enroll-1", "agentId": "org:staging"},
+        "greptime": {"password": 12345678},
+        "extra": {"apiToken": "changeme", "secretName": "tf-secret", "note": token},
+        "team": {"webhook": "canary-declared-2", "flag": True},
+    }
+    found = secret_strings(values, ["team.webhook"])
+    # Secret keys, built-in and declared paths (numbers there too), token shapes anywhere;
+    # never a placeholder, a name of where a secret is, or an ordinary value.
+    assert set(found) == {"canary-enroll-1", "12345678", token, "canary-declared-2"}
+    assert [len(s) for s in found] == sorted(map(len, found), reverse=True)  # longest first
+    masked = helm_secrets(values, ["copied-secret-3", ""])
+    assert set(masked) == {"canary-enroll-1", "12345678", token, "copied-secret-3"}

@@ -21,6 +21,9 @@ the step reads the release once (``helm history``) before it acts:
   tool): not ours to touch. The step waits (RUNNING) for ``LOCK_WAIT_SECONDS``, then the
   operation is *blocked*: nothing of it was applied, so there is nothing to roll back.
 
+helm's errors mask the secrets resolved for this upgrade (passed as ``secret_values``) and the
+values at secret paths, nothing else (docs/helm.md).
+
 Only a real failure of the upgrade (helm ran against the cluster and the upgrade failed after
 the adapter's retries of transient API errors) fails the step and counts toward
 ``onFailure``. A chart helm cannot fetch or refuses (``HelmChartUnusable``) blocks instead:
@@ -157,6 +160,12 @@ def helm_upgrade(
         return settled
     resolved = secrets.resolve_all(list(spec.credentials.secrets))
     values = secrets_mod.merge_secrets(spec.values, resolved)  # secrets exist only here
+    # What helm's errors must not show: every secret resolved here (wherever the values hold
+    # it) and what sits at a declared secret path; every other value stays readable.
+    hidden = [
+        *resolved.values(),
+        *secrets_mod.secret_strings(values, spec.credentials.secret_paths),
+    ]
     info = helm.upgrade(
         release=rel.release_name,
         namespace=rel.namespace,
@@ -165,6 +174,7 @@ def helm_upgrade(
         values=values,
         description=description,
         post_render_policy=spec.rollout,  # F1: Git policy, every switch closed
+        secret_values=hidden,
     )
     retries = helm.last_retries
     retried = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
