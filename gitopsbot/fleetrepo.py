@@ -1,6 +1,6 @@
 """Read a fleet repository through a ``FileTree`` (a directory or a Git commit) into a ``Fleet``.
 
-The reading is here; the parsing is pure, in ``core.fleet_loading``. Everything wrong is
+The reading is here; the parsing is pure, in ``core.fleet``. Everything wrong is
 collected and raised as one ``FleetError`` (file, line, column, field for each problem).
 """
 
@@ -10,8 +10,9 @@ import zoneinfo
 from collections.abc import Mapping
 from functools import lru_cache
 
-from gitopsbot.core import fleet_loading
-from gitopsbot.core.fleet_loading import CLUSTERS_DIR, POLICIES_DIR, SETTINGS_FILE
+from gitopsbot.core.fleet import assembly
+from gitopsbot.core.fleet.fields import suggest
+from gitopsbot.core.fleet.layout import CLUSTERS_DIR, POLICIES_DIR, SETTINGS_FILE
 from gitopsbot.core.model import ClusterSpec, Fleet
 from gitopsbot.errors import FleetError, Problem
 from gitopsbot.ports.files import FileTree
@@ -74,7 +75,7 @@ def load_fleet(tree: FileTree) -> Fleet:
         name: _cluster_files(tree, name, problems) for name in _cluster_names(tree)
     }
     policies = _policy_documents(tree, problems)
-    return fleet_loading.parse_fleet(
+    return assembly.parse_fleet(
         settings_text,
         clusters,
         policy_documents=policies,
@@ -109,7 +110,7 @@ def load_cluster(tree: FileTree, name: str) -> ClusterSpec:
     a cluster that does not exist is reported with the names that do."""
     names = _cluster_names(tree)
     if name not in names:
-        hint = fleet_loading.suggest(name, names) if names else "no clusters/ directory"
+        hint = suggest(name, names) if names else "no clusters/ directory"
         raise FleetError([Problem(f"{CLUSTERS_DIR}/{name}", 0, 0, "", "no such cluster", hint)])
     return _parse_cluster(tree, name)
 
@@ -128,7 +129,7 @@ def _parse_cluster(tree: FileTree, name: str) -> ClusterSpec:
     problems: list[Problem] = []
     files = _cluster_files(tree, name, problems)
     try:
-        spec = fleet_loading.parse_cluster(name, files, known_timezones=known_timezones())
+        spec = assembly.parse_cluster(name, files, known_timezones=known_timezones())
     except FleetError as exc:
         raise FleetError([*problems, *exc.problems]) from None
     if problems:

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from gitopsbot.core import proposals as core
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
-from gitopsbot.core.fleet_loading import RELEASE_FILE, suggest
+from gitopsbot.core.fleet.fields import suggest
+from gitopsbot.core.fleet.layout import RELEASE_FILE
 from gitopsbot.core.forge_types import PullRequestInfo, PullRequestState, with_marker
 from gitopsbot.core.images import effective_images
 from gitopsbot.core.model import ClusterSpec, Fleet

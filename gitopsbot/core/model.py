@@ -1,6 +1,6 @@
 """The desired state read from a fleet repository: settings, clusters, releases, policies.
 
-Frozen values only. Parsing and validation of the files live in ``core.fleet_loading``; this
+Frozen values only. Parsing and validation of the files live in ``core.fleet``; this
 module is the vocabulary every other part of the bot shares. Durations are seconds (int).
 """
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitopsbot.core.fleet_loading import CLUSTER_FILES, parse_cluster, parse_settings
+from gitopsbot.core.fleet.assembly import parse_cluster
+from gitopsbot.core.fleet.layout import CLUSTER_FILES
+from gitopsbot.core.fleet.settings_file import parse_settings
 from gitopsbot.errors import FleetError
 
 RELEASE = """chart:

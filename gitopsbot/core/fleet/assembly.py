@@ -1,0 +1,206 @@
+"""A whole cluster directory and a whole fleet from the text of each file: every file
+format read, every problem collected and raised together as one ``FleetError``.
+
+Time zones: checking that a name exists needs the tz database, which is data on disk, so
+the caller passes the known names in (``known_timezones``); without them only the syntax
+is checked."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from gitopsbot.core import secrets
+from gitopsbot.core.fleet.credentials_file import read_credentials
+from gitopsbot.core.fleet.fields import DNS_LABEL, FieldReader, suggest
+from gitopsbot.core.fleet.layout import (
+    CLUSTER_FILES,
+    CLUSTERS_DIR,
+    CREDENTIALS_FILE,
+    RELEASE_FILE,
+    REQUIRED_CLUSTER_FILES,
+    ROLLOUT_FILE,
+    SMOKE_TEST_FILE,
+    VALUES_FILE,
+)
+from gitopsbot.core.fleet.release_file import read_release
+from gitopsbot.core.fleet.rollout_file import read_rollout
+from gitopsbot.core.fleet.settings_file import parse_settings
+from gitopsbot.core.fleet.smoke_test_file import read_smoke_test
+from gitopsbot.core.fleet.values_file import to_plain
+from gitopsbot.core.fleet.yaml_reader import load_yaml
+from gitopsbot.core.model import (
+    BotSettings,
+    ClusterSpec,
+    CredentialsSpec,
+    Fleet,
+    Location,
+    RolloutPolicy,
+)
+from gitopsbot.errors import FleetError, Problem
+
+
+def _cluster(
+    name: str,
+    files: Mapping[str, str],
+    directory: str,
+    known_timezones: Collection[str] | None,
+) -> tuple[ClusterSpec | None, list[Problem]]:
+    problems: list[Problem] = []
+    if not DNS_LABEL.match(name):
+        problems.append(
+            Problem(
+                directory,
+                0,
+                0,
+                "",
+                "cluster directory name must be a DNS-1123 label (lowercase letters, digits, '-')",
+            )
+        )
+    for fname in sorted(files):
+        if fname not in CLUSTER_FILES and fname.endswith((".yaml", ".yml")):
+            problems.append(
+                Problem(
+                    f"{directory}/{fname}",
+                    0,
+                    0,
+                    "",
+                    "unknown file in a cluster directory",
+                    suggest(fname, CLUSTER_FILES),
+                )
+            )
+    for fname in REQUIRED_CLUSTER_FILES:
+        if fname not in files:
+            problems.append(
+                Problem(
+                    f"{directory}/{fname}",
+                    0,
+                    0,
+                    "",
+                    f"missing: every cluster directory needs {fname}",
+                )
+            )
+
+    docs: dict[str, Any] = {}
+    readers: dict[str, FieldReader] = {}
+    for fname in CLUSTER_FILES:
+        readers[fname] = FieldReader(f"{directory}/{fname}")
+        if fname in files:
+            doc, errs = load_yaml(files[fname], readers[fname].file)
+            problems.extend(errs)
+            docs[fname] = doc if not errs else _BROKEN
+    locations: dict[str, Location] = {}
+
+    release = None
+    if docs.get(RELEASE_FILE, _BROKEN) is not _BROKEN:
+        release = read_release(readers[RELEASE_FILE], docs[RELEASE_FILE], locations)
+    credentials = CredentialsSpec()
+    if docs.get(CREDENTIALS_FILE, _BROKEN) is not _BROKEN:
+        credentials = read_credentials(readers[CREDENTIALS_FILE], docs[CREDENTIALS_FILE])
+    rollout = RolloutPolicy()
+    if docs.get(ROLLOUT_FILE, _BROKEN) is not _BROKEN:
+        rollout = read_rollout(
+            readers[ROLLOUT_FILE], docs[ROLLOUT_FILE], known_timezones, locations
+        )
+    smoke = None
+    if docs.get(SMOKE_TEST_FILE, _BROKEN) is not _BROKEN:
+        smoke = read_smoke_test(readers[SMOKE_TEST_FILE], docs[SMOKE_TEST_FILE])
+
+    values: dict[str, Any] = {}
+    values_locations: dict[str, Location] = {}
+    if docs.get(VALUES_FILE, _BROKEN) is not _BROKEN:
+        vr = readers[VALUES_FILE]
+        doc = docs[VALUES_FILE]
+        if doc is not None and vr.mapping(doc, "", (1, 1)) is not None:
+            values = to_plain(doc, (), values_locations, vr)
+        declared = [*credentials.secret_paths, *(s.values_path for s in credentials.secrets)]
+        for path in secrets.find_secret_literals(values, declared):
+            where = values_locations.get(path, Location(vr.file, 1, 1))
+            vr.problems.append(
+                Problem(
+                    vr.file,
+                    where.line,
+                    where.column,
+                    path,
+                    "secret-looking literal: secrets never sit in values.yaml",
+                    "leave it empty and reference it in credentials.yaml under secrets:",
+                )
+            )
+
+    for fname in CLUSTER_FILES:
+        problems.extend(readers[fname].problems)
+    problems.sort(key=lambda p: (p.file, p.line, p.column))
+    if problems or release is None:
+        return None, problems
+    spec, environment = release
+    return (
+        ClusterSpec(
+            name=name,
+            environment=environment,
+            release=spec,
+            values=values,
+            rollout=rollout,
+            credentials=credentials,
+            smoke_test=smoke,
+            files=tuple(f"{directory}/{f}" for f in CLUSTER_FILES if f in files),
+            values_locations=values_locations,
+            locations=locations,
+        ),
+        [],
+    )
+
+
+_BROKEN = object()
+
+
+def parse_cluster(
+    name: str,
+    files: Mapping[str, str],
+    *,
+    directory: str = "",
+    known_timezones: Collection[str] | None = None,
+) -> ClusterSpec:
+    """One cluster directory: ``files`` maps file name (``release.yaml``...) to its text; every
+    YAML file present in the directory should be passed, so unknown ones are reported.
+    Raises FleetError with every problem found."""
+    spec, problems = _cluster(name, files, directory or f"{CLUSTERS_DIR}/{name}", known_timezones)
+    if spec is None:
+        raise FleetError(problems)
+    return spec
+
+
+def parse_fleet(
+    settings_text: str | None,
+    clusters: Mapping[str, Mapping[str, str]],
+    *,
+    policy_documents: Sequence[tuple[str, str]] = (),
+    known_timezones: Collection[str] | None = None,
+    extra_problems: Sequence[Problem] = (),
+) -> Fleet:
+    """The whole repository. ``clusters`` maps cluster name to its files (as ``parse_cluster``).
+    ``extra_problems`` are the caller's own (e.g. undecodable bytes), reported with the rest."""
+    problems: list[Problem] = list(extra_problems)
+    settings = BotSettings()
+    try:
+        settings = parse_settings(settings_text)
+    except FleetError as exc:
+        problems.extend(exc.problems)
+    specs: dict[str, ClusterSpec] = {}
+    if not clusters:
+        problems.append(
+            Problem(
+                f"{CLUSTERS_DIR}/",
+                0,
+                0,
+                "",
+                "no clusters: add clusters/<name>/release.yaml and values.yaml",
+            )
+        )
+    for name in sorted(clusters):
+        spec, errs = _cluster(name, clusters[name], f"{CLUSTERS_DIR}/{name}", known_timezones)
+        problems.extend(errs)
+        if spec is not None:
+            specs[name] = spec
+    if problems:
+        raise FleetError(problems)
+    return Fleet(settings=settings, clusters=specs, policy_documents=tuple(policy_documents))

@@ -1,0 +1,97 @@
+"""``clusters/<name>/credentials.yaml`` and the secret references it shares with
+gitopsbot.yaml (kubernetesSecret, file, env)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitopsbot.core import secrets
+from gitopsbot.core.fleet.fields import DNS_LABEL, ENV_VAR, FieldReader, join
+from gitopsbot.core.model import (
+    CredentialsSpec,
+    SecretRef,
+)
+
+_SECRET_REF_KEYS = ("kubernetesSecret", "file", "env")
+_K8S_SECRET_KEYS = ("name", "key", "namespace")
+
+
+def secret_ref(
+    r: FieldReader, node: Any, fld: str, at: tuple[int, int], values_path: str
+) -> SecretRef | None:
+    ref = r.mapping(node, fld, at)
+    if ref is None:
+        return None
+    r.known_keys(ref, fld, _SECRET_REF_KEYS)
+    given = [k for k in _SECRET_REF_KEYS if k in ref]
+    if len(given) != 1:
+        r.add(at, fld, "give exactly one source", "one of kubernetesSecret, file, env")
+        return None
+    source = given[0]
+    if source == "env":
+        name = r.string(
+            ref, "env", fld, required=True, pattern=ENV_VAR, what="environment variable name"
+        )
+        return SecretRef(values_path, "env", name) if name else None
+    if source == "file":
+        path = r.string(ref, "file", fld, required=True)
+        return SecretRef(values_path, "file", path) if path else None
+    sub_fld = join(fld, "kubernetesSecret")
+    sub = r.mapping(ref["kubernetesSecret"], sub_fld, r.value_at(ref, "kubernetesSecret"))
+    if sub is None:
+        return None
+    r.known_keys(sub, sub_fld, _K8S_SECRET_KEYS)
+    name = r.string(sub, "name", sub_fld, required=True)
+    key = r.string(sub, "key", sub_fld, required=True)
+    namespace = r.string(sub, "namespace", sub_fld, pattern=DNS_LABEL, what="namespace")
+    if not (name and key):
+        return None
+    return SecretRef(values_path, "kubernetes-secret", name, key=key, namespace=namespace)
+
+
+# -- clusters/<name>/credentials.yaml -----------------------------------------------------------
+
+_CREDENTIALS_KEYS = ("rotation", "secretPaths", "secrets")
+
+
+def read_credentials(r: FieldReader, doc: Any) -> CredentialsSpec:
+    if doc is None:
+        return CredentialsSpec()
+    top = r.mapping(doc, "", (1, 1))
+    if top is None:
+        return CredentialsSpec()
+    r.known_keys(top, "", _CREDENTIALS_KEYS)
+    declared, declared_at = r.string_list(top, "secretPaths", "", ())
+    good_paths: list[str] = []
+    for i, (path, at) in enumerate(zip(declared, declared_at, strict=True)):
+        try:
+            secrets.split_path(path)
+        except ValueError:
+            r.add(
+                at,
+                f"secretPaths[{i}]",
+                f"'{path}' is not a values path",
+                "dotted, e.g. agent.agentId",
+            )
+            continue
+        good_paths.append(path)
+    refs: list[SecretRef] = []
+    if top.get("secrets") is not None:
+        node = r.mapping(top["secrets"], "secrets", r.value_at(top, "secrets"))
+        for path, ref_node in (node or {}).items():
+            fld = join("secrets", path)
+            try:
+                secrets.split_path(str(path))
+            except ValueError:
+                r.add(
+                    r.key_at(node, path), fld, "not a values path", "dotted, e.g. agent.enrollToken"
+                )
+                continue
+            ref = secret_ref(r, ref_node, fld, r.value_at(node, path), str(path))
+            if ref is not None:
+                refs.append(ref)
+    return CredentialsSpec(
+        secrets=tuple(refs),
+        rotation=r.integer(top, "rotation", "", 0, low=0),
+        secret_paths=tuple(good_paths),
+    )

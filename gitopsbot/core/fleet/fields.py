@@ -1,0 +1,336 @@
+"""Typed, located reading of one parsed fleet file: strings, integers, durations, choices,
+lists and nested sections, each wrong value recorded as a ``Problem`` (file, line, column,
+field) with the nearest known word suggested; the shared patterns (SemVer, DNS-1123 labels,
+durations) and the helpers every file format uses."""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from gitopsbot.core.model import (
+    Location,
+)
+from gitopsbot.errors import Problem
+
+# SemVer 2.0.0, as Helm requires of chart versions (no leading "v" in a fleet repository).
+SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
+    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+)
+# Go-style durations, whole seconds: 30s, 10m, 2h, 1h30m.
+DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# DNS-1123 label (namespaces, pool and cluster names) and Helm's release-name rule.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+TIMEZONE = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*$")
+ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CHART_REPO = re.compile(r"^(https?|oci)://[^\s/]+\S*$")
+
+T = TypeVar("T")
+
+
+def kind_of(value: object) -> str:
+    """A YAML-ish type name for messages (never the value: it may be a secret)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dt.date):
+        return "date"
+    return type(value).__name__
+
+
+def nearest(word: str, known: Sequence[str]) -> str:
+    """'did you mean ...?' for the nearest known word (difflib), else ''."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+def suggest(word: str, known: Sequence[str]) -> str:
+    """'did you mean ...?' for the nearest known word (difflib), else the known words."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return "known: " + ", ".join(known) if known else ""
+
+
+def parse_duration(text: str) -> int | None:
+    """``1h30m`` → 5400; None when it is not a whole-second Go-style duration."""
+    m = DURATION.match(text.strip())
+    if not text.strip() or m is None:
+        return None
+    h, mi, s = (int(g) if g else 0 for g in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+def is_semver(version: str) -> bool:
+    return bool(SEMVER.match(version))
+
+
+@dataclass
+class FieldReader:
+    """Reads one parsed file, recording problems against it."""
+
+    file: str
+    problems: list[Problem] = field(default_factory=list)
+
+    # -- locations -------------------------------------------------------------------------
+
+    @staticmethod
+    def key_at(node: Any, key: Any) -> tuple[int, int]:
+        try:
+            if isinstance(node, CommentedMap):
+                line, col = node.lc.key(key)
+                return line + 1, col + 1
+            if isinstance(node, CommentedSeq):
+                line, col = node.lc.item(key)
+                return line + 1, col + 1
+        except (KeyError, IndexError, TypeError):
+            pass
+        return FieldReader.node_at(node)
+
+    @staticmethod
+    def value_at(node: Any, key: Any) -> tuple[int, int]:
+        try:
+            if isinstance(node, CommentedMap):
+                line, col = node.lc.value(key)
+                return line + 1, col + 1
+        except (KeyError, IndexError, TypeError):
+            pass
+        return FieldReader.key_at(node, key)
+
+    @staticmethod
+    def node_at(node: Any) -> tuple[int, int]:
+        lc = getattr(node, "lc", None)
+        if lc is not None and lc.line is not None:
+            return lc.line + 1, lc.col + 1
+        return 1, 1
+
+    def add(self, at: tuple[int, int], fld: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(self.file, at[0], at[1], fld, message, hint))
+
+    def loc(self, at: tuple[int, int]) -> Location:
+        return Location(self.file, at[0], at[1])
+
+    # -- structure -------------------------------------------------------------------------
+
+    def mapping(self, node: Any, fld: str, at: tuple[int, int]) -> CommentedMap | None:
+        if isinstance(node, CommentedMap):
+            return node
+        self.add(at, fld or "(document)", f"expected a mapping, got {kind_of(node)}")
+        return None
+
+    def known_keys(self, node: CommentedMap, prefix: str, known: Sequence[str]) -> None:
+        for key in node:
+            if not isinstance(key, str):
+                self.add(
+                    self.key_at(node, key),
+                    prefix or "(document)",
+                    f"key is a {kind_of(key)}, not a string",
+                )
+            elif key not in known:
+                self.add(
+                    self.key_at(node, key),
+                    join(prefix, key),
+                    "unknown key",
+                    suggest(key, known),
+                )
+
+    def section(
+        self, node: CommentedMap, key: str, prefix: str, known: Sequence[str]
+    ) -> CommentedMap:
+        """An optional nested mapping, checked for unknown keys; empty when absent or wrong."""
+        if key not in node or node[key] is None:
+            return CommentedMap()
+        sub = self.mapping(node[key], join(prefix, key), self.value_at(node, key))
+        if sub is None:
+            return CommentedMap()
+        self.known_keys(sub, join(prefix, key), known)
+        return sub
+
+    # -- scalars ---------------------------------------------------------------------------
+
+    def _get(
+        self,
+        node: CommentedMap,
+        key: str,
+        prefix: str,
+        default: T,
+        convert: Callable[[Any, str, tuple[int, int]], T | None],
+        *,
+        required: bool,
+    ) -> T:
+        fld = join(prefix, key)
+        if key not in node:
+            if required:
+                self.add(self.node_at(node), fld, "required key is missing")
+            return default
+        at = self.value_at(node, key)
+        value = node[key]
+        if value is None and not required:
+            return default
+        out = convert(value, fld, at)
+        return default if out is None else out
+
+    def string(
+        self,
+        node: CommentedMap,
+        key: str,
+        prefix: str,
+        default: str = "",
+        *,
+        required: bool = False,
+        pattern: re.Pattern[str] | None = None,
+        what: str = "",
+    ) -> str:
+        def conv(value: Any, fld: str, at: tuple[int, int]) -> str | None:
+            if not isinstance(value, str):
+                hint = "quote it" if isinstance(value, int | float) else ""
+                self.add(at, fld, f"expected a string, got {kind_of(value)}", hint)
+                return None
+            if required and not value.strip():
+                self.add(at, fld, "must not be empty")
+                return None
+            if pattern is not None and value and not pattern.match(value):
+                self.add(at, fld, f"not a valid {what or 'value'}")
+                return None
+            return str(value)
+
+        return self._get(node, key, prefix, default, conv, required=required)
+
+    def integer(
+        self,
+        node: CommentedMap,
+        key: str,
+        prefix: str,
+        default: int,
+        *,
+        low: int | None = None,
+        high: int | None = None,
+    ) -> int:
+        def conv(value: Any, fld: str, at: tuple[int, int]) -> int | None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                self.add(at, fld, f"expected an integer, got {kind_of(value)}")
+                return None
+            if (low is not None and value < low) or (high is not None and value > high):
+                if high is None:
+                    self.add(at, fld, f"must be at least {low}, got {int(value)}")
+                else:
+                    self.add(at, fld, f"{int(value)} is outside {low}..{high}")
+                return None
+            return int(value)
+
+        return self._get(node, key, prefix, default, conv, required=False)
+
+    def boolean(self, node: CommentedMap, key: str, prefix: str, default: bool) -> bool:
+        def conv(value: Any, fld: str, at: tuple[int, int]) -> bool | None:
+            if not isinstance(value, bool):
+                hint = "write true or false" if isinstance(value, str) else ""
+                self.add(at, fld, f"expected true or false, got {kind_of(value)}", hint)
+                return None
+            return bool(value)
+
+        return self._get(node, key, prefix, default, conv, required=False)
+
+    def duration(
+        self,
+        node: CommentedMap,
+        key: str,
+        prefix: str,
+        default: T,
+        *,
+        minimum: int = 1,
+        required: bool = False,
+    ) -> int | T:
+        def conv(value: Any, fld: str, at: tuple[int, int]) -> int | T | None:
+            if not isinstance(value, str):
+                hint = (
+                    f"write '{value}s' for seconds"
+                    if isinstance(value, int) and not isinstance(value, bool)
+                    else ""
+                )
+                self.add(
+                    at,
+                    fld,
+                    f"expected a duration such as 30s, 10m, 2h or 1h30m, got {kind_of(value)}",
+                    hint,
+                )
+                return None
+            seconds = parse_duration(value)
+            if seconds is None:
+                self.add(at, fld, "not a duration", "use whole h/m/s units: 30s, 10m, 2h, 1h30m")
+                return None
+            if seconds < minimum:
+                self.add(at, fld, f"must be at least {minimum}s")
+                return None
+            return seconds
+
+        fallback: int | T = default
+        return self._get(node, key, prefix, fallback, conv, required=required)
+
+    def choice(
+        self,
+        node: CommentedMap,
+        key: str,
+        prefix: str,
+        default: str,
+        options: Sequence[str],
+        *,
+        required: bool = False,
+    ) -> str:
+        def conv(value: Any, fld: str, at: tuple[int, int]) -> str | None:
+            if not isinstance(value, str) or value not in options:
+                shown = f"'{value}'" if isinstance(value, str) else f"a {kind_of(value)}"
+                self.add(
+                    at,
+                    fld,
+                    f"{shown} is not one of {', '.join(options)}",
+                    nearest(str(value), options) if isinstance(value, str) else "",
+                )
+                return None
+            return value
+
+        return self._get(node, key, prefix, default, conv, required=required)
+
+    def string_list(
+        self, node: CommentedMap, key: str, prefix: str, default: tuple[str, ...]
+    ) -> tuple[tuple[str, ...], list[tuple[int, int]]]:
+        fld = join(prefix, key)
+        if key not in node or node[key] is None:
+            return default, []
+        value = node[key]
+        if not isinstance(value, CommentedSeq):
+            self.add(self.value_at(node, key), fld, f"expected a list, got {kind_of(value)}")
+            return default, []
+        items: list[str] = []
+        where: list[tuple[int, int]] = []
+        for i, item in enumerate(value):
+            at = self.key_at(value, i)
+            if not isinstance(item, str):
+                self.add(at, f"{fld}[{i}]", f"expected a string, got {kind_of(item)}")
+                continue
+            items.append(str(item))
+            where.append(at)
+        return tuple(items), where
+
+
+def join(prefix: str, key: object) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)

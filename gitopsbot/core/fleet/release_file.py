@@ -1,0 +1,93 @@
+"""``clusters/<name>/release.yaml``: chart source, version, release name, namespace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+
+from gitopsbot.core.fleet.fields import CHART_REPO, DNS_LABEL, RELEASE_NAME, FieldReader, is_semver
+from gitopsbot.core.fleet.layout import RELEASE_FILE
+from gitopsbot.core.model import (
+    Environment,
+    Location,
+    ReleaseSpec,
+)
+
+_RELEASE_KEYS = ("chart", "release", "kubeContext", "environment")
+_CHART_KEYS = ("repository", "name", "version")
+_RELEASE_NAME_KEYS = ("name", "namespace")
+_ENVIRONMENTS = tuple(e.value for e in Environment)
+
+
+def read_release(
+    r: FieldReader, doc: Any, locations: dict[str, Location] | None = None
+) -> tuple[ReleaseSpec, Environment] | None:
+    top = r.mapping(doc, "", (1, 1))
+    if top is None:
+        return None
+    if locations is not None:
+        # Where each value sits, for messages: "release.yaml:chart.version" → file, line.
+        for key in ("kubeContext", "environment"):
+            if key in top:
+                locations[f"{RELEASE_FILE}:{key}"] = r.loc(r.value_at(top, key))
+        for section in ("chart", "release"):
+            node = top.get(section)
+            if isinstance(node, CommentedMap):
+                for key in node:
+                    locations[f"{RELEASE_FILE}:{section}.{key}"] = r.loc(r.value_at(node, key))
+    r.known_keys(top, "", _RELEASE_KEYS)
+    before = len(r.problems)
+    for key in ("chart", "release", "environment"):
+        if key not in top:
+            r.add(r.node_at(top), key, "required key is missing")
+    chart = r.section(top, "chart", "", _CHART_KEYS) if "chart" in top else CommentedMap()
+    rel = r.section(top, "release", "", _RELEASE_NAME_KEYS) if "release" in top else CommentedMap()
+    repo = r.string(
+        chart,
+        "repository",
+        "chart",
+        required="chart" in top,
+        pattern=CHART_REPO,
+        what="chart repository URL (https://, http:// or oci://)",
+    )
+    name = r.string(chart, "name", "chart", required="chart" in top)
+    version = r.string(chart, "version", "chart", required="chart" in top)
+    if version and not is_semver(version):
+        r.add(
+            r.value_at(chart, "version"),
+            "chart.version",
+            f"'{version}' is not a SemVer version",
+            "write MAJOR.MINOR.PATCH, e.g. 1.8.7",
+        )
+    release_name = r.string(
+        rel,
+        "name",
+        "release",
+        required="release" in top,
+        pattern=RELEASE_NAME,
+        what="Helm release name (lowercase, digits, '-' and '.')",
+    )
+    if len(release_name) > 53:
+        r.add(r.value_at(rel, "name"), "release.name", "longer than Helm's 53 characters")
+    namespace = r.string(
+        rel,
+        "namespace",
+        "release",
+        required="release" in top,
+        pattern=DNS_LABEL,
+        what="namespace (DNS-1123 label)",
+    )
+    env = r.choice(top, "environment", "", "", _ENVIRONMENTS, required=False)
+    kube_context = r.string(top, "kubeContext", "")
+    if len(r.problems) > before:
+        return None
+    spec = ReleaseSpec(
+        chart_repo_url=repo,
+        chart_name=name,
+        version=version,
+        release_name=release_name,
+        namespace=namespace,
+        kube_context=kube_context,
+    )
+    return spec, Environment(env)

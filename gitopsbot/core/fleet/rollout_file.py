@@ -1,0 +1,222 @@
+"""``clusters/<name>/rollout.yaml``: per-pool rollout policy, maintenance windows."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from croniter import croniter
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from gitopsbot.core.fleet.fields import DNS_LABEL, TIMEZONE, FieldReader, join, kind_of, suggest
+from gitopsbot.core.fleet.layout import ROLLOUT_FILE
+from gitopsbot.core.model import (
+    Component,
+    Location,
+    MaintenanceWindow,
+    PoolPolicy,
+    RolloutPolicy,
+)
+
+_ROLLOUT_KEYS = (
+    "order",
+    "maxParallelPools",
+    "canaryPool",
+    "onFailure",
+    "controllerReadyTimeout",
+    "acknowledgements",
+    "pools",
+)
+_POOL_KEYS = (
+    "autoUpdateHypervisor",
+    "autoUpdateWorker",
+    "autoUpdateClient",
+    "batchPercentage",
+    "batchInterval",
+    "maintenanceWindow",
+    "maxDuration",
+    "stallTimeout",
+    "phases",
+    "nodes",
+    "canaryBatchPercentage",
+)
+_WINDOW_KEYS = ("cron", "duration", "timeZone")
+_ON_FAILURE = ("rollback", "revert-pr", "halt")
+_COMPONENTS = tuple(c.value for c in Component)
+
+
+def _window(
+    r: FieldReader,
+    node: Any,
+    fld: str,
+    at: tuple[int, int],
+    known_timezones: Collection[str] | None,
+) -> MaintenanceWindow | None:
+    win = r.mapping(node, fld, at)
+    if win is None:
+        return None
+    r.known_keys(win, fld, _WINDOW_KEYS)
+    cron = r.string(win, "cron", fld, required=True)
+    if cron:
+        fields = cron.split()
+        if not (
+            len(fields) == 5 or (len(fields) == 1 and cron.startswith("@"))
+        ) or not croniter.is_valid(cron):
+            r.add(
+                r.value_at(win, "cron"),
+                join(fld, "cron"),
+                f"'{cron}' is not a valid cron expression",
+                "five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 6'",
+            )
+            cron = ""
+    duration = r.duration(win, "duration", fld, 0, minimum=60, required=True)
+    tz = r.string(
+        win, "timeZone", fld, "UTC", pattern=TIMEZONE, what="time zone name (e.g. Europe/Berlin)"
+    )
+    if (
+        known_timezones is not None
+        and "timeZone" in win
+        and tz not in known_timezones
+        and TIMEZONE.match(tz)
+    ):
+        r.add(
+            r.value_at(win, "timeZone"),
+            join(fld, "timeZone"),
+            f"unknown time zone '{tz}'",
+            suggest(tz, sorted(known_timezones)),
+        )
+    if not cron or not duration:
+        return None
+    return MaintenanceWindow(cron=cron, duration_seconds=duration, timezone=tz)
+
+
+def _pool(
+    r: FieldReader,
+    name: str,
+    node: CommentedMap,
+    fld: str,
+    known_timezones: Collection[str] | None,
+    locations: dict[str, Location],
+) -> PoolPolicy:
+    d = PoolPolicy(name=name)
+    r.known_keys(node, fld, _POOL_KEYS)
+    for key in node:
+        locations[f"{ROLLOUT_FILE}:{join(fld, key)}"] = r.loc(r.key_at(node, key))
+    window = None
+    if node.get("maintenanceWindow") is not None:
+        window = _window(
+            r,
+            node["maintenanceWindow"],
+            join(fld, "maintenanceWindow"),
+            r.value_at(node, "maintenanceWindow"),
+            known_timezones,
+        )
+    names, where = r.string_list(node, "phases", fld, ())
+    phases: list[Component] = []
+    for i, (phase, at) in enumerate(zip(names, where, strict=True)):
+        if phase not in _COMPONENTS:
+            r.add(at, f"{fld}.phases[{i}]", f"unknown phase '{phase}'", suggest(phase, _COMPONENTS))
+        elif Component(phase) in phases:
+            r.add(at, f"{fld}.phases[{i}]", f"phase '{phase}' is listed twice")
+        else:
+            phases.append(Component(phase))
+    if "phases" in node and not names and isinstance(node["phases"], CommentedSeq):
+        r.add(r.value_at(node, "phases"), join(fld, "phases"), "must list at least one phase")
+    max_duration: int | None = r.duration(node, "maxDuration", fld, None)
+    # A phase whose switch is off (F3) is the policy engine's rule, not a format error.
+    return PoolPolicy(
+        name=name,
+        auto_update_hypervisor=r.boolean(
+            node, "autoUpdateHypervisor", fld, d.auto_update_hypervisor
+        ),
+        auto_update_worker=r.boolean(node, "autoUpdateWorker", fld, d.auto_update_worker),
+        auto_update_client=r.boolean(node, "autoUpdateClient", fld, d.auto_update_client),
+        batch_percentage=r.integer(
+            node, "batchPercentage", fld, d.batch_percentage, low=1, high=100
+        ),
+        batch_interval_seconds=r.duration(
+            node, "batchInterval", fld, d.batch_interval_seconds, minimum=0
+        ),
+        maintenance_window=window,
+        max_duration_seconds=max_duration,
+        stall_timeout_seconds=r.duration(node, "stallTimeout", fld, d.stall_timeout_seconds),
+        phases=tuple(phases) or d.phases,
+        nodes=r.integer(node, "nodes", fld, d.nodes, low=0),
+        canary_batch_percentage=r.integer(
+            node, "canaryBatchPercentage", fld, d.canary_batch_percentage, low=0, high=100
+        ),
+    )
+
+
+def read_rollout(
+    r: FieldReader,
+    doc: Any,
+    known_timezones: Collection[str] | None,
+    locations: dict[str, Location],
+) -> RolloutPolicy:
+    d = RolloutPolicy()
+    if doc is None:
+        return d
+    top = r.mapping(doc, "", (1, 1))
+    if top is None:
+        return d
+    r.known_keys(top, "", _ROLLOUT_KEYS)
+    for key in top:
+        locations[f"{ROLLOUT_FILE}:{key}"] = r.loc(r.key_at(top, key))
+    pools: list[PoolPolicy] = []
+    pools_node: CommentedMap | None = None
+    if top.get("pools") is not None:
+        pools_node = r.mapping(top["pools"], "pools", r.value_at(top, "pools"))
+    for name, node in (pools_node or {}).items():
+        fld = join("pools", name)
+        at = r.key_at(pools_node, name)
+        if not isinstance(name, str) or not DNS_LABEL.match(name):
+            r.add(at, fld, "pool name must be a DNS-1123 label (lowercase letters, digits, '-')")
+            continue
+        if node is None:
+            node = CommentedMap()
+        elif not isinstance(node, CommentedMap):
+            r.add(r.value_at(pools_node, name), fld, f"expected a mapping, got {kind_of(node)}")
+            continue
+        pools.append(_pool(r, name, node, fld, known_timezones, locations))
+    names = [p.name for p in pools]
+    order, order_at = r.string_list(top, "order", "", ())
+    for i, (pool, at) in enumerate(zip(order, order_at, strict=True)):
+        if pool not in names:
+            r.add(at, f"order[{i}]", f"unknown pool '{pool}'", suggest(pool, names))
+    if len(set(order)) != len(order):
+        r.add(r.value_at(top, "order"), "order", "lists a pool twice")
+    canary = r.string(top, "canaryPool", "") or None
+    if canary is not None and canary not in names:
+        r.add(
+            r.value_at(top, "canaryPool"),
+            "canaryPool",
+            f"unknown pool '{canary}'",
+            suggest(canary, names),
+        )
+    acks: dict[str, str] = {}
+    if top.get("acknowledgements") is not None:
+        ack_node = r.mapping(
+            top["acknowledgements"], "acknowledgements", r.value_at(top, "acknowledgements")
+        )
+        for rule, reason in (ack_node or {}).items():
+            fld = join("acknowledgements", rule)
+            if not isinstance(reason, str) or not reason.strip():
+                r.add(
+                    r.value_at(ack_node, rule),
+                    fld,
+                    "give the reason for acknowledging this rule as a non-empty string",
+                )
+                continue
+            acks[str(rule)] = str(reason)
+    return RolloutPolicy(
+        pools=tuple(pools),
+        order=order,
+        max_parallel_pools=r.integer(top, "maxParallelPools", "", d.max_parallel_pools, low=1),
+        canary_pool=canary,
+        on_failure=r.choice(top, "onFailure", "", d.on_failure, _ON_FAILURE),  # type: ignore[arg-type]
+        controller_ready_timeout_seconds=r.duration(
+            top, "controllerReadyTimeout", "", d.controller_ready_timeout_seconds
+        ),
+        acknowledgements=acks,
+    )

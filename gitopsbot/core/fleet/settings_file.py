@@ -1,0 +1,136 @@
+"""``gitopsbot.yaml``: the bot's settings; an empty file means all defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+
+from gitopsbot.core.fleet.credentials_file import secret_ref
+from gitopsbot.core.fleet.fields import FieldReader
+from gitopsbot.core.fleet.layout import SETTINGS_FILE
+from gitopsbot.core.fleet.yaml_reader import load_yaml
+from gitopsbot.core.model import (
+    BotSettings,
+    ForgeSettings,
+    GitAccessSettings,
+    ProposalSettings,
+)
+from gitopsbot.errors import FleetError, Problem
+
+_SETTINGS_KEYS = (
+    "watchedBranch",
+    "stateBranch",
+    "pollInterval",
+    "author",
+    "forge",
+    "proposals",
+    "git",
+)
+_GIT_KEYS = ("sshKey",)
+_AUTHOR_KEYS = ("name", "email")
+_FORGE_KEYS = ("kind", "url", "repository", "token", "webhookSecret")
+_PROPOSAL_KEYS = ("enabled", "scope", "interval", "maxOpen", "labels")
+_FORGE_KINDS = ("github", "gitlab", "gitea", "git-only")
+_SCOPES = ("patch", "minor", "major", "pinned")
+
+
+def _settings_label(r: FieldReader, at: tuple[int, int], fld: str) -> str:
+    """How a gitopsbot.yaml secret is named in messages, e.g. ``gitopsbot.yaml:7: forge.token``.
+
+    Such a ref fills no Helm value: its ``values_path`` is only this label (never a value)."""
+    return f"{r.file}:{at[0]}: {fld}"
+
+
+def _git_access(r: FieldReader, git: CommentedMap) -> GitAccessSettings:
+    if git.get("sshKey") is None:
+        return GitAccessSettings()
+    at = r.value_at(git, "sshKey")
+    ref = secret_ref(r, git["sshKey"], "git.sshKey", at, _settings_label(r, at, "git.sshKey"))
+    if ref is not None and ref.source == "kubernetes-secret":
+        # The bot reads gitopsbot.yaml before it knows any cluster, and needs the key to
+        # fetch it: the key must be on the bot's own machine.
+        r.add(
+            at,
+            "git.sshKey",
+            "an SSH key must be a file on the bot's machine",
+            "give file: /path/to/private_key, or env: VAR (a variable holding that path)",
+        )
+        return GitAccessSettings()
+    return GitAccessSettings(ssh_key=ref)
+
+
+def read_settings(r: FieldReader, doc: Any) -> BotSettings:
+    if doc is None:
+        return BotSettings()
+    top = r.mapping(doc, "", (1, 1))
+    if top is None:
+        return BotSettings()
+    r.known_keys(top, "", _SETTINGS_KEYS)
+    d = BotSettings()
+    author = r.section(top, "author", "", _AUTHOR_KEYS)
+    forge = r.section(top, "forge", "", _FORGE_KEYS)
+    props = r.section(top, "proposals", "", _PROPOSAL_KEYS)
+    fd, pd = ForgeSettings(), ProposalSettings()
+    token = webhook = None
+    if forge.get("token") is not None:
+        at = r.value_at(forge, "token")
+        label = _settings_label(r, at, "forge.token")
+        token = secret_ref(r, forge["token"], "forge.token", at, label)
+    if forge.get("webhookSecret") is not None:
+        at = r.value_at(forge, "webhookSecret")
+        label = _settings_label(r, at, "forge.webhookSecret")
+        webhook = secret_ref(r, forge["webhookSecret"], "forge.webhookSecret", at, label)
+    git = _git_access(r, r.section(top, "git", "", _GIT_KEYS))
+    kind = r.choice(forge, "kind", "forge", fd.kind, _FORGE_KINDS)
+    repository = r.string(forge, "repository", "forge", fd.repository)
+    if kind != "git-only" and "repository" not in forge and forge:
+        r.add(r.node_at(forge), "forge.repository", f"required when kind is {kind}")
+    return BotSettings(
+        watched_branch=r.string(top, "watchedBranch", "", d.watched_branch),
+        state_branch=r.string(top, "stateBranch", "", d.state_branch),
+        poll_interval_seconds=r.duration(top, "pollInterval", "", d.poll_interval_seconds),
+        author_name=r.string(author, "name", "author", d.author_name),
+        author_email=r.string(author, "email", "author", d.author_email),
+        forge=ForgeSettings(
+            kind=kind,  # type: ignore[arg-type]  # checked against _FORGE_KINDS
+            url=r.string(forge, "url", "forge", fd.url),
+            repository=repository,
+            token=token,
+            webhook_secret=webhook,
+        ),
+        git=git,
+        proposals=ProposalSettings(
+            enabled=r.boolean(props, "enabled", "proposals", pd.enabled),
+            scope=r.choice(props, "scope", "proposals", pd.scope, _SCOPES),  # type: ignore[arg-type]
+            interval_seconds=r.duration(
+                props, "interval", "proposals", pd.interval_seconds, minimum=60
+            ),
+            max_open=r.integer(props, "maxOpen", "proposals", pd.max_open, low=0),
+            labels=r.string_list(props, "labels", "proposals", pd.labels)[0],
+        ),
+    )
+
+
+def parse_settings(text: str | None, *, file: str = SETTINGS_FILE) -> BotSettings:
+    """``gitopsbot.yaml`` → BotSettings; an empty file means all defaults. Raises FleetError."""
+    if text is None:
+        raise FleetError(
+            [
+                Problem(
+                    file,
+                    0,
+                    0,
+                    "",
+                    "missing: is this a fleet repository?",
+                    f"it needs {SETTINGS_FILE} at its root",
+                )
+            ]
+        )
+    doc, problems = load_yaml(text, file)
+    r = FieldReader(file)
+    settings = read_settings(r, doc) if not problems else BotSettings()
+    problems.extend(sorted(r.problems, key=lambda p: (p.line, p.column)))
+    if problems:
+        raise FleetError(problems)
+    return settings
