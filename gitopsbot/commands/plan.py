@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,15 +13,14 @@ from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.localfiles import DirectoryTree
+from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.fleet_loading import suggest
-from gitopsbot.core.model import ClusterSpec, Location, ReleaseSpec
+from gitopsbot.core.model import ReleaseSpec
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import Plan, make_plan
 from gitopsbot.core.policy import Decision, load_rules
 from gitopsbot.core.render import render_json, render_markdown
-from gitopsbot.core.secrets import MASK
-from gitopsbot.core.yamledit import YamlEditError, set_values
 from gitopsbot.errors import (
     ChartError,
     ChartInvalid,
@@ -34,7 +32,7 @@ from gitopsbot.errors import (
     GitOpsBotError,
     Problem,
 )
-from gitopsbot.fleetrepo import load_cluster, load_fleet
+from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.files import FileTree
 
@@ -130,62 +128,12 @@ def _tree(fleet: Path, ref: str | None) -> FileTree:
     return GitRefTree(fleet, ref) if ref else DirectoryTree(fleet)
 
 
-# How the loader refuses a secret-looking literal in values.yaml (``Problem.message``).
-SECRET_LITERAL = "secret-looking literal"
-
-
-class _Replaced:
-    """A tree with some files' contents replaced (the baseline's values.yaml, masked)."""
-
-    def __init__(self, base: FileTree, files: Mapping[str, bytes]) -> None:
-        self._base = base
-        self._files = dict(files)
-
-    @property
-    def label(self) -> str:
-        return self._base.label
-
-    def read(self, path: str) -> bytes | None:
-        return self._files[path] if path in self._files else self._base.read(path)
-
-    def list(self, directory: str) -> list[str]:
-        return self._base.list(directory)
-
-
-def load_baseline(tree: FileTree, name: str) -> tuple[ClusterSpec, dict[str, Location]]:
-    """One cluster read as a baseline, with the literal secrets its values.yaml still holds.
-
-    The loader refuses a secret-looking literal, rightly for a desired state; a baseline is
-    what is there, and the change that removes the literals needs a plan. So each literal is
-    replaced by ``***`` in the text before it is read again (it never reaches the spec or a
-    message), and returned as values path → where it is written. Any other problem raises
-    FleetError as the loader reported it."""
-    try:
-        return load_cluster(tree, name), {}
-    except FleetError as exc:
-        values_file = f"clusters/{name}/values.yaml"
-        literals = {
-            p.field: Location(p.file, p.line, p.column)
-            for p in exc.problems
-            if p.file == values_file and p.field and p.message.startswith(SECRET_LITERAL)
-        }
-        if not literals or len(literals) < len(exc.problems):
-            raise
-        error = exc
-    try:
-        text = (tree.read(values_file) or b"").decode("utf-8")
-        masked = set_values(text, dict.fromkeys(literals, MASK))
-    except (UnicodeDecodeError, YamlEditError):
-        raise error from None
-    return load_cluster(_Replaced(tree, {values_file: masked.encode()}), name), literals
-
-
 def _baseline(
     fleet: Path, ref: str, name: str, source: ChartSource
 ) -> tuple[DeployedState | None, Chart | None]:
     tree = GitRefTree(fleet, ref)
     try:
-        before, literals = load_baseline(tree, name)
+        before, literals = load_cluster_baseline(tree, name)
     except FleetError as exc:
         if any(p.message == "no such cluster" for p in exc.problems):
             return None, None  # new at this ref: nothing deployed
