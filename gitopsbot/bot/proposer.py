@@ -20,6 +20,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from gitopsbot.baseline import load_fleet_baseline
 from gitopsbot.core import proposals as core
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
@@ -27,7 +28,7 @@ from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.layout import RELEASE_FILE
 from gitopsbot.core.forge_types import PullRequestInfo, PullRequestState, with_marker
 from gitopsbot.core.images import effective_images
-from gitopsbot.core.model import ClusterSpec, Fleet
+from gitopsbot.core.model import ClusterSpec, Fleet, Location
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import Plan, make_plan
 from gitopsbot.core.policy import Rule, load_rules
@@ -173,6 +174,17 @@ class Proposer:
             head = self._head(configured)
             fleet = load_fleet(self.repo.tree(head))
         return head, fleet
+
+    def _baseline_fleet(self) -> tuple[Fleet, dict[str, dict[str, Location]]]:
+        """The watched branch as a request's baseline: ``read_fleet``, or, when its only
+        problems are literal secrets in values.yaml files, the fleet with them masked and the
+        literals per cluster: the request that removes them must get a plan (docs/plan.md).
+        Any other problem raises the loader's FleetError."""
+        try:
+            _, fleet = self.read_fleet()
+        except FleetError:
+            return load_fleet_baseline(self.repo.tree(self._head(self.watched_branch)))
+        return fleet, {}
 
     def _head(self, branch: str) -> str:
         head = self.repo.head(branch)
@@ -322,10 +334,17 @@ class Proposer:
         self.repo.push(state_branch)
 
     def plan_for(
-        self, spec: ClusterSpec, desired: ClusterSpec, *, index: ChartIndex | None, rules: Rules
+        self,
+        spec: ClusterSpec,
+        desired: ClusterSpec,
+        *,
+        index: ChartIndex | None,
+        rules: Rules,
+        secret_literals: Mapping[str, Location] | None = None,
     ) -> Plan:
         """The plan of moving ``spec`` (the watched branch) to ``desired`` (a proposal or any
-        request's branch)."""
+        request's branch). ``secret_literals``: literals the watched branch still holds in
+        the cluster's values.yaml (masked in ``spec``), for the plan's note."""
         rel = spec.release
         current = self.charts.chart(rel.chart_repo_url, rel.chart_name, rel.version)
         # A version the repository lacks is a CHART-NOT-IN-INDEX verdict on the request, not
@@ -343,6 +362,7 @@ class Proposer:
             app_version=current.app_version,
             values=spec.values,
             source=f"git:{self.watched_branch}",
+            secret_literals=dict(secret_literals or {}),
         )
         return make_plan(
             deployed=deployed,
@@ -359,7 +379,7 @@ class Proposer:
         set ``gitopsbot/policy`` on its head: the watched branch is the baseline, the
         request's branch the desired state. The comment is edited only when its text changed;
         the status is set every time (the forge keeps the latest)."""
-        _, fleet = self.read_fleet()
+        fleet, literals = self._baseline_fleet()
         pr = self.forge.get_pull_request(number)
         if cluster not in fleet.clusters:
             raise FleetError(
@@ -379,7 +399,9 @@ class Proposer:
         desired = load_cluster(self.repo.tree(desired_at), cluster)
         rules = load_rules([*self._policy_documents, *fleet.policy_documents])
         index = self.charts.index(desired.release.chart_repo_url)
-        plan = self.plan_for(spec, desired, index=index, rules=rules)
+        plan = self.plan_for(
+            spec, desired, index=index, rules=rules, secret_literals=literals.get(cluster)
+        )
         self.forge.upsert_comment(number, marker=plan_marker(cluster), body=render_markdown(plan))
         state, description = core.policy_status(plan.decision)
         self.forge.set_status(desired_at, state=state, description=description)

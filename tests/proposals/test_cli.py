@@ -157,3 +157,40 @@ def test_comment_on_a_version_the_index_lacks_is_a_deny_not_an_error(
     assert plan.chart_problem
     states = {s.state for s in world.forge_server.statuses}
     assert "failure" in states
+
+
+LEAK = "canary-Hn27w-enroll-token-on-main"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("env")
+def test_comment_on_a_request_that_removes_a_literal_secret(
+    world_factory: Callable[..., World], tmp_path: Path
+) -> None:
+    """The watched branch holds a literal enrollToken (pushed past the checks); the request
+    that empties it (credentials.yaml already names where it comes from) gets a plan: the
+    literal masked, a note naming where main holds it, and never the value on the forge."""
+    world = world_factory(versions={"staging": "1.8.0"})
+    values = "clusters/staging/values.yaml"
+    clean = world.show("main", values)
+    leaked = clean.replace('enrollToken: ""', f'enrollToken: "{LEAK}"', 1)
+    assert leaked != clean
+    world.human_commit({values: leaked}, "staging: token inline")
+    line = 1 + next(i for i, text in enumerate(leaked.splitlines()) if LEAK in text)
+    work = tmp_path / "person"
+    git("clone", "--quiet", world.remote_url, str(work))
+    git("checkout", "--quiet", "-b", "move-token", cwd=work)
+    (work / values).write_text(clean)
+    git("commit", "--quiet", "-am", "staging: the token from credentials.yaml", cwd=work)
+    git("push", "--quiet", "origin", "move-token", cwd=work)
+    pr = world.forge().open_or_update_pull_request(
+        branch="move-token", base="main", title="move the token", body="by hand", marker="human"
+    )
+    _, plan = world.proposer().comment("staging", pr.number)
+    note = plan.notes[0]
+    assert note.startswith("the baseline (git:main) holds 1 secret-looking literal")
+    assert f"`clusters/staging/values.yaml:{line}` (`agent.enrollToken`)" in note
+    assert "This change removes it" in note
+    (body,) = [c.body for c in world.forge_server.comments.values() if c.number == pr.number]
+    assert f"- {note}" in body
+    assert LEAK not in body and LEAK not in repr(plan)
