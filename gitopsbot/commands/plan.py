@@ -15,7 +15,7 @@ from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.core.chart import Chart, ChartIndex
-from gitopsbot.core.fleet_loading import suggest
+from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.model import ReleaseSpec
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import Plan, make_plan
