@@ -1,9 +1,9 @@
 """Layering: the pure core stays pure, and vendor libraries stop at the adapters.
 
-Aspects: core/ imports no I/O, clock, environment or vendor module; pygit2, kubernetes, httpx
-and subprocess are imported only under adapters/ (and the sandbox, which *is* the outside
-world, may run subprocesses and servers but not the bot's vendor clients); bot/ never imports
-an adapter; no production module imports the test fakes.
+Aspects: core/ imports no I/O, clock, environment or vendor module; pygit2, kubernetes, httpx,
+waitress and subprocess are imported only under adapters/ (and the sandbox, which *is* the
+outside world, may run subprocesses and servers but not the bot's vendor clients); bot/ never
+imports an adapter; no production module imports the test fakes.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ CORE_FORBIDDEN = {
     "gitopsbot.settings",
     "gitopsbot.app",
 }
-VENDOR = {"pygit2", "kubernetes", "httpx", "subprocess"}
+VENDOR = {"pygit2", "kubernetes", "httpx", "subprocess", "waitress"}
 # datetime is allowed in core for types and arithmetic, never for reading the clock.
 CLOCK_CALLS = {"now", "utcnow", "today", "time", "monotonic", "perf_counter"}
 
