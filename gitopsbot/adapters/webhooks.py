@@ -376,12 +376,19 @@ class _ErrorTask(ErrorTask):
         error = parser.error
         if error is not None:
             channel = cast(_Channel, self.channel)
-            channel.receiver.count("refused")
+            receiver = channel.receiver
+            receiver.count("refused")
+            detail = error.body
+            if error.code == 413:  # waitress says "exceeds max_body of <cap + 1>"
+                detail = (
+                    f"Content-Length {parser.content_length} is over the cap of "
+                    f"{receiver.limits.max_body_bytes} bytes"
+                )
             log.warning(
                 "webhook refused: %d %s: %s (from %s)",
                 error.code,
                 error.reason,
-                error.body,
+                detail,
                 _peer(channel),
             )
         super().execute()
