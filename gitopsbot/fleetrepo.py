@@ -10,9 +10,12 @@ import zoneinfo
 from collections.abc import Mapping
 from functools import lru_cache
 
+from gitopsbot.core import located_yaml
 from gitopsbot.core.fleet import assembly
 from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.layout import CLUSTERS_DIR, POLICIES_DIR, SETTINGS_FILE
+from gitopsbot.core.fleet.settings_file import parse_settings
+from gitopsbot.core.located_yaml import DEFAULT_LIMITS, YamlLimits
 from gitopsbot.core.model import ClusterSpec, Fleet
 from gitopsbot.errors import FleetError, Problem
 from gitopsbot.ports.files import FileTree
@@ -26,40 +29,56 @@ def known_timezones() -> frozenset[str] | None:
     return names or None
 
 
-def _decode(data: bytes, path: str, problems: list[Problem]) -> str | None:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        problems.append(Problem(path, line, column, "", "not UTF-8 text"))
+def _decode(
+    data: bytes, path: str, problems: list[Problem], limits: YamlLimits = DEFAULT_LIMITS
+) -> str | None:
+    """UTF-8 text, or None with the reason recorded: too large, binary, not UTF-8."""
+    if len(data) > limits.max_bytes:
+        problems.append(located_yaml.too_large(path, len(data), limits))
         return None
+    text, errs = located_yaml.decode(data, path)
+    problems.extend(errs)
+    return text
 
 
-def _read(tree: FileTree, path: str, problems: list[Problem]) -> str | None:
+def _read(
+    tree: FileTree, path: str, problems: list[Problem], limits: YamlLimits = DEFAULT_LIMITS
+) -> str | None:
     data = tree.read(path)
-    return None if data is None else _decode(data, path, problems)
+    return None if data is None else _decode(data, path, problems, limits)
 
 
-def _cluster_files(tree: FileTree, name: str, problems: list[Problem]) -> dict[str, str]:
+def _cluster_files(
+    tree: FileTree, name: str, problems: list[Problem], limits: YamlLimits = DEFAULT_LIMITS
+) -> dict[str, str]:
     directory = f"{CLUSTERS_DIR}/{name}"
     files: dict[str, str] = {}
     for entry in tree.list(directory):
         if not entry.endswith((".yaml", ".yml")):
             continue
-        text = _read(tree, f"{directory}/{entry}", problems)
+        text = _read(tree, f"{directory}/{entry}", problems, limits)
         if text is not None:
             files[entry] = text
     return files
 
 
 def _cluster_names(tree: FileTree) -> list[str]:
-    """Directories under clusters/: an entry that reads as a file (README.md...) is skipped."""
-    return [
-        n
-        for n in tree.list(CLUSTERS_DIR)
-        if not n.startswith(".") and tree.read(f"{CLUSTERS_DIR}/{n}") is None
-    ]
+    """Every directory under clusters/ (an entry that reads as a file, README.md, is not one);
+    each name is then held to the one rule, a DNS-1123 label (``..x`` and ``UPPER`` alike)."""
+    return [n for n in tree.list(CLUSTERS_DIR) if tree.read(f"{CLUSTERS_DIR}/{n}") is None]
+
+
+def _limits(tree: FileTree) -> YamlLimits:
+    """gitopsbot.yaml's ``limits:`` for reading one cluster alone; the defaults when the file
+    is missing or wrong (``load_fleet`` reports that; a cluster is still bounded)."""
+    raw = tree.read(SETTINGS_FILE)
+    text = None if raw is None else _decode(raw, SETTINGS_FILE, [])
+    if text is None:
+        return DEFAULT_LIMITS
+    try:
+        return parse_settings(text).limits
+    except FleetError:
+        return DEFAULT_LIMITS
 
 
 def load_fleet(tree: FileTree) -> Fleet:
@@ -71,8 +90,14 @@ def load_fleet(tree: FileTree) -> Fleet:
     raw = tree.read(SETTINGS_FILE)
     # Absent: parse_fleet reports it missing. Undecodable: reported here, parsed as empty.
     settings_text = None if raw is None else (_decode(raw, SETTINGS_FILE, problems) or "")
+    limits = DEFAULT_LIMITS
+    if settings_text:
+        try:
+            limits = parse_settings(settings_text).limits
+        except FleetError:
+            pass  # parse_fleet reports it; the files are read with the default limits
     clusters: dict[str, Mapping[str, str]] = {
-        name: _cluster_files(tree, name, problems) for name in _cluster_names(tree)
+        name: _cluster_files(tree, name, problems, limits) for name in _cluster_names(tree)
     }
     policies = _policy_documents(tree, problems)
     return assembly.parse_fleet(
@@ -120,16 +145,17 @@ def find_cluster(tree: FileTree, name: str) -> ClusterSpec | None:
     reads to apply one cluster's change, without parsing the rest of the fleet (a fleet of
     hundreds of clusters costs one cluster's parse per merge). Raises FleetError."""
     # Listing the one directory, not clusters/ (whose entries would each be probed).
-    if name.startswith(".") or "/" in name or not tree.list(f"{CLUSTERS_DIR}/{name}"):
+    if name in (".", "..") or "/" in name or not tree.list(f"{CLUSTERS_DIR}/{name}"):
         return None
     return _parse_cluster(tree, name)
 
 
 def _parse_cluster(tree: FileTree, name: str) -> ClusterSpec:
     problems: list[Problem] = []
-    files = _cluster_files(tree, name, problems)
+    limits = _limits(tree)
+    files = _cluster_files(tree, name, problems, limits)
     try:
-        spec = assembly.parse_cluster(name, files, known_timezones=known_timezones())
+        spec = assembly.parse_cluster(name, files, known_timezones=known_timezones(), limits=limits)
     except FleetError as exc:
         raise FleetError([*problems, *exc.problems]) from None
     if problems:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
+from gitopsbot.core.yaml_bounds import DEFAULT_LIMITS, YamlLimits
+
 
 class Component(StrEnum):
     """Per-pool components the controller rolls (R3, R10)."""
@@ -217,6 +219,8 @@ class BotSettings:
     forge: ForgeSettings = ForgeSettings()
     proposals: ProposalSettings = ProposalSettings()
     git: GitAccessSettings = GitAccessSettings()
+    # Bounds on every YAML file the bot reads from the fleet (``limits:``).
+    limits: YamlLimits = DEFAULT_LIMITS
 
 
 @dataclass(frozen=True, slots=True)

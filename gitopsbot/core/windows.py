@@ -6,6 +6,11 @@ stays open for ``duration_seconds``. Pure: the caller resolves the time zone nam
 
 Windows longer than the cron period overlap; the window is open while any opening's
 duration has not run out, which is the same as "the latest opening at or before now".
+
+Nothing here raises at run time for a window the fleet loader accepted: a cron that never
+fires is refused at load (``core.fleet.rollout_file.fires``), and should croniter still find
+no opening in its search (a match decades away) the window counts as closed, with its next
+opening a year ahead so the pass looks again.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from gitopsbot.core.model import MaintenanceWindow
 
@@ -21,6 +26,8 @@ from gitopsbot.core.model import MaintenanceWindow
 _EPSILON = timedelta(seconds=1)
 # Bound the search for the next opening (a cron like "0 0 30 2 *" never matches).
 _MAX_SEARCH = 1000
+# When croniter finds no opening: closed, and looked at again this much later.
+_NO_OPENING_RETRY = timedelta(days=365)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +54,14 @@ def _aware(now: datetime) -> datetime:
     return now
 
 
-def last_opening(window: Window, now: datetime) -> datetime:
-    """The latest opening at or before ``now`` (in the window's time zone)."""
+def last_opening(window: Window, now: datetime) -> datetime | None:
+    """The latest opening at or before ``now`` (in the window's time zone); None when croniter
+    finds none."""
     local = _aware(now).astimezone(window.tz)
-    opened: datetime = croniter(window.cron, local + _EPSILON).get_prev(datetime)
+    try:
+        opened: datetime = croniter(window.cron, local + _EPSILON).get_prev(datetime)
+    except CroniterError:
+        return None
     return opened
 
 
@@ -58,7 +69,8 @@ def is_open(window: Window | None, now: datetime) -> bool:
     """True inside the window. No window means always open."""
     if window is None:
         return True
-    return now < last_opening(window, now) + window.duration
+    opened = last_opening(window, now)
+    return opened is not None and now < opened + window.duration
 
 
 def closes_at(window: Window | None, now: datetime) -> datetime | None:
@@ -66,6 +78,8 @@ def closes_at(window: Window | None, now: datetime) -> datetime | None:
     if window is None:
         return None
     opened = last_opening(window, now)
+    if opened is None:
+        return None
     end = opened + window.duration
     return end if now < end else None
 
@@ -76,8 +90,11 @@ def next_open(window: Window | None, now: datetime) -> datetime:
         return now
     local = _aware(now).astimezone(window.tz)
     it = croniter(window.cron, local)
-    for _ in range(_MAX_SEARCH):
-        candidate: datetime = it.get_next(datetime)
-        if candidate > now:
-            return candidate
-    raise ValueError(f"maintenance window cron {window.cron!r} never opens")  # pragma: no cover
+    try:
+        for _ in range(_MAX_SEARCH):
+            candidate: datetime = it.get_next(datetime)
+            if candidate > now:
+                return candidate
+    except CroniterError:
+        pass
+    return local + _NO_OPENING_RETRY

@@ -6,7 +6,8 @@ Pure: callers hand in the text of each file (``gitopsbot.fleetrepo`` reads them 
 nearest known one; duplicate keys, wrong types, impossible versions, bad durations and cron
 expressions are errors. All problems are collected and raised together as one ``FleetError``.
 
-Modules: ``yaml_reader`` (the located YAML reader), ``fields`` (typed located reading of a
+Files are parsed by ``core.located_yaml`` (the project's one YAML reader, with limits).
+Modules: ``fields`` (typed located reading of a
 parsed file), one module per file format (``settings_file``, ``release_file``,
 ``values_file``, ``rollout_file``, ``credentials_file``, ``smoke_test_file``), ``layout``
 (file and directory names) and ``assembly`` (a cluster, a fleet).

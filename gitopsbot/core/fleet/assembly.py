@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from gitopsbot.core import secrets
+from gitopsbot.core import located_yaml
 from gitopsbot.core.fleet.credentials_file import read_credentials
 from gitopsbot.core.fleet.fields import DNS_LABEL, FieldReader, suggest
 from gitopsbot.core.fleet.layout import (
@@ -27,8 +27,8 @@ from gitopsbot.core.fleet.release_file import read_release
 from gitopsbot.core.fleet.rollout_file import read_rollout
 from gitopsbot.core.fleet.settings_file import parse_settings
 from gitopsbot.core.fleet.smoke_test_file import read_smoke_test
-from gitopsbot.core.fleet.values_file import to_plain
-from gitopsbot.core.fleet.yaml_reader import load_yaml
+from gitopsbot.core.fleet.values_file import read_values
+from gitopsbot.core.located_yaml import DEFAULT_LIMITS, YamlLimits
 from gitopsbot.core.model import (
     BotSettings,
     ClusterSpec,
@@ -45,6 +45,8 @@ def _cluster(
     files: Mapping[str, str],
     directory: str,
     known_timezones: Collection[str] | None,
+    limits: YamlLimits = DEFAULT_LIMITS,
+    strings: dict[str, str] | None = None,
 ) -> tuple[ClusterSpec | None, list[Problem]]:
     problems: list[Problem] = []
     if not DNS_LABEL.match(name):
@@ -85,8 +87,8 @@ def _cluster(
     readers: dict[str, FieldReader] = {}
     for fname in CLUSTER_FILES:
         readers[fname] = FieldReader(f"{directory}/{fname}")
-        if fname in files:
-            doc, errs = load_yaml(files[fname], readers[fname].file)
+        if fname in files and fname != VALUES_FILE:  # values: read_values, below
+            doc, errs = located_yaml.read(files[fname], readers[fname].file, limits=limits)
             problems.extend(errs)
             docs[fname] = doc if not errs else _BROKEN
     locations: dict[str, Location] = {}
@@ -107,25 +109,11 @@ def _cluster(
         smoke = read_smoke_test(readers[SMOKE_TEST_FILE], docs[SMOKE_TEST_FILE])
 
     values: dict[str, Any] = {}
-    values_locations: dict[str, Location] = {}
-    if docs.get(VALUES_FILE, _BROKEN) is not _BROKEN:
-        vr = readers[VALUES_FILE]
-        doc = docs[VALUES_FILE]
-        if doc is not None and vr.mapping(doc, "", (1, 1)) is not None:
-            values = to_plain(doc, (), values_locations, vr)
-        declared = [*credentials.secret_paths, *(s.values_path for s in credentials.secrets)]
-        for path in secrets.find_secret_literals(values, declared):
-            where = values_locations.get(path, Location(vr.file, 1, 1))
-            vr.problems.append(
-                Problem(
-                    vr.file,
-                    where.line,
-                    where.column,
-                    path,
-                    "secret-looking literal: secrets never sit in values.yaml",
-                    "leave it empty and reference it in credentials.yaml under secrets:",
-                )
-            )
+    values_locations: Mapping[str, Location] = {}
+    if VALUES_FILE in files:
+        values, values_locations, _ = read_values(
+            readers[VALUES_FILE], files[VALUES_FILE], credentials, limits=limits, strings=strings
+        )
 
     for fname in CLUSTER_FILES:
         problems.extend(readers[fname].problems)
@@ -159,11 +147,15 @@ def parse_cluster(
     *,
     directory: str = "",
     known_timezones: Collection[str] | None = None,
+    limits: YamlLimits = DEFAULT_LIMITS,
 ) -> ClusterSpec:
     """One cluster directory: ``files`` maps file name (``release.yaml``...) to its text; every
     YAML file present in the directory should be passed, so unknown ones are reported.
-    Raises FleetError with every problem found."""
-    spec, problems = _cluster(name, files, directory or f"{CLUSTERS_DIR}/{name}", known_timezones)
+    ``limits`` bound each file (gitopsbot.yaml's ``limits:``). Raises FleetError with every
+    problem found."""
+    spec, problems = _cluster(
+        name, files, directory or f"{CLUSTERS_DIR}/{name}", known_timezones, limits
+    )
     if spec is None:
         raise FleetError(problems)
     return spec
@@ -196,8 +188,16 @@ def parse_fleet(
                 "no clusters: add clusters/<name>/release.yaml and values.yaml",
             )
         )
+    strings: dict[str, str] = {}  # values keys and paths, stored once for the whole fleet
     for name in sorted(clusters):
-        spec, errs = _cluster(name, clusters[name], f"{CLUSTERS_DIR}/{name}", known_timezones)
+        spec, errs = _cluster(
+            name,
+            clusters[name],
+            f"{CLUSTERS_DIR}/{name}",
+            known_timezones,
+            settings.limits,
+            strings,
+        )
         problems.extend(errs)
         if spec is not None:
             specs[name] = spec

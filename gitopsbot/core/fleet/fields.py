@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
+from gitopsbot.core.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.model import (
     Location,
 )
@@ -96,33 +95,22 @@ class FieldReader:
 
     @staticmethod
     def key_at(node: Any, key: Any) -> tuple[int, int]:
-        try:
-            if isinstance(node, CommentedMap):
-                line, col = node.lc.key(key)
-                return line + 1, col + 1
-            if isinstance(node, CommentedSeq):
-                line, col = node.lc.item(key)
-                return line + 1, col + 1
-        except (KeyError, IndexError, TypeError):
-            pass
+        if isinstance(node, LocatedMap):
+            return node.key_pos.get(key, node.pos)
+        if isinstance(node, LocatedList) and isinstance(key, int) and 0 <= key < len(node):
+            return node.item_pos[key]
         return FieldReader.node_at(node)
 
     @staticmethod
     def value_at(node: Any, key: Any) -> tuple[int, int]:
-        try:
-            if isinstance(node, CommentedMap):
-                line, col = node.lc.value(key)
-                return line + 1, col + 1
-        except (KeyError, IndexError, TypeError):
-            pass
+        if isinstance(node, LocatedMap) and key in node.value_pos:
+            return node.value_pos[key]
         return FieldReader.key_at(node, key)
 
     @staticmethod
     def node_at(node: Any) -> tuple[int, int]:
-        lc = getattr(node, "lc", None)
-        if lc is not None and lc.line is not None:
-            return lc.line + 1, lc.col + 1
-        return 1, 1
+        pos = getattr(node, "pos", None)
+        return pos if isinstance(pos, tuple) else (1, 1)
 
     def add(self, at: tuple[int, int], fld: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(self.file, at[0], at[1], fld, message, hint))
@@ -132,13 +120,13 @@ class FieldReader:
 
     # -- structure -------------------------------------------------------------------------
 
-    def mapping(self, node: Any, fld: str, at: tuple[int, int]) -> CommentedMap | None:
-        if isinstance(node, CommentedMap):
+    def mapping(self, node: Any, fld: str, at: tuple[int, int]) -> LocatedMap | None:
+        if isinstance(node, LocatedMap):
             return node
         self.add(at, fld or "(document)", f"expected a mapping, got {kind_of(node)}")
         return None
 
-    def known_keys(self, node: CommentedMap, prefix: str, known: Sequence[str]) -> None:
+    def known_keys(self, node: LocatedMap, prefix: str, known: Sequence[str]) -> None:
         for key in node:
             if not isinstance(key, str):
                 self.add(
@@ -154,15 +142,13 @@ class FieldReader:
                     suggest(key, known),
                 )
 
-    def section(
-        self, node: CommentedMap, key: str, prefix: str, known: Sequence[str]
-    ) -> CommentedMap:
+    def section(self, node: LocatedMap, key: str, prefix: str, known: Sequence[str]) -> LocatedMap:
         """An optional nested mapping, checked for unknown keys; empty when absent or wrong."""
         if key not in node or node[key] is None:
-            return CommentedMap()
+            return LocatedMap()
         sub = self.mapping(node[key], join(prefix, key), self.value_at(node, key))
         if sub is None:
-            return CommentedMap()
+            return LocatedMap()
         self.known_keys(sub, join(prefix, key), known)
         return sub
 
@@ -170,7 +156,7 @@ class FieldReader:
 
     def _get(
         self,
-        node: CommentedMap,
+        node: LocatedMap,
         key: str,
         prefix: str,
         default: T,
@@ -192,7 +178,7 @@ class FieldReader:
 
     def string(
         self,
-        node: CommentedMap,
+        node: LocatedMap,
         key: str,
         prefix: str,
         default: str = "",
@@ -218,7 +204,7 @@ class FieldReader:
 
     def integer(
         self,
-        node: CommentedMap,
+        node: LocatedMap,
         key: str,
         prefix: str,
         default: int,
@@ -240,7 +226,7 @@ class FieldReader:
 
         return self._get(node, key, prefix, default, conv, required=False)
 
-    def boolean(self, node: CommentedMap, key: str, prefix: str, default: bool) -> bool:
+    def boolean(self, node: LocatedMap, key: str, prefix: str, default: bool) -> bool:
         def conv(value: Any, fld: str, at: tuple[int, int]) -> bool | None:
             if not isinstance(value, bool):
                 hint = "write true or false" if isinstance(value, str) else ""
@@ -252,7 +238,7 @@ class FieldReader:
 
     def duration(
         self,
-        node: CommentedMap,
+        node: LocatedMap,
         key: str,
         prefix: str,
         default: T,
@@ -288,7 +274,7 @@ class FieldReader:
 
     def choice(
         self,
-        node: CommentedMap,
+        node: LocatedMap,
         key: str,
         prefix: str,
         default: str,
@@ -311,13 +297,13 @@ class FieldReader:
         return self._get(node, key, prefix, default, conv, required=required)
 
     def string_list(
-        self, node: CommentedMap, key: str, prefix: str, default: tuple[str, ...]
+        self, node: LocatedMap, key: str, prefix: str, default: tuple[str, ...]
     ) -> tuple[tuple[str, ...], list[tuple[int, int]]]:
         fld = join(prefix, key)
         if key not in node or node[key] is None:
             return default, []
         value = node[key]
-        if not isinstance(value, CommentedSeq):
+        if not isinstance(value, LocatedList):
             self.add(self.value_at(node, key), fld, f"expected a list, got {kind_of(value)}")
             return default, []
         items: list[str] = []

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap
-
 from gitopsbot.core.fleet.fields import CHART_REPO, DNS_LABEL, RELEASE_NAME, FieldReader, is_semver
 from gitopsbot.core.fleet.layout import RELEASE_FILE
+from gitopsbot.core.located_yaml import LocatedMap
 from gitopsbot.core.model import (
     Environment,
     Location,
@@ -33,7 +32,7 @@ def read_release(
                 locations[f"{RELEASE_FILE}:{key}"] = r.loc(r.value_at(top, key))
         for section in ("chart", "release"):
             node = top.get(section)
-            if isinstance(node, CommentedMap):
+            if isinstance(node, LocatedMap):
                 for key in node:
                     locations[f"{RELEASE_FILE}:{section}.{key}"] = r.loc(r.value_at(node, key))
     r.known_keys(top, "", _RELEASE_KEYS)
@@ -41,8 +40,8 @@ def read_release(
     for key in ("chart", "release", "environment"):
         if key not in top:
             r.add(r.node_at(top), key, "required key is missing")
-    chart = r.section(top, "chart", "", _CHART_KEYS) if "chart" in top else CommentedMap()
-    rel = r.section(top, "release", "", _RELEASE_NAME_KEYS) if "release" in top else CommentedMap()
+    chart = r.section(top, "chart", "", _CHART_KEYS) if "chart" in top else LocatedMap()
+    rel = r.section(top, "release", "", _RELEASE_NAME_KEYS) if "release" in top else LocatedMap()
     repo = r.string(
         chart,
         "repository",

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Collection
 from typing import Any
 
-from croniter import croniter
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from croniter import CroniterError, croniter
 
 from gitopsbot.core.fleet.fields import DNS_LABEL, TIMEZONE, FieldReader, join, kind_of, suggest
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
+from gitopsbot.core.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.model import (
     Component,
     Location,
@@ -45,6 +46,21 @@ _ON_FAILURE = ("rollback", "revert-pr", "halt")
 _COMPONENTS = tuple(c.value for c in Component)
 
 
+# A fixed instant to search from (core reads no clock): cron matches repeat at least every 28
+# years, so a cron that matches after this instant and before it matches at any time.
+_SEARCH_FROM = dt.datetime(2001, 1, 1, tzinfo=dt.UTC)
+
+
+def fires(cron: str) -> bool:
+    """Does the (valid) cron expression ever match? ``0 0 30 2 *`` does not."""
+    try:
+        croniter(cron, _SEARCH_FROM).get_next(dt.datetime)
+        croniter(cron, _SEARCH_FROM).get_prev(dt.datetime)
+    except CroniterError:
+        return False
+    return True
+
+
 def _window(
     r: FieldReader,
     node: Any,
@@ -67,6 +83,14 @@ def _window(
                 join(fld, "cron"),
                 f"'{cron}' is not a valid cron expression",
                 "five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 6'",
+            )
+            cron = ""
+        elif not fires(cron):
+            r.add(
+                r.value_at(win, "cron"),
+                join(fld, "cron"),
+                f"'{cron}' never fires: no date matches it",
+                "check day-of-month against month, e.g. there is no 30 February",
             )
             cron = ""
     duration = r.duration(win, "duration", fld, 0, minimum=60, required=True)
@@ -93,7 +117,7 @@ def _window(
 def _pool(
     r: FieldReader,
     name: str,
-    node: CommentedMap,
+    node: LocatedMap,
     fld: str,
     known_timezones: Collection[str] | None,
     locations: dict[str, Location],
@@ -120,7 +144,7 @@ def _pool(
             r.add(at, f"{fld}.phases[{i}]", f"phase '{phase}' is listed twice")
         else:
             phases.append(Component(phase))
-    if "phases" in node and not names and isinstance(node["phases"], CommentedSeq):
+    if "phases" in node and not names and isinstance(node["phases"], LocatedList):
         r.add(r.value_at(node, "phases"), join(fld, "phases"), "must list at least one phase")
     max_duration: int | None = r.duration(node, "maxDuration", fld, None)
     # A phase whose switch is off (F3) is the policy engine's rule, not a format error.
@@ -164,7 +188,7 @@ def read_rollout(
     for key in top:
         locations[f"{ROLLOUT_FILE}:{key}"] = r.loc(r.key_at(top, key))
     pools: list[PoolPolicy] = []
-    pools_node: CommentedMap | None = None
+    pools_node: LocatedMap | None = None
     if top.get("pools") is not None:
         pools_node = r.mapping(top["pools"], "pools", r.value_at(top, "pools"))
     for name, node in (pools_node or {}).items():
@@ -174,8 +198,8 @@ def read_rollout(
             r.add(at, fld, "pool name must be a DNS-1123 label (lowercase letters, digits, '-')")
             continue
         if node is None:
-            node = CommentedMap()
-        elif not isinstance(node, CommentedMap):
+            node = LocatedMap()
+        elif not isinstance(node, LocatedMap):
             r.add(r.value_at(pools_node, name), fld, f"expected a mapping, got {kind_of(node)}")
             continue
         pools.append(_pool(r, name, node, fld, known_timezones, locations))

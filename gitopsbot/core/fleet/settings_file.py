@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ruamel.yaml.comments import CommentedMap
-
+from gitopsbot.core import located_yaml
 from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
-from gitopsbot.core.fleet.yaml_reader import load_yaml
+from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedMap, YamlLimits
 from gitopsbot.core.model import (
     BotSettings,
     ForgeSettings,
@@ -26,7 +25,9 @@ _SETTINGS_KEYS = (
     "forge",
     "proposals",
     "git",
+    "limits",
 )
+_LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
 _AUTHOR_KEYS = ("name", "email")
 _FORGE_KEYS = ("kind", "url", "repository", "token", "webhookSecret")
@@ -42,7 +43,7 @@ def _settings_label(r: FieldReader, at: tuple[int, int], fld: str) -> str:
     return f"{r.file}:{at[0]}: {fld}"
 
 
-def _git_access(r: FieldReader, git: CommentedMap) -> GitAccessSettings:
+def _git_access(r: FieldReader, git: LocatedMap) -> GitAccessSettings:
     if git.get("sshKey") is None:
         return GitAccessSettings()
     at = r.value_at(git, "sshKey")
@@ -58,6 +59,19 @@ def _git_access(r: FieldReader, git: CommentedMap) -> GitAccessSettings:
         )
         return GitAccessSettings()
     return GitAccessSettings(ssh_key=ref)
+
+
+def _limits(r: FieldReader, node: LocatedMap) -> YamlLimits:
+    """``limits:``: bounds on every YAML file read from the fleet (docs/fleet-repo.md)."""
+    d = DEFAULT_LIMITS
+    return YamlLimits(
+        max_bytes=r.integer(node, "maxBytes", "limits", d.max_bytes, low=1024, high=64 << 20),
+        max_depth=r.integer(
+            node, "maxDepth", "limits", d.max_depth, low=2, high=located_yaml.MAX_DEPTH
+        ),
+        max_aliases=r.integer(node, "maxAliases", "limits", d.max_aliases, low=0),
+        max_nodes=r.integer(node, "maxNodes", "limits", d.max_nodes, low=1, high=50_000_000),
+    )
 
 
 def read_settings(r: FieldReader, doc: Any) -> BotSettings:
@@ -82,6 +96,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         label = _settings_label(r, at, "forge.webhookSecret")
         webhook = secret_ref(r, forge["webhookSecret"], "forge.webhookSecret", at, label)
     git = _git_access(r, r.section(top, "git", "", _GIT_KEYS))
+    limits = _limits(r, r.section(top, "limits", "", _LIMIT_KEYS))
     kind = r.choice(forge, "kind", "forge", fd.kind, _FORGE_KINDS)
     repository = r.string(forge, "repository", "forge", fd.repository)
     if kind != "git-only" and "repository" not in forge and forge:
@@ -100,6 +115,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
             webhook_secret=webhook,
         ),
         git=git,
+        limits=limits,
         proposals=ProposalSettings(
             enabled=r.boolean(props, "enabled", "proposals", pd.enabled),
             scope=r.choice(props, "scope", "proposals", pd.scope, _SCOPES),  # type: ignore[arg-type]
@@ -127,7 +143,8 @@ def parse_settings(text: str | None, *, file: str = SETTINGS_FILE) -> BotSetting
                 )
             ]
         )
-    doc, problems = load_yaml(text, file)
+    # Read with the default limits: this file is where other limits would be set.
+    doc, problems = located_yaml.read(text, file)
     r = FieldReader(file)
     settings = read_settings(r, doc) if not problems else BotSettings()
     problems.extend(sorted(r.problems, key=lambda p: (p.line, p.column)))

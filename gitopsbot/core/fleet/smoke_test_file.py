@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitopsbot.core.fleet.fields import FieldReader
-from gitopsbot.core.fleet.values_file import to_plain
+from gitopsbot.core.fleet.values_file import plain_manifest
 from gitopsbot.core.model import (
     SmokeTest,
 )
@@ -34,5 +34,5 @@ def read_smoke_test(r: FieldReader, doc: Any) -> SmokeTest | None:
             "the smoke test must be a Pod (kind: Pod)",
         )
         return None
-    plain = to_plain(manifest, (), {}, r)
+    plain = plain_manifest(manifest, r)
     return SmokeTest(manifest=plain, timeout_seconds=timeout)
