@@ -24,7 +24,7 @@ port), and a note says how the pool's workloads get rebuilt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -46,7 +46,7 @@ from gitopsbot.core.policy import (
 from gitopsbot.core.schema_check import check_values
 from gitopsbot.core.secrets import find_secret_literals, join_path
 from gitopsbot.core.timeline import PoolTimeline, pool_timeline
-from gitopsbot.core.values_diff import ValuesDiff, diff_values, get_path, leaf_paths
+from gitopsbot.core.values_diff import ValuesDiff, diff_values, get_path
 from gitopsbot.errors import Problem
 
 # R24's config keys whose change needs a controller restart.
@@ -69,6 +69,7 @@ COMPONENT_IMAGES: Mapping[Component, tuple[str, ...]] = {
 # ``cluster.pool.componentConfig.hypervisor.portNumber`` or another pool's (R23).
 HYPERVISOR_PORT_KEY: tuple[str, ...] = ("componentConfig", "hypervisor", "portNumber")
 DEFAULT_HYPERVISOR_PORT = 8000  # the CRD default where no port is written
+_ABSENT: Any = object()
 # R3's impact column.
 IMPACT: Mapping[str, str] = {
     "backup": "none: reads the release values and the TensorFusion objects",
@@ -171,17 +172,42 @@ class PortChange:
     after: Any
 
 
+def _ports_under(
+    parts: tuple[str | int, ...], value: Any
+) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """(path, port) for every hypervisor port written at or under ``parts`` (``value``)."""
+    width = len(HYPERVISOR_PORT_KEY)
+    for k in range(1, width + 1):  # ``parts`` already ends inside the key
+        if parts[-k:] == HYPERVISOR_PORT_KEY[:k]:
+            found = get_path(value, HYPERVISOR_PORT_KEY[k:], _ABSENT)
+            if found is not _ABSENT:
+                yield (*parts, *HYPERVISOR_PORT_KEY[k:]), found
+    # Deeper: walk containers only, building a path per container, never per leaf.
+    if isinstance(value, Mapping):
+        hypervisor = get_path(value, HYPERVISOR_PORT_KEY[:-1], None)
+        if isinstance(hypervisor, Mapping) and HYPERVISOR_PORT_KEY[-1] in hypervisor:
+            yield (*parts, *HYPERVISOR_PORT_KEY), hypervisor[HYPERVISOR_PORT_KEY[-1]]
+        children: Iterable[tuple[str | int, Any]] = value.items()
+    elif isinstance(value, list):
+        children = enumerate(value)
+    else:
+        return
+    for key, child in children:
+        if isinstance(child, Mapping | list):
+            yield from _ports_under((*parts, key), child)
+
+
 def hypervisor_port_changes(diff: ValuesDiff) -> tuple[PortChange, ...]:
     """Every hypervisor ``portNumber`` whose effective value changes (R23), also where a whole
     subtree holding it was added or removed; an unset port is the CRD default (8000)."""
     sides: dict[tuple[str | int, ...], list[Any]] = {}
-    width = len(HYPERVISOR_PORT_KEY)
+    last = HYPERVISOR_PORT_KEY[-1]
     for c in diff.changes:
         for side, value in enumerate((c.before, c.after)):
-            for rest in leaf_paths(value):
-                parts = (*c.parts, *rest)
-                if parts[-width:] == HYPERVISOR_PORT_KEY:
-                    sides.setdefault(parts, [None, None])[side] = get_path(value, rest)
+            if not isinstance(value, Mapping | list) and c.parts[-1:] != (last,):
+                continue  # a scalar elsewhere: most of a diff
+            for parts, port in _ports_under(c.parts, value):
+                sides.setdefault(parts, [None, None])[side] = port
     out = []
     for parts, (before, after) in sides.items():
         old = DEFAULT_HYPERVISOR_PORT if before is None else before
@@ -192,9 +218,14 @@ def hypervisor_port_changes(diff: ValuesDiff) -> tuple[PortChange, ...]:
 
 
 def component_reasons(
-    diff: ValuesDiff, images: tuple[ImageChange, ...], *, first_install: bool
+    diff: ValuesDiff,
+    images: tuple[ImageChange, ...],
+    *,
+    first_install: bool,
+    ports: tuple[PortChange, ...] | None = None,
 ) -> dict[Component, str]:
-    """Components whose configuration changes, with the reason."""
+    """Components whose configuration changes, with the reason. ``ports``: the diff's
+    ``hypervisor_port_changes`` when the caller has them already."""
     if first_install:
         return {}
     by_name = {i.component: i for i in images}
@@ -207,7 +238,7 @@ def component_reasons(
         touched = [p for p in COMPONENT_PREFIXES[comp] if diff.touches(p)]
         if touched:
             out[comp] = f"{', '.join(touched)} changed"
-    ports = hypervisor_port_changes(diff)
+    ports = hypervisor_port_changes(diff) if ports is None else ports
     if ports:
         # The hypervisor pod spec and the worker's (HYPERVISOR_PORT) both carry the port, so
         # both hashes change (tensorfusion-facts §3.3): R23's rebuild of the workloads.
@@ -358,7 +389,8 @@ def make_plan(
         ),
     )
     first_install = deployed is None
-    reasons = component_reasons(diff, images, first_install=first_install)
+    ports = hypervisor_port_changes(diff) if not first_install else ()
+    reasons = component_reasons(diff, images, first_install=first_install, ports=ports)
     node_counts = deployed.pool_nodes if deployed else {}
     phases = tuple(
         _pool_phase(p, reasons, node_counts.get(p.name, p.nodes))
@@ -464,7 +496,6 @@ def make_plan(
         )
     )
     # The notes a reviewer must not miss come first: literal secrets, then R23.
-    ports = hypervisor_port_changes(diff) if deployed is not None else ()
     if ports:
         notes.insert(0, _port_note(ports, phases))
     if deployed is not None and deployed.secret_literals:

@@ -13,9 +13,10 @@ import pytest
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.model import ClusterSpec, Component, Location
 from gitopsbot.core.observed import DeployedState
-from gitopsbot.core.plan import StepKind, make_plan
+from gitopsbot.core.plan import StepKind, hypervisor_port_changes, make_plan
 from gitopsbot.core.policy import Decision, Rule
 from gitopsbot.core.render import render_json, render_markdown
+from gitopsbot.core.values_diff import diff_values
 from tests.core.plan_builders import (
     cluster,
     default_chart_values,
@@ -285,3 +286,43 @@ def test_a_baseline_with_literal_secrets_is_planned_and_noted(
     )
     assert "baseline_secret_literals" not in json.loads(render_json(clean))
     assert not any("secret-looking" in n for n in clean.notes)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (
+            {},
+            {"cluster": {"pool": {"componentConfig": {"hypervisor": {"portNumber": 8100}}}}},
+            [("cluster.pool.componentConfig.hypervisor.portNumber", 8000, 8100)],
+        ),
+        (
+            {"cluster": {"pool": {"componentConfig": {"hypervisor": {"portNumber": 8100}}}}},
+            {},
+            [("cluster.pool.componentConfig.hypervisor.portNumber", 8100, 8000)],
+        ),
+        (
+            {"cluster": {"extraPools": [{"name": "b"}]}},
+            {
+                "cluster": {
+                    "extraPools": [
+                        {"name": "b", "componentConfig": {"hypervisor": {"portNumber": 9000}}}
+                    ]
+                }
+            },
+            [("cluster.extraPools[0].componentConfig.hypervisor.portNumber", 8000, 9000)],
+        ),
+        (
+            {"cluster": {"pool": {"componentConfig": {"hypervisor": {"image": "h:1"}}}}},
+            {"cluster": {"pool": {"componentConfig": {"hypervisor": {"image": "h:2"}}}}},
+            [],
+        ),
+        ({}, {"cluster": {"pool": {"componentConfig": {"hypervisor": {"portNumber": 8000}}}}}, []),
+    ],
+    ids=["added", "removed", "another pool", "image only", "default written out"],
+)
+def test_hypervisor_port_changes(
+    before: dict[str, Any], after: dict[str, Any], expected: list[tuple[str, int, int]]
+) -> None:
+    found = hypervisor_port_changes(diff_values(before, after))
+    assert [(p.path, p.before, p.after) for p in found] == expected
