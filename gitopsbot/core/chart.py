@@ -14,10 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
-from gitopsbot.errors import ChartInvalid
+from gitopsbot.core import located_yaml
+from gitopsbot.errors import ChartInvalid, FleetError
 
 _SEMVER = re.compile(
     r"^v?(?P<major>0|[1-9]\d*)(?:\.(?P<minor>\d+))?(?:\.(?P<patch>\d+))?"
@@ -136,17 +134,12 @@ class Chart:
     crd_defs: tuple[Crd, ...] = ()
 
 
-def _yaml() -> YAML:
-    return YAML(typ="safe", pure=True)
-
-
 def _load(text: str, source: str) -> Any:
+    """One document through the project's YAML reader (bounded); ChartInvalid when refused."""
     try:
-        return _yaml().load(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise ChartInvalid(f"{where}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+        return located_yaml.load(text, source)
+    except FleetError as exc:
+        raise ChartInvalid(str(exc.problems[0])) from None
 
 
 def _str_map(raw: Any) -> dict[str, str]:
@@ -208,9 +201,9 @@ def schema_fields(schema: Any, prefix: str = "") -> set[str]:
 def parse_crd(text: str, *, source: str) -> tuple[Crd, ...]:
     """The CRDs in one file (multi-document YAML allowed)."""
     try:
-        docs = list(_yaml().load_all(text))
-    except YAMLError as exc:
-        raise ChartInvalid(f"{source}: malformed YAML: {exc}") from None
+        docs = located_yaml.load_all(text, source)
+    except FleetError as exc:
+        raise ChartInvalid(str(exc.problems[0])) from None
     out: list[Crd] = []
     for doc in docs:
         if not isinstance(doc, Mapping) or doc.get("kind") != "CustomResourceDefinition":

@@ -19,7 +19,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from gitopsbot.core import located_yaml
 from gitopsbot.core.model import Component
+from gitopsbot.errors import FleetError
 
 FORMAT = "gitopsbot-journal/v1"
 
@@ -386,13 +388,21 @@ def dump_yaml(data: Any) -> str:
     return "".join(sink.parts)
 
 
-def load_yaml(text: str) -> Any:
-    return YAML(typ="safe", pure=True).load(text)
+def load_yaml(text: str, source: str = "<state>") -> Any:
+    """One document through the project's YAML reader (bounded); ValueError when refused."""
+    try:
+        return located_yaml.load(text, source)
+    except FleetError as exc:
+        raise ValueError(str(exc)) from None
 
 
-def load_all_yaml(text: str) -> list[Any]:
-    """Every document of a multi-document YAML text (empty documents dropped)."""
-    return [d for d in YAML(typ="safe", pure=True).load_all(text) if d is not None]
+def load_all_yaml(text: str, source: str = "<state>") -> list[Any]:
+    """Every document of a multi-document YAML text (empty documents dropped); ValueError
+    when refused."""
+    try:
+        return located_yaml.load_all(text, source)
+    except FleetError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def dumps(j: Journal) -> str:

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
+from gitopsbot.core import located_yaml
 from gitopsbot.core.observed import DeploymentReadiness
+from gitopsbot.errors import FleetError
 
 
 class CrdDocumentError(ValueError):
@@ -71,13 +70,15 @@ def deployment_readiness(deployment: Mapping[str, Any]) -> DeploymentReadiness:
 
 def parse_crd_documents(documents: Mapping[str, str]) -> list[dict[str, Any]]:
     """CRDs from file name → YAML text; anything else is refused, naming the file."""
-    yaml = YAML(typ="safe")
     crds: list[dict[str, Any]] = []
     for file_name, text in sorted(documents.items()):
         try:
-            docs = [doc for doc in yaml.load_all(text) if doc is not None]
-        except YAMLError as e:
-            raise CrdDocumentError(f"{file_name}: invalid YAML: {str(e)[:256]}") from None
+            docs = located_yaml.load_all(text, file_name)
+        except FleetError as e:
+            raise CrdDocumentError(
+                f"{file_name}: invalid YAML: {e.problems[0].message[:256]} "
+                f"(line {e.problems[0].line})"
+            ) from None
         for index, doc in enumerate(docs, start=1):
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__

@@ -431,6 +431,9 @@ def _syntax_problem(exc: yaml.YAMLError, text: str, file: str) -> Problem:
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        end = _line_col(text, len(text))
+        if line > end[0] and not text.endswith("\n"):  # libyaml's end of stream: past the text
+            line, col = end
         what = (exc.problem or exc.context or "cannot parse").strip()
         if what == "exceeded maximum nesting depth":  # libyaml's own bound, 1000 levels
             return Problem(file, line, col, "", "nested deeper than 1000 levels", "limits.maxDepth")

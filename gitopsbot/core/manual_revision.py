@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ruamel.yaml.error import YAMLError
-
 from gitopsbot.core.journal import Journal, dump_yaml, load_yaml
 from gitopsbot.core.observed import HelmReleaseInfo
 from gitopsbot.core.operation import HELM_DESCRIPTION
@@ -78,7 +76,7 @@ def loads(text: str) -> ManualRevision | None:
     """The record, or None when it cannot be read."""
     try:
         data: Any = load_yaml(text)
-    except YAMLError:
+    except ValueError:
         return None
     if not isinstance(data, Mapping) or not isinstance(data.get("revision"), int):
         return None

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ruamel.yaml.error import YAMLError
-
 from gitopsbot.core.journal import dump_yaml, load_yaml
 
 FILE = "pass-failure.yaml"
@@ -58,7 +56,7 @@ def loads(text: str) -> PassFailure | None:
     failing pass rewrites it)."""
     try:
         data: Any = load_yaml(text)
-    except YAMLError:
+    except ValueError:
         return None
     if not isinstance(data, Mapping) or not isinstance(data.get("error"), str):
         return None

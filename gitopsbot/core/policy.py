@@ -25,12 +25,11 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
+from gitopsbot.core import located_yaml
 from gitopsbot.core.chart import Chart, ChartIndex, major, semver_key
 from gitopsbot.core.crd_diff import CrdDiff
 from gitopsbot.core.images import ImageChange
+from gitopsbot.core.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.model import ClusterSpec, Component, Location
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.secrets import find_secret_literals, join_path, split_path
@@ -484,37 +483,17 @@ def _suggest(word: str, known: tuple[str, ...] | list[str]) -> str:
 
 def parse_rules(text: str, *, source: str) -> tuple[Rule, ...]:
     """Parse one rule document. Raises FleetError naming file, line and field."""
-    yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
-    try:
-        doc = yaml.load(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise FleetError(
-            [
-                Problem(
-                    source,
-                    mark.line + 1 if mark else 0,
-                    mark.column + 1 if mark else 0,
-                    "",
-                    f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
-                )
-            ]
-        ) from None
+    doc = located_yaml.load(text, source, located=True)  # FleetError: located, bounded
     problems: list[Problem] = []
     rules: list[Rule] = []
 
     def at(node: Any, key: Any = None) -> tuple[int, int]:
-        lc = getattr(node, "lc", None)
-        if lc is None:
-            return 0, 0
-        if key is not None:
-            try:
-                line, col = lc.key(key) if isinstance(node, Mapping) else lc.item(key)
-                return line + 1, col + 1
-            except (KeyError, IndexError, TypeError):
-                pass
-        return lc.line + 1, lc.col + 1
+        if isinstance(node, LocatedMap):
+            return node.key_pos.get(key, node.pos)
+        if isinstance(node, LocatedList):
+            ok = isinstance(key, int) and 0 <= key < len(node)
+            return node.item_pos[key] if ok else node.pos
+        return 0, 0
 
     if doc is None:
         return ()

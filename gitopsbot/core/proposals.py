@@ -29,15 +29,14 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
+from gitopsbot.core import located_yaml
 from gitopsbot.core.chart import ChartVersion, semver_key
 from gitopsbot.core.commit_classes import ProposalId
 from gitopsbot.core.forge_types import CommitState
 from gitopsbot.core.model import UpgradeScope
 from gitopsbot.core.policy import Decision
 from gitopsbot.core.yamledit import set_value
+from gitopsbot.errors import FleetError
 
 # Where the edits go (fleet layout, docs/fleet-repo.md) and what they set (R4).
 RELEASE_VERSION_PATH = "chart.version"
@@ -330,8 +329,8 @@ def _changes_lines(text: str) -> list[str]:
     """``artifacthub.io/changes`` (a YAML list of {kind, description} or of strings) as a
     Markdown list; anything else verbatim in a code block."""
     try:
-        doc = YAML(typ="safe", pure=True).load(text)
-    except YAMLError:
+        doc = located_yaml.load(text, "artifacthub.io/changes")
+    except FleetError:
         doc = None
     if isinstance(doc, list) and doc:
         out: list[str] = []
