@@ -77,6 +77,17 @@ class FleetError(ConfigError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class SymlinkRefused(FleetError):
+    """A file tree was asked for a symbolic link: never followed (it may point at
+    ``/etc/shadow`` or out of the repository), refused by name."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            [Problem(path, 0, 0, "", "a symlink is not allowed here", "commit the file itself")]
+        )
+
+
 class ChartError(GitOpsBotError):
     """Family: chart repository, index or archive."""
 

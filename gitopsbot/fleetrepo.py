@@ -7,7 +7,7 @@ collected and raised as one ``FleetError`` (file, line, column, field for each p
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from gitopsbot.core import located_yaml
@@ -17,7 +17,7 @@ from gitopsbot.core.fleet.layout import CLUSTERS_DIR, POLICIES_DIR, SETTINGS_FIL
 from gitopsbot.core.fleet.settings_file import parse_settings
 from gitopsbot.core.located_yaml import DEFAULT_LIMITS, YamlLimits
 from gitopsbot.core.model import ClusterSpec, Fleet
-from gitopsbot.errors import FleetError, Problem
+from gitopsbot.errors import FleetError, Problem, SymlinkRefused
 from gitopsbot.ports.files import FileTree
 
 
@@ -44,7 +44,11 @@ def _decode(
 def _read(
     tree: FileTree, path: str, problems: list[Problem], limits: YamlLimits = DEFAULT_LIMITS
 ) -> str | None:
-    data = tree.read(path)
+    try:
+        data = tree.read(path)
+    except SymlinkRefused as exc:
+        problems.extend(exc.problems)
+        return None
     return None if data is None else _decode(data, path, problems, limits)
 
 
@@ -62,17 +66,27 @@ def _cluster_files(
     return files
 
 
-def _cluster_names(tree: FileTree) -> list[str]:
+def _cluster_names(tree: FileTree, problems: list[Problem] | None = None) -> list[str]:
     """Every directory under clusters/ (an entry that reads as a file, README.md, is not one);
-    each name is then held to the one rule, a DNS-1123 label (``..x`` and ``UPPER`` alike)."""
-    return [n for n in tree.list(CLUSTERS_DIR) if tree.read(f"{CLUSTERS_DIR}/{n}") is None]
+    each name is then held to the one rule, a DNS-1123 label (``..x`` and ``UPPER`` alike). A
+    symbolic link there is recorded in ``problems``, never followed."""
+    names = []
+    for name in tree.list(CLUSTERS_DIR):
+        try:
+            is_file = tree.read(f"{CLUSTERS_DIR}/{name}") is not None
+        except SymlinkRefused as exc:
+            if problems is not None:
+                problems.extend(exc.problems)
+            continue
+        if not is_file:
+            names.append(name)
+    return names
 
 
 def _limits(tree: FileTree) -> YamlLimits:
     """gitopsbot.yaml's ``limits:`` for reading one cluster alone; the defaults when the file
     is missing or wrong (``load_fleet`` reports that; a cluster is still bounded)."""
-    raw = tree.read(SETTINGS_FILE)
-    text = None if raw is None else _decode(raw, SETTINGS_FILE, [])
+    text = _read(tree, SETTINGS_FILE, [])
     if text is None:
         return DEFAULT_LIMITS
     try:
@@ -87,7 +101,11 @@ def load_fleet(tree: FileTree) -> Fleet:
     Raises ``FleetError`` carrying every problem found in every file.
     """
     problems: list[Problem] = []
-    raw = tree.read(SETTINGS_FILE)
+    try:
+        raw = tree.read(SETTINGS_FILE)
+    except SymlinkRefused as exc:
+        problems.extend(exc.problems)
+        raw = b""
     # Absent: parse_fleet reports it missing. Undecodable: reported here, parsed as empty.
     settings_text = None if raw is None else (_decode(raw, SETTINGS_FILE, problems) or "")
     limits = DEFAULT_LIMITS
@@ -97,16 +115,27 @@ def load_fleet(tree: FileTree) -> Fleet:
         except FleetError:
             pass  # parse_fleet reports it; the files are read with the default limits
     clusters: dict[str, Mapping[str, str]] = {
-        name: _cluster_files(tree, name, problems, limits) for name in _cluster_names(tree)
+        name: _cluster_files(tree, name, problems, limits)
+        for name in _cluster_names(tree, problems)
     }
     policies = _policy_documents(tree, problems)
-    return assembly.parse_fleet(
-        settings_text,
-        clusters,
-        policy_documents=policies,
-        known_timezones=known_timezones(),
-        extra_problems=problems,
-    )
+    try:
+        return assembly.parse_fleet(
+            settings_text,
+            clusters,
+            policy_documents=policies,
+            known_timezones=known_timezones(),
+            extra_problems=problems,
+        )
+    except FleetError as exc:
+        raise FleetError(_not_missing(exc.problems, problems)) from None
+
+
+def _not_missing(found: Sequence[Problem], unread: Sequence[Problem]) -> list[Problem]:
+    """``found`` without "missing" for the files that are there but were refused (a symlink,
+    a binary file...): their own problem says what is wrong."""
+    refused = {p.file for p in unread}
+    return [p for p in found if not (p.file in refused and p.message.startswith("missing"))]
 
 
 def _policy_documents(tree: FileTree, problems: list[Problem]) -> list[tuple[str, str]]:
@@ -157,7 +186,7 @@ def _parse_cluster(tree: FileTree, name: str) -> ClusterSpec:
     try:
         spec = assembly.parse_cluster(name, files, known_timezones=known_timezones(), limits=limits)
     except FleetError as exc:
-        raise FleetError([*problems, *exc.problems]) from None
+        raise FleetError([*problems, *_not_missing(exc.problems, problems)]) from None
     if problems:
         raise FleetError(problems)
     return spec

@@ -28,6 +28,7 @@ from gitopsbot.errors import (
     GitUnavailable,
     NonFastForward,
     PushRefused,
+    SymlinkRefused,
 )
 
 log = logging.getLogger(__name__)
@@ -619,4 +620,6 @@ def _read_blob(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes |
         return None
     if obj.type != ObjectType.BLOB:
         return None
+    if obj.filemode == FileMode.LINK:
+        raise SymlinkRefused(clean)  # its content is the link's target: never read as a file
     return bytes(obj.peel(pygit2.Blob).data)

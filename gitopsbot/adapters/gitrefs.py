@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pygit2
 
-from gitopsbot.errors import GitFailed
+from gitopsbot.errors import GitFailed, SymlinkRefused
+
+_LINK = 0o120000  # a tree entry's file mode for a symbolic link
 
 
 class GitRefTree:
@@ -49,6 +51,8 @@ class GitRefTree:
         entry = self._entry(path)
         if entry is None or entry.type_str != "blob":
             return None
+        if entry.filemode == _LINK:
+            raise SymlinkRefused(path)
         return bytes(entry.read_raw())
 
     def list(self, directory: str) -> list[str]:

@@ -1,8 +1,10 @@
-"""FileTree over a directory on disk, refusing paths that escape it."""
+"""FileTree over a directory on disk, refusing paths that escape it and symbolic links."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from gitopsbot.errors import SymlinkRefused
 
 
 class DirectoryTree:
@@ -14,7 +16,15 @@ class DirectoryTree:
         return str(self._root)
 
     def _path(self, path: str) -> Path | None:
-        full = (self._root / path).resolve()
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        here = self._root
+        for i, part in enumerate(parts):
+            if part == "..":
+                return None
+            here = here / part
+            if here.is_symlink():
+                raise SymlinkRefused("/".join(parts[: i + 1]))
+        full = here.resolve()
         if full != self._root and self._root not in full.parents:
             return None
         return full
@@ -26,7 +36,10 @@ class DirectoryTree:
         return full.read_bytes()
 
     def list(self, directory: str) -> list[str]:
-        full = self._path(directory)
+        try:
+            full = self._path(directory)
+        except SymlinkRefused:
+            return []  # read() of the same path names it
         if full is None or not full.is_dir():
             return []
         return sorted(p.name for p in full.iterdir())

@@ -426,7 +426,9 @@ def decode(data: bytes, file: str) -> tuple[str | None, list[Problem]]:
         return None, [Problem(file, line, column, "", "not UTF-8 text")]
 
 
-def _syntax_problem(exc: yaml.YAMLError, text: str, file: str) -> Problem:
+def _syntax_problem(
+    exc: yaml.YAMLError, text: str, file: str, limits: YamlLimits = DEFAULT_LIMITS
+) -> Problem:
     """libyaml's short reason and position; never the offending line (it may be a secret)."""
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
@@ -435,8 +437,15 @@ def _syntax_problem(exc: yaml.YAMLError, text: str, file: str) -> Problem:
         if line > end[0] and not text.endswith("\n"):  # libyaml's end of stream: past the text
             line, col = end
         what = (exc.problem or exc.context or "cannot parse").strip()
-        if what == "exceeded maximum nesting depth":  # libyaml's own bound, 1000 levels
-            return Problem(file, line, col, "", "nested deeper than 1000 levels", "limits.maxDepth")
+        if what == "exceeded maximum nesting depth":  # libyaml's own bound: 1000 levels
+            return Problem(
+                file,
+                line,
+                col,
+                "",
+                f"nested deeper than {limits.max_depth} levels",
+                "limits.maxDepth in gitopsbot.yaml",
+            )
         return Problem(file, line, col, "", f"malformed YAML: {what[:200]}")
     if isinstance(exc, yaml.reader.ReaderError):
         line, col = _line_col(text, exc.position)
@@ -464,7 +473,7 @@ def _compose(
                 if node is not None:
                     roots.append(node)
     except yaml.YAMLError as exc:
-        return [], [_syntax_problem(exc, text, file)]
+        return [], [_syntax_problem(exc, text, file, limits)]
     finally:
         loader.dispose()
     budget = limits

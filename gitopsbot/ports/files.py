@@ -14,7 +14,8 @@ class FileTree(Protocol):
         ...
 
     def read(self, path: str) -> bytes | None:
-        """The file's bytes, or None when it does not exist."""
+        """The file's bytes, or None when it does not exist. A symbolic link (at ``path`` or
+        on the way to it) is never followed: ``errors.SymlinkRefused`` names it."""
         ...
 
     def list(self, directory: str) -> list[str]:

@@ -1,0 +1,52 @@
+"""A hostile file merged to the watched branch (issue 11): an alias bomb in values.yaml makes
+that cluster's pass record "fleet invalid" with the located error, in well under a second,
+and the bot goes on: the next good merge is applied as usual.
+
+Real Git (the ``env`` fixture's remote and the bot's pygit2 mirror), fake helm and cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from gitopsbot.core.journal import OperationStatus
+from tests.executor.conftest import Env, fleet_files
+from tests.executor.test_reconciler_upgrade import drive
+
+
+def _bomb() -> str:
+    names = "abcdefghij"
+    lines = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for prev, name in itertools.pairwise(names):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_merged_blocks_only_its_change_and_the_bot_stays_responsive(
+    env: Env,
+) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    bomb = {**fleet_files("1.0.0", "hv:2"), "clusters/lab/values.yaml": _bomb()}
+    env.merge_pr(21, "lab: values", bomb)
+
+    start = time.perf_counter()
+    result = rec.reconcile("lab")
+    elapsed = time.perf_counter() - start
+
+    assert result.action == "invalid"
+    assert "clusters/lab/values.yaml:6:32: alias *e expands the document past 500000 nodes" in (
+        result.detail
+    )
+    assert elapsed < 5.0  # a whole pass with Git; the bomb itself is refused in ~1 ms
+    current = rec.store.current("lab")
+    assert current is None or not current.active  # nothing was started
+    # Passes after it are as quick and change nothing; a good merge is applied.
+    start = time.perf_counter()
+    rec.reconcile("lab")
+    assert time.perf_counter() - start < 5.0
+    env.merge_pr(22, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    done = drive(env, rec)
+    assert done.status is OperationStatus.SUCCEEDED, done.failure
+    assert env.world.images() == {"hv:2"}
