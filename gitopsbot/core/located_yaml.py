@@ -295,6 +295,18 @@ class _PathBuilder:
             return None
         return value
 
+    def _scalar_at(self, node: ScalarNode, path: str) -> Any:
+        tag = node.tag
+        if tag == _PLAIN:
+            return resolve_plain(node.value)
+        if tag == _STR:
+            return node.value
+        value = resolve_tagged(tag, node.value)
+        if value.__class__ is Tagged:
+            self.tagged.append((path, tag))
+            return None
+        return value
+
     def _list(self, node: SequenceNode, path: str) -> list[Any]:
         out: list[Any] = []
         positions, strings, build = self.positions, self.strings, self.build
@@ -303,40 +315,50 @@ class _PathBuilder:
             sub = strings.setdefault(sub, sub)
             mark = child.start_mark
             positions[sub] = ((mark.line + 1) << 32) | (mark.column + 1)
-            if child.__class__ is ScalarNode and child.tag is _STR:
-                out.append(child.value)
+            if child.__class__ is ScalarNode:
+                out.append(self._scalar_at(child, sub))
             else:
                 out.append(build(child, sub))
         return out
 
     def _map(self, node: MappingNode, path: str) -> dict[str, Any]:
+        # The hot loop of reading values.yaml: scalars are handled inline, not through build.
         out: dict[str, Any] = {}
         positions, strings, build = self.positions, self.strings, self.build
         merges: list[MappingNode] = []
         for key_node, value_node in node.value:
-            if _is_merge(key_node):
+            if key_node.value == "<<" and _is_merge(key_node):
                 merges.extend(_merge_sources(key_node, value_node))
                 continue
-            raw = _hashable(_scalar(key_node) if key_node.__class__ is ScalarNode else "")
-            key = raw if isinstance(raw, str) else str(raw)
-            key = strings.setdefault(key, key)
+            key = self._key(key_node)
             if key in out:
                 raise _Duplicate
             sub = _child_path(path, key)
             sub = strings.setdefault(sub, sub)
             mark = key_node.start_mark
             positions[sub] = ((mark.line + 1) << 32) | (mark.column + 1)
-            out[key] = build(value_node, sub)
+            if value_node.__class__ is ScalarNode:
+                out[key] = self._scalar_at(value_node, sub)
+            else:
+                out[key] = build(value_node, sub)
         for source in merges:
             for key_node, value_node in source.value:
-                raw = _scalar(key_node) if key_node.__class__ is ScalarNode else ""
-                key = raw if isinstance(raw, str) else str(raw)
+                key = self._key(key_node)
                 if key not in out and not _is_merge(key_node):
                     sub = _child_path(path, key)
                     mark = key_node.start_mark
                     positions[sub] = ((mark.line + 1) << 32) | (mark.column + 1)
                     out[key] = build(value_node, sub)
         return out
+
+    def _key(self, node: Node) -> str:
+        """A values key is a string (Helm's values are JSON): others are written as text."""
+        if node.__class__ is ScalarNode:
+            raw = node.value if node.tag == _STR else _scalar(node)
+            key = raw if raw.__class__ is str else str(raw)
+        else:
+            key = f"<{type(node).__name__}>"
+        return self.strings.setdefault(key, key)
 
 
 # -- duplicates, sizes, encodings, syntax -------------------------------------------------------
