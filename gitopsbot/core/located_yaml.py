@@ -19,6 +19,10 @@ the position of the collection, of each key and of each value) or, with ``locate
 plain dict and list, an alias giving the same object as its anchor (as ruamel's did).
 ``read_paths`` gives plain values and a ``PathPositions`` table (values path → position), an
 alias expanded at each path: what ``values.yaml`` needs for messages, in one walk.
+
+(About 500 lines: the two builders share the composing, measuring and duplicate handling;
+scalars, limits and pre-parse problems live in ``yaml_scalars``, ``yaml_bounds`` and
+``yaml_problems``.)
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from gitopsbot.core.yaml_bounds import (
     locate_overflow,
     measure,
 )
+from gitopsbot.core.yaml_problems import decode, size_problem, syntax_problem, too_large
 from gitopsbot.core.yaml_scalars import Tagged, resolve_plain, resolve_tagged
 from gitopsbot.errors import FleetError, Problem
 
@@ -361,7 +366,7 @@ class _PathBuilder:
         return self.strings.setdefault(key, key)
 
 
-# -- duplicates, sizes, encodings, syntax -------------------------------------------------------
+# -- duplicate keys ----------------------------------------------------------------------------
 
 
 def _key_text(node: Node) -> str:
@@ -407,79 +412,11 @@ def _duplicate_problems(root: Node, file: str) -> list[Problem]:
     return problems or [Problem(file, 0, 0, "", "duplicate key")]
 
 
-def too_large(file: str, size: int, limits: YamlLimits) -> Problem:
-    """The problem of a file over ``limits.max_bytes``."""
-    return Problem(
-        file,
-        0,
-        0,
-        "",
-        f"{size} bytes: larger than the {limits.max_bytes} bytes a file may have",
-        "limits.maxBytes in gitopsbot.yaml",
-    )
-
-
-def _size_problem(text: str, file: str, limits: YamlLimits) -> Problem | None:
-    size = len(text)
-    if size <= limits.max_bytes < size * 4:
-        size = len(text.encode("utf-8", "surrogatepass"))
-    return too_large(file, size, limits) if size > limits.max_bytes else None
-
-
-def _line_col(data: bytes | str, index: int) -> Position:
-    head = data[:index]
-    if isinstance(head, bytes):
-        return head.count(b"\n") + 1, index - (head.rfind(b"\n") + 1) + 1
-    return head.count("\n") + 1, index - (head.rfind("\n") + 1) + 1
-
-
-def decode(data: bytes, file: str) -> tuple[str | None, list[Problem]]:
-    """UTF-8 text (a BOM allowed), or None and why not: binary, UTF-16, bad bytes (located)."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return None, [Problem(file, 1, 1, "", "not UTF-8 text (a UTF-16 byte order mark)")]
-    nul = data.find(b"\0")
-    if nul >= 0:
-        line, column = _line_col(data, nul)
-        return None, [Problem(file, line, column, "", "a binary file, not YAML text (a NUL byte)")]
-    try:
-        return data.decode("utf-8-sig"), []
-    except UnicodeDecodeError as exc:
-        line, column = _line_col(data, exc.start)
-        return None, [Problem(file, line, column, "", "not UTF-8 text")]
-
-
-def _syntax_problem(
-    exc: yaml.YAMLError, text: str, file: str, limits: YamlLimits = DEFAULT_LIMITS
-) -> Problem:
-    """libyaml's short reason and position; never the offending line (it may be a secret)."""
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-        end = _line_col(text, len(text))
-        if line > end[0] and not text.endswith("\n"):  # libyaml's end of stream: past the text
-            line, col = end
-        what = (exc.problem or exc.context or "cannot parse").strip()
-        if what == "exceeded maximum nesting depth":  # libyaml's own bound: 1000 levels
-            return Problem(
-                file,
-                line,
-                col,
-                "",
-                f"nested deeper than {limits.max_depth} levels",
-                "limits.maxDepth in gitopsbot.yaml",
-            )
-        return Problem(file, line, col, "", f"malformed YAML: {what[:200]}")
-    if isinstance(exc, yaml.reader.ReaderError):
-        line, col = _line_col(text, exc.position)
-        return Problem(file, line, col, "", f"malformed YAML: {exc.reason}")
-    return Problem(file, 0, 0, "", f"malformed YAML: {type(exc).__name__}")
-
-
 def _compose(
     text: str, file: str, limits: YamlLimits, *, single: bool
 ) -> tuple[list[Node], list[Problem]]:
     """The measured node graphs of the text's documents, or the problems that stop them."""
-    too_big = _size_problem(text, file, limits)
+    too_big = size_problem(text, file, limits)
     if too_big is not None:
         return [], [too_big]
     loader = _Loader(text)
@@ -495,7 +432,7 @@ def _compose(
                 if node is not None:
                     roots.append(node)
     except yaml.YAMLError as exc:
-        return [], [_syntax_problem(exc, text, file, limits)]
+        return [], [syntax_problem(exc, text, file, limits)]
     finally:
         loader.dispose()
     budget = limits
