@@ -90,10 +90,13 @@ def resolve_plain(text: str) -> Any:
     if text in _NULL:
         return None
     if first in _NUMBER_START:
-        if first != "." and _INT.fullmatch(text):
-            return _int(text)
-        if _FLOAT.fullmatch(text):
-            return _float(text)
+        try:
+            if first != "." and _INT.fullmatch(text):
+                return _int(text)
+            if _FLOAT.fullmatch(text):
+                return _float(text)
+        except ValueError:  # "+_", "0o_", "._": number-shaped, no digits (ruamel crashed)
+            return text
         if first.isdigit():
             m = _TIMESTAMP.fullmatch(text)
             if m is not None and (m["hour"] is not None or _DATE_ONLY.fullmatch(text)):
