@@ -134,10 +134,18 @@ class Chart:
     crd_defs: tuple[Crd, ...] = ()
 
 
-def _load(text: str, source: str) -> Any:
+# A chart repository's index.yaml lists every version of every chart (public ones run to tens
+# of megabytes) and a CRD file can pass 1 MiB: larger bounds than a fleet file's, still bounds.
+INDEX_LIMITS = located_yaml.YamlLimits(max_bytes=64 << 20, max_nodes=20_000_000)
+CRD_LIMITS = located_yaml.YamlLimits(max_bytes=16 << 20, max_nodes=5_000_000)
+
+
+def _load(
+    text: str, source: str, limits: located_yaml.YamlLimits = located_yaml.DEFAULT_LIMITS
+) -> Any:
     """One document through the project's YAML reader (bounded); ChartInvalid when refused."""
     try:
-        return located_yaml.load(text, source)
+        return located_yaml.load(text, source, limits=limits)
     except FleetError as exc:
         raise ChartInvalid(str(exc.problems[0])) from None
 
@@ -150,7 +158,7 @@ def _str_map(raw: Any) -> dict[str, str]:
 
 def parse_index(text: str, *, source: str = "index.yaml") -> ChartIndex:
     """Parse a Helm repository index. Entries that are not versions are refused."""
-    doc = _load(text, source)
+    doc = _load(text, source, INDEX_LIMITS)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("entries"), Mapping):
         raise ChartInvalid(f"{source}: not a Helm repository index (no 'entries' mapping)")
     entries: dict[str, tuple[ChartVersion, ...]] = {}
@@ -201,7 +209,7 @@ def schema_fields(schema: Any, prefix: str = "") -> set[str]:
 def parse_crd(text: str, *, source: str) -> tuple[Crd, ...]:
     """The CRDs in one file (multi-document YAML allowed)."""
     try:
-        docs = located_yaml.load_all(text, source)
+        docs = located_yaml.load_all(text, source, limits=CRD_LIMITS)
     except FleetError as exc:
         raise ChartInvalid(str(exc.problems[0])) from None
     out: list[Crd] = []

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gitopsbot.core import located_yaml
+from gitopsbot.core.chart import CRD_LIMITS
 from gitopsbot.core.observed import DeploymentReadiness
 from gitopsbot.errors import FleetError
 
@@ -73,7 +74,7 @@ def parse_crd_documents(documents: Mapping[str, str]) -> list[dict[str, Any]]:
     crds: list[dict[str, Any]] = []
     for file_name, text in sorted(documents.items()):
         try:
-            docs = located_yaml.load_all(text, file_name)
+            docs = located_yaml.load_all(text, file_name, limits=CRD_LIMITS)
         except FleetError as e:
             raise CrdDocumentError(
                 f"{file_name}: invalid YAML: {e.problems[0].message[:256]} "

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from gitopsbot.core import located_yaml
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap, Tagged, YamlLimits
+from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedList, LocatedMap, Tagged, YamlLimits
 from gitopsbot.errors import FleetError
 
 TRICKY = [
@@ -243,3 +243,14 @@ def test_libyaml_is_what_parses() -> None:
     # The speed (and the 1000-level bound on nesting) come from libyaml: PyYAML's wheels ship
     # it; a PyYAML built without it would fail at import of the reader, not silently slow down.
     assert yaml.__with_libyaml__
+
+
+def test_a_chart_repository_index_may_be_larger_than_a_fleet_file() -> None:
+    from gitopsbot.core.chart import parse_index
+
+    entry = "  - version: 1.0.{i}\n    urls: [https://charts.example/c-1.0.{i}.tgz]\n" + (
+        "    description: " + "x" * 150 + "\n"
+    )
+    text = "apiVersion: v1\nentries:\n  c:\n" + "".join(entry.format(i=i) for i in range(8000))
+    assert len(text) > DEFAULT_LIMITS.max_bytes
+    assert len(parse_index(text).entries["c"]) == 8000
