@@ -274,6 +274,9 @@ def _child_path(prefix: str, part: str) -> str:
     return f"{prefix}.{part}" if prefix else part
 
 
+_SHARED_STRING = 200  # longer scalars are rarely equal across files: not worth a lookup
+
+
 class _PathBuilder:
     """Plain values from a measured graph, with each values path's position; an alias is
     built again at each path it is used under (bounded by ``max_nodes``)."""
@@ -303,10 +306,14 @@ class _PathBuilder:
     def _scalar_at(self, node: ScalarNode, path: str) -> Any:
         tag = node.tag
         if tag == _PLAIN:
-            return resolve_plain(node.value)
-        if tag == _STR:
-            return node.value
-        value = resolve_tagged(tag, node.value)
+            value = resolve_plain(node.value)
+        elif tag == _STR:
+            value = node.value
+        else:
+            value = resolve_tagged(tag, node.value)
+        if value.__class__ is str and len(value) <= _SHARED_STRING:
+            # Clusters carry mostly the chart's defaults: equal strings are stored once.
+            return self.strings.setdefault(value, value)
         if value.__class__ is Tagged:
             self.tagged.append((path, tag))
             return None
