@@ -8,7 +8,6 @@ The reference for scalar meaning is ruamel.yaml itself, run in the same test (di
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import math
 import time
 from typing import Any
@@ -22,6 +21,7 @@ from ruamel.yaml import YAML
 from gitopsbot.core import located_yaml
 from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedList, LocatedMap, Tagged, YamlLimits
 from gitopsbot.errors import FleetError
+from tests.fleet.fleet_testing import alias_bomb
 
 TRICKY = [
     *("on", "off", "yes", "no", "Yes", "NO", "y", "n", "Y", "N", "On", "OFF"),
@@ -148,17 +148,9 @@ def test_several_documents() -> None:
 # -- limits ---------------------------------------------------------------------------------------
 
 
-def _bomb(levels: int = 9, width: int = 9) -> str:
-    names = "abcdefghijklmnop"[:levels]
-    lines = [f"a: &a [{', '.join(['lol'] * width)}]"]
-    for prev, name in itertools.pairwise(names):
-        lines.append(f"{name}: &{name} [{', '.join([f'*{prev}'] * width)}]")
-    return "\n".join(lines) + "\n"
-
-
 def test_an_alias_bomb_is_refused_in_milliseconds_at_its_first_offending_alias() -> None:
     start = time.perf_counter()
-    doc, problems = located_yaml.read(_bomb(), "values.yaml")
+    doc, problems = located_yaml.read(alias_bomb(), "values.yaml")
     elapsed = time.perf_counter() - start
     assert doc is None
     [problem] = problems
@@ -169,9 +161,9 @@ def test_an_alias_bomb_is_refused_in_milliseconds_at_its_first_offending_alias()
     assert elapsed < 0.5
 
 
-def test_a_small_node_budget_catches_a_small_bomb() -> None:
+def test_a_small_node_budget_catches_a_smallalias_bomb() -> None:
     limits = YamlLimits(max_nodes=100)
-    _, problems = located_yaml.read(_bomb(levels=3, width=9), "v", limits=limits)
+    _, problems = located_yaml.read(alias_bomb(levels=3, width=9), "v", limits=limits)
     # 14 nodes before b's items; each *a is 10: the ninth passes 100.
     assert (problems[0].line, problems[0].column) == (2, 8 + 8 * 4)
     assert "past 100 nodes" in problems[0].message

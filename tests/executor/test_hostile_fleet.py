@@ -7,20 +7,12 @@ Real Git (the ``env`` fixture's remote and the bot's pygit2 mirror), fake helm a
 
 from __future__ import annotations
 
-import itertools
 import time
 
 from gitopsbot.core.journal import OperationStatus
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
-
-
-def _bomb() -> str:
-    names = "abcdefghij"
-    lines = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    for prev, name in itertools.pairwise(names):
-        lines.append(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]")
-    return "\n".join(lines) + "\n"
+from tests.fleet.fleet_testing import alias_bomb
 
 
 def test_an_alias_bomb_merged_blocks_only_its_change_and_the_bot_stays_responsive(
@@ -28,7 +20,7 @@ def test_an_alias_bomb_merged_blocks_only_its_change_and_the_bot_stays_responsiv
 ) -> None:
     rec = env.reconciler()
     rec.reconcile("lab")
-    bomb = {**fleet_files("1.0.0", "hv:2"), "clusters/lab/values.yaml": _bomb()}
+    bomb = {**fleet_files("1.0.0", "hv:2"), "clusters/lab/values.yaml": alias_bomb()}
     env.merge_pr(21, "lab: values", bomb)
 
     start = time.perf_counter()

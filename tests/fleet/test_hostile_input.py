@@ -9,7 +9,6 @@ once expanded.
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import time
 from collections.abc import Callable
@@ -24,17 +23,9 @@ from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.core import windows
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import find_cluster, load_cluster, load_fleet
-from tests.fleet.fleet_testing import EXAMPLE, MemoryTree
+from tests.fleet.fleet_testing import EXAMPLE, MemoryTree, alias_bomb
 
 S = "clusters/staging/"
-
-
-def _bomb(levels: int = 9, width: int = 9) -> str:
-    names = "abcdefghij"[:levels]
-    lines = [f"a: &a [{', '.join(['lol'] * width)}]"]
-    for prev, name in itertools.pairwise(names):
-        lines.append(f"{name}: &{name} [{', '.join([f'*{prev}'] * width)}]")
-    return "\n".join(lines) + "\n"
 
 
 def _rollout_with(cron: str) -> str:
@@ -58,7 +49,7 @@ class Case:
 CASES = [
     Case(
         "alias-bomb",
-        {S + "values.yaml": _bomb()},
+        {S + "values.yaml": alias_bomb()},
         S + "values.yaml:6:32: alias *e expands the document past 500000 nodes "
         "(an alias bomb? limits.maxNodes in gitopsbot.yaml)",
     ),
@@ -182,7 +173,7 @@ def test_both_bad_cluster_names_are_reported_together(example_files: dict[str, s
 
 def test_a_bomb_in_one_cluster_leaves_the_others_readable(example_files: dict[str, str]) -> None:
     files: dict[str, bytes | str] = dict(example_files)
-    files[S + "values.yaml"] = _bomb()
+    files[S + "values.yaml"] = alias_bomb()
     tree = MemoryTree(files)
     assert load_cluster(tree, "production").name == "production"
     with pytest.raises(FleetError, match="alias bomb"):
