@@ -6,8 +6,11 @@ collected and raised as one ``FleetError`` (file, line, column, field for each p
 
 from __future__ import annotations
 
+import gc
+import threading
 import zoneinfo
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 
 from gitopsbot.core import located_yaml
@@ -95,11 +98,42 @@ def _limits(tree: FileTree) -> YamlLimits:
         return DEFAULT_LIMITS
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a fleet is parsed: it allocates millions of dicts
+    and lists, none in a cycle, and the collector's passes over them cost a quarter of the
+    time of a 1,000-cluster fleet and find nothing. Counted, so parallel loads (the bot's
+    threads) turn it back on only when the last one ends, and only if it was on."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def load_fleet(tree: FileTree) -> Fleet:
     """The whole fleet repository: gitopsbot.yaml, clusters/*/, policies/*.yaml.
 
     Raises ``FleetError`` carrying every problem found in every file.
     """
+    with _gc_paused():
+        return _load_fleet(tree)
+
+
+def _load_fleet(tree: FileTree) -> Fleet:
     problems: list[Problem] = []
     try:
         raw = tree.read(SETTINGS_FILE)
