@@ -50,26 +50,40 @@ def measure(root: Node, limits: YamlLimits) -> tuple[int, int] | None:
 
     Each distinct node is visited once: an alias costs the size of its anchor's subtree,
     remembered, so a bomb is measured in the time of its text, not of its expansion."""
-    known: dict[int, tuple[int, int]] = {}  # node -> (expanded size, height in collections)
-    open_: set[int] = set()
-    aliases = 0
-    max_depth = limits.max_depth
+    walker = _Measure(limits.max_depth)
+    try:
+        total, _ = walker.walk(root, 1)
+    except _Overflow:
+        return None
+    if total > limits.max_nodes or walker.aliases > limits.max_aliases:
+        return None
+    return total, walker.aliases
 
-    def walk(node: Node, depth: int) -> tuple[int, int]:
-        nonlocal aliases
+
+class _Measure:
+    """A class, not a closure: a recursive closure is a reference cycle, left for the cyclic
+    collector, which ``fleetrepo.load_fleet`` pauses while it parses."""
+
+    def __init__(self, max_depth: int) -> None:
+        self.max_depth = max_depth
+        self.known: dict[int, tuple[int, int]] = {}  # node -> (expanded size, height)
+        self.open: set[int] = set()
+        self.aliases = 0
+
+    def walk(self, node: Node, depth: int) -> tuple[int, int]:
         key = id(node)
-        seen = known.get(key)
+        seen = self.known.get(key)
         if seen is not None:
-            aliases += 1
-            if seen[1] and depth + seen[1] - 1 > max_depth:
+            self.aliases += 1
+            if seen[1] and depth + seen[1] - 1 > self.max_depth:
                 raise _Overflow
             return seen
         if isinstance(node, ScalarNode):
-            known[key] = (1, 0)
+            self.known[key] = (1, 0)
             return 1, 0
-        if key in open_ or depth > max_depth:
+        if key in self.open or depth > self.max_depth:
             raise _Overflow
-        open_.add(key)
+        self.open.add(key)
         total, below = 1, 0
         children = (
             [c for pair in node.value for c in pair]
@@ -77,21 +91,13 @@ def measure(root: Node, limits: YamlLimits) -> tuple[int, int] | None:
             else node.value
         )
         for child in children:
-            size, height = walk(child, depth + 1)
+            size, height = self.walk(child, depth + 1)
             total += size
             if height > below:
                 below = height
-        open_.discard(key)
-        known[key] = (total, below + 1)
+        self.open.discard(key)
+        self.known[key] = (total, below + 1)
         return total, below + 1
-
-    try:
-        total, _ = walk(root, 1)
-    except _Overflow:
-        return None
-    if total > limits.max_nodes or aliases > limits.max_aliases:
-        return None
-    return total, aliases
 
 
 class _Overflow(Exception):
