@@ -402,6 +402,38 @@ def check_values_schema(inp: PolicyInput, params: Mapping[str, Any]) -> list[str
     return [str(p) for p in inp.schema_problems]
 
 
+def check_values_unknown_keys(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
+    """Keys of values.yaml the target chart does not know, for a chart without a
+    ``values.schema.json`` (with one, ``values_schema`` judges): a key is unknown when its
+    parent is a non-empty mapping in the chart's default values that lacks it. An empty
+    mapping (``podAnnotations: {}``) or a non-mapping default is open: anything goes below
+    it. Only the topmost unknown key of a branch is reported, with the nearest known key."""
+    chart = inp.target_chart
+    if chart is None or chart.schema is not None or not isinstance(chart.values, Mapping):
+        return []
+    out: list[Finding] = []
+
+    def walk(
+        desired: Mapping[Any, Any], defaults: Mapping[Any, Any], path: tuple[str, ...]
+    ) -> None:
+        for key, value in desired.items():
+            here = (*path, str(key))
+            if key not in defaults:
+                known = [str(k) for k in defaults]
+                hint = _suggest(str(key), known)
+                where = join_path(path) or "the top level"
+                text = f"{join_path(here)}: the chart has no such key under {where}"
+                out.append((text + (f" ({hint})" if hint else ""), join_path(here)))
+                continue
+            below = defaults[key]
+            if isinstance(value, Mapping) and isinstance(below, Mapping) and below:
+                walk(value, below, here)
+
+    if chart.values:
+        walk(inp.desired_values, chart.values, ())
+    return out
+
+
 def check_secret_literal(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
     found = find_secret_literals(inp.desired_values, inp.cluster.credentials.secret_paths)
     return [
@@ -459,6 +491,7 @@ CHECKS: Mapping[str, Check] = {
     "batch_percentage_at_least": check_batch_percentage_at_least,
     "chart_version_not_in_index": check_chart_version_not_in_index,
     "values_schema": check_values_schema,
+    "values_unknown_keys": check_values_unknown_keys,
     "secret_literal": check_secret_literal,
     "path": check_path,
 }

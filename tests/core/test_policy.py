@@ -232,6 +232,19 @@ CASES = [
         desired=cluster(values=desired_values(controller={"replicaCount": 0})),
     ),
     Case("VALUES-SCHEMA", False, target=small_chart(schema=SCHEMA)),
+    # a values key the chart does not know (no schema: judged against the chart defaults)
+    Case(
+        "VALUES-UNKNOWN-KEY",
+        True,
+        desired=cluster(values={**desired_values(), "controller": {"replicaCnt": 2}}),
+    ),
+    Case("VALUES-UNKNOWN-KEY", False),
+    Case(
+        "VALUES-UNKNOWN-KEY",
+        False,  # with a schema, VALUES-SCHEMA judges instead
+        target=small_chart(schema=SCHEMA),
+        desired=cluster(values={**desired_values(), "controller": {"replicaCnt": 2}}),
+    ),
     # secret literals in values.yaml
     Case(
         "SECRET-LITERAL",
@@ -299,6 +312,18 @@ def test_verdicts_are_located() -> None:
         "B": Location("clusters/c1/rollout.yaml", 7, 5),
         "C": Location("clusters/c1/values.yaml", 9, 3),  # nearest written ancestor
     }
+
+
+def test_an_unknown_values_key_is_named_with_the_nearest_known_one() -> None:
+    rules = parse_rules(
+        "rules:\n  - {id: U, severity: warn, check: {kind: values_unknown_keys}}\n", source="t"
+    )
+    spec = cluster(values={**desired_values(), "controller": {"replicaCnt": 2}})
+    found = evaluate(rules, PolicyInput(cluster=spec, target_chart=small_chart()))
+    assert [v.message for v in found] == [
+        "controller.replicaCnt: the chart has no such key under controller "
+        "(did you mean 'replicaCount'?)"
+    ]
 
 
 def test_every_builtin_rule_has_cases(builtin_rules: tuple[Rule, ...]) -> None:
