@@ -9,7 +9,8 @@ judged per cluster.
 
 "today" is the loader before the reader: ``gitopsbot/core/fleet_loading.py`` as it was at the
 parent of the commit that split it (ruamel.yaml's pure-Python round trip), read with
-``git show`` into a temporary module and put in place of ``core.fleet.assembly.parse_fleet``.
+``git show`` into a temporary module and put in place of ``core.fleet.assembly.parse_fleet``,
+with the garbage collector as it was (not paused while parsing, not frozen while judging).
 Everything else (reading the files, the policy rules) is the same code in both. Each
 (size, loader) runs in its own process, so its peak memory is its own; the seconds are the
 validation inside that process (imports excluded).
@@ -24,6 +25,7 @@ the real values in under 20 s, under 300 MB.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import resource
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +70,7 @@ def old_loader_source() -> str:
 
 def child(which: str, fleet: Path, old_source: Path | None) -> None:
     """Validate ``fleet`` in this process; print seconds and peak RSS as JSON."""
+    from gitopsbot import fleetrepo
     from gitopsbot.commands import validate
     from gitopsbot.core.fleet import assembly
 
@@ -78,6 +82,9 @@ def child(which: str, fleet: Path, old_source: Path | None) -> None:
         sys.modules["today_fleet_loading"] = old  # its dataclasses look themselves up there
         spec.loader.exec_module(old)
         assembly.parse_fleet = old.parse_fleet  # type: ignore[assignment]
+        # Today's garbage collection too: no pause while parsing, no freeze while judging.
+        fleetrepo._gc_paused = contextlib.nullcontext  # type: ignore[assignment]
+        validate.gc = types.SimpleNamespace(freeze=lambda: None, unfreeze=lambda: None)  # type: ignore[attr-defined]
     args = argparse.Namespace(path=str(fleet), chart_dir=None)
     start = time.perf_counter()
     status = validate.run(args)
