@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +12,9 @@ from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.commands.plan import add_chart_dir, chart_source, source_label, target_chart
 from gitopsbot.core.chart import Chart, ChartIndex
-from gitopsbot.core.model import Fleet, Location
+from gitopsbot.core.model import Fleet
 from gitopsbot.core.policy import Outcome, PolicyInput, Rule, evaluate, load_rules
 from gitopsbot.core.schema_check import check_values
-from gitopsbot.core.values_keys import unknown_keys
 from gitopsbot.errors import ChartError, ConfigError, FleetError, Problem
 from gitopsbot.fleetrepo import load_fleet
 
@@ -30,8 +28,6 @@ Checks every file (located messages: file:line:column: field: problem), secret-l
 literals, and the policy rules that can be judged without a cluster (R5, R13, F3, batch size,
 team path rules...). With --chart-dir, also the chart's values.schema.json and the index: a
 chart version not there is CHART-NOT-IN-INDEX, located at chart.version in release.yaml.
-For a chart without values.schema.json, values keys its values.yaml does not have are warned
-about, with the nearest key it has ("did you mean 'replicaCount'?").
 exit status: 0 clean (warnings allowed), 1 any problem, deny or unacknowledged rule.
 """
 
@@ -47,20 +43,6 @@ def register(sub: Any) -> None:
     p.add_argument("path", nargs="?", default=".", help="fleet repository (default: .)")
     add_chart_dir(p)
     p.set_defaults(func=run)
-
-
-def _warn_unknown_keys(
-    values: Mapping[str, Any], chart: Chart, where: Mapping[str, Location], name: str
-) -> None:
-    """A chart without values.schema.json: keys its values.yaml does not have, as warnings."""
-    for path, hint in unknown_keys(values, chart.values):
-        loc = where.get(path)
-        at = f"{loc.file}:{loc.line}:{loc.column}" if loc else f"clusters/{name}/values.yaml"
-        sys.stderr.write(
-            f"{at}: {path}: warning: not a key of {chart.name} {chart.version}'s values.yaml"
-            + (f" ({hint})" if hint else "")
-            + "\n"
-        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,8 +89,6 @@ def _judge(args: argparse.Namespace, root: Path, fleet: Fleet, rules: tuple[Rule
                     file=values_file,
                     locate=cluster.values_locations.get,
                 )
-                if chart.schema is None:
-                    _warn_unknown_keys(cluster.values, chart, cluster.values_locations, name)
         verdicts = evaluate(
             rules,
             PolicyInput(
