@@ -403,34 +403,53 @@ def check_values_schema(inp: PolicyInput, params: Mapping[str, Any]) -> list[str
 
 
 def check_values_unknown_keys(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
-    """Keys of values.yaml the target chart does not know, for a chart without a
-    ``values.schema.json`` (with one, ``values_schema`` judges): a key is unknown when its
-    parent is a non-empty mapping in the chart's default values that lacks it. An empty
-    mapping (``podAnnotations: {}``) or a non-mapping default is open: anything goes below
-    it. Only the topmost unknown key of a branch is reported, with the nearest known key."""
+    """Keys of values.yaml the target chart does not know: Helm ignores them silently (a typo
+    such as ``replicaCnt``). A key is known when the chart's default values have it or its
+    ``values.schema.json`` lists it under ``properties`` (a real chart's schema often lists
+    less than its defaults, and lets unlisted keys through). Below an open place nothing is
+    judged: an empty or non-mapping default (``podAnnotations: {}``) with no schema
+    properties, or a schema node with ``additionalProperties``/``patternProperties``. Only the
+    topmost unknown key of a branch is reported, with the nearest known key."""
     chart = inp.target_chart
-    if chart is None or chart.schema is not None or not isinstance(chart.values, Mapping):
+    if chart is None:
         return []
     out: list[Finding] = []
 
-    def walk(
-        desired: Mapping[Any, Any], defaults: Mapping[Any, Any], path: tuple[str, ...]
-    ) -> None:
+    def known_keys(defaults: Any, schema: Any) -> tuple[list[str], bool]:
+        """(keys known here, whether this place is closed)."""
+        keys: list[str] = []
+        closed = False
+        if isinstance(defaults, Mapping) and defaults:
+            keys += [str(k) for k in defaults]
+            closed = True
+        if isinstance(schema, Mapping):
+            props = schema.get("properties")
+            if isinstance(props, Mapping) and props:
+                keys += [str(k) for k in props if str(k) not in keys]
+                closed = True
+            if schema.get("additionalProperties") or schema.get("patternProperties"):
+                closed = False
+        return keys, closed
+
+    def walk(desired: Mapping[Any, Any], defaults: Any, schema: Any, path: tuple[str, ...]) -> None:
+        keys, closed = known_keys(defaults, schema)
+        if not closed:
+            return
         for key, value in desired.items():
             here = (*path, str(key))
-            if key not in defaults:
-                known = [str(k) for k in defaults]
-                hint = _suggest(str(key), known)
+            if str(key) not in keys:
+                hint = _suggest(str(key), keys)
                 where = join_path(path) or "the top level"
                 text = f"{join_path(here)}: the chart has no such key under {where}"
                 out.append((text + (f" ({hint})" if hint else ""), join_path(here)))
                 continue
-            below = defaults[key]
-            if isinstance(value, Mapping) and isinstance(below, Mapping) and below:
-                walk(value, below, here)
+            if isinstance(value, Mapping):
+                below = defaults.get(key) if isinstance(defaults, Mapping) else None
+                props = schema.get("properties") if isinstance(schema, Mapping) else None
+                sub = props.get(str(key)) if isinstance(props, Mapping) else None
+                walk(value, below, sub, here)
 
-    if chart.values:
-        walk(inp.desired_values, chart.values, ())
+    walk(inp.desired_values, chart.values, chart.schema, ())
     return out
 
 

@@ -241,9 +241,18 @@ CASES = [
     Case("VALUES-UNKNOWN-KEY", False),
     Case(
         "VALUES-UNKNOWN-KEY",
-        False,  # with a schema, VALUES-SCHEMA judges instead
+        True,  # a key neither the defaults nor the schema know
         target=small_chart(schema=SCHEMA),
         desired=cluster(values={**desired_values(), "controller": {"replicaCnt": 2}}),
+    ),
+    Case(
+        "VALUES-UNKNOWN-KEY",
+        False,  # the schema lists it, though the defaults lack it
+        target=small_chart(
+            values={"controller": {"replicaCount": 1}},
+            schema='{"type": "object", "properties": {"controller": {}, "cluster": {}, '
+            '"dynamicConfig": {}}}',
+        ),
     ),
     # secret literals in values.yaml
     Case(
