@@ -32,7 +32,18 @@ def alias_bomb() -> str:
 
 
 def state_log(tmp: Path, clone: Path) -> str:
-    git(tmp, "fetch", "--quiet", "origin", "+gitopsbot/state:refs/remotes/origin/state", cwd=clone)
+    """The state branch's commit messages; "" until the bot's first pass has pushed it."""
+    fetched = subprocess.run(
+        ["git", "fetch", "--quiet", "origin", "+gitopsbot/state:refs/remotes/origin/state"],
+        cwd=clone,
+        env=_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if fetched.returncode != 0:
+        assert "couldn't find remote ref" in fetched.stderr, fetched.stderr
+        return ""
     return git(tmp, "log", "--format=%B%x00", "origin/state", cwd=clone)
 
 
