@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 # (the window), then execs helm in place: same pid, same start time, helm's command line.
 # It costs about 15 ms a call. The death signal follows the *thread* that started the child;
 # that thread waits for the child until it ends, so in practice it fires when the bot dies.
+
+
 DEATH_SHIM = (
     "import os,signal,sys\n"
     "try:\n import ctypes;ctypes.CDLL(None,use_errno=True).prctl(1,15,0,0,0)\n"
@@ -57,6 +59,13 @@ DEATH_SHIM = (
     "except OSError as e:sys.stderr.write(f'cannot run {sys.argv[2]}: {e.strerror}\\n');"
     "os._exit(127)\n"
 )
+
+
+def death_shim(death_signal: int = 15) -> str:
+    """The shim's source, sending ``death_signal`` (SIGTERM unless told) when the parent dies."""
+    return DEATH_SHIM.replace("prctl(1,15,", f"prctl(1,{int(death_signal)},")
+
+
 DEATH_SIGNAL = sys.platform.startswith("linux") and bool(sys.executable)
 TERM_GRACE_SECONDS = 10.0
 """How long a helm being stopped has between SIGTERM and SIGKILL (time to record a cancelled

@@ -1,0 +1,382 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver and kube-controller-manager.
+
+The emulator (``sandbox/apiserver``) is ours; this is upstream's, for the tests that must know
+what the real server does (the ``realkube`` tier, docs/testing.md). The binaries come from
+``tests/realkube/build.sh`` (kube-apiserver, kube-controller-manager built from one Kubernetes
+release) and Debian's ``etcd-server``.
+
+    with ControlPlane(binaries, work_dir) as cp:
+        cp.write_kubeconfig(path)                            # the admin (system:masters)
+        cp.write_kubeconfig(path, token=cp.service_account_token("ns", "bot"))
+
+What it sets up, and why:
+
+- TLS from a throwaway CA made here with openssl (clients verify the server as they would
+  in production; nothing is skipped).
+- Authentication by bearer token only: a static token file for the admin, and ServiceAccount
+  tokens from the TokenRequest API (signed with a key made here). Authorization is RBAC alone,
+  so a ServiceAccount can do exactly what its Roles grant.
+- kube-controller-manager with every default controller except ``nodelifecycle``: no kubelet
+  heartbeats here, so it would taint and evict every pod. Deployments, ReplicaSets, garbage
+  collection, namespaces and ServiceAccounts are upstream's. There is no scheduler or kubelet:
+  pods stay Pending until a test binds them (``sandbox/podrunner.py``).
+- Each child runs under the helm death shim (it dies with this process), in its own session,
+  with its log in ``work_dir``; ``stop()`` ends them whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from gitopsbot.adapters.helm_children import death_shim
+from gitopsbot.errors import GitOpsBotError
+
+HOST = "127.0.0.1"
+START_TIMEOUT_SECONDS = 90.0
+STOP_GRACE_SECONDS = 3.0  # the data is thrown away: no need for a long graceful shutdown
+# Each child gets SIGKILL when this process dies: kube-apiserver's graceful shutdown would
+# otherwise wait on an etcd that is already gone.
+KILL_SHIM = death_shim(signal.SIGKILL)
+ADMIN_USER = "realkube-admin"
+# nodelifecycle would taint nodes that never heartbeat and evict their pods.
+CONTROLLERS = "*,-nodelifecycle"
+
+
+class ControlPlaneError(GitOpsBotError):
+    """The control plane could not start (the message carries the tail of the failing log)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControlPlaneBinaries:
+    apiserver: Path
+    controller_manager: Path
+    etcd: Path
+
+    @classmethod
+    def in_dir(cls, bin_dir: Path, *, etcd: str | None = None) -> ControlPlaneBinaries:
+        """The two Kubernetes binaries in ``bin_dir``; etcd from PATH unless named."""
+        found = etcd or shutil.which("etcd")
+        if not found:
+            raise ControlPlaneError("etcd is not on PATH (Debian: apt-get install etcd-server)")
+        binaries = cls(bin_dir / "kube-apiserver", bin_dir / "kube-controller-manager", Path(found))
+        for path in (binaries.apiserver, binaries.controller_manager):
+            if not os.access(path, os.X_OK):
+                raise ControlPlaneError(f"{path}: missing (run tests/realkube/build.sh)")
+        return binaries
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class ControlPlane:
+    """Start with ``start()``; ``stop()`` ends every child. See the module docstring."""
+
+    def __init__(self, binaries: ControlPlaneBinaries, work_dir: Path) -> None:
+        self.binaries = binaries
+        self.work_dir = work_dir
+        self.port = 0
+        self.admin_token = ""
+        self._children: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    @property
+    def url(self) -> str:
+        return f"https://{HOST}:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.work_dir / "pki" / "ca.crt"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ControlPlane:
+        try:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            self._pki()
+            etcd_url = self._start_etcd()
+            self._start_apiserver(etcd_url)
+            self._start_controller_manager()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for _name, proc in reversed(self._children):
+            if proc.poll() is None:
+                _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for _name, proc in reversed(self._children):
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+        self._children.clear()
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def alive(self) -> dict[str, bool]:
+        return {name: proc.poll() is None for name, proc in self._children}
+
+    # ------------------------------------------------------------------ clients
+
+    def write_kubeconfig(
+        self,
+        path: Path,
+        *,
+        token: str | None = None,
+        context: str = "realkube",
+        namespace: str = "default",
+    ) -> Path:
+        """A kubeconfig for this server: the admin's unless ``token`` is given."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": context,
+            "clusters": [
+                {
+                    "name": context,
+                    "cluster": {"server": self.url, "certificate-authority": str(self.ca_file)},
+                }
+            ],
+            "contexts": [
+                {
+                    "name": context,
+                    "context": {"cluster": context, "user": context, "namespace": namespace},
+                }
+            ],
+            "users": [{"name": context, "user": {"token": token or self.admin_token}}],
+        }
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds a token
+        with os.fdopen(fd, "w") as out:
+            json.dump(config, out, indent=2)
+        return path
+
+    def request(self, method: str, path: str, body: Any = None, *, token: str | None = None) -> Any:
+        """One admin (or ``token``) request; the decoded JSON answer. HTTP errors raise."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {token or self.admin_token}")
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        with urllib.request.urlopen(req, context=context, timeout=30) as resp:
+            raw = resp.read()
+            is_json = resp.headers.get_content_type() == "application/json"
+        if not raw:
+            return None
+        return json.loads(raw) if is_json else raw.decode(errors="replace")
+
+    def service_account_token(
+        self, namespace: str, name: str, *, seconds: int = 3600, create: bool = True
+    ) -> str:
+        """A bound token for ServiceAccount ``namespace/name`` (TokenRequest API)."""
+        base = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+        if create:
+            for kind, path, obj in (
+                ("Namespace", "/api/v1/namespaces", {"metadata": {"name": namespace}}),
+                ("ServiceAccount", base, {"metadata": {"name": name}}),
+            ):
+                try:
+                    self.request("POST", path, {"apiVersion": "v1", "kind": kind, **obj})
+                except urllib.error.HTTPError as e:
+                    if e.code != 409:
+                        raise
+        answer = self.request(
+            "POST",
+            f"{base}/{name}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": seconds},
+            },
+        )
+        token: str = answer["status"]["token"]
+        return token
+
+    # ------------------------------------------------------------------ the pieces
+
+    def _pki(self) -> None:
+        pki = self.work_dir / "pki"
+        pki.mkdir(exist_ok=True)
+        ssl_cmd = ["openssl"]
+
+        def run(*args: str) -> None:
+            done = subprocess.run([*ssl_cmd, *args], cwd=pki, capture_output=True, check=False)
+            if done.returncode != 0:
+                raise ControlPlaneError(f"openssl {args[0]}: {done.stderr.decode()[-500:]}")
+
+        ext = pki / "server.ext"
+        ext.write_text(f"subjectAltName=IP:{HOST},DNS:localhost\n")
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=realkube-ca")  # fmt: skip
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
+            "-out", "server.csr", "-subj", "/CN=kube-apiserver")  # fmt: skip
+        run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-out", "server.crt",
+            "-extfile", "server.ext")  # fmt: skip
+        run("genrsa", "-out", "sa.key", "2048")
+        run("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+        self.admin_token = os.urandom(24).hex()
+        tokens = pki / "tokens.csv"
+        fd = os.open(tokens, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+
+    def _start_etcd(self) -> str:
+        client, peer = free_port(), free_port()
+        url = f"http://{HOST}:{client}"
+        self._spawn(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                "--name=realkube",
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={url}",
+                f"--advertise-client-urls={url}",
+                f"--listen-peer-urls=http://{HOST}:{peer}",
+                f"--initial-advertise-peer-urls=http://{HOST}:{peer}",
+                f"--initial-cluster=realkube=http://{HOST}:{peer}",
+            ],
+        )
+        self._wait("etcd", lambda: _http_ok(f"{url}/health"))
+        return url
+
+    def _start_apiserver(self, etcd_url: str) -> None:
+        pki = self.work_dir / "pki"
+        self.port = free_port()
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.binaries.apiserver),
+                f"--etcd-servers={etcd_url}",
+                f"--bind-address={HOST}",
+                f"--advertise-address={HOST}",
+                f"--secure-port={self.port}",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={pki / 'server.crt'}",
+                f"--tls-private-key-file={pki / 'server.key'}",
+                f"--token-auth-file={pki / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--anonymous-auth=false",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.96.0.0/24",
+                # loopback cannot be the kubernetes Service's endpoint: keep none
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+            ],
+        )
+        self._wait("kube-apiserver", self._ready)
+
+    def _ready(self) -> bool:
+        try:
+            self.request("GET", "/readyz")
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _start_controller_manager(self) -> None:
+        pki = self.work_dir / "pki"
+        kubeconfig = self.write_kubeconfig(self.work_dir / "controller-manager.kubeconfig")
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.binaries.controller_manager),
+                f"--kubeconfig={kubeconfig}",
+                f"--controllers={CONTROLLERS}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--leader-elect=false",
+                f"--bind-address={HOST}",
+                "--secure-port=0",
+                "--concurrent-deployment-syncs=5",
+                "--concurrent-replicaset-syncs=5",
+            ],
+        )
+        # Ready once its ServiceAccount controller made the default namespace's account.
+        self._wait("kube-controller-manager", self._has_default_account)
+
+    def _has_default_account(self) -> bool:
+        try:
+            self.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = self.work_dir / f"{name}.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", KILL_SHIM, str(os.getpid()), *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C of the test run reaches us, not them
+            )
+        self._children.append((name, proc))
+
+    def _wait(self, name: str, ready: Any) -> None:
+        proc = dict(self._children)[name]
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ControlPlaneError(f"{name} exited ({proc.returncode}): {self._tail(name)}")
+            if ready():
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(
+            f"{name} not ready in {START_TIMEOUT_SECONDS:.0f}s: {self._tail(name)}"
+        )
+
+    def _tail(self, name: str) -> str:
+        log = self.work_dir / f"{name}.log"
+        try:
+            return log.read_text(errors="replace")[-1500:]
+        except OSError:
+            return "(no log)"
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
