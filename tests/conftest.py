@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -51,18 +50,15 @@ def _realkube_binaries() -> Any:
     from gitopsbot.sandbox.controlplane import ControlPlaneBinaries, ControlPlaneError
 
     result: Any
-    if shutil.which("go") is None and not os.environ.get("REALKUBE_BIN_DIR"):
-        result = "no Go toolchain on PATH to build kube-apiserver (docs/testing.md)"
+    sys.stderr.write("\nrealkube: building or reusing the control plane (tests/realkube)\n")
+    done = subprocess.run(["bash", str(REALKUBE_BUILD)], capture_output=True, text=True)
+    if done.returncode != 0:
+        result = f"tests/realkube/build.sh failed: {done.stderr.strip()[-800:]}"
     else:
-        sys.stderr.write("\nrealkube: building or reusing the control plane (tests/realkube)\n")
-        done = subprocess.run(["bash", str(REALKUBE_BUILD)], capture_output=True, text=True)
-        if done.returncode != 0:
-            result = f"tests/realkube/build.sh failed: {done.stderr[-800:]}"
-        else:
-            try:
-                result = ControlPlaneBinaries.in_dir(Path(done.stdout.strip().splitlines()[-1]))
-            except ControlPlaneError as e:
-                result = str(e)
+        try:
+            result = ControlPlaneBinaries.in_dir(Path(done.stdout.strip().splitlines()[-1]))
+        except ControlPlaneError as e:
+            result = str(e)
     _realkube["result"] = result
     return result
 
@@ -112,3 +108,14 @@ def realkube_namespace(control_plane: Any) -> Iterator[str]:
         yield name
     finally:
         control_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    # Say plainly whether the real-control-plane tier ran, so a skip is never silent.
+    found = _realkube.get("result")
+    if found is None:
+        return
+    if isinstance(found, str):
+        terminalreporter.write_line(f"realkube tier NOT run: {found} (see docs/testing.md)")
+    else:
+        terminalreporter.write_line(f"realkube tier ran against {found.apiserver.parent}")
