@@ -2,9 +2,18 @@
 (+ services other modules register, such as the Git remote and the local forge), the chosen
 chart installed with real helm, a kubeconfig, and a state file so ``down`` can stop it.
 
+The Kubernetes API is the emulator by default; ``SandboxOptions(control_plane=...)`` runs
+the same sandbox on a real control plane (sandbox/controlplane.py) instead: the kubeconfig
+is the control plane's, the simulator talks to it through ``adapters/kube_store.py`` and
+plays scheduler and kubelet there, and what the sandbox made is deleted when it stops. The
+bot, helm and kubectl see only the kubeconfig, so their code path is the same on both.
+
 ``python -m gitopsbot.sandbox.environment serve --state-dir DIR ...`` runs it in the
 foreground until SIGTERM/SIGINT; ``gitopsbot sandbox up`` starts that process detached and
 ``gitopsbot sandbox down`` stops it (gitopsbot/commands/sandbox.py).
+
+Longer than ~500 lines because it is both the in-process sandbox and its detached ``serve``
+process (start, stop, state file, ports), which share the options and the state.
 """
 
 from __future__ import annotations
@@ -30,10 +39,12 @@ from ruamel.yaml import YAML
 from gitopsbot import settings
 from gitopsbot.adapters.binaries import ensure
 from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.kube_store import KubeStore
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.cluster import HELM_PENDING_STATUSES
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo
+from gitopsbot.sandbox.controlplane import ControlPlane
 from gitopsbot.sandbox.fleet_services import (
     OWNER,
     REPO,
@@ -42,6 +53,9 @@ from gitopsbot.sandbox.fleet_services import (
     FleetGitService,
 )
 from gitopsbot.sandbox.simulator import ControllerSim, SimConfig
+from gitopsbot.sandbox.simulator.controller import WATCHED
+from gitopsbot.sandbox.simulator.store_port import StorePort
+from gitopsbot.sandbox.simulator.world_cleanup import clean_world
 from gitopsbot.sandbox.story_fleet import StoryFleet, pool_names, story_fleet_files
 
 log = logging.getLogger(__name__)
@@ -78,6 +92,9 @@ class SandboxOptions:
     # The Git remote with the example fleet and the local GitHub forge (fleet_services.py):
     # on for `sandbox up`; off for in-process users that register their own.
     fleet_services: bool = False
+    # A running real control plane to use instead of a new API emulator (tests: realkube).
+    # It is shared, so the sandbox's objects are deleted before it starts and when it stops.
+    control_plane: ControlPlane | None = None
 
 
 class Service(Protocol):
@@ -148,6 +165,7 @@ class Sandbox:
         self.state_dir = options.state_dir.resolve()
         self.helm = helm
         self.api: ApiServer | None = None
+        self.kube_store: KubeStore | None = None
         self.sim: ControllerSim | None = None
         self.repo: ChartRepo | None = None
         self.services: dict[str, Service] = {}
@@ -156,6 +174,14 @@ class Sandbox:
     @property
     def kubeconfig(self) -> Path:
         return self.state_dir / "kubeconfig"
+
+    @property
+    def store(self) -> StorePort:
+        """The cluster's objects, in process: the emulator's Store or the real server's."""
+        if self.kube_store is not None:
+            return self.kube_store
+        assert self.api is not None, "the sandbox is not running"
+        return self.api.store
 
     def helm_env(self) -> dict[str, str]:
         """A private helm home under the state dir: the user's helm config is not touched."""
@@ -175,32 +201,28 @@ class Sandbox:
         try:
             self.repo = ChartRepo(opts.charts_dir).start()
             version = opts.chart_version or newest_version(opts.charts_dir)
-            self.api = ApiServer(state_dir=self.state_dir / "cluster")
-            self.api.start()
-            self.api.write_kubeconfig(
-                self.kubeconfig, context=KUBE_CONTEXT, namespace=opts.namespace
-            )
-            controller = f"{opts.release}-controller"
-            # The simulator owns the controller Deployment's readiness, from the first write.
-            self.api.kubelet.exclude("Deployment", opts.namespace, controller)
             config = SimConfig(
                 nodes_per_pool=opts.nodes,
                 operator_namespace=opts.namespace,
                 require_controller=True,
                 controller_ready_delay=opts.controller_ready_delay,
                 hypervisor_ready_delay=opts.hypervisor_ready_delay,
+                real_server=opts.control_plane is not None,
             )
-            self.sim = ControllerSim(self.api.store, config, kubelet=self.api.kubelet).start()
+            if opts.control_plane is not None:
+                url, ports = self._start_real(opts.control_plane, config)
+            else:
+                url, ports = self._start_emulator(config)
             self.state = SandboxState(
                 pid=os.getpid(),
                 state_dir=str(self.state_dir),
                 kubeconfig=str(self.kubeconfig),
-                apiserver_url=self.api.url,
+                apiserver_url=url,
                 chart_repo_url=self.repo.url,
                 namespace=opts.namespace,
                 release=opts.release,
                 chart_version=version,
-                ports=[self.api.port, self.repo.port],
+                ports=[*ports, self.repo.port],
             )
             self.state.write(self.state_dir)
             self.install(version)
@@ -219,6 +241,36 @@ class Sandbox:
         except BaseException:
             self.stop()
             raise
+
+    def _start_emulator(self, config: SimConfig) -> tuple[str, list[int]]:
+        opts = self.options
+        self.api = ApiServer(state_dir=self.state_dir / "cluster")
+        self.api.start()
+        self.api.write_kubeconfig(self.kubeconfig, context=KUBE_CONTEXT, namespace=opts.namespace)
+        controller = f"{opts.release}-controller"
+        # The simulator owns the controller Deployment's readiness, from the first write.
+        self.api.kubelet.exclude("Deployment", opts.namespace, controller)
+        self.sim = ControllerSim(self.api.store, config, kubelet=self.api.kubelet).start()
+        return self.api.url, [self.api.port]
+
+    def _start_real(self, plane: ControlPlane, config: SimConfig) -> tuple[str, list[int]]:
+        """The simulator on the real server; what an earlier sandbox left there is deleted
+        first (its names are fixed). The control plane's port is not ours to record."""
+        plane.write_kubeconfig(
+            self.kubeconfig, context=KUBE_CONTEXT, namespace=self.options.namespace
+        )
+        self.kube_store = KubeStore.from_kubeconfig(self.kubeconfig, watch_kinds=WATCHED)
+        self._clean_real()
+        self.sim = ControllerSim(self.kube_store, config).start()
+        return plane.url, []
+
+    def _clean_real(self) -> None:
+        if self.kube_store is not None:
+            clean_world(
+                self.kube_store,
+                (self.options.namespace,),
+                kubelet_node=SimConfig().kubelet_node,
+            )
 
     def _service_factories(self) -> dict[str, ServiceFactory]:
         if not self.options.fleet_services:
@@ -336,8 +388,7 @@ class Sandbox:
         On a kept state dir with another chart version, that includes the hypervisor rollout
         the upgrade starts.
         """
-        assert self.api is not None
-        store = self.api.store
+        store = self.store
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if _settled(store.list(TF, "TensorFusionCluster"), store.list(TF, "GPUPool")):
@@ -353,8 +404,14 @@ class Sandbox:
                 log.exception("stopping sandbox service %s", name)
         self.services.clear()
         if self.sim is not None:
-            self.sim.stop()
+            self.sim.close()
             self.sim = None
+        if self.kube_store is not None:
+            try:
+                self._clean_real()
+            finally:
+                self.kube_store.close()
+                self.kube_store = None
         if self.api is not None:
             self.api.stop()
             self.api = None

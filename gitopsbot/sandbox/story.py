@@ -9,7 +9,12 @@ Reconciler, Scheduler, WebhookReceiver, the forge provider, real helm 4 and kube
 its own mirror so a fresh runner starts from Git alone. ``play`` is ``gitopsbot demo``:
 proposal → merge → upgrade with two pools (one held by its window) → revert → rollback.
 
+``StoryOptions(control_plane=...)`` plays the story on a real control plane instead of the
+API emulator (see sandbox/environment.py); the bot's side does not change.
+
 Everything started here is stopped by ``stop()``; ``play`` stops it in a ``finally``.
+Longer than ~500 lines: the world, the bot runner and the demo's narration share the
+story's names and waits, and are read together.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TextIO, cast
 
 from gitopsbot import settings
 from gitopsbot.adapters import binaries
@@ -56,8 +61,10 @@ from gitopsbot.fleetrepo import find_cluster, load_fleet, policy_documents
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 from gitopsbot.sandbox import environment as env
+from gitopsbot.sandbox.controlplane import ControlPlane
 from gitopsbot.sandbox.forges.github import GitHubForge
 from gitopsbot.sandbox.gitremote import GitRemote
+from gitopsbot.sandbox.simulator.store_port import StorePort
 from gitopsbot.sandbox.story_fleet import (
     CLUSTER,
     StoryFleet,
@@ -150,6 +157,8 @@ class StoryOptions:
     hypervisor_ready_delay: float = 0.5
     controller_ready_delay: float = 1.0
     soonest_seconds: float = 0.2  # the scheduler's floor between passes of one cluster
+    # A real control plane to run on instead of the API emulator (env.SandboxOptions).
+    control_plane: ControlPlane | None = None
 
 
 def _git_env() -> dict[str, str]:
@@ -220,6 +229,7 @@ class StoryWorld:
                 chart_version=opts.chart_version,
                 hypervisor_ready_delay=opts.hypervisor_ready_delay,
                 controller_ready_delay=opts.controller_ready_delay,
+                control_plane=opts.control_plane,
             )
         )
         try:
@@ -408,9 +418,10 @@ class StoryWorld:
 
     # -- reading the world (tests, demo) ---------------------------------------------------
 
-    def store(self) -> Any:
-        assert self.sandbox is not None and self.sandbox.api is not None
-        return self.sandbox.api.store
+    def store(self) -> StorePort:
+        """The cluster's objects: the emulator's Store, or the real server's (KubeStore)."""
+        assert self.sandbox is not None
+        return self.sandbox.store
 
     def hypervisor_images(self) -> dict[str, list[str]]:
         """GPU node → images of the hypervisor pods on it (one each, when all is well)."""

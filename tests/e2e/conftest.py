@@ -1,7 +1,10 @@
 """End-to-end fixtures: the story world (sandbox + Git remote + local GitHub + fleet), the
 bot wired to it as ``gitopsbot run`` wires it, and helpers to read Git, Helm and the
 cluster. Everything is real on loopback: helm 4 and kubectl binaries, git and its
-http-backend, the API emulator and the controller simulator (gitopsbot/sandbox/story.py)."""
+http-backend, the API emulator and the controller simulator (gitopsbot/sandbox/story.py).
+
+``story_backend`` runs a story once on the API emulator and once on the real control plane
+(tests/conftest.py ``control_plane``; the ``realkube`` tier): the same test, two clusters."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,6 +109,18 @@ def stop_within(stop: Callable[[], None], what: str, timeout: float = 90.0) -> N
     if worker.is_alive():
         faulthandler.dump_traceback(all_threads=True)
         pytest.fail(f"{what} did not stop within {timeout:.0f}s (thread stacks on stderr)")
+
+
+BACKENDS = ["emulator", pytest.param("realkube", marks=pytest.mark.realkube)]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def story_backend(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The StoryOptions fields that choose the cluster: none for the emulator, the session's
+    real control plane for ``realkube`` (the world deletes what it made there when it stops)."""
+    if request.param == "realkube":
+        return {"control_plane": request.getfixturevalue("control_plane")}
+    return {}
 
 
 @pytest.fixture

@@ -8,6 +8,10 @@ resume key), one hypervisor per GPU node on the new image (R15, F6), status succ
 (c) A ``git revert`` of the merge: a rollback with ``helm rollback`` to the recorded
 revision, hypervisors back on the old image, CRDs untouched (R16: the 1.8.7 field stays).
 
+Each test runs twice (conftest ``story_backend``): on the API emulator, and on the real
+control plane (kube-apiserver and kube-controller-manager; ``realkube``), where the
+controller's readiness comes from the real Deployment controller.
+
 The bot's clock is moved to the window's opening once the second pool is seen held, so the
 test does not wait for a wall-clock minute (the demo waits for real).
 """
@@ -34,7 +38,9 @@ from gitopsbot.sandbox.story import (
 from gitopsbot.sandbox.story_fleet import CLUSTER
 from tests.e2e.conftest import (
     NEW_IMAGE,
+    NS,
     OLD_IMAGE,
+    RELEASE,
     Watch,
     crd_text,
     held_by_window,
@@ -58,6 +64,8 @@ class Upgraded:
     history: list[dict[str, Any]]
     comments: list[str]
     statuses: list[tuple[str, str, str]]  # (sha, context, state)
+    backend: str
+    deployment_status_writers: set[str]  # field managers of the controller Deployment's status
 
 
 def _comments(world: StoryWorld, number: int) -> list[str]:
@@ -72,11 +80,22 @@ def _statuses(world: StoryWorld) -> list[tuple[str, str, str]]:
         return [(s.sha, s.context, s.state) for s in world.forge.statuses]
 
 
+def _status_writers(world: StoryWorld) -> set[str]:
+    dep = world.store().get("apps/v1", "Deployment", NS, f"{RELEASE}-controller")
+    assert dep is not None
+    entries = dep["metadata"].get("managedFields") or []
+    return {str(e.get("manager")) for e in entries if e.get("subresource") == "status"}
+
+
 @pytest.fixture(scope="module")
-def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upgraded]:
+def upgraded(
+    tmp_path_factory: pytest.TempPathFactory, story_backend: dict[str, Any]
+) -> Iterator[Upgraded]:
     # Far enough ahead that the window is surely closed when pool-2's turn comes.
     options = StoryOptions(
-        state_dir=tmp_path_factory.mktemp("story") / "world", window_lead_seconds=3600
+        state_dir=tmp_path_factory.mktemp("story") / "world",
+        window_lead_seconds=3600,
+        **story_backend,
     )
     world = StoryWorld(options).start()
     bot: BotRunner | None = None
@@ -103,6 +122,8 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upgraded]:
             history=helm_history(world),
             comments=_comments(world, proposal.number),
             statuses=_statuses(world),
+            backend="realkube" if "control_plane" in story_backend else "emulator",
+            deployment_status_writers=_status_writers(world),
         )
     finally:
         if bot is not None:
@@ -140,6 +161,15 @@ def test_upgrade_journal_on_the_state_branch_shows_every_step_succeeded(
     assert values is not None and b"name: pool-2" in values
     objects = repo.read(head, f"{backups}/tf-state.yaml")
     assert objects is not None and b"kind: GPUPool" in objects
+
+
+def test_controller_readiness_came_from_the_clusters_deployment_controller(
+    upgraded: Upgraded,
+) -> None:
+    # On the real control plane the simulator never writes Deployment status: the real
+    # Deployment controller does, from pods the simulator bound and ran as the kubelet.
+    writer = {"realkube": "kube-controller-manager", "emulator": "tensor-fusion-controller"}
+    assert upgraded.deployment_status_writers == {writer[upgraded.backend]}
 
 
 def test_second_pool_waited_for_its_window(upgraded: Upgraded) -> None:

@@ -54,6 +54,14 @@ class SimConfig:
     legacy_hypervisor_names: bool = False
     # The real controller requeues at least 3 s after a batch; 0 lets batchInterval rule.
     min_batch_requeue: float = 0.0
+    # The store is a real API server (adapters/kube_store.py): the Deployment controller
+    # writes Deployment status (manage_controller_deployment is then ignored), and the
+    # simulator plays scheduler and kubelet for every pod: it binds unbound pods to a
+    # sandbox Node, runs them (controller pods after controller_ready_delay, others at once)
+    # and confirms their deletion.
+    real_server: bool = False
+    # The Node unbound pods are bound to (created when needed) on a real server.
+    kubelet_node: str = "sandbox-node"
 
     def nodes_for(self, pool: str) -> int:
         return int(self.pool_nodes.get(pool, self.nodes_per_pool))

@@ -1,4 +1,4 @@
-"""The simulated TensorFusion controller: level-triggered reconciles against the emulator's Store.
+"""The simulated TensorFusion controller: level-triggered reconciles against a Store.
 
 Each ``step()`` looks at everything, as controller-runtime reconcilers eventually do, and writes
 only what differs: TensorFusionCluster → GPUPools (spec overwritten from specTemplate, R11),
@@ -9,12 +9,19 @@ It also plays the kubelet for the pods it creates (Pending → Running/Ready aft
 
 ``start()`` runs steps on a thread, woken by Store events and by the next due time; tests
 may instead call ``step()``/``settle()`` with a ``ManualClock``.
+
+The store is a ``StorePort``: the emulator's Store, or a real API server through
+adapters/kube_store.py (``SimConfig.real_server``: then the real Deployment controller owns
+Deployment status and the simulator binds and runs every pod, as scheduler and kubelet).
+
+Longer than our modules usually are: one reconcile whose parts share the watch-fed cache,
+the write guard and the wake-up list; the pure parts live beside it (rollout.py, hashing.py,
+kubelet.py).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import secrets
@@ -24,9 +31,9 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol
 
+from gitopsbot.sandbox.apiserver.errors import ApiError
 from gitopsbot.sandbox.apiserver.kubelet import template_hash
-from gitopsbot.sandbox.apiserver.store import ApiError, Store
-from gitopsbot.sandbox.simulator import hashing
+from gitopsbot.sandbox.simulator import hashing, kubelet
 from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
 from gitopsbot.sandbox.simulator.config import SimConfig, WorkloadSpec
 from gitopsbot.sandbox.simulator.informer import Informer
@@ -40,6 +47,7 @@ from gitopsbot.sandbox.simulator.rollout import (
     format_time,
     parse_time,
 )
+from gitopsbot.sandbox.simulator.store_port import PodBinding, StorePort
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +139,7 @@ class ControllerSim:
 
     def __init__(
         self,
-        store: Store,
+        store: StorePort,
         config: SimConfig | None = None,
         *,
         clock: Clock | None = None,
@@ -147,6 +155,9 @@ class ControllerSim:
         self._had_ready: set[str] = set()
         self._deploy_seen: dict[tuple[str, str, int], datetime] = {}
         self._running_image: dict[tuple[str, str], str] = {}
+        self._started: dict[str, datetime] = {}  # uid → when a foreign pod runs (real server)
+        self._confirmed: set[str] = set()  # uids of pods whose deletion was confirmed
+        self._accounts: set[str] = set()  # namespaces holding the hypervisor ServiceAccount
         self._lock = threading.RLock()
         self._kick = threading.Event()
         self._stopping = threading.Event()
@@ -286,7 +297,8 @@ class ControllerSim:
             return obj
         new = copy.deepcopy(obj)
         new["status"] = status
-        new["metadata"].pop("resourceVersion", None)  # the controller owns status
+        # Conditional, as a controller writes from its cache (a real server refuses an
+        # unconditional update of a custom resource); a conflict is retried from the cache.
         return self._guard(
             f"status of {obj['kind']} {obj['metadata']['name']}",
             lambda: self.store.update_status(new, manager=MANAGER),
@@ -320,6 +332,21 @@ class ControllerSim:
         if self.cache.get("v1", "Namespace", None, name) is None:
             self._create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
+    def _ensure_account(self, namespace: str, name: str) -> None:
+        """The ServiceAccount hypervisor pods name: a real server refuses pods whose account
+        does not exist (ServiceAccount admission); the emulator does not check."""
+        if not self.config.real_server or namespace in self._accounts:
+            return
+        account = {"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
+        try:
+            self.store.create(account, manager=MANAGER)
+        except ApiError as e:
+            if e.reason != "AlreadyExists":
+                log.debug("controller simulator: ServiceAccount %s: %s", name, e)
+                return
+        self._accounts.add(namespace)
+
     # ------------------------------------------------------------------ controller Deployment
 
     def _controllers(self, now: datetime) -> tuple[bool, str, str]:
@@ -331,7 +358,10 @@ class ControllerSim:
             meta = dep["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
             namespace = key[0] or namespace
-            if self.config.manage_controller_deployment:
+            if self.config.real_server:
+                if _rolled_out(dep):  # by the real Deployment controller
+                    self._running_image[key] = _container_image(dep)
+            elif self.config.manage_controller_deployment:
                 self._controller_readiness(dep, now)
                 dep = self.cache.get("apps/v1", "Deployment", key[0], key[1]) or dep
             status = dep.get("status") or {}
@@ -348,11 +378,7 @@ class ControllerSim:
             self.kubelet.exclude("Deployment", key[0], key[1])
         replicas = int((dep.get("spec") or {}).get("replicas", 1))
         old = dep.get("status") or {}
-        if (
-            int(old.get("observedGeneration") or 0) == gen
-            and int(old.get("updatedReplicas") or 0) == replicas
-            and int(old.get("readyReplicas") or 0) == replicas
-        ):
+        if _rolled_out(dep):
             # Rolled out (by us, or by the emulator's kubelet before we took over).
             self._running_image[key] = _container_image(dep)
             return
@@ -624,6 +650,7 @@ class ControllerSim:
         spec = pool.get("spec") or {}
         node_name = gpunode["metadata"]["name"]
         pod_spec = hashing.hypervisor_pod_spec(spec)
+        self._ensure_account(namespace, str(pod_spec.get("serviceAccountName") or "default"))
         mode = hashing.isolation_policy(spec)["defaultIsolationMode"]
         main = pod_spec["containers"][0]
         main["args"] = [f"--isolation-mode={mode}", "--isolation-policy=static"]
@@ -684,75 +711,66 @@ class ControllerSim:
         }
         return pod
 
-    def _pod_status(self, pod: Obj, now: datetime) -> Obj | None:
+    def _pod_status(self, pod: Obj, now: datetime, due: datetime | None = None) -> Obj | None:
         """The status the kubelet reports at ``now``, or None while the pod is starting."""
         ann = _annotations(pod)
-        status = pod.get("status") or {}
-        containers = (pod.get("spec") or {}).get("containers") or []
-        meta = pod["metadata"]
-        if any(c.get("image") in self.config.unpullable_images for c in containers):
-            waiting = [
-                {
-                    "name": c.get("name", ""),
-                    "image": c.get("image", ""),
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {
-                        "waiting": {
-                            "reason": "ErrImagePull",
-                            "message": f"failed to pull image {c.get('image')}",
-                        }
-                    },
-                }
-                for c in containers
-            ]
-            conditions = status.get("conditions") or [{"type": "PodScheduled", "status": "True"}]
-            return {"phase": "Pending", "conditions": conditions, "containerStatuses": waiting}
-        due = parse_time(ann[READY_AT]) if READY_AT in ann else now
-        if now < due:
+        if due is None:
+            due = parse_time(ann[READY_AT]) if READY_AT in ann else now
+        status = kubelet.pod_status(
+            pod,
+            now,
+            due=due,
+            ready=ann.get(NEVER_READY) != "true",
+            unpullable=self.config.unpullable_images,
+        )
+        if status is None:
             self._wake.append(due)
-            return None
-        ready = ann.get(NEVER_READY) != "true"
-        since = format_time(due).split(".")[0] + "Z"
-        ident = hashlib.sha256(f"{meta.get('namespace')}/{meta['name']}/{since}".encode())
-        running = [
-            {
-                "name": c.get("name", ""),
-                "image": c.get("image", ""),
-                "imageID": _image_id(str(c.get("image", ""))),
-                "containerID": f"containerd://{ident.hexdigest()}",
-                "ready": ready,
-                "started": True,
-                "restartCount": 0,
-                "state": {"running": {"startedAt": since}},
-            }
-            for c in containers
-        ]
-        flag = "True" if ready else "False"
-        return {
-            "phase": "Running",
-            "hostIP": "10.0.0.1",
-            "podIP": "10.0.0.1",
-            "startTime": status.get("startTime") or since,
-            "conditions": [
-                {"type": "PodScheduled", "status": "True"},
-                {"type": "Initialized", "status": "True"},
-                {"type": "ContainersReady", "status": flag},
-                {"type": "Ready", "status": flag},
-            ],
-            "containerStatuses": running,
-        }
+        return status
 
     # ------------------------------------------------------------------ the kubelet's part
 
     def _kubelet(self, now: datetime) -> None:
-        for pod in self.cache.list("v1", "Pod", labels={SIMULATED: "true"}):
+        real = self.config.real_server
+        for pod in self.cache.list("v1", "Pod", labels=None if real else {SIMULATED: "true"}):
+            meta = pod["metadata"]
             if _deleting(pod):
+                # No kubelet confirms a graceful deletion on a real server: this one does.
+                if real and meta.get("uid") not in self._confirmed:
+                    self._confirmed.add(str(meta.get("uid")))
+                    self._delete(pod)
                 continue
-            status = self._pod_status(pod, now)
-            if status is not None:
+            due = None
+            if SIMULATED not in _labels(pod):
+                due = self._foreign_due(pod, now)
+                if due is None:
+                    continue
+            status = self._pod_status(pod, now, due)
+            if status is not None and not kubelet.covers(pod.get("status"), status):
                 self._set_status(pod, status)
+
+    def _foreign_due(self, pod: Obj, now: datetime) -> datetime | None:
+        """A pod the simulator did not make (a ReplicaSet's, a chart's), on a real server:
+        bound to the kubelet Node first, then Running after its delay (the controller's
+        ``controller_ready_delay``, others at once). None while it is being bound."""
+        meta = pod["metadata"]
+        uid = str(meta.get("uid"))
+        if not (pod.get("spec") or {}).get("nodeName"):
+            node = self.config.kubelet_node
+            if self.cache.get("v1", "Node", None, node) is None:
+                self._create(kubelet.kubelet_node(node))
+            if isinstance(self.store, PodBinding):
+                try:
+                    self.store.bind(meta["namespace"], meta["name"], node, manager=MANAGER)
+                    self._wrote = True
+                except ApiError as e:  # gone, or bound by someone else: look again
+                    log.debug("controller simulator: bind %s: %s", meta["name"], e)
+                    self._wake.append(now + timedelta(seconds=0.05))
+            return None
+        if uid not in self._started:
+            controller = all(_labels(pod).get(k) == v for k, v in CONTROLLER_SELECTOR.items())
+            delay = self.config.controller_ready_delay if controller else 0.0
+            self._started[uid] = now + timedelta(seconds=delay)
+        return self._started[uid]
 
     # ------------------------------------------------------------------ workloads and clients
 
@@ -1062,6 +1080,17 @@ def _phase(obj: Obj) -> str:
     return str((obj.get("status") or {}).get("phase") or "")
 
 
+def _rolled_out(dep: Obj) -> bool:
+    gen = int(dep["metadata"].get("generation") or 1)
+    replicas = int((dep.get("spec") or {}).get("replicas", 1))
+    status = dep.get("status") or {}
+    return (
+        int(status.get("observedGeneration") or 0) == gen
+        and int(status.get("updatedReplicas") or 0) == replicas
+        and int(status.get("readyReplicas") or 0) == replicas
+    )
+
+
 def _container_image(dep: Obj) -> str:
     containers = (((dep.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
         "containers"
@@ -1100,11 +1129,6 @@ def _apply_component_status(comp_status: Obj, component: Component, decision: De
             comp_status[field] = values[key]
         else:
             comp_status.pop(field, None)  # omitempty: 0 and false are absent
-
-
-def _image_id(image: str) -> str:
-    digest = hashlib.sha256(image.encode()).hexdigest()
-    return f"{image.partition(':')[0]}@sha256:{digest}"
 
 
 def _node(name: str, pool: str, gpus: int) -> Obj:

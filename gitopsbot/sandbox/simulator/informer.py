@@ -12,7 +12,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gitopsbot.sandbox.apiserver.store import ApiError, Store
+from gitopsbot.sandbox.apiserver.errors import ApiError
+from gitopsbot.sandbox.simulator.store_port import StorePort
 
 Obj = dict[str, Any]
 KindKey = tuple[str, str]  # (group, kind)
@@ -35,7 +36,7 @@ class Informer:
 
     def __init__(
         self,
-        store: Store,
+        store: StorePort,
         kinds: Iterable[tuple[str, str]],
         *,
         on_change: Callable[[], None] | None = None,
