@@ -48,9 +48,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:
+            body["reason"] = self.reason
         if details:
             body["details"] = details
         return body

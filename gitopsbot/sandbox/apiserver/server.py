@@ -34,7 +34,7 @@ from gitopsbot.sandbox.apiserver.errors import (
 )
 from gitopsbot.sandbox.apiserver.merge import json_merge_patch, strategic_merge_patch
 from gitopsbot.sandbox.apiserver.resources import ResourceType
-from gitopsbot.sandbox.apiserver.schema import unknown_fields
+from gitopsbot.sandbox.apiserver.schema import typed_patch_errors, unknown_fields
 from gitopsbot.sandbox.apiserver.selectors import parse_field_selector, parse_label_selector
 from gitopsbot.sandbox.apiserver.store import Event, Store, now_rfc3339
 
@@ -685,6 +685,17 @@ class Verb:
         applied.get("metadata", {}).pop("managedFields", None)
         if applied.get("apiVersion") and applied["apiVersion"] != self.av:
             raise BadRequest(f"apiVersion {applied['apiVersion']!r} does not match {self.av!r}")
+        if self.rt.custom:
+            schema = self.store.registry.schema(self.rt, self.av.rpartition("/")[2])
+            mistyped = typed_patch_errors(applied, schema)
+            if mistyped:
+                where = f"{self.ns}/{self.name}" if self.ns else str(self.name)
+                gvk = f"{self.av}, Kind={self.rt.kind}"
+                raise ApiError(  # no reason: the real server gives none here
+                    500,
+                    "",
+                    f"failed to create typed patch object ({where}; {gvk}): {mistyped[0]}",
+                )
         stamp = now_rfc3339()
         try:
             self.store.get_stored(self.rt, self.ns, self.name or "")

@@ -1,6 +1,7 @@
-"""Fixtures for the cluster-facing adapters: a fresh API emulator per test, its kubeconfig,
-the kube client adapter, HelmCli over real helm 3 and helm 4, the fakes, the sandbox chart,
-and a way to leave a Helm release in pending-* (as a helm killed mid-upgrade does)."""
+"""Fixtures for the cluster-facing adapters: the API server (``server``: the emulator and the
+real control plane, tests/kube_pods.py), its kubeconfig and namespace, the kube client
+adapter, HelmCli over real helm 3 and helm 4, the fakes, the sandbox chart, and a way to
+leave a Helm release in pending-* (as a helm killed mid-upgrade does)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import base64
 import gzip
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +21,31 @@ from gitopsbot.adapters.kube import KubeCluster, RetryPolicy
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.testing import FakeCluster, FakeHelm
+from tests import kube_pods
+from tests.kube_pods import KubeServer, open_server
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_CHARTS = ROOT / "examples" / "charts"
 
 
-@pytest.fixture
-def api() -> Iterator[ApiServer]:
-    server = ApiServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+server = kube_pods.server  # the fixture: the emulator unless a test asks for both servers
 
 
 @pytest.fixture
-def kubeconfig(api: ApiServer, tmp_path: Path) -> Path:
-    return api.write_kubeconfig(tmp_path / "kubeconfig")
+def api(server: KubeServer) -> ApiServer:
+    """The emulator behind ``server``: for tests marked ``@EMULATOR_ONLY``."""
+    return server.api
+
+
+@pytest.fixture
+def kubeconfig(server: KubeServer) -> Path:
+    return server.kubeconfig
+
+
+@pytest.fixture
+def ns(server: KubeServer) -> str:
+    """The test's namespace: "default" on the emulator, a fresh one on the real server."""
+    return server.namespace
 
 
 @pytest.fixture
@@ -44,26 +54,65 @@ def sleeps() -> list[float]:
     return []
 
 
-@pytest.fixture
-def kube(kubeconfig: Path, sleeps: list[float]) -> Iterator[KubeCluster]:
-    cluster = KubeCluster.from_kubeconfig(
+def _kube(kubeconfig: Path, sleeps: list[float]) -> KubeCluster:
+    return KubeCluster.from_kubeconfig(
         kubeconfig,
         retry=RetryPolicy(attempts=3, base_delay_seconds=0.5, max_delay_seconds=5),
         sleep=sleeps.append,
         poll_seconds=0.05,
     )
+
+
+@pytest.fixture
+def kube(kubeconfig: Path, sleeps: list[float]) -> Iterator[KubeCluster]:
+    cluster = _kube(kubeconfig, sleeps)
     try:
         yield cluster
     finally:
         cluster.close()
 
 
-@pytest.fixture(params=["fake", "kube"])
-def cluster(request: pytest.FixtureRequest) -> Any:
-    """The Cluster contract's two implementations."""
+@dataclass
+class Target:
+    """An implementation of a port under contract test, and where it works: the fake alone
+    (namespace "default"), or a real adapter on one of the two servers."""
+
+    impl: Any
+    namespace: str
+    server: KubeServer | None = None
+    kube: KubeCluster | None = None  # on the same server, for what the test sets up
+
+
+@contextmanager
+def _on_server(
+    which: str, request: pytest.FixtureRequest, tmp_path: Path, sleeps: list[float]
+) -> Iterator[tuple[KubeServer, KubeCluster]]:
+    with open_server(which, request, tmp_path) as opened:
+        kube = _kube(opened.kubeconfig, sleeps)
+        try:
+            yield opened, kube
+        finally:
+            kube.close()
+
+
+# The fake runs once; the real adapters on each server (not a cross product with the fake).
+@pytest.fixture(
+    params=["fake", "kube-emulator", pytest.param("kube-realkube", marks=pytest.mark.realkube)]
+)
+def cluster_target(
+    request: pytest.FixtureRequest, tmp_path: Path, sleeps: list[float]
+) -> Iterator[Target]:
     if request.param == "fake":
-        return FakeCluster()
-    return request.getfixturevalue("kube")
+        yield Target(FakeCluster(), "default")
+        return
+    with _on_server(request.param.removeprefix("kube-"), request, tmp_path, sleeps) as (s, k):
+        yield Target(k, s.namespace, s, k)
+
+
+@pytest.fixture
+def cluster(cluster_target: Target) -> Any:
+    """The Cluster contract's implementations: the fake, and KubeCluster on each server."""
+    return cluster_target.impl
 
 
 @pytest.fixture
@@ -87,27 +136,47 @@ def helm_cli(
     return HelmCli(binaries[request.param], home=tmp_path / "helm-home", kubeconfig=kubeconfig)
 
 
-@pytest.fixture(params=["fake", "helm3", "helm4"])
-def helm(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """The Helm contract's implementations: the fake, real helm 3, real helm 4."""
+HELMS = [
+    "fake",
+    "helm3-emulator",
+    "helm4-emulator",
+    pytest.param("helm3-realkube", marks=pytest.mark.realkube),
+    pytest.param("helm4-realkube", marks=pytest.mark.realkube),
+]
+
+
+@pytest.fixture(params=HELMS)
+def helm_target(
+    request: pytest.FixtureRequest, tmp_path: Path, sleeps: list[float]
+) -> Iterator[Target]:
+    """The Helm contract's implementations: the fake; real helm 3 and 4 on each server."""
     if request.param == "fake":
-        return FakeHelm(app_versions={"1.8.7": "2.17.0", "1.8.0": "2.16.3"})
+        yield Target(FakeHelm(app_versions={"1.8.7": "2.17.0", "1.8.0": "2.16.3"}), "default")
+        return
+    tool, which = request.param.split("-")
     binaries: dict[str, Path] = request.getfixturevalue("binaries")
-    kubeconfig: Path = request.getfixturevalue("kubeconfig")
-    return HelmCli(binaries[request.param], home=tmp_path / "helm-home", kubeconfig=kubeconfig)
+    with _on_server(which, request, tmp_path, sleeps) as (s, k):
+        cli = HelmCli(binaries[tool], home=tmp_path / "helm-home", kubeconfig=s.kubeconfig)
+        yield Target(cli, s.namespace, s, k)
 
 
 @pytest.fixture
-def make_pending(helm: Any, request: pytest.FixtureRequest) -> Callable[[str, str], None]:
+def helm(helm_target: Target) -> Any:
+    return helm_target.impl
+
+
+@pytest.fixture
+def make_pending(helm_target: Target) -> Callable[[str, str], None]:
     """Leave the release's latest revision pending-upgrade, as a helm killed mid-upgrade does.
 
     For real helm this writes the next release Secret by hand in helm's storage format
     (Secret ``sh.helm.release.v1.<release>.v<N>``, labels name/owner/status/version,
     data.release = base64(gzip(JSON))): what helm writes before it starts applying.
     """
+    helm, kube = helm_target.impl, helm_target.kube
     if isinstance(helm, FakeHelm):
         return lambda release, namespace: helm.set_pending(release, namespace)
-    kube: KubeCluster = request.getfixturevalue("kube")
+    assert kube is not None
     return lambda release, namespace: write_pending_release(kube, release, namespace)
 
 

@@ -1,5 +1,6 @@
-"""Break-glass with real helm 3 and helm 4 against the API emulator: what a person does when
-the bot is out of the way.
+"""Break-glass with real helm 3 and helm 4: what a person does when the bot is out of the way.
+A (fault injection) runs against the API emulator; B and C against both servers, the emulator
+and the real control plane.
 
 Covers:
 - a release left pending-upgrade by a helm killed (SIGKILL) mid-upgrade refuses the next
@@ -30,6 +31,7 @@ import pytest
 
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.sandbox.apiserver import ApiServer
+from tests.kube_pods import EMULATOR_ONLY, ON_BOTH_SERVERS
 
 pytestmark = pytest.mark.slow
 
@@ -102,6 +104,7 @@ def _wait_for(what: str, condition: Any, timeout: float = 30.0) -> None:
 # -- A: a release stuck in pending-upgrade by a killed helm -------------------------------------
 
 
+@EMULATOR_ONLY  # fault injection holds the upgrade where it is killed
 def test_unlock_a_release_a_killed_helm_left_pending(
     helm: Helm, api: ApiServer, kube: KubeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -173,22 +176,22 @@ def _bot_switch(kube: KubeCluster, *, open_: bool) -> None:
     kube.patch_merge(TF, "TensorFusionCluster", None, TFC, patch)
 
 
-def _tfc(api: ApiServer) -> dict[str, Any]:
-    tfc = api.store.get(TF, "TensorFusionCluster", None, TFC)
+def _tfc(kube: KubeCluster) -> dict[str, Any]:
+    tfc = kube.get(TF, "TensorFusionCluster", None, TFC)
     assert tfc is not None
     return tfc
 
 
-def _pool_image(api: ApiServer) -> str:
-    components = _tfc(api)["spec"]["gpuPools"][0]["specTemplate"]["componentConfig"]
+def _pool_image(kube: KubeCluster) -> str:
+    components = _tfc(kube)["spec"]["gpuPools"][0]["specTemplate"]["componentConfig"]
     image: str = components["hypervisor"]["image"]
     return image
 
 
-def _owners_of_pools(api: ApiServer) -> list[tuple[str, str]]:
+def _owners_of_pools(kube: KubeCluster) -> list[tuple[str, str]]:
     return [
         (e["manager"], e["operation"])
-        for e in _tfc(api)["metadata"].get("managedFields") or []
+        for e in _tfc(kube)["metadata"].get("managedFields") or []
         if "f:gpuPools" in (e.get("fieldsV1") or {}).get("f:spec", {})
     ]
 
@@ -201,89 +204,92 @@ def values(tmp_path: Path) -> Path:
     return path
 
 
+@ON_BOTH_SERVERS
 def test_helm4_upgrade_conflicts_with_the_bot_until_its_fields_are_released(
     binaries: dict[str, Path],
     kubeconfig: Path,
     tmp_path: Path,
-    api: ApiServer,
+    ns: str,
     kube: KubeCluster,
     values: Path,
 ) -> None:
     helm = _helm("helm4", binaries, kubeconfig, tmp_path)
-    helm("install", "tf", str(TENSOR_FUSION), "-n", NS)
-    assert _owners_of_pools(api) == [("helm", "Apply")]
+    helm("install", "tf", str(TENSOR_FUSION), "-n", ns)
+    assert _owners_of_pools(kube) == [("helm", "Apply")]
     _bot_switch(kube, open_=False)
-    assert _owners_of_pools(api) == [("gitopsbot", "Update")]
+    assert _owners_of_pools(kube) == [("gitopsbot", "Update")]
 
-    refused = helm("upgrade", "tf", str(TENSOR_FUSION), "-n", NS, "-f", str(values), check=False)
+    refused = helm("upgrade", "tf", str(TENSOR_FUSION), "-n", ns, "-f", str(values), check=False)
     assert refused.returncode != 0
     assert 'conflict with "gitopsbot"' in refused.stderr
     assert ".spec.gpuPools" in refused.stderr
-    assert _pool_image(api) == OLD_IMAGE
+    assert _pool_image(kube) == OLD_IMAGE
 
     assert kube.release_fields(TF, "TensorFusionCluster", None, TFC) is True
-    managers = [e["manager"] for e in _tfc(api)["metadata"]["managedFields"]]
+    managers = [e["manager"] for e in _tfc(kube)["metadata"]["managedFields"]]
     assert "gitopsbot" not in managers and "helm" in managers
-    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", NS, "-f", str(values))
-    assert _pool_image(api) == NEW_IMAGE
-    assert _owners_of_pools(api) == [("helm", "Apply")]
+    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", ns, "-f", str(values))
+    assert _pool_image(kube) == NEW_IMAGE
+    assert _owners_of_pools(kube) == [("helm", "Apply")]
     assert kube.release_fields(TF, "TensorFusionCluster", None, TFC) is False
 
     # A rollback is a server-side apply too: the same conflict, the same way out.
     _bot_switch(kube, open_=False)
-    refused = helm("rollback", "tf", "1", "-n", NS, check=False)
+    refused = helm("rollback", "tf", "1", "-n", ns, check=False)
     assert refused.returncode != 0
     assert 'conflict with "gitopsbot"' in refused.stderr
     assert kube.release_fields(TF, "TensorFusionCluster", None, TFC) is True
-    helm("rollback", "tf", "1", "-n", NS)
-    assert _pool_image(api) == OLD_IMAGE
+    helm("rollback", "tf", "1", "-n", ns)
+    assert _pool_image(kube) == OLD_IMAGE
 
 
+@ON_BOTH_SERVERS
 @pytest.mark.parametrize("released", [False, True], ids=["as-is", "released"])
 def test_helm3_upgrade_succeeds_either_way(
     released: bool,
     binaries: dict[str, Path],
     kubeconfig: Path,
     tmp_path: Path,
-    api: ApiServer,
+    ns: str,
     kube: KubeCluster,
     values: Path,
 ) -> None:
     helm = _helm("helm3", binaries, kubeconfig, tmp_path)
-    helm("install", "tf", str(TENSOR_FUSION), "-n", NS)
+    helm("install", "tf", str(TENSOR_FUSION), "-n", ns)
     _bot_switch(kube, open_=False)
     if released:
         assert kube.release_fields(TF, "TensorFusionCluster", None, TFC) is True
-    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", NS, "-f", str(values))
-    assert _pool_image(api) == NEW_IMAGE
+    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", ns, "-f", str(values))
+    assert _pool_image(kube) == NEW_IMAGE
     # helm 3's three-way merge patch replaces the list: the bot's switch is gone with it.
-    policy = _tfc(api)["spec"]["gpuPools"][0]["specTemplate"]["nodeManagerConfig"]
+    policy = _tfc(kube)["spec"]["gpuPools"][0]["specTemplate"]["nodeManagerConfig"]
     assert policy["nodePoolRollingUpdatePolicy"]["autoUpdateHypervisor"] is True
 
 
+@ON_BOTH_SERVERS
 def test_helm4_client_side_upgrade_does_not_conflict(
     binaries: dict[str, Path],
     kubeconfig: Path,
     tmp_path: Path,
-    api: ApiServer,
+    ns: str,
     kube: KubeCluster,
     values: Path,
 ) -> None:
     helm = _helm("helm4", binaries, kubeconfig, tmp_path)
-    helm("install", "tf", str(TENSOR_FUSION), "-n", NS)
+    helm("install", "tf", str(TENSOR_FUSION), "-n", ns)
     _bot_switch(kube, open_=False)
-    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", NS, "-f", str(values), "--server-side=false")
-    assert _pool_image(api) == NEW_IMAGE
+    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", ns, "-f", str(values), "--server-side=false")
+    assert _pool_image(kube) == NEW_IMAGE
     # --server-side=auto follows the last revision: the release is client-side from now on.
     _bot_switch(kube, open_=False)
-    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", NS, "--reset-values")
-    assert _pool_image(api) == OLD_IMAGE
+    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", ns, "--reset-values")
+    assert _pool_image(kube) == OLD_IMAGE
 
 
 # -- C: the bot's own switch step leaves no ownership behind; its helm 4 after helm 3 ------------
 
 
-def _spec_for_the_chart(tmp_path: Path) -> Any:
+def _spec_for_the_chart(tmp_path: Path, ns: str) -> Any:
     """A ClusterSpec naming this chart's TensorFusionCluster and its first pool."""
     from gitopsbot.adapters.localfiles import DirectoryTree
     from gitopsbot.fleetrepo import load_cluster
@@ -292,7 +298,7 @@ def _spec_for_the_chart(tmp_path: Path) -> Any:
     root.mkdir(parents=True)
     (root / "release.yaml").write_text(
         "chart:\n  repository: https://charts.example.invalid\n  name: tensor-fusion\n"
-        f"  version: 1.8.7\nrelease:\n  name: tf\n  namespace: {NS}\nenvironment: staging\n"
+        f"  version: 1.8.7\nrelease:\n  name: tf\n  namespace: {ns}\nenvironment: staging\n"
     )
     (root / "values.yaml").write_text(f"cluster:\n  name: {TFC}\n")
     (root / "rollout.yaml").write_text(
@@ -302,11 +308,12 @@ def _spec_for_the_chart(tmp_path: Path) -> Any:
     return load_cluster(DirectoryTree(tmp_path / "fleet"), "lab")
 
 
+@ON_BOTH_SERVERS
 def test_the_bots_switch_step_leaves_a_plain_helm4_upgrade_possible(
     binaries: dict[str, Path],
     kubeconfig: Path,
     tmp_path: Path,
-    api: ApiServer,
+    ns: str,
     kube: KubeCluster,
     values: Path,
 ) -> None:
@@ -314,34 +321,35 @@ def test_the_bots_switch_step_leaves_a_plain_helm4_upgrade_possible(
     from gitopsbot.core.model import Component
 
     helm = _helm("helm4", binaries, kubeconfig, tmp_path)
-    helm("install", "tf", str(TENSOR_FUSION), "-n", NS)
-    pool = _tfc(api)["spec"]["gpuPools"][0]["name"]
-    spec = _spec_for_the_chart(tmp_path)
+    helm("install", "tf", str(TENSOR_FUSION), "-n", ns)
+    pool = _tfc(kube)["spec"]["gpuPools"][0]["name"]
+    spec = _spec_for_the_chart(tmp_path, ns)
     set_switch(kube, spec, pool, Component.HYPERVISOR, open_=True)
     set_switch(kube, spec, pool, Component.HYPERVISOR, open_=False)
-    managers = [e.get("manager") for e in _tfc(api)["metadata"].get("managedFields") or []]
+    managers = [e.get("manager") for e in _tfc(kube)["metadata"].get("managedFields") or []]
     assert "gitopsbot" not in managers, managers
     # The product page's manual command, as typed: no --force-conflicts.
-    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", NS, "-f", str(values))
-    assert _pool_image(api) == NEW_IMAGE
+    helm("upgrade", "tf", str(TENSOR_FUSION), "-n", ns, "-f", str(values))
+    assert _pool_image(kube) == NEW_IMAGE
 
 
+@ON_BOTH_SERVERS
 def test_the_bots_helm4_upgrades_a_release_helm3_installed(
-    binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path, api: ApiServer
+    binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path, ns: str, kube: KubeCluster
 ) -> None:
     from gitopsbot.adapters.helm import HelmCli
     from gitopsbot.ports.helm import ChartRef
 
     helm3 = _helm("helm3", binaries, kubeconfig, tmp_path)
-    helm3("install", "tf", str(TENSOR_FUSION), "-n", NS)  # client-side
+    helm3("install", "tf", str(TENSOR_FUSION), "-n", ns)  # client-side
     bot = HelmCli(binaries["helm4"], home=tmp_path / "bot-helm", kubeconfig=kubeconfig)
     info = bot.upgrade(
         release="tf",
-        namespace=NS,
+        namespace=ns,
         chart=ChartRef(path=str(TENSOR_FUSION)),
         version="1.8.7",
         values={"cluster": {"hypervisorImage": NEW_IMAGE}},
         description="gitopsbot op=lab-aaaaaaaaaaaa step=helm-upgrade",
     )
     assert info.status.value == "deployed", info
-    assert _pool_image(api) == NEW_IMAGE
+    assert _pool_image(kube) == NEW_IMAGE

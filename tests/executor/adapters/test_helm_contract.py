@@ -1,5 +1,6 @@
 """The Helm port's contract, run against FakeHelm, real helm 3 and real helm 4 (the latter two
-against the Kubernetes API emulator with the sandbox tensor-fusion chart).
+on each server, the Kubernetes API emulator and the real control plane, with the sandbox
+tensor-fusion chart; ``helm_target`` in conftest.py).
 
 Covers: no release → status None, history []; install then upgrade (revisions, superseded,
 chart and app version); our ``--description`` read back from status and history (how a
@@ -27,8 +28,8 @@ from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.core.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmChartUnusable, HelmFailed, HelmReleaseLocked
 from gitopsbot.ports.helm import ChartRef, Helm
-from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.testing import FakeHelm
+from tests.executor.adapters.conftest import Target
 
 Charts = Callable[[str], ChartRef]
 MakePending = Callable[[str, str], None]
@@ -36,44 +37,56 @@ MakePending = Callable[[str, str], None]
 
 pytestmark = pytest.mark.slow
 
-NS = "default"
+
+@pytest.fixture
+def ns(helm_target: Target) -> str:
+    """The namespace of the implementation under test."""
+    return helm_target.namespace
 
 
 @pytest.fixture
-def transient(helm: Helm, request: pytest.FixtureRequest) -> Callable[[str], Helm]:
+def transient(helm_target: Target) -> Callable[[str], Helm]:
     """``transient(operation)``: the Helm under test, whose next ``operation`` meets one
     transient API failure (real helm: a 409 on the TensorFusionCluster's PATCH, and retry
     delays not slept)."""
+
+    helm = helm_target.impl
 
     def inject(operation: str) -> Helm:
         if isinstance(helm, FakeHelm):
             helm.transient(operation)
             return helm
-        assert isinstance(helm, HelmCli)
-        api: ApiServer = request.getfixturevalue("api")
-        kubeconfig = request.getfixturevalue("kubeconfig")
+        assert isinstance(helm, HelmCli) and helm_target.server is not None
+        api = helm_target.server.api  # fault injection: the emulator alone
         api.faults.error(409, path="*/tensorfusionclusters/*", method="PATCH", times=1)
+        kubeconfig = helm_target.server.kubeconfig
         return HelmCli(helm.binary, home=helm.home, kubeconfig=kubeconfig, sleep=lambda _: None)
 
     return inject
 
 
 @pytest.fixture
-def up(helm: Helm, chart: Charts) -> Callable[..., Any]:
+def up(helm: Helm, chart: Charts, ns: str) -> Callable[..., Any]:
     """``up(version, values, step, **kw)``: upgrade release ``tf`` with our description."""
 
     def run(version: str, values: dict[str, Any], step: str, **kw: Any) -> Any:
-        return _upgrade(helm, chart(version), version, values, step, **kw)
+        return _upgrade(helm, chart(version), ns, version, values, step, **kw)
 
     return run
 
 
 def _upgrade(
-    helm: Helm, chart: ChartRef, version: str, values: dict[str, Any], step: str, **kw: Any
+    helm: Helm,
+    chart: ChartRef,
+    ns: str,
+    version: str,
+    values: dict[str, Any],
+    step: str,
+    **kw: Any,
 ) -> Any:
     return helm.upgrade(
         release="tf",
-        namespace=NS,
+        namespace=ns,
         chart=chart,
         version=version,
         values=values,
@@ -82,12 +95,14 @@ def _upgrade(
     )
 
 
-def test_unknown_release(helm: Helm) -> None:
-    assert helm.status("nope", NS) is None
-    assert helm.history("nope", NS) == []
+def test_unknown_release(helm: Helm, ns: str) -> None:
+    assert helm.status("nope", ns) is None
+    assert helm.history("nope", ns) == []
 
 
-def test_install_upgrade_history_and_descriptions(helm: Helm, up: Callable[..., Any]) -> None:
+def test_install_upgrade_history_and_descriptions(
+    helm: Helm, ns: str, up: Callable[..., Any]
+) -> None:
     first = up("1.8.0", {"controller": {"replicaCount": 1}}, "install")
     assert (first.revision, first.status) == (1, HelmReleaseStatus.DEPLOYED)
     assert (first.chart_name, first.chart_version) == ("tensor-fusion", "1.8.0")
@@ -97,12 +112,12 @@ def test_install_upgrade_history_and_descriptions(helm: Helm, up: Callable[..., 
     assert second.app_version == "2.17.0"
     assert second.description == "gitopsbot op=op-1 step=helm-upgrade"
 
-    status = helm.status("tf", NS)
+    status = helm.status("tf", ns)
     assert status is not None and status.revision == 2
     assert status.description == "gitopsbot op=op-1 step=helm-upgrade"
     assert status.chart == "tensor-fusion-1.8.7"
 
-    history = helm.history("tf", NS)
+    history = helm.history("tf", ns)
     assert [(h.revision, h.status) for h in history] == [
         (1, HelmReleaseStatus.SUPERSEDED),
         (2, HelmReleaseStatus.DEPLOYED),
@@ -111,93 +126,97 @@ def test_install_upgrade_history_and_descriptions(helm: Helm, up: Callable[..., 
     assert history[0].chart_version == "1.8.0"
 
 
-def test_get_values_per_revision(helm: Helm, up: Callable[..., Any]) -> None:
+def test_get_values_per_revision(helm: Helm, ns: str, up: Callable[..., Any]) -> None:
     up("1.8.0", {"controller": {"replicaCount": 1}}, "install")
     up("1.8.7", {"controller": {"replicaCount": 2}, "cluster": {"name": "x"}}, "up")
-    assert helm.get_values("tf", NS) == {
+    assert helm.get_values("tf", ns) == {
         "controller": {"replicaCount": 2},
         "cluster": {"name": "x"},
     }
-    assert helm.get_values("tf", NS, revision=1) == {"controller": {"replicaCount": 1}}
+    assert helm.get_values("tf", ns, revision=1) == {"controller": {"replicaCount": 1}}
 
 
 def test_upgrade_without_install_of_unknown_release_fails(
-    helm: Helm, up: Callable[..., Any]
+    helm: Helm, ns: str, up: Callable[..., Any]
 ) -> None:
     with pytest.raises(HelmFailed):
         up("1.8.7", {}, "helm-upgrade", install=False)
-    assert helm.history("tf", NS) == []
+    assert helm.history("tf", ns) == []
 
 
 def test_pending_release_is_refused_not_forced(
-    helm: Helm, up: Callable[..., Any], make_pending: MakePending
+    helm: Helm, ns: str, up: Callable[..., Any], make_pending: MakePending
 ) -> None:
     up("1.8.0", {}, "install")
-    make_pending("tf", NS)
-    status = helm.status("tf", NS)
+    make_pending("tf", ns)
+    status = helm.status("tf", ns)
     assert status is not None and status.status is HelmReleaseStatus.PENDING_UPGRADE
     assert status.status.pending
 
     with pytest.raises(HelmReleaseLocked, match="pending-upgrade"):
         up("1.8.7", {}, "helm-upgrade")
     with pytest.raises(HelmReleaseLocked):
-        helm.rollback(release="tf", namespace=NS, revision=1, description="op=op-1 step=rb")
+        helm.rollback(release="tf", namespace=ns, revision=1, description="op=op-1 step=rb")
     # Nothing was forced: the pending revision is still the latest.
-    after = helm.status("tf", NS)
+    after = helm.status("tf", ns)
     assert after is not None and (after.revision, after.status) == (status.revision, status.status)
 
 
-def test_rollback_restores_a_revision(helm: Helm, up: Callable[..., Any]) -> None:
+def test_rollback_restores_a_revision(helm: Helm, ns: str, up: Callable[..., Any]) -> None:
     up("1.8.0", {"controller": {"replicaCount": 1}}, "install")
     up("1.8.7", {"controller": {"replicaCount": 2}}, "helm-upgrade")
-    back = helm.rollback(release="tf", namespace=NS, revision=1, description="op=op-2 step=rb")
+    back = helm.rollback(release="tf", namespace=ns, revision=1, description="op=op-2 step=rb")
     assert back.revision == 3
     assert back.status is HelmReleaseStatus.DEPLOYED
     assert back.chart_version == "1.8.0"
     assert back.description == "Rollback to 1"
-    assert helm.get_values("tf", NS) == {"controller": {"replicaCount": 1}}
+    assert helm.get_values("tf", ns) == {"controller": {"replicaCount": 1}}
 
 
-def test_rollback_to_missing_revision_fails(helm: Helm, up: Callable[..., Any]) -> None:
+def test_rollback_to_missing_revision_fails(helm: Helm, ns: str, up: Callable[..., Any]) -> None:
     up("1.8.0", {}, "install")
     with pytest.raises(HelmFailed):
-        helm.rollback(release="tf", namespace=NS, revision=7, description="op=op-2 step=rb")
+        helm.rollback(release="tf", namespace=ns, revision=7, description="op=op-2 step=rb")
 
 
+# Fault injection (a 409 on the TensorFusionCluster's PATCH): real helm on the emulator alone.
+@pytest.mark.parametrize("helm_target", ["fake", "helm3-emulator", "helm4-emulator"], indirect=True)
 def test_a_transient_failure_is_retried_inside_upgrade_and_rollback(
-    helm: Helm, chart: Charts, up: Callable[..., Any], transient: Callable[[str], Helm]
+    helm: Helm, ns: str, chart: Charts, up: Callable[..., Any], transient: Callable[[str], Helm]
 ) -> None:
     up("1.8.0", {"controller": {"replicaCount": 1}}, "install")
     assert helm.last_retries == 0
     retrying = transient("upgrade")
-    info = _upgrade(retrying, chart("1.8.7"), "1.8.7", {}, "helm-upgrade")
+    info = _upgrade(retrying, chart("1.8.7"), ns, "1.8.7", {}, "helm-upgrade")
     assert retrying.last_retries == 1
     assert (info.revision, info.status, info.chart_version) == (3, "deployed", "1.8.7")
-    statuses = [(h.revision, h.status) for h in helm.history("tf", NS)]
+    statuses = [(h.revision, h.status) for h in helm.history("tf", ns)]
     assert statuses == [
         (1, HelmReleaseStatus.SUPERSEDED),
         (2, HelmReleaseStatus.FAILED),
         (3, HelmReleaseStatus.DEPLOYED),
     ]
     retrying = transient("rollback")
-    back = retrying.rollback(release="tf", namespace=NS, revision=1, description="op=op-2 rb")
+    back = retrying.rollback(release="tf", namespace=ns, revision=1, description="op=op-2 rb")
     assert retrying.last_retries == 1
     assert (back.revision, back.chart_version, back.description) == (5, "1.8.0", "Rollback to 1")
-    assert helm.history("tf", NS)[-2].status is HelmReleaseStatus.FAILED
-    assert helm.get_values("tf", NS) == {"controller": {"replicaCount": 1}}
+    assert helm.history("tf", ns)[-2].status is HelmReleaseStatus.FAILED
+    assert helm.get_values("tf", ns) == {"controller": {"replicaCount": 1}}
 
 
 def test_a_chart_path_that_does_not_exist_is_unusable(
-    helm: Helm, up: Callable[..., Any], tmp_path: Path
+    helm: Helm, ns: str, up: Callable[..., Any], tmp_path: Path
 ) -> None:
     up("1.8.0", {}, "install")
-    before = helm.history("tf", NS)
+    before = helm.history("tf", ns)
     with pytest.raises(HelmChartUnusable, match="nothing was changed"):
-        _upgrade(helm, ChartRef(path=str(tmp_path / "missing")), "1.8.7", {}, "helm-upgrade")
-    assert helm.history("tf", NS) == before
+        _upgrade(helm, ChartRef(path=str(tmp_path / "missing")), ns, "1.8.7", {}, "helm-upgrade")
+    assert helm.history("tf", ns) == before
 
 
-def test_operation_alive_is_false_when_nothing_runs(helm: Helm, up: Callable[..., Any]) -> None:
+def test_operation_alive_is_false_when_nothing_runs(
+    helm: Helm, ns: str, up: Callable[..., Any]
+) -> None:
     assert not helm.operation_alive("gitopsbot op=op-1 step=helm-upgrade")
     up("1.8.0", {}, "install")
     assert not helm.operation_alive("gitopsbot op=op-1 step=install")
@@ -209,7 +228,7 @@ COPIED = "canary-Vw30p-copied-secret"
 
 
 def test_an_error_masks_the_secrets_and_nothing_else(
-    helm: Helm, chart: Charts, caplog: pytest.LogCaptureFixture
+    helm: Helm, ns: str, chart: Charts, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An upgrade the API server refuses (an invalid isolation mode): the error shows the
     invalid value and the other values as they are, and never a secret: not the value at a
@@ -240,7 +259,7 @@ def test_an_error_masks_the_secrets_and_nothing_else(
         )
     with pytest.raises(HelmFailed) as failure:
         helm.upgrade(
-            release="tf", namespace=NS, chart=chart("1.8.7"), version="1.8.7", values=values,
+            release="tf", namespace=ns, chart=chart("1.8.7"), version="1.8.7", values=values,
             description="gitopsbot op=op-1 step=helm-upgrade", secret_values=[COPIED],
         )  # fmt: skip
     text = str(failure.value)

@@ -1,6 +1,6 @@
 """KubeCluster beyond the contract: error mapping and retries over real HTTP (the emulator's
-fault injection), CRD apply of the real TensorFusion CRDs (R7) through the Python client and
-through real kubectl, and the Deployment readiness judgment.
+fault injection: on the emulator alone), CRD apply of the real TensorFusion CRDs (R7)
+through the Python client and through real kubectl, and the Deployment readiness judgment.
 
 Covers: 429 with Retry-After is retried after the server's delay; 5xx retried with backoff,
 then KubeServerError after the bounded attempts; a POST is not repeated after a 5xx; 409 →
@@ -9,7 +9,8 @@ release_fields: a stale resourceVersion); 422 → KubeInvalid, 404 → KubeNotFo
 transport failure → KubeServerError;
 messages truncated and free of Secret data; every TensorFusion CRD of chart 1.8.7 confirmed
 Established with its stored versions; kubectl's ``serverside-applied`` parsed per CRD; a
-Deployment judged like ``kubectl rollout status``.
+Deployment judged like ``kubectl rollout status``. What needs no fault injection runs on
+both servers, the emulator and the real control plane (``ON_BOTH_SERVERS``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from gitopsbot.errors import (
 )
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.apiserver.faults import FaultRule
+from tests.kube_pods import EMULATOR_ONLY, ON_BOTH_SERVERS, KubeServer, wait_served
 
 NS = "default"
 
@@ -47,6 +49,7 @@ def _cm(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}}
 
 
+@EMULATOR_ONLY  # fault injection
 def test_429_is_retried_after_retry_after(
     api: ApiServer, kube: KubeCluster, sleeps: list[float]
 ) -> None:
@@ -57,6 +60,7 @@ def test_429_is_retried_after_retry_after(
     assert sleeps == [2.0, 2.0]
 
 
+@EMULATOR_ONLY  # fault injection
 def test_5xx_backs_off_then_gives_up(
     api: ApiServer, kube: KubeCluster, sleeps: list[float]
 ) -> None:
@@ -67,6 +71,7 @@ def test_5xx_backs_off_then_gives_up(
     assert sleeps == [0.5, 1.0]  # attempts=3 in the fixture: two waits, doubling
 
 
+@EMULATOR_ONLY  # fault injection
 def test_post_is_not_repeated_after_5xx(
     api: ApiServer, kube: KubeCluster, sleeps: list[float]
 ) -> None:
@@ -77,6 +82,7 @@ def test_post_is_not_repeated_after_5xx(
     assert sleeps == []
 
 
+@EMULATOR_ONLY  # fault injection
 def test_409_maps_to_conflict_and_is_not_repeated(
     api: ApiServer, kube: KubeCluster, sleeps: list[float]
 ) -> None:
@@ -103,6 +109,7 @@ def _write_meanwhile(api: ApiServer, rule: FaultRule, write: Callable[[], object
     return thread
 
 
+@EMULATOR_ONLY  # fault injection
 def test_mark_helm_release_failed_loses_a_race_with_conflict(
     api: ApiServer, kube: KubeCluster, sleeps: list[float]
 ) -> None:
@@ -126,6 +133,7 @@ def test_mark_helm_release_failed_loses_a_race_with_conflict(
     assert kube.mark_helm_release_failed(NS, "rel", 2, "helm died") is True
 
 
+@EMULATOR_ONLY  # fault injection
 def test_release_fields_loses_a_race_with_conflict(api: ApiServer, kube: KubeCluster) -> None:
     kube.apply(_cm("x") | {"data": {"a": "1", "c": "1"}}, field_manager="helm")
     kube.patch_merge("v1", "ConfigMap", NS, "x", {"data": {"a": "2"}})
@@ -168,16 +176,36 @@ def _pending_release_secret() -> dict[str, Any]:
     }
 
 
-def test_422_maps_to_invalid(kube: KubeCluster) -> None:
+@ON_BOTH_SERVERS
+def test_422_maps_to_invalid(kube: KubeCluster, server: KubeServer) -> None:
     kube.apply_crds({"tfc.yaml": _TFC_CRD_MIN})
-    bad = {
+    wait_served(server, "example.com/v1", "things")  # the real server's discovery lags
+    with pytest.raises(KubeInvalid, match="must be of type integer"):
+        kube.create(_thing(server.namespace, "not-a-number"))
+
+
+@ON_BOTH_SERVERS
+def test_an_apply_of_a_wrongly_typed_value_is_a_server_error(
+    kube: KubeCluster, server: KubeServer, sleeps: list[float]
+) -> None:
+    """Server-side apply builds a typed patch first, and a type mismatch fails there with a
+    500 InternalError, not a 422 (the real server's answer; the emulator gives the same)."""
+    kube.apply_crds({"tfc.yaml": _TFC_CRD_MIN})
+    wait_served(server, "example.com/v1", "things")
+    sleeps.clear()  # the CRD's polls
+    with pytest.raises(KubeServerError, match="HTTP 500: failed to create typed patch object"):
+        kube.apply(_thing(server.namespace, "not-a-number"))
+    assert sleeps == [0.5, 1.0]  # a 500 is retried like any other
+    assert kube.get("example.com/v1", "Thing", server.namespace, "t") is None
+
+
+def _thing(namespace: str, size: object) -> dict[str, Any]:
+    return {
         "apiVersion": "example.com/v1",
         "kind": "Thing",
-        "metadata": {"name": "t", "namespace": NS},
-        "spec": {"size": "not-a-number"},
+        "metadata": {"name": "t", "namespace": namespace},
+        "spec": {"size": size},
     }
-    with pytest.raises(KubeInvalid):
-        kube.apply(bad)
 
 
 def test_transport_failure_maps_to_server_error(tmp_path: Path, sleeps: list[float]) -> None:
@@ -231,6 +259,7 @@ def test_non_status_bodies_are_not_trusted() -> None:
 
 
 @pytest.mark.slow
+@ON_BOTH_SERVERS
 def test_real_tensor_fusion_crds_through_the_client(tensor_fusion: Path, kube: KubeCluster) -> None:
     documents = _crds(tensor_fusion)
     results = kube.apply_crds(documents)
@@ -245,6 +274,7 @@ def test_real_tensor_fusion_crds_through_the_client(tensor_fusion: Path, kube: K
 
 
 @pytest.mark.slow
+@ON_BOTH_SERVERS
 def test_real_tensor_fusion_crds_through_kubectl(
     tensor_fusion: Path, binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -261,6 +291,7 @@ def test_real_tensor_fusion_crds_through_kubectl(
 
 
 @pytest.mark.slow
+@EMULATOR_ONLY  # fault injection
 @pytest.mark.parametrize("via", ["client", "kubectl"])
 def test_a_crd_that_fails_to_apply_is_reported_by_name(
     via: str,
@@ -288,6 +319,7 @@ def test_a_crd_that_fails_to_apply_is_reported_by_name(
     assert by_name["gpunodeclaims.tensor-fusion.ai"].ok
 
 
+@ON_BOTH_SERVERS
 def test_kubectl_applier_refuses_non_crds(
     binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -356,6 +388,7 @@ spec:
 """
 
 
+@EMULATOR_ONLY  # fault injection
 def test_kubectl_applier_retries_a_transient_failure(
     api: ApiServer, binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path
 ) -> None:
