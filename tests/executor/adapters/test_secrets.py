@@ -21,6 +21,7 @@ from gitopsbot.core.model import SecretRef
 from gitopsbot.core.secrets import merge_secrets
 from gitopsbot.errors import SecretUnavailable
 from gitopsbot.ports.cluster import Cluster
+from tests.executor.adapters.conftest import Target
 
 CANARY = "canary-7Hq2-token"
 
@@ -31,9 +32,10 @@ def _secret(cluster: Cluster, namespace: str, name: str, **data: str) -> None:
     cluster.create({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": encoded})
 
 
-def test_kubernetes_secret_with_default_namespace(cluster: Cluster) -> None:
-    _secret(cluster, "default", "tf-agent", token=CANARY)
-    resolver = SecretResolver(cluster, default_namespace="default")
+def test_kubernetes_secret_with_default_namespace(cluster: Cluster, cluster_target: Target) -> None:
+    ns = cluster_target.namespace  # "default" but on the real server: a fresh one
+    _secret(cluster, ns, "tf-agent", token=CANARY)
+    resolver = SecretResolver(cluster, default_namespace=ns)
     ref = SecretRef("agent.enrollToken", "kubernetes-secret", "tf-agent", key="token")
     resolved = resolver.resolve_all([ref])
     assert resolved == {"agent.enrollToken": CANARY}
@@ -42,11 +44,12 @@ def test_kubernetes_secret_with_default_namespace(cluster: Cluster) -> None:
 
 
 def test_kubernetes_secret_errors_name_the_ref(
-    cluster: Cluster, caplog: pytest.LogCaptureFixture
+    cluster: Cluster, cluster_target: Target, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    _secret(cluster, "default", "tf-agent", token=CANARY)
-    resolver = SecretResolver(cluster, default_namespace="default")
+    ns = cluster_target.namespace
+    _secret(cluster, ns, "tf-agent", token=CANARY)
+    resolver = SecretResolver(cluster, default_namespace=ns)
     missing_key = SecretRef("agent.enrollToken", "kubernetes-secret", "tf-agent", key="other")
     with pytest.raises(SecretUnavailable, match=r"agent\.enrollToken.*tf-agent.*'other'") as e1:
         resolver.resolve(missing_key)
