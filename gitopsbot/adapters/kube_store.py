@@ -241,11 +241,23 @@ class KubeStore:
         )
         return self._typed(out, api_version, kind)
 
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
-        """Deletes; a Pod at once (grace period 0: the simulated kubelet has nothing to stop,
-        and no kubelet would confirm a graceful deletion)."""
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        grace_period_seconds: int | None = None,
+    ) -> Obj | None:
+        """Deletes; a Pod at once unless ``grace_period_seconds`` says otherwise (the
+        simulated kubelet has nothing to stop, and no kubelet would confirm a graceful
+        deletion)."""
         res = self._require(api_version, kind)
-        query = [("gracePeriodSeconds", "0")] if (api_version, kind) == ("v1", "Pod") else []
+        grace = grace_period_seconds
+        if grace is None and (api_version, kind) == ("v1", "Pod"):
+            grace = 0
+        query = [] if grace is None else [("gracePeriodSeconds", str(grace))]
         try:
             out = self._call("DELETE", self._path(api_version, res, namespace, name), query=query)
         except NotFound:

@@ -1,5 +1,7 @@
-"""KubeStore (adapters/kube_store.py) against the real control plane: the Store contract the
-controller simulator relies on.
+"""KubeStore (adapters/kube_store.py) against the real control plane, and the same contract
+against the API emulator over HTTP: the Store contract the controller simulator relies on.
+Where the two servers differ, the test says what each does (docs/sandbox.md, "Where the
+emulator differs from the real API server").
 
 Aspects: watch events for create, modify and delete, in order, also across the server ending
 each watch (resume from the resourceVersion); a watch restart that relists emits DELETED for
@@ -11,6 +13,7 @@ ApiError subclasses (Conflict, AlreadyExists, NotFound, Invalid).
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
@@ -22,9 +25,14 @@ import pytest
 
 from gitopsbot.adapters import kube_store
 from gitopsbot.adapters.kube_store import KubeStore
-from gitopsbot.sandbox.apiserver.errors import AlreadyExists, Conflict, Invalid, NotFound
-
-pytestmark = pytest.mark.realkube
+from gitopsbot.sandbox.apiserver import ApiServer
+from gitopsbot.sandbox.apiserver.errors import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    Invalid,
+    NotFound,
+)
 
 Obj = dict[str, Any]
 Event = tuple[str, str, str]  # (type, kind, name)
@@ -61,14 +69,27 @@ def _wait(check: Callable[[], bool], timeout: float = 20.0) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture
-def kubeconfig(control_plane: Any, tmp_path: Path) -> Path:
-    path: Path = control_plane.write_kubeconfig(tmp_path / "kubeconfig")
-    return path
+@pytest.fixture(params=["emulator", pytest.param("realkube", marks=pytest.mark.realkube)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
+    """(name, kubeconfig, a fresh namespace) on the real control plane or a new emulator."""
+    if request.param == "realkube":
+        plane = request.getfixturevalue("control_plane")
+        namespace = request.getfixturevalue("realkube_namespace")
+        yield "realkube", plane.write_kubeconfig(tmp_path / "kubeconfig"), namespace
+        return
+    with ApiServer() as api:
+        api.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t"}})
+        yield "emulator", api.write_kubeconfig(tmp_path / "kubeconfig"), "t"
 
 
 @pytest.fixture
-def open_store(kubeconfig: Path) -> Iterator[Callable[..., KubeStore]]:
+def namespace(backend: tuple[str, Path, str]) -> str:
+    return backend[2]
+
+
+@pytest.fixture
+def open_store(backend: tuple[str, Path, str]) -> Iterator[Callable[..., KubeStore]]:
+    kubeconfig = backend[1]
     stores: list[KubeStore] = []
 
     def make(*kinds: tuple[str, str]) -> KubeStore:
@@ -92,10 +113,10 @@ def _cm(ns: str, name: str, value: str = "1") -> Obj:
 
 def test_events_arrive_for_create_modify_delete_across_watch_restarts(
     open_store: Callable[..., KubeStore],
-    realkube_namespace: str,
+    namespace: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ns = realkube_namespace
+    ns = namespace
     # The server ends each watch after a second: the events below span several streams,
     # each resumed from the last resourceVersion seen.
     monkeypatch.setattr(kube_store, "WATCH_SECONDS", 1)
@@ -108,17 +129,17 @@ def test_events_arrive_for_create_modify_delete_across_watch_restarts(
     made["data"]["v"] = "2"
     store.update(made)
     time.sleep(1.5)
-    assert store.delete("v1", "ConfigMap", ns, "one") is None  # gone at once: nothing echoed
+    store.delete("v1", "ConfigMap", ns, "one")
     seen.wait_for(lambda ev: ("DELETED", "ConfigMap", "one") in ev)
     assert seen.of("one") == ["ADDED", "MODIFIED", "DELETED"]
 
 
 def test_a_relist_after_a_broken_watch_reports_a_deletion_it_missed(
     open_store: Callable[..., KubeStore],
-    realkube_namespace: str,
+    namespace: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ns = realkube_namespace
+    ns = namespace
     store = open_store(("v1", "ConfigMap"))
     seen = Recorder()
     store.subscribe(seen)
@@ -182,9 +203,10 @@ def _crd(group: str) -> Obj:
 
 
 def test_a_custom_kind_installed_later_is_watched_and_status_is_a_subresource(
-    open_store: Callable[..., KubeStore], realkube_namespace: str
+    open_store: Callable[..., KubeStore], backend: tuple[str, Path, str]
 ) -> None:
-    ns = realkube_namespace
+    ns = backend[2]
+    real = backend[0] == "realkube"
     group = f"ks{os.urandom(3).hex()}.test.gitopsbot"
     widget = f"{group}/v1"
     store = open_store((widget, "Widget"))
@@ -223,6 +245,15 @@ def test_a_custom_kind_installed_later_is_watched_and_status_is_a_subresource(
         # A stale resourceVersion is a Conflict, as the emulator raises it.
         with pytest.raises(Conflict):
             store.update_status(made, manager="sim-test")
+        # An update without a resourceVersion: the real server refuses it for a custom
+        # resource (422 "must be specified for an update"); the emulator takes it.
+        unconditional = copy.deepcopy(status)
+        del unconditional["metadata"]["resourceVersion"]
+        if real:
+            with pytest.raises(Invalid):
+                store.update_status(unconditional, manager="sim-test")
+        else:
+            store.update_status(unconditional, manager="sim-test")
         seen.wait_for(lambda ev: ev.count(("MODIFIED", "Widget", "w")) >= 3)
         assert seen.of("w")[0] == "ADDED"
     finally:
@@ -234,9 +265,9 @@ def test_a_custom_kind_installed_later_is_watched_and_status_is_a_subresource(
 
 
 def test_http_errors_are_the_emulators_api_errors(
-    open_store: Callable[..., KubeStore], realkube_namespace: str
+    open_store: Callable[..., KubeStore], namespace: str
 ) -> None:
-    ns = realkube_namespace
+    ns = namespace
     store = open_store()
     made = store.create(_cm(ns, "c"))
     with pytest.raises(AlreadyExists):
@@ -246,11 +277,73 @@ def test_http_errors_are_the_emulators_api_errors(
     store.update(changed)
     with pytest.raises(Conflict):
         store.update(dict(made, data={"v": "3"}))  # made's resourceVersion is stale now
-    with pytest.raises(Invalid):
-        store.create(_cm(ns, "Not_A_Name"))
     with pytest.raises(NotFound):
         store.create(_cm("no-such-namespace", "c"))
     with pytest.raises(NotFound):
         store.list("example.invalid/v1", "Nothing")
     assert store.get("v1", "ConfigMap", ns, "absent") is None
     assert store.delete("v1", "ConfigMap", ns, "absent") is None
+
+
+def test_where_the_emulator_differs_from_the_real_server(
+    backend: tuple[str, Path, str], open_store: Callable[..., KubeStore]
+) -> None:
+    """Each line: what the real server does, and what the emulator does instead."""
+    name, _, ns = backend
+    real = name == "realkube"
+    store = open_store()
+    # A DELETE answers a Status for most kinds (the object only where the registry says
+    # ReturnDeletedObject, e.g. Pods); the emulator echoes the object.
+    store.create(_cm(ns, "gone"))
+    echoed = store.delete("v1", "ConfigMap", ns, "gone")
+    assert (echoed is None) is real
+    # metadata.name must be a DNS subdomain; the emulator takes any name.
+    if real:
+        with pytest.raises(Invalid):
+            store.create(_cm(ns, "Not_A_Name"))
+    else:
+        store.create(_cm(ns, "Not_A_Name"))
+    # ServiceAccount admission refuses a pod naming an account that does not exist.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": ns},
+        "spec": {
+            "serviceAccountName": "missing",
+            "containers": [{"name": "c", "image": "busybox:1"}],
+        },
+    }
+    if real:
+        with pytest.raises(ApiError) as refused:
+            store.create(copy.deepcopy(pod))
+        assert refused.value.code == 403
+    else:
+        store.create(copy.deepcopy(pod))
+        store.delete("v1", "Pod", ns, "p")
+    # A pod's status gets defaults the server derives (qosClass); the emulator keeps it as
+    # written. Binding (the scheduler's pods/binding) exists only on the real server.
+    del pod["spec"]["serviceAccountName"]
+    made = store.create(copy.deepcopy(pod))
+    assert ("qosClass" in (made.get("status") or {})) is real
+    if real:
+        store.bind(ns, "p", "some-node")
+        bound = store.get("v1", "Pod", ns, "p")
+        assert bound is not None and bound["spec"]["nodeName"] == "some-node"
+    else:
+        with pytest.raises(ApiError):
+            store.bind(ns, "p", "some-node")
+    # A graceful delete of a pod on a node waits for its kubelet to confirm (here: forever);
+    # the emulator deletes at once.
+    on_node = copy.deepcopy(pod)
+    on_node["metadata"]["name"] = "q"
+    on_node["spec"]["nodeName"] = "some-node"
+    store.create(on_node)
+    last = store.delete("v1", "Pod", ns, "q", grace_period_seconds=30)
+    left = store.get("v1", "Pod", ns, "q")
+    if real:
+        assert last is not None and left is not None
+        assert left["metadata"].get("deletionTimestamp")
+        store.delete("v1", "Pod", ns, "q")  # grace period 0: what the simulated kubelet does
+    else:
+        assert left is None
+    assert store.get("v1", "Pod", ns, "q") is None
