@@ -1,0 +1,110 @@
+"""The Leases port over the Kubernetes API (coordination.k8s.io/v1), through the client's
+``ApiClient`` (auth, TLS and proxy from the kubeconfig).
+
+Plain JSON, not the typed ``CoordinationV1Api``: its models would parse ``renewTime`` into a
+datetime and write it back in their own format; here the bytes on the wire are the ones
+``core.lease.lease_body`` made. One request per call, no retries (the port says why), a short
+timeout so a hung request cannot outlive a renew deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException
+
+from gitopsbot.adapters.kube import error_for
+from gitopsbot.core.lease import LeaseRecord, LeaseSpec, lease_body, record_of
+from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
+from gitopsbot.ports.cluster import FIELD_MANAGER
+
+_BASE = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+
+class KubeLeases:
+    """``ports.leases.Leases`` over one API server (one kubeconfig context)."""
+
+    def __init__(self, api_client: ApiClient, *, request_timeout_seconds: float = 5.0) -> None:
+        self._client = api_client
+        self._timeout = request_timeout_seconds
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path | str, context: str = "", **kwargs: Any) -> KubeLeases:
+        configuration = Configuration()
+        try:
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(path),
+                context=context or None,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (kube_config.ConfigException, OSError, ValueError) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"cannot use kubeconfig {path}: {reason}") from None
+        configuration.retries = False  # a retry is the keeper's decision, on its period
+        return cls(ApiClient(configuration), **kwargs)
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    def read(self, namespace: str, name: str) -> LeaseRecord | None:
+        path = f"{_BASE.format(namespace=namespace)}/{name}"
+        try:
+            return self._record("GET", path, None, what=f"read Lease {namespace}/{name}")
+        except KubeNotFound:
+            return None
+
+    def create(self, namespace: str, name: str, spec: LeaseSpec) -> LeaseRecord:
+        body = lease_body(namespace, name, spec)
+        what = f"create Lease {namespace}/{name}"
+        return self._record("POST", _BASE.format(namespace=namespace), body, what=what)
+
+    def replace(self, current: LeaseRecord, spec: LeaseSpec) -> LeaseRecord:
+        namespace, name = current.namespace, current.name
+        body = lease_body(namespace, name, spec, current.raw)
+        # Without it the server would overwrite whatever is there: the guard is the point.
+        body["metadata"]["resourceVersion"] = current.resource_version
+        path = f"{_BASE.format(namespace=namespace)}/{name}"
+        return self._record("PUT", path, body, what=f"replace Lease {namespace}/{name}")
+
+    def _record(self, method: str, path: str, body: Any, *, what: str) -> LeaseRecord:
+        data = self._send(method, path, body, what)
+        try:
+            obj = json.loads(data)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+            return record_of(obj)
+        except ValueError as e:  # JSONDecodeError is a ValueError
+            raise KubeInvalid(f"{what}: unreadable answer: {e}") from None
+
+    def _send(self, method: str, path: str, body: Any, what: str) -> bytes:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        query = [("fieldManager", FIELD_MANAGER)] if method in ("POST", "PUT") else []
+        _, url, all_headers, serialized, _ = self._client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self._client.call_api(
+                method, url, header_params=all_headers, body=serialized,
+                _request_timeout=self._timeout,
+            )  # fmt: skip
+            data: bytes = response.read() or b""  # type: ignore[no-untyped-call]
+        except ApiException as e:
+            raise error_for(e.status or 0, e.body, e.headers, what=what) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise KubeServerError(f"{what}: transport error: {type(e).__name__}") from None
+        if not 200 <= response.status < 300:
+            raise error_for(response.status, data, response.headers, what=what)
+        return data
