@@ -2,7 +2,8 @@
 
 Aspects: the chart's CRDs installed with real kubectl; a TensorFusionCluster as the chart
 renders it becomes GPUPools, GPUNodes and hypervisor pods that the real server accepts (pod
-validation, ServiceAccount admission, conditional status writes of custom resources); the
+validation, ServiceAccount admission, conditional status writes of custom resources), and a
+workload's worker and client pods are bound and run; the
 controller Deployment's pods are made by the real ReplicaSet controller, bound and run by the
 simulator, and its readiness is written by the real Deployment controller (the simulator
 writes no Deployment status); a new hypervisor image rolls out in batches to 100 %.
@@ -22,7 +23,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.kube_store import KubeStore
-from gitopsbot.sandbox.simulator import ControllerSim, SimConfig
+from gitopsbot.sandbox.simulator import ControllerSim, SimConfig, WorkloadSpec
 from gitopsbot.sandbox.simulator.controller import CONTROLLER_SELECTOR, WATCHED
 from gitopsbot.sandbox.simulator.world_cleanup import clean_world
 
@@ -119,6 +120,7 @@ def test_pools_nodes_hypervisors_and_a_batched_rollout_on_the_real_server(
         controller_ready_delay=0.5,
         hypervisor_ready_delay=0.2,
         real_server=True,
+        workloads=(WorkloadSpec("train", "shared", namespace=ns, replicas=1, clients=1),),
     )
     store.create(_controller_deployment(ns))
     store.create(copy.deepcopy(tfc))
@@ -155,6 +157,17 @@ def test_pools_nodes_hypervisors_and_a_batched_rollout_on_the_real_server(
             for e in (store.get(TF, "GPUPool", None, pool) or {})["metadata"]["managedFields"]
         }
         assert ("tensor-fusion-controller", "status") in managers
+        # A workload's worker pod and a client pod: bound by the simulator, then Running.
+        for component in ("worker", "client"):
+            (pod,) = _wait(
+                f"a Running {component} pod",
+                lambda c=component: [
+                    p
+                    for p in store.list("v1", "Pod", ns, label_selector={f"{D}/component": c})
+                    if (p.get("status") or {}).get("phase") == "Running"
+                ],
+            )
+            assert pod["spec"]["nodeName"] == config.kubelet_node
 
         # A new hypervisor image: the chart's policy rolls 20 % per batch (one node of three).
         fresh = store.get(TF, "TensorFusionCluster", None, tfc["metadata"]["name"])

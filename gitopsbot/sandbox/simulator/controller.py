@@ -739,33 +739,34 @@ class ControllerSim:
                     self._confirmed.add(str(meta.get("uid")))
                     self._delete(pod)
                 continue
-            due = None
-            if SIMULATED not in _labels(pod):
-                due = self._foreign_due(pod, now)
-                if due is None:
-                    continue
+            if real and not (pod.get("spec") or {}).get("nodeName"):
+                self._bind(pod, now)  # as the scheduler: workers, clients, others' pods
+                continue
+            due = None if SIMULATED in _labels(pod) else self._foreign_due(pod, now)
             status = self._pod_status(pod, now, due)
             if status is not None and not kubelet.covers(pod.get("status"), status):
                 self._set_status(pod, status)
 
-    def _foreign_due(self, pod: Obj, now: datetime) -> datetime | None:
-        """A pod the simulator did not make (a ReplicaSet's, a chart's), on a real server:
-        bound to the kubelet Node first, then Running after its delay (the controller's
-        ``controller_ready_delay``, others at once). None while it is being bound."""
+    def _bind(self, pod: Obj, now: datetime) -> None:
+        """Bind an unscheduled pod to the kubelet Node (made when first needed)."""
         meta = pod["metadata"]
-        uid = str(meta.get("uid"))
-        if not (pod.get("spec") or {}).get("nodeName"):
-            node = self.config.kubelet_node
-            if self.cache.get("v1", "Node", None, node) is None:
-                self._create(kubelet.kubelet_node(node))
-            if isinstance(self.store, PodBinding):
-                try:
-                    self.store.bind(meta["namespace"], meta["name"], node, manager=MANAGER)
-                    self._wrote = True
-                except ApiError as e:  # gone, or bound by someone else: look again
-                    log.debug("controller simulator: bind %s: %s", meta["name"], e)
-                    self._wake.append(now + timedelta(seconds=0.05))
-            return None
+        node = self.config.kubelet_node
+        if self.cache.get("v1", "Node", None, node) is None:
+            self._create(kubelet.kubelet_node(node))
+        if not isinstance(self.store, PodBinding):
+            return
+        try:
+            self.store.bind(meta["namespace"], meta["name"], node, manager=MANAGER)
+            self._wrote = True
+        except ApiError as e:  # gone, or bound by someone else: look again
+            log.debug("controller simulator: bind %s: %s", meta["name"], e)
+            self._wake.append(now + timedelta(seconds=0.05))
+
+    def _foreign_due(self, pod: Obj, now: datetime) -> datetime:
+        """When a pod the simulator did not make (a ReplicaSet's, a chart's) runs, on a real
+        server: the controller's after ``controller_ready_delay`` from when it was first seen
+        bound, others at once."""
+        uid = str(pod["metadata"].get("uid"))
         if uid not in self._started:
             controller = all(_labels(pod).get(k) == v for k, v in CONTROLLER_SELECTOR.items())
             delay = self.config.controller_ready_delay if controller else 0.0
