@@ -28,15 +28,14 @@ def unknown_fields(obj: Obj, schema: Obj | None) -> list[str]:
 
 
 def typed_patch_errors(applied: Obj, schema: Obj | None) -> list[str]:
-    """Type mismatches in a server-side apply configuration, as the real server finds them
-    while building the typed patch (before validation): ``.spec.size: expected numeric (int or
-    float), got string``. It answers those with 500 InternalError, not 422."""
+    """Type mismatches and undeclared fields in a server-side apply configuration, as the real
+    server finds them while building the typed patch (before validation or pruning):
+    ``.spec.size: expected numeric (int or float), got string``, ``.spec.x: field not
+    declared in schema``. It answers those with a 500 (no reason), not 422, and does not
+    prune on apply as it does on create and update."""
     found: list[str] = []
     if schema:
-        props = schema.get("properties") or {}
-        for k, v in applied.items():
-            if k not in _TOP and k in props:
-                _typed(v, props[k], f".{k}", found)
+        _typed({k: v for k, v in applied.items() if k not in _TOP}, schema, "", found)
     return found
 
 
@@ -71,10 +70,13 @@ def _typed(value: Any, s: Obj, path: str, found: list[str]) -> None:
     if isinstance(value, dict):
         props = s.get("properties") or {}
         extra = s.get("additionalProperties")
+        open_ = s.get("x-kubernetes-preserve-unknown-fields") or extra is True
         for k, v in value.items():
             sub = props.get(k, extra if isinstance(extra, dict) else None)
             if sub is not None:
                 _typed(v, sub, f"{path}.{k}", found)
+            elif not open_:
+                found.append(f"{path}.{k}: field not declared in schema")
     elif isinstance(value, list) and isinstance(s.get("items"), dict):
         for i, v in enumerate(value):
             _typed(v, s["items"], f"{path}[{i}]", found)
