@@ -339,22 +339,20 @@ class KubeStore:
         return obj
 
     def resource(self, api_version: str, kind: str) -> _Resource | None:
-        """The served resource (plural, scope), discovered and refreshed once on a miss."""
-        for refresh in (False, True):
-            with self._lock:
-                known = self._discovery.get(api_version) if not refresh else None
-            if known is None or refresh:
-                base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-                try:
-                    found = self._discover(self._call("GET", base))
-                except NotFound:
-                    found = None
-                with self._lock:
-                    self._discovery[api_version] = found
-                known = found
-            if known is not None and kind in known:
-                return known[kind]
-        return None
+        """The served resource (plural, scope), from discovery: cached, looked up again on a
+        miss (a CRD installed a moment ago)."""
+        with self._lock:
+            cached = self._discovery.get(api_version)
+        if cached is not None and kind in cached:
+            return cached[kind]
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        try:
+            found: dict[str, _Resource] | None = self._discover(self._call("GET", base))
+        except NotFound:
+            found = None
+        with self._lock:
+            self._discovery[api_version] = found
+        return None if found is None else found.get(kind)
 
     @staticmethod
     def _discover(data: Obj) -> dict[str, _Resource]:
@@ -513,6 +511,8 @@ class _Watcher(threading.Thread):
         )
         self._response = response
         try:
+            if self.store._stopping.is_set():  # close() came while the request was made
+                return rv
             for line in _lines(response):
                 event = json.loads(line)
                 etype, obj = str(event.get("type")), event.get("object") or {}
