@@ -24,6 +24,7 @@ import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,7 +103,7 @@ class KubeServer:
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, selector: str = ""
     ) -> list[dict[str, Any]]:
-        query = f"?labelSelector={selector}" if selector else ""
+        query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
         items: list[dict[str, Any]] = self.request(
             "GET", path(api_version, kind, namespace) + query
         )["items"]
