@@ -506,9 +506,11 @@ def error_for(
     status: int, body: bytes | str | None, headers: Mapping[str, str] | None, *, what: str
 ) -> KubeError:
     """Map an HTTP failure to the error tree. The server's text is truncated; for Secrets
-    (whose 422 text can echo values) it is dropped altogether."""
+    (whose 422 text can echo values) it is dropped altogether, except for 401/403: RBAC's
+    refusal names only the user, verb, resource and namespace, and says what to grant."""
     reason, message = _status_text(body)
-    detail = "" if "Secret" in what else message[:MESSAGE_LIMIT]
+    keep = "Secret" not in what or status in (401, 403)
+    detail = message[:MESSAGE_LIMIT] if keep else ""
     text = f"{what}: HTTP {status} {reason}".rstrip() + (f": {detail}" if detail else "")
     if status == 404:
         return KubeNotFound(text)

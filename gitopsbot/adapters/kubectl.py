@@ -88,12 +88,18 @@ class KubectlCrdApplier:
             shutil.rmtree(work, ignore_errors=True)
         applied = set(_APPLIED.findall(apply.stdout))
         failure = _tail(apply.stderr) if apply.returncode != 0 else ""
+        waited = ""
         if applied:
-            self._run(
+            wait = self._run(
                 ["wait", "--for=condition=Established",
                  f"--timeout={self._established_timeout}s",
                  *(f"customresourcedefinition/{n}" for n in sorted(applied))]
             )  # fmt: skip
+            if wait.returncode != 0:
+                # Not fatal (the get below decides), but a refused watch or a timeout is the
+                # reason a CRD reads as not Established: say so.
+                waited = _tail(wait.stderr)
+                log.warning("kubectl wait for the CRDs to be Established failed: %s", waited)
         observed = self._observe(sorted(applied)) if applied else {}
         results = []
         for name in names:
@@ -103,7 +109,7 @@ class KubectlCrdApplier:
                 continue
             conditions, stored = observed.get(name, ({}, ()))
             established = conditions.get("Established") == "True"
-            message = "" if established else "not Established"
+            message = "" if established else "not Established" + (f" ({waited})" if waited else "")
             results.append(CrdApplyResult(name, True, established, stored, message))
         return results
 
