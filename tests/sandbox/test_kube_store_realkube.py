@@ -4,11 +4,12 @@ Where the two servers differ, the test says what each does (docs/sandbox.md, "Wh
 emulator differs from the real API server").
 
 Aspects: watch events for create, modify and delete, in order, also across the server ending
-each watch (resume from the resourceVersion); a watch restart that relists emits DELETED for
-an object deleted while no watch ran; a custom kind installed after the watch started is
-picked up; create keeps a given status (a second write to /status) and update_status writes
-only status, under the caller's field manager; HTTP errors arrive as the emulator's
-ApiError subclasses (Conflict, AlreadyExists, NotFound, Invalid).
+each watch (resume from the resourceVersion); a watch restart that relists (after a broken
+stream, or a resume answered 410 Gone) emits DELETED for an object deleted while no watch
+ran; a custom kind installed after the watch started is picked up; create keeps a given
+status (a second write to /status) and update_status writes only status, under the caller's
+field manager; HTTP errors arrive as the emulator's ApiError subclasses (Conflict,
+AlreadyExists, NotFound, Invalid).
 """
 
 from __future__ import annotations
@@ -164,6 +165,49 @@ def test_a_relist_after_a_broken_watch_reports_a_deletion_it_missed(
     gate.set()
     seen.wait_for(lambda ev: ("DELETED", "ConfigMap", "doomed") in ev)
     assert seen.of("doomed") == ["ADDED", "DELETED"]
+
+
+def test_an_expired_watch_relists_and_reports_what_vanished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The emulator only: it expires a resume on demand (store.compact(): 410 Gone as an ERROR
+    # event, as a real server does after etcd compaction, which it runs every 5 minutes).
+    monkeypatch.setattr(kube_store, "WATCH_SECONDS", 1)
+    resumed, gate = threading.Event(), threading.Event()
+    lists: list[str] = []
+    watch, relist = kube_store._Watcher._watch, KubeStore.list_with_version
+
+    def held_watch(self: Any, rv: str) -> str:
+        if lists and len(lists) == 1:  # the resume after the first stream: hold it
+            resumed.set()
+            gate.wait(20)
+        return watch(self, rv)
+
+    def counted_list(self: KubeStore, *args: Any, **kwargs: Any) -> Any:
+        items, rv = relist(self, *args, **kwargs)
+        lists.append(rv)
+        return items, rv
+
+    monkeypatch.setattr(kube_store._Watcher, "_watch", held_watch)
+    monkeypatch.setattr(KubeStore, "list_with_version", counted_list)
+    with ApiServer() as api:
+        api.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "t"}})
+        api.store.create(_cm("t", "doomed"))
+        store = KubeStore.from_kubeconfig(
+            api.write_kubeconfig(tmp_path / "kubeconfig"), watch_kinds=[("v1", "ConfigMap")]
+        )
+        try:
+            seen = Recorder()
+            store.subscribe(seen)
+            seen.wait_for(lambda ev: ("ADDED", "ConfigMap", "doomed") in ev)
+            assert resumed.wait(10)  # the first stream ended; its resume waits
+            api.store.delete("v1", "ConfigMap", "t", "doomed")
+            api.store.compact()
+            gate.set()
+            seen.wait_for(lambda ev: ("DELETED", "ConfigMap", "doomed") in ev)
+            assert len(lists) == 2  # the resume expired (410) and was followed by a relist
+        finally:
+            store.close()
 
 
 def _crd(group: str) -> Obj:
