@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import ForgeProvider
 from gitopsbot.core.forge_types import PullRequestState
-from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.base import LocalForge, LoggedRequest
 from gitopsbot.sandbox.forges.gitea import GiteaForge as GiteaServer
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 from gitopsbot.sandbox.forges.gitlab import GitLabForge as GitLabServer
 from gitopsbot.testing import FakeForge
+from tests.forge.realgitea_harness import RealGiteaRepo
 
 TOKEN = "ghp_CANARY0123456789abcdefCANARY"
 SERVERS: dict[str, type[LocalForge]] = {
@@ -50,22 +51,45 @@ class Harness:
     clock: FakeClock
     server: LocalForge | None = None
     fake: FakeForge | None = None
+    real: RealGiteaRepo | None = None  # the real Gitea (the ``realgitea`` tier)
 
     def reconnect(self) -> ForgeProvider | FakeForge:
         """A new client, as after a restart (the fake keeps its state: it *is* the forge)."""
+        if self.real is not None:
+            return make_client(self.real, self.clock)
         if self.server is None:
             return self.forge
         return make_client(self.server, self.clock)
 
-    def merge(self, number: int, at: datetime) -> None:
+    @property
+    def request_log(self) -> list[LoggedRequest] | None:
+        """The provider's requests as a server saw them (None for the fake: no HTTP)."""
+        if self.real is not None:
+            return self.real.log
+        return self.server.log if self.server is not None else None
+
+    def merge(self, number: int, at: datetime) -> datetime:
+        """Merge as a person would; returns the merged time the forge recorded: ``at``, except
+        on a real server, whose clock decides (each merge there is in a later second)."""
+        if self.real is not None:
+            return self.real.merge(number).merged_at
         if self.server is not None:
             self.server.merge(number, at=at)
         else:
             assert self.fake is not None
             self.fake.merge(number, at=at)
+        return at
+
+    def wait_checked(self, number: int) -> None:
+        """Until the forge has checked the request's mergeability (only a real Gitea checks
+        in the background, and says "not mergeable" until it is done)."""
+        if self.real is not None:
+            self.real.wait_checked(number)
 
     def approve(self, number: int, user: str) -> None:
-        if self.server is not None:
+        if self.real is not None:
+            self.real.approve(number, user)
+        elif self.server is not None:
             self.server.approve(number, user)
         else:
             assert self.fake is not None
@@ -73,6 +97,8 @@ class Harness:
             self.fake.pulls[number] = replace(pr, approvals=pr.approvals + 1)
 
     def comments(self, number: int) -> list[str]:
+        if self.real is not None:
+            return [body for _id, body in self.real.comment_list(number)]
         if self.server is not None:
             found = [c for c in self.server.comments.values() if c.number == number]
             return [c.body for c in sorted(found, key=lambda c: c.id)]
@@ -80,12 +106,16 @@ class Harness:
         return self.fake.comments_on(number)
 
     def comment_ids(self, number: int) -> list[int]:
+        if self.real is not None:
+            return [cid for cid, _body in self.real.comment_list(number)]
         if self.server is not None:
             return sorted(c.id for c in self.server.comments.values() if c.number == number)
         assert self.fake is not None
         return [c.id for c in self.fake.comments.get(number, [])]
 
     def status(self, sha: str, context: str = "gitopsbot/policy") -> str | None:
+        if self.real is not None:
+            return self.real.status_of(sha, context)
         if self.server is not None:
             found = [s for s in self.server.statuses if s.sha == sha and s.context == context]
             if not found:
@@ -96,6 +126,8 @@ class Harness:
         return state.value if state else None
 
     def open_count(self, branch: str) -> int:
+        if self.real is not None:
+            return self.real.count_pulls_from(branch)
         if self.server is not None:
             return sum(1 for p in self.server.pulls.values() if p.head == branch)
         assert self.fake is not None
@@ -107,7 +139,9 @@ class Harness:
 
     def foreign_pull(self, branch: str) -> None:
         """Someone else's open request from ``branch``, without any gitopsbot marker."""
-        if self.server is not None:
+        if self.real is not None:
+            self.real.new_pull(head=branch, base="main", title="by hand", body="mine")
+        elif self.server is not None:
             self.server.new_pull(head=branch, base="main", title="by hand", body="mine")
         else:
             assert self.fake is not None
@@ -117,7 +151,20 @@ class Harness:
             self.fake.pulls[pr.number] = replace(pr, marker="", body="mine")
 
 
-def make_client(server: LocalForge, clock: FakeClock, token: str = TOKEN) -> ForgeProvider:
+def make_client(
+    server: LocalForge | RealGiteaRepo, clock: FakeClock, token: str | None = None
+) -> ForgeProvider:
+    """A provider for ``server``'s repository; its own token unless told (the local forges'
+    is TOKEN, the canary)."""
+    if isinstance(server, RealGiteaRepo):
+        return connect(
+            "gitea",
+            url=server.api_url,
+            repository=f"{server.owner}/{server.repo}",
+            token=token or server.token,
+            clock=clock,
+            transport=server.transport(),
+        )
     return connect(
-        server.name, url=server.api_url, repository="acme/fleet", token=token, clock=clock
+        server.name, url=server.api_url, repository="acme/fleet", token=token or TOKEN, clock=clock
     )

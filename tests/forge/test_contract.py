@@ -125,13 +125,14 @@ def test_labels_are_added_once(harness: Harness) -> None:
 
 def test_state_mergeability_and_approvals(harness: Harness) -> None:
     pr = _open(harness)
+    harness.wait_checked(pr.number)
     got = harness.forge.get_pull_request(pr.number)
     assert got.approvals == 0 and got.mergeable is True and got.merge_commit_sha == ""
     harness.approve(pr.number, "alice")
     harness.approve(pr.number, "bob")
     assert harness.forge.get_pull_request(pr.number).approvals == 2
     when = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=5)
-    harness.merge(pr.number, when)
+    when = harness.merge(pr.number, when)  # a real server's clock decides
     merged = harness.forge.get_pull_request(pr.number)
     assert merged.state is PullRequestState.MERGED
     assert merged.merged_at == when
@@ -143,15 +144,16 @@ def test_state_mergeability_and_approvals(harness: Harness) -> None:
 def test_merged_since_lists_across_pages_oldest_first(harness: Harness) -> None:
     base = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
     numbers = [_open(harness, branch=f"gitopsbot/c{i}", title=f"c{i}").number for i in range(7)]
-    # Merge five, at increasing times, out of number order; leave two open.
-    for n, minutes in zip(numbers[:5], (40, 10, 30, 20, 50), strict=True):
-        harness.merge(n, base + timedelta(minutes=minutes))
-    since = base + timedelta(minutes=20)
+    # Merge five, out of number order, each later than the one before; leave two open.
+    order = [numbers[i] for i in (1, 3, 2, 0, 4)]
+    at = [harness.merge(n, base + timedelta(minutes=10 * k)) for k, n in enumerate(order, 1)]
+    since = at[1]  # numbers[3]'s merge: "since" includes it
     found = harness.forge.list_merged_since(since)
     assert [p.number for p in found] == [numbers[3], numbers[2], numbers[0], numbers[4]]
     assert all(p.state is PullRequestState.MERGED and p.merge_commit_sha for p in found)
-    if harness.server is not None:  # lists were really paginated (page size 2)
-        assert len([r for r in harness.server.log if r.method == "GET"]) >= 3
+    log = harness.request_log
+    if log is not None:  # lists were really paginated (page size 2)
+        assert len([r for r in log if r.method == "GET"]) >= 3
 
 
 def test_close_leaves_a_comment(harness: Harness) -> None:

@@ -4,11 +4,16 @@ Endpoints (under /repos/{owner}/{repo}): pulls (list/create/get/edit), pulls/{n}
 issues/{n}/comments and issues/comments/{id}, issues/{n}/labels (by id; missing labels are
 created first through /labels), statuses/{sha}. Auth: ``Authorization: token <token>``.
 A duplicate pull request is refused with 409 "pull request already exists for these targets".
+
+Pagination, as a real Gitea 1.27 answers (tests/forge, ``realgitea``): the pull list sends a
+Link header; the label and review lists are paginated too (at most ``[api]
+MAX_RESPONSE_ITEMS``, 50 by default, a page) but send only X-Total-Count, so those are read
+page by page up to that count; an issue's comments are not paginated at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from gitopsbot.adapters.forge.github import GitHubForge
@@ -32,6 +37,32 @@ class GiteaForge(GitHubForge):
         pulls = self.http.pages(f"{self.repo}/pulls", params)
         return [self._pull(p) for p in pulls if p["head"]["ref"] == branch]
 
+    def _counted_pages(self, path: str) -> Iterator[Json]:
+        """A list whose pages carry X-Total-Count but no Link: page after page until the
+        count is reached (or a page comes back empty)."""
+        page, seen = 1, 0
+        while True:
+            answer = self.http.request("GET", path, params={**self.PAGE, "page": page})
+            items = answer.body if isinstance(answer.body, list) else []
+            yield from items
+            seen += len(items)
+            try:
+                total = int(answer.headers.get("x-total-count", ""))
+            except ValueError:
+                return  # no count: one page is all we can know of
+            if not items or seen >= total:
+                return
+            page += 1
+
+    def get_pull_request(self, number: int) -> PullRequestInfo:
+        data = self.http.get(f"{self.repo}/pulls/{number}")
+        latest: dict[str, str] = {}
+        for review in self._counted_pages(f"{self.repo}/pulls/{number}/reviews"):
+            verdict = self._verdict(review)
+            if verdict is not None:  # a reviewer's latest verdict counts
+                latest[(review.get("user") or {}).get("login", "")] = verdict
+        return self._pull(data, approvals=sum(1 for s in latest.values() if s == "APPROVED"))
+
     @staticmethod
     def _verdict(review: Json) -> str | None:
         state = review.get("state")
@@ -42,10 +73,9 @@ class GiteaForge(GitHubForge):
     def add_labels(self, number: int, labels: Sequence[str]) -> None:
         if not labels:
             return
-        ids = {
-            lb["name"]: int(lb["id"])
-            for lb in self.http.pages(f"{self.repo}/labels", dict(self.PAGE))
-        }
+        # Every page: a label missed here would be created a second time (Gitea allows two
+        # labels of one name), and the request would carry both.
+        ids = {lb["name"]: int(lb["id"]) for lb in self._counted_pages(f"{self.repo}/labels")}
         for name in labels:
             if name not in ids:
                 created = self.http.send(

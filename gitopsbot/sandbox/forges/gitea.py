@@ -1,12 +1,16 @@
 """A local Gitea / Forgejo REST API v1 (the subset gitopsbot uses), per the Gitea swagger.
 
 Pulls, issue comments, labels, reviews and commit statuses under /api/v1/repos/{owner}/{repo}.
-Lists paginate with ``page``/``limit``, a Link header and X-Total-Count; a second open pull
+Lists paginate with ``page``/``limit`` as a real Gitea 1.27 does (checked by the ``realgitea``
+tests): pulls and statuses with a Link header and X-Total-Count, labels and reviews with
+X-Total-Count only (no Link), and an issue's comments not at all; a second open pull
 request for the same head and base is refused with 409 "pull request already exists for these
 targets"; 401 on a bad token. Gitea sends no rate-limit headers (proxies in front may 429).
 """
 
 from __future__ import annotations
+
+import re
 
 from gitopsbot.core.webhook_events import gitea_signature
 from gitopsbot.sandbox.forges.base import (
@@ -60,10 +64,10 @@ class GiteaForge(LocalForge):
         self.route("GET", repo + r"/commits/([^/]+)/statuses", self.list_statuses)
 
     def not_found_body(self) -> Json:
-        return {"message": "The target couldn't be found.", "errors": []}
+        return {"message": "not found", "url": f"{self.url}/api/swagger"}
 
     def unauthorized_body(self) -> Json:
-        return {"message": "user does not exist [uid: 0, name: ]"}
+        return {"message": "invalid username, password or token", "url": f"{self.url}/api/swagger"}
 
     def rate_limited_body(self) -> Json:
         return {"message": "Too Many Requests"}
@@ -71,7 +75,15 @@ class GiteaForge(LocalForge):
     def page_headers(
         self, raw_path: str, page: int, pages: int, size: int, total: int
     ) -> dict[str, str]:
+        if re.search(r"/(labels|reviews)(\?|$)", raw_path):
+            return {"X-Total-Count": str(total)}
         return {**self.link_header(raw_path, page, pages), "X-Total-Count": str(total)}
+
+    def list_comments(self, req: Request) -> Reply:
+        # All of them in one answer: Gitea's issue comment list takes no page or limit.
+        reply = super().list_comments(req)
+        found = reply.page or []
+        return Reply(200, found, {"X-Total-Count": str(len(found))})
 
     def label_json(self, name: str) -> Json:
         return {"id": self.labels[name], "name": name, "color": "ededed"}
@@ -124,7 +136,8 @@ class GiteaForge(LocalForge):
         if existing is not None:
             msg = (
                 f"pull request already exists for these targets [id: {5000 + existing.number}, "
-                f"issue_id: {existing.number}, head_branch: {existing.head}, "
+                f"issue_id: {existing.number}, head_repo_id: 1, base_repo_id: 1, "
+                f"head_branch: {existing.head}, "
                 f"base_branch: {existing.base}]"
             )
             raise Answer(409, {"message": msg, "url": ""})
