@@ -123,4 +123,4 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if isinstance(found, str):
         terminalreporter.write_line(f"realkube tier NOT run: {found} (see docs/testing.md)")
     else:
-        terminalreporter.write_line(f"realkube tier ran against {found.apiserver.parent}")
+        terminalreporter.write_line(f"realkube tier available: {found.apiserver.parent}")

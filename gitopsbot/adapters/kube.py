@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -241,12 +241,12 @@ class KubeCluster:
         return deployment_readiness(deployment)
 
     def apply_crds(self, documents: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
-        if self._crd_applier is not None:
-            return self._crd_applier(documents)
         try:
             crds = parse_crd_documents(documents)
         except CrdDocumentError as e:
             raise KubeInvalid(str(e)) from None
+        if self._crd_applier is not None:
+            return self.wait_served(self._crd_applier(documents), crds)
         applied: dict[str, str] = {}
         for crd in crds:
             name = crd["metadata"]["name"]
@@ -256,7 +256,50 @@ class KubeCluster:
             except KubeError as e:
                 applied[name] = str(e)
         self._discovery.clear()  # new or changed kinds
-        return self.wait_established(applied)
+        return self.wait_served(self.wait_established(applied), crds)
+
+    def wait_served(
+        self, results: builtins.list[CrdApplyResult], crds: Iterable[Mapping[str, Any]]
+    ) -> builtins.list[CrdApplyResult]:
+        """Poll discovery until each Established CRD's kind is served in every served version.
+
+        A real kube-apiserver reports Established a few milliseconds before discovery lists
+        the new kind (tests/executor/adapters/test_cluster_contract.py shows it); a step that
+        uses the kind at once would find it "not served". A CRD whose kind is still missing at
+        the deadline is reported not established, naming what is missing."""
+        wanted: dict[str, builtins.list[tuple[str, str]]] = {}
+        for crd in crds:
+            spec = crd.get("spec") or {}
+            kind = str((spec.get("names") or {}).get("kind") or "")
+            group = str(spec.get("group") or "")
+            wanted[str(crd["metadata"]["name"])] = [
+                (f"{group}/{v['name']}", kind)
+                for v in spec.get("versions") or []
+                if isinstance(v, Mapping) and v.get("served", True) and kind and group
+            ]
+        deadline = self._monotonic() + self._crd_timeout
+        missing: dict[str, builtins.list[str]] = {}
+        while True:
+            missing.clear()
+            for result in results:
+                for api_version, kind in wanted.get(result.name, []) if result.ok else []:
+                    self._discovery.pop(api_version, None)
+                    if self._resource_cached(api_version, kind) is None:
+                        missing.setdefault(result.name, []).append(f"{kind} in {api_version}")
+            if not missing or self._monotonic() >= deadline:
+                break
+            self._sleep(self._poll)
+        return [
+            replace(
+                r,
+                established=False,
+                message=f"Established, but not served after {self._crd_timeout:g}s: "
+                + ", ".join(missing[r.name]),
+            )
+            if r.name in missing
+            else r
+            for r in results
+        ]
 
     def read_secret(self, namespace: str, name: str, key: str) -> str:
         secret = self.get("v1", "Secret", namespace, name)
@@ -374,6 +417,12 @@ class KubeCluster:
         return results
 
     # -- discovery and paths --------------------------------------------------------------
+
+    def _resource_cached(self, api_version: str, kind: str) -> _Resource | None:
+        if api_version not in self._discovery:
+            self._discovery[api_version] = self._discover(api_version)
+        kinds = self._discovery[api_version]
+        return kinds.get(kind) if kinds is not None else None
 
     def _resource(self, api_version: str, kind: str) -> _Resource | None:
         for refresh in (False, True):

@@ -29,6 +29,7 @@ import pytest
 from gitopsbot.adapters.kube import MESSAGE_LIMIT, KubeCluster, RetryPolicy, error_for
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.core.kube_objects import deployment_readiness
+from gitopsbot.core.observed import CrdApplyResult
 from gitopsbot.errors import (
     KubeConflict,
     KubeFailed,
@@ -406,3 +407,53 @@ def test_kubectl_applier_retries_a_transient_failure(
     assert rule.hits == 1
     assert all(r.ok for r in results), results
     assert applier.last_retries == 1 and waits == [1.0]
+
+
+class _LaggingDiscovery(KubeCluster):
+    """Discovery that lists the new kind only from its ``lag``-th look on (as a real
+    kube-apiserver does a few milliseconds after Established)."""
+
+    def __init__(self, lag: int, clock: list[float]) -> None:
+        from kubernetes.client import ApiClient, Configuration
+
+        super().__init__(
+            ApiClient(Configuration()),
+            sleep=lambda s: clock.__setitem__(0, clock[0] + s),
+            monotonic=lambda: clock[0],
+            crd_established_timeout_seconds=5,
+            poll_seconds=1,
+        )
+        self.lag = lag
+        self.looks = 0
+
+    def _discover(self, api_version: str) -> dict[str, Any] | None:
+        self.looks += 1
+        if self.looks < self.lag:
+            return {}
+        return {"Widget": object()}
+
+
+_WIDGET_CRD = {
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "names": {"kind": "Widget"},
+             "versions": [{"name": "v1", "served": True}]},
+}  # fmt: skip
+
+
+def test_apply_crds_waits_until_discovery_serves_the_kind() -> None:
+    clock = [0.0]
+    kube = _LaggingDiscovery(lag=3, clock=clock)
+    established = [CrdApplyResult("widgets.example.com", True, True, ("v1",))]
+    results = kube.wait_served(established, [_WIDGET_CRD])
+    assert results == established
+    assert kube.looks == 3 and clock[0] == 2  # it looked again until the kind was listed
+
+
+def test_a_kind_never_served_is_reported_not_established_naming_it() -> None:
+    clock = [0.0]
+    kube = _LaggingDiscovery(lag=1000, clock=clock)
+    established = [CrdApplyResult("widgets.example.com", True, True, ("v1",))]
+    [result] = kube.wait_served(established, [_WIDGET_CRD])
+    assert not result.ok
+    assert result.message == "Established, but not served after 5s: Widget in example.com/v1"
+    assert clock[0] >= 5
