@@ -551,6 +551,9 @@ def new_cluster(kubeconfig: Path | str, context: str = "", **kwargs: Any) -> Kub
     return KubeCluster.from_kubeconfig(kubeconfig, context, **kwargs)
 
 
+TYPED_PATCH_FAILURE = "failed to create typed patch object"
+
+
 def error_for(
     status: int, body: bytes | str | None, headers: Mapping[str, str] | None, *, what: str
 ) -> KubeError:
@@ -571,6 +574,11 @@ def error_for(
         return KubeForbidden(text)
     if status == 429:
         return KubeTooManyRequests(text, retry_after=_retry_after(headers))
+    if status == 500 and message.startswith(TYPED_PATCH_FAILURE):
+        # A real kube-apiserver answers a server-side apply whose value has the wrong type,
+        # or names a field the schema lacks, with a 500 from building the typed patch (not a
+        # 422): the same request fails the same way every time, so it is not retried.
+        return KubeInvalid(text)
     if status >= 500 or status == 0:
         return KubeServerError(text, retry_after=_retry_after(headers))
     return KubeFailed(text)

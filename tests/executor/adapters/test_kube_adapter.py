@@ -190,13 +190,14 @@ def test_an_apply_of_a_wrongly_typed_value_is_a_server_error(
     kube: KubeCluster, server: KubeServer, sleeps: list[float]
 ) -> None:
     """Server-side apply builds a typed patch first, and a type mismatch fails there with a
-    500 InternalError, not a 422 (the real server's answer; the emulator gives the same)."""
+    500 InternalError, not a 422 (the real server's answer; the emulator gives the same).
+    It would fail the same way every time: the adapter calls it invalid and does not retry."""
     kube.apply_crds({"tfc.yaml": _TFC_CRD_MIN})
     wait_served(server, "example.com/v1", "things")
     sleeps.clear()  # the CRD's polls
-    with pytest.raises(KubeServerError, match="HTTP 500: failed to create typed patch object"):
+    with pytest.raises(KubeInvalid, match="HTTP 500: failed to create typed patch object"):
         kube.apply(_thing(server.namespace, "not-a-number"))
-    assert sleeps == [0.5, 1.0]  # a 500 is retried like any other
+    assert sleeps == []  # not retried: the same apply fails the same way
     assert kube.get("example.com/v1", "Thing", server.namespace, "t") is None
 
 
