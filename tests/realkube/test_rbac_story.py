@@ -1,0 +1,88 @@
+"""The whole story as the bot's ServiceAccount (issue 16 part 5a): the demo's upgrade and its
+rollback by ``git revert``, the full reconciler on the real server with the controller
+simulator, the bot bound to exactly deploy/rbac/rules.yaml. The sandbox (its install, the
+simulator) keeps the admin's kubeconfig; only the bot's executor (helm 4, kubectl, the
+Python client) and the test's ``helm history`` use the ServiceAccount's."""
+
+from __future__ import annotations
+
+import urllib.error
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.errors import KubeForbidden
+from gitopsbot.sandbox.story import BotRunner, StoryOptions, StoryWorld, finished_op, wait_for
+from tests.e2e.conftest import NEW_IMAGE, NS, OLD_IMAGE, helm_history, stop_within
+from tests.realkube import tf_support as tfs
+
+pytestmark = [pytest.mark.realkube, pytest.mark.slow, pytest.mark.timeout(900)]
+
+KUBE_CONTEXT = "sandbox"  # the story fleet's kubeContext
+
+
+class ServiceAccountWorld(StoryWorld):
+    """The story world whose bot reaches the cluster through ``bot_kubeconfig``."""
+
+    bot_kubeconfig: Path | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.bot_kubeconfig or super().kubeconfig
+
+
+def test_the_story_upgrades_and_rolls_back_as_the_service_account(
+    control_plane: Any, tmp_path: Path
+) -> None:
+    options = StoryOptions(
+        state_dir=tmp_path / "world", window_lead_seconds=None, control_plane=control_plane
+    )
+    world = ServiceAccountWorld(options)
+    world.start()  # installs 1.8.0 as the admin
+    bot: BotRunner | None = None
+    try:
+        token = control_plane.service_account_token(NS, tfs.SA)
+        tfs.grant(control_plane, NS, *tfs.load_rules())
+        world.bot_kubeconfig = control_plane.write_kubeconfig(
+            tmp_path / "sa.kubeconfig", token=token, context=KUBE_CONTEXT, namespace=NS
+        )
+        # The executor's kubeconfig is the ServiceAccount's: it may not list namespaces.
+        probe = KubeCluster.from_kubeconfig(world.kubeconfig, KUBE_CONTEXT)
+        try:
+            with pytest.raises(KubeForbidden, match='cannot list resource "namespaces"'):
+                probe.list("v1", "Namespace")
+        finally:
+            probe.close()
+        bot = BotRunner(world).start()
+        merge_sha = world.merge(world.propose().number)
+        upgrade = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade",
+                           timeout=300)  # fmt: skip
+        assert (upgrade.status, upgrade.failure) == (OperationStatus.SUCCEEDED, "")
+        assert [s.name for s in upgrade.steps if s.state is not StepState.SUCCEEDED] == []
+        assert "crds" in [s.name for s in upgrade.steps]
+        images = world.hypervisor_images()
+        assert images and images == {node: [NEW_IMAGE] for node in images}
+
+        world.revert(merge_sha)
+        bot.scheduler.nudge()
+        rollback = wait_for(world, finished_op(OperationKind.ROLLBACK, after=upgrade.op_id),
+                            what="the rollback", timeout=300)  # fmt: skip
+        assert (rollback.status, rollback.failure) == (OperationStatus.SUCCEEDED, "")
+        history = helm_history(world)  # read as the ServiceAccount too
+        assert history[-1]["chart"] == "tensor-fusion-1.8.0"
+        images = world.hypervisor_images()
+        assert images == {node: [OLD_IMAGE] for node in images}
+    finally:
+        if bot is not None:
+            stop_within(bot.stop, "the bot")
+        stop_within(world.stop, "the story world")
+        name = f"gitopsbot-{NS}"
+        for kind in ("clusterrolebindings", "clusterroles"):
+            try:
+                control_plane.request("DELETE", f"{tfs.RBAC}/{kind}/{name}")
+            except urllib.error.HTTPError as e:
+                if e.code != 404:
+                    raise
