@@ -35,7 +35,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[LocalForge]:
         yield srv
 
 
-REAL_GITEA = pytest.param("realgitea", marks=pytest.mark.realgitea)
+REAL_GITEA = pytest.param("realgitea", marks=[pytest.mark.realgitea, pytest.mark.slow])
 
 
 @pytest.fixture(params=["fake", "github", "gitlab", "gitea", REAL_GITEA])
@@ -83,6 +83,7 @@ def _realgitea_required() -> bool:
     return os.environ.get("GITOPSBOT_REALGITEA", "") == "require"
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: no build for a run without the tier
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Build before the first test, outside any test's timeout (a cold build takes minutes).
     if any(item.get_closest_marker("realgitea") for item in items):

@@ -16,7 +16,7 @@ import pytest
 
 from tests.forge.realgitea_harness import RealGiteaSite
 
-pytestmark = [pytest.mark.realgitea]
+pytestmark = [pytest.mark.realgitea, pytest.mark.slow]
 
 GO_MOD = Path(__file__).resolve().parents[1] / "realgitea" / "go.mod"
 
