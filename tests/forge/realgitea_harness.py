@@ -12,9 +12,9 @@ asks for; alice and bob are collaborators who approve.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
-import urllib.error
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -63,7 +63,7 @@ class RealGiteaSite:
         env = {
             "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
             "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-            "HOME": str(self.work_dir), "GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin",
+            "HOME": str(self.work_dir), "GIT_TERMINAL_PROMPT": "0", "PATH": os.environ["PATH"],
         }  # fmt: skip
         done = subprocess.run(
             ["git", *args], cwd=cwd or self.source, env=env, capture_output=True, text=True
@@ -222,7 +222,3 @@ class RealGiteaRepo:
         finally:
             con.close()
         return [f"hook_task {r[0]}" for r in rows]
-
-
-def http_error_text(err: urllib.error.HTTPError) -> str:
-    return f"{err.code} {err.read().decode(errors='replace')[:500]}"
