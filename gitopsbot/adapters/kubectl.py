@@ -98,7 +98,7 @@ class KubectlCrdApplier:
             if wait.returncode != 0:
                 # Not fatal (the get below decides), but a refused watch or a timeout is the
                 # reason a CRD reads as not Established: say so.
-                waited = _tail(wait.stderr)
+                waited = _wait_failure(wait.stderr)
                 log.warning("kubectl wait for the CRDs to be Established failed: %s", waited)
         observed = self._observe(sorted(applied)) if applied else {}
         results = []
@@ -173,3 +173,17 @@ class KubectlCrdApplier:
 
 def _tail(text: str) -> str:
     return text.strip()[-MESSAGE_LIMIT:]
+
+
+def _wait_failure(stderr: str) -> str:
+    """Why ``kubectl wait`` failed: its last line ("timed out waiting ..."), after the RBAC
+    refusal its client logged on the way, if any (a refused watch is retried until the
+    timeout, so the refusal is many lines up and never in the tail)."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    refused = [line for line in lines if " is forbidden: " in line]
+    if not refused:
+        return last[-MESSAGE_LIMIT:]
+    reason = refused[-1].replace('\\"', '"')
+    reason = reason[reason.find(" is forbidden: ") + 4 :].split(" reflector=")[0].rstrip('"')
+    return f"{reason[:MESSAGE_LIMIT]}; {last[-MESSAGE_LIMIT:]}"
