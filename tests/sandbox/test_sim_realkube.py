@@ -56,11 +56,19 @@ def world(
     the TFC, the CRDs and the simulated Nodes are deleted, the pods at once."""
     kubeconfig = control_plane.write_kubeconfig(tmp_path / "kubeconfig")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
-    subprocess.run(
+    # Another test on the shared server may have left the TensorFusion CRDs terminating (a
+    # CRD with objects goes asynchronously): start from none, as the sandbox does.
+    before = KubeStore.from_kubeconfig(kubeconfig, watch_kinds=())
+    try:
+        clean_world(before, (), kubelet_node=SimConfig().kubelet_node, timeout=120)
+    finally:
+        before.close()
+    applied = subprocess.run(
         [str(binaries["kubectl"]), "--kubeconfig", str(kubeconfig), "apply", "--server-side",
          "-f", str(CHART / "crds")],
-        check=True, capture_output=True, env=env,
+        capture_output=True, text=True, env=env,
     )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr
     rendered = subprocess.run(
         [str(binaries["helm4"]), "template", "tf", str(CHART), "-n", realkube_namespace],
         check=True, capture_output=True, text=True, env=env,
