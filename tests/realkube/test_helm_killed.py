@@ -15,7 +15,8 @@ for a controller that never becomes ready (no kubelet). helm's wait lists and wa
 and ReplicaSets, which the bot's rules do not grant (the bot never waits with helm), so that
 helm runs with the admin's kubeconfig; the recovery runs as the ServiceAccount. The other
 moment, ``written``, kills helm as soon as the pending revision exists, before or while it
-applies the chart's objects.
+applies the chart's objects. (Without ``--wait`` helm 4 finishes the whole upgrade faster
+than a poll sees the pending revision: the kill then lands after it recorded ``deployed``.)
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def test_a_killed_helm_leaves_pending_upgrade_and_the_bot_recovers(
                     values=values,
                     description=operation.helm_description(journal.op_id),
                     post_render_policy=spec.rollout,
-                    wait=moment == "waiting",
+                    wait=True,  # helm stays inside its upgrade until it is killed
                     timeout_seconds=600,
                 )
             except GitOpsBotError as e:  # the kill: helm exits -9
