@@ -20,8 +20,8 @@ What it sets up, and why:
   heartbeats here, so it would taint and evict every pod. Deployments, ReplicaSets, garbage
   collection, namespaces and ServiceAccounts are upstream's. There is no scheduler or kubelet:
   pods stay Pending until a test binds them (``sandbox/podrunner.py``).
-- Each child runs under the helm death shim (it dies with this process), in its own session,
-  with its log in ``work_dir``; ``stop()`` ends them whatever happened.
+- Each child runs as ``sandbox/server_process.py`` starts it (it dies with this process, in
+  its own session), with its log in ``work_dir``; ``stop()`` ends them whatever happened.
 """
 
 from __future__ import annotations
@@ -29,28 +29,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gitopsbot.adapters.helm_children import death_shim
 from gitopsbot.errors import GitOpsBotError
+from gitopsbot.sandbox.server_process import HOST, free_port, http_ok, spawn, stop_all, wait_ready
 
-HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 90.0
-STOP_GRACE_SECONDS = 3.0  # the data is thrown away: no need for a long graceful shutdown
-# Each child gets SIGKILL when this process dies: kube-apiserver's graceful shutdown would
-# otherwise wait on an etcd that is already gone.
-KILL_SHIM = death_shim(signal.SIGKILL)
 ADMIN_USER = "realkube-admin"
 # nodelifecycle would taint nodes that never heartbeat and evict their pods.
 CONTROLLERS = "*,-nodelifecycle"
@@ -77,13 +69,6 @@ class ControlPlaneBinaries:
             if not os.access(path, os.X_OK):
                 raise ControlPlaneError(f"{path}: missing (run tests/realkube/build.sh)")
         return binaries
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class ControlPlane:
@@ -119,16 +104,7 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        for _name, proc in reversed(self._children):
-            if proc.poll() is None:
-                _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
-        for _name, proc in reversed(self._children):
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
+        stop_all(proc for _name, proc in reversed(self._children))
         self._children.clear()
 
     def __enter__(self) -> ControlPlane:
@@ -268,7 +244,7 @@ class ControlPlane:
                 f"--initial-cluster=realkube=http://{HOST}:{peer}",
             ],
         )
-        self._wait("etcd", lambda: _http_ok(f"{url}/health"))
+        self._wait("etcd", lambda: http_ok(f"{url}/health"))
         return url
 
     def _start_apiserver(self, etcd_url: str) -> None:
@@ -335,28 +311,14 @@ class ControlPlane:
         return True
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = self.work_dir / f"{name}.log"
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", KILL_SHIM, str(os.getpid()), *argv],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C of the test run reaches us, not them
-            )
-        self._children.append((name, proc))
+        self._children.append((name, spawn(argv, self.work_dir / f"{name}.log")))
 
-    def _wait(self, name: str, ready: Any) -> None:
-        proc = dict(self._children)[name]
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise ControlPlaneError(f"{name} exited ({proc.returncode}): {self._tail(name)}")
-            if ready():
-                return
-            time.sleep(0.2)
-        raise ControlPlaneError(
-            f"{name} not ready in {START_TIMEOUT_SECONDS:.0f}s: {self._tail(name)}"
+    def _wait(self, name: str, ready: Callable[[], bool]) -> None:
+        wait_ready(
+            dict(self._children)[name],
+            ready,
+            timeout=START_TIMEOUT_SECONDS,
+            failed=lambda why: ControlPlaneError(f"{name} {why}: {self._tail(name)}"),
         )
 
     def _tail(self, name: str) -> str:
@@ -365,18 +327,3 @@ class ControlPlane:
             return log.read_text(errors="replace")[-1500:]
         except OSError:
             return "(no log)"
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, ValueError):
-        return False
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass

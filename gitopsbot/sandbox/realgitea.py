@@ -17,8 +17,8 @@ What it sets up, and why:
   otherwise, and the tests' receiver listens on 127.0.0.1.
 - The database is migrated and the admin created (with a token of scope ``all``) by the
   ``gitea migrate`` and ``gitea admin user create`` commands before the server starts.
-- The server runs under the helm death shim (it dies with this process), in its own session,
-  with its log in ``work_dir``; ``stop()`` ends it whatever happened.
+- The server runs as ``sandbox/server_process.py`` starts it (it dies with this process, in
+  its own session), with its log in ``work_dir``; ``stop()`` ends it whatever happened.
 """
 
 from __future__ import annotations
@@ -29,37 +29,22 @@ import json
 import os
 import re
 import secrets
-import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gitopsbot.adapters.helm_children import death_shim
 from gitopsbot.errors import GitOpsBotError
+from gitopsbot.sandbox.server_process import HOST, free_port, http_ok, spawn, stop_all, wait_ready
 
-HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 60.0
-STOP_GRACE_SECONDS = 3.0  # the data is thrown away: no need for a long graceful shutdown
-# SIGKILL when this process dies: nothing of the server's state needs saving.
-KILL_SHIM = death_shim(signal.SIGKILL)
 ADMIN_USER = "gitea-admin"
 
 
 class RealGiteaError(GitOpsBotError):
     """Gitea could not be set up (the message carries the command's output or the log tail)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class RealGitea:
@@ -127,14 +112,8 @@ class RealGitea:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        _signal_group(proc, signal.SIGTERM)
-        try:
-            proc.wait(STOP_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
+        if proc is not None:
+            stop_all([proc])
 
     def __enter__(self) -> RealGitea:
         return self.start()
@@ -292,26 +271,16 @@ class RealGitea:
 
     def _spawn(self) -> None:
         argv = [str(self.binary), "--config", str(self.config), "--work-path", str(self.work_dir)]
-        with self.log_file.open("ab") as out:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c", KILL_SHIM, str(os.getpid()), *argv, "web"],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env(),
-                start_new_session=True,  # Ctrl-C of the test run reaches us, not it
-            )
+        self._proc = spawn([*argv, "web"], self.log_file, env=self._env())
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                code = None if self._proc is None else self._proc.returncode
-                raise RealGiteaError(f"gitea web exited ({code}): {self._tail()}")
-            if _http_ok(self.api_url + "/version"):
-                return
-            time.sleep(0.2)
-        raise RealGiteaError(f"gitea not ready in {START_TIMEOUT_SECONDS:.0f}s: {self._tail()}")
+        assert self._proc is not None
+        wait_ready(
+            self._proc,
+            lambda: http_ok(self.api_url + "/version"),
+            timeout=START_TIMEOUT_SECONDS,
+            failed=lambda why: RealGiteaError(f"gitea web {why}: {self._tail()}"),
+        )
 
     def _tail(self) -> str:
         texts = []
@@ -321,18 +290,3 @@ class RealGitea:
             except OSError:
                 continue
         return "\n".join(texts) or "(no log)"
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, ValueError):
-        return False
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
