@@ -29,6 +29,7 @@ from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
+from gitopsbot.adapters.kube_request import send
 from gitopsbot.core.kube_objects import (
     CrdDocumentError,
     condition_status,
@@ -523,20 +524,12 @@ class KubeCluster:
         body: Any,
         what: str,
     ) -> bytes:
-        _, url, all_headers, serialized, _ = self._client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query,
-            header_params=dict(headers),
-            body=body,
-            auth_settings=["BearerToken"],
-        )
         try:
-            response = self._client.call_api(
-                method, url, header_params=all_headers, body=serialized,
-                _request_timeout=self._timeout,
+            response = send(
+                self._client, method, path, query=query, body=body,
+                content_type=headers.get("Content-Type"), timeout=self._timeout,
             )  # fmt: skip
-            data: bytes = response.read() or b""  # type: ignore[no-untyped-call]
+            data: bytes = response.read() or b""
         except ApiException as e:
             raise error_for(e.status or 0, e.body, e.headers, what=what) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:

@@ -33,6 +33,7 @@ from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
+from gitopsbot.adapters.kube_request import send
 from gitopsbot.sandbox.apiserver.errors import (
     AlreadyExists,
     ApiError,
@@ -407,27 +408,17 @@ class KubeStore:
         *,
         stream: bool = False,
     ) -> Any:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        _, url, all_headers, serialized, _ = self._client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query,
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
         try:
-            response = self._client.call_api(
-                method, url, header_params=all_headers, body=serialized, _request_timeout=timeout
-            )
+            response = send(
+                self._client, method, path, query=query, body=body,
+                content_type=content_type if body is not None else None, timeout=timeout,
+            )  # fmt: skip
         except ApiException as e:
             raise _error(e.status or 0, e.body) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ApiError(503, "ServiceUnavailable", f"{method} {path}: {e}") from None
         if not 200 <= response.status < 300:
-            raise _error(response.status, response.read())  # type: ignore[no-untyped-call]
+            raise _error(response.status, response.read())
         # The client never preloads: the urllib3 response underneath streams a watch.
         return response.response if stream else response
 

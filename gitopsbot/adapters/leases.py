@@ -19,6 +19,7 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
 from gitopsbot.adapters.kube import error_for
+from gitopsbot.adapters.kube_request import send
 from gitopsbot.core.lease import LeaseRecord, LeaseSpec, lease_body, record_of
 from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
 from gitopsbot.ports.cluster import FIELD_MANAGER
@@ -83,24 +84,14 @@ class KubeLeases:
             raise KubeInvalid(f"{what}: unreadable answer: {e}") from None
 
     def _send(self, method: str, path: str, body: Any, what: str) -> bytes:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
         query = [("fieldManager", FIELD_MANAGER)] if method in ("POST", "PUT") else []
-        _, url, all_headers, serialized, _ = self._client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query,
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
         try:
-            response = self._client.call_api(
-                method, url, header_params=all_headers, body=serialized,
-                _request_timeout=self._timeout,
+            response = send(
+                self._client, method, path, query=query, body=body,
+                content_type="application/json" if body is not None else None,
+                timeout=self._timeout,
             )  # fmt: skip
-            data: bytes = response.read() or b""  # type: ignore[no-untyped-call]
+            data: bytes = response.read() or b""
         except ApiException as e:
             raise error_for(e.status or 0, e.body, e.headers, what=what) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
