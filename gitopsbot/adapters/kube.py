@@ -26,10 +26,15 @@ from typing import Any
 
 import urllib3
 from kubernetes import config as kube_config
-from kubernetes.client import ApiClient, Configuration
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from gitopsbot.adapters.kube_request import send
+from gitopsbot.adapters.kube_request import (
+    KUBECONFIG_ERRORS,
+    configuration_from_kubeconfig,
+    resource_path,
+    send,
+)
 from gitopsbot.core.kube_objects import (
     CrdDocumentError,
     condition_status,
@@ -115,19 +120,10 @@ class KubeCluster:
     ) -> KubeCluster:
         """A cluster from a kubeconfig file. ``context_source`` says where ``context`` was
         chosen (e.g. ``clusters/lab/release.yaml:4: kubeContext``) for the error message."""
-        configuration = Configuration()
         try:
-            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(path),
-                context=context or None,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except (kube_config.ConfigException, OSError, ValueError) as err:
+            configuration = configuration_from_kubeconfig(path, context)
+        except KUBECONFIG_ERRORS as err:
             raise ConfigError(_kubeconfig_problem(path, context, context_source, err)) from None
-        # urllib3 would otherwise retry 429/503 with Retry-After on its own, sleeping where
-        # nobody sees it; retries belong to ``_request`` alone.
-        configuration.retries = False
         return cls(ApiClient(configuration), **kwargs)
 
     def close(self) -> None:
@@ -458,11 +454,7 @@ class KubeCluster:
     def _path(
         api_version: str, resource: _Resource, namespace: str | None, name: str | None
     ) -> str:
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        if resource.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{resource.plural}"
-        return f"{base}/{name}" if name else base
+        return resource_path(api_version, resource.plural, resource.namespaced, namespace, name)
 
     # -- the choke point -------------------------------------------------------------------
 

@@ -8,9 +8,11 @@ the same for all three, so it lives here.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from kubernetes.client import ApiClient
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
 
 
 def send(
@@ -39,3 +41,33 @@ def send(
     return client.call_api(
         method, url, header_params=all_headers, body=serialized, _request_timeout=timeout
     )
+
+
+def configuration_from_kubeconfig(path: Path | str, context: str = "") -> Configuration:
+    """The client configuration of one kubeconfig context (the current one when ""), with
+    urllib3's own retries off: it would retry 429/503 with Retry-After on its own, sleeping
+    where nobody sees it; each adapter decides about retries itself. The client's
+    ``ConfigException``, ``OSError`` or ``ValueError`` reaches the caller to word."""
+    configuration = Configuration()
+    kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=str(path),
+        context=context or None,
+        client_configuration=configuration,
+        persist_config=False,
+    )
+    configuration.retries = False
+    return configuration
+
+
+KUBECONFIG_ERRORS = (kube_config.ConfigException, OSError, ValueError)
+
+
+def resource_path(
+    api_version: str, plural: str, namespaced: bool, namespace: str | None, name: str | None
+) -> str:
+    """The REST path of a collection (``name`` None) or of one object."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    if namespaced and namespace:
+        base += f"/namespaces/{namespace}"
+    base += f"/{plural}"
+    return f"{base}/{name}" if name else base

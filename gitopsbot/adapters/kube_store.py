@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes import config as kube_config
-from kubernetes.client import ApiClient, Configuration
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from gitopsbot.adapters.kube_request import send
+from gitopsbot.adapters.kube_request import configuration_from_kubeconfig, resource_path, send
 from gitopsbot.sandbox.apiserver.errors import (
     AlreadyExists,
     ApiError,
@@ -130,14 +129,8 @@ class KubeStore:
     def from_kubeconfig(
         cls, path: Path | str, context: str | None = None, **kwargs: Any
     ) -> KubeStore:
-        configuration = Configuration()
-        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(path),
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-        configuration.retries = False  # a failed write is the caller's to look at again
+        # (no retries by the client: a failed write is the caller's to look at again)
+        configuration = configuration_from_kubeconfig(path, context or "")
         # One long-lived connection per watch plus the writers: more than the default pool.
         configuration.connection_pool_maxsize = 64
         return cls(ApiClient(configuration), **kwargs)
@@ -378,11 +371,7 @@ class KubeStore:
 
     @staticmethod
     def _path(api_version: str, res: _Resource, namespace: str | None, name: str | None) -> str:
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        if res.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{res.plural}"
-        return f"{base}/{name}" if name else base
+        return resource_path(api_version, res.plural, res.namespaced, namespace, name)
 
     def _call(
         self,

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes import config as kube_config
-from kubernetes.client import ApiClient, Configuration
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from gitopsbot.adapters.kube import error_for
-from gitopsbot.adapters.kube_request import send
+from gitopsbot.adapters.kube_request import (
+    KUBECONFIG_ERRORS,
+    configuration_from_kubeconfig,
+    send,
+)
 from gitopsbot.core.lease import LeaseRecord, LeaseSpec, lease_body, record_of
 from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
 from gitopsbot.ports.cluster import FIELD_MANAGER
@@ -36,18 +39,12 @@ class KubeLeases:
 
     @classmethod
     def from_kubeconfig(cls, path: Path | str, context: str = "", **kwargs: Any) -> KubeLeases:
-        configuration = Configuration()
         try:
-            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(path),
-                context=context or None,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except (kube_config.ConfigException, OSError, ValueError) as err:
+            configuration = configuration_from_kubeconfig(path, context)
+        except KUBECONFIG_ERRORS as err:
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise ConfigError(f"cannot use kubeconfig {path}: {reason}") from None
-        configuration.retries = False  # a retry is the keeper's decision, on its period
+        # (no retries by the client: a retry is the keeper's decision, on its period)
         return cls(ApiClient(configuration), **kwargs)
 
     def close(self) -> None:
