@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import urllib.error
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -189,10 +190,21 @@ class RealGiteaRepo:
     def merge(self, number: int, *, at: datetime | None = None) -> Merged:
         """Click "Merge" now (``at`` cannot be chosen on a real server: it is ignored), in a
         later second than the previous merge so merge times order the merges."""
-        self.wait_checked(number)
-        while int(time.time()) <= self._last_merge:
-            time.sleep(0.05)
-        self.gitea.api("POST", self._path(f"/pulls/{number}/merge"), {"Do": "merge"})
+        deadline = time.monotonic() + 30
+        while True:
+            self.wait_checked(number)
+            while int(time.time()) <= self._last_merge:
+                time.sleep(0.05)
+            try:
+                self.gitea.api("POST", self._path(f"/pulls/{number}/merge"), {"Do": "merge"})
+                break
+            except urllib.error.HTTPError as e:
+                # The previous merge moved the base branch: Gitea checks the request again in
+                # the background and may still have answered "mergeable" from before; it then
+                # refuses with 405 "Please try again later". A person clicks again.
+                if e.code != 405 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         self._last_merge = int(time.time())
         pr = self.gitea.api("GET", self._path(f"/pulls/{number}"))
         return Merged(number, parse_iso(pr["merged_at"]), str(pr["merge_commit_sha"]))
