@@ -953,11 +953,27 @@ class FakeLeases:
         found = self.objects.get((namespace, name))
         return record_of(copy.deepcopy(found)) if found is not None else None
 
-    def create(self, namespace: str, name: str, spec: LeaseSpec) -> LeaseRecord:
+    def list(self, namespace: str, labels: Mapping[str, str]) -> builtins.list[LeaseRecord]:
+        self._enter("list", namespace, "")
+        out = []
+        for (ns, _), obj in sorted(self.objects.items()):
+            have = obj["metadata"].get("labels") or {}
+            if ns == namespace and all(have.get(k) == v for k, v in labels.items()):
+                out.append(record_of(copy.deepcopy(obj)))
+        return out
+
+    def create(
+        self,
+        namespace: str,
+        name: str,
+        spec: LeaseSpec,
+        labels: Mapping[str, str] | None = None,
+    ) -> LeaseRecord:
         self._enter("create", namespace, name)
         if (namespace, name) in self.objects:
             raise KubeConflict(f'create Lease {namespace}/{name}: leases "{name}" already exists')
-        return self._store(lease_body(namespace, name, spec), spec)
+        base = {"metadata": {"labels": dict(labels)}} if labels else None
+        return self._store(lease_body(namespace, name, spec, base), spec)
 
     def replace(self, current: LeaseRecord, spec: LeaseSpec) -> LeaseRecord:
         namespace, name = current.namespace, current.name

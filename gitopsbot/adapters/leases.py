@@ -9,7 +9,9 @@ timeout so a hung request cannot outlive a renew deadline.
 
 from __future__ import annotations
 
+import builtins
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +59,35 @@ class KubeLeases:
         except KubeNotFound:
             return None
 
-    def create(self, namespace: str, name: str, spec: LeaseSpec) -> LeaseRecord:
-        body = lease_body(namespace, name, spec)
+    def list(self, namespace: str, labels: Mapping[str, str]) -> builtins.list[LeaseRecord]:
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        what = f"list Leases {namespace} ({selector})"
+        data = self._send("GET", _BASE.format(namespace=namespace), None, what, selector)
+        try:
+            obj = json.loads(data)
+            items = obj.get("items") if isinstance(obj, dict) else None
+            if not isinstance(items, list):
+                raise ValueError("no items")
+            out = []
+            for item in items:
+                if isinstance(item, dict):
+                    # A list's items carry neither kind nor apiVersion: the record does not care.
+                    meta = item.setdefault("metadata", {})
+                    meta.setdefault("namespace", namespace)
+                    out.append(record_of(item))
+            return out
+        except ValueError as e:
+            raise KubeInvalid(f"{what}: unreadable answer: {e}") from None
+
+    def create(
+        self,
+        namespace: str,
+        name: str,
+        spec: LeaseSpec,
+        labels: Mapping[str, str] | None = None,
+    ) -> LeaseRecord:
+        base = {"metadata": {"labels": dict(labels)}} if labels else None
+        body = lease_body(namespace, name, spec, base)
         what = f"create Lease {namespace}/{name}"
         return self._record("POST", _BASE.format(namespace=namespace), body, what=what)
 
@@ -80,8 +109,10 @@ class KubeLeases:
         except ValueError as e:  # JSONDecodeError is a ValueError
             raise KubeInvalid(f"{what}: unreadable answer: {e}") from None
 
-    def _send(self, method: str, path: str, body: Any, what: str) -> bytes:
+    def _send(self, method: str, path: str, body: Any, what: str, selector: str = "") -> bytes:
         query = [("fieldManager", FIELD_MANAGER)] if method in ("POST", "PUT") else []
+        if selector:
+            query.append(("labelSelector", selector))
         try:
             response = send(
                 self._client, method, path, query=query, body=body,

@@ -15,6 +15,7 @@ call until that deadline; a Lease found held by another, or gone, is lost at onc
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gitopsbot.core.lease import Action, LeaseRecord, decide, released
@@ -60,6 +61,7 @@ class LeaseKeeper:
         identity: str,
         clock: Clock,
         timing: LeaseTiming = LeaseTiming(),
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         if not identity:
             raise ValueError("a lease identity must not be empty")
@@ -69,6 +71,8 @@ class LeaseKeeper:
         self.identity = identity
         self._clock = clock
         self.timing = timing
+        self.name = name
+        self._labels = dict(labels or {})  # set when this keeper creates the Lease
         self._valid_until: float | None = None  # monotonic; None while not holding
         # The record last seen and since when (monotonic): client-go's observedTime.
         self._seen_version = ""
@@ -78,6 +82,13 @@ class LeaseKeeper:
     def held(self) -> bool:
         """Whether work guarded by the Lease may go on now."""
         return self._valid_until is not None and self._clock.monotonic() < self._valid_until
+
+    def observe(self, current: LeaseRecord | None) -> float | None:
+        """Note the Lease as read by someone else (a list of every Lease each period), so the
+        time it has been seen unchanged counts from then: a replica that watches a Lease all
+        along takes it over one duration after its holder stopped, not two. Returns the
+        seconds it has been seen unchanged (None: absent), for ``core.lease.is_expired``."""
+        return self._unchanged_for(current, self._clock.monotonic())
 
     def try_acquire(self) -> LeaseState:
         """Take the Lease if it is absent, released or expired (renew it if ours)."""
@@ -135,7 +146,10 @@ class LeaseKeeper:
             return LeaseState(False, decision.holder, f"held by {decision.holder}{until}")
         try:
             if current is None:
-                self._leases.create(self._namespace, self._name, decision.spec)
+                if self._labels:
+                    self._leases.create(self._namespace, self._name, decision.spec, self._labels)
+                else:
+                    self._leases.create(self._namespace, self._name, decision.spec)
             else:
                 self._leases.replace(current, decision.spec)
         except KubeConflict:

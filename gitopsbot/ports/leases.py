@@ -8,14 +8,17 @@ in ``gitopsbot.core.lease``; this port only reads and writes.
 Writes are guarded: two replicas racing on one Lease, exactly one wins and the other gets
 ``KubeConflict`` (409: AlreadyExists on create, a stale resourceVersion on replace), reads
 again and decides again. Other errors are ``gitopsbot.errors.Kube*``: KubeInvalid (422, or
-an object we cannot read), KubeFailed (400: e.g. a time not in MicroTime format), KubeForbidden
-(RBAC: the bot needs get, create and update on leases), KubeTooManyRequests, KubeServerError
-(5xx, transport, timeout). Nothing is retried here: a replica retries on its own period, and
-a write that lingers past its renew deadline is worth nothing.
+an object we cannot read), KubeFailed (400: e.g. a time not in MicroTime format),
+KubeForbidden (RBAC: the bot needs get, create and update on leases, and list to share the
+fleet), KubeTooManyRequests, KubeServerError (5xx, transport, timeout). Nothing is retried
+here: a replica retries on its own period, and a write that lingers past its renew deadline is
+worth nothing.
 """
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Mapping
 from typing import Protocol
 
 from gitopsbot.core.lease import LeaseRecord, LeaseSpec
@@ -26,8 +29,20 @@ class Leases(Protocol):
         """The Lease, or None when it does not exist."""
         ...
 
-    def create(self, namespace: str, name: str, spec: LeaseSpec) -> LeaseRecord:
-        """Create the Lease with ``spec``; KubeConflict when it exists already."""
+    def list(self, namespace: str, labels: Mapping[str, str]) -> builtins.list[LeaseRecord]:
+        """The Leases of the namespace carrying every label in ``labels`` (one request; the
+        replicas' membership and cluster Leases; needs ``list`` on leases)."""
+        ...
+
+    def create(
+        self,
+        namespace: str,
+        name: str,
+        spec: LeaseSpec,
+        labels: Mapping[str, str] | None = None,
+    ) -> LeaseRecord:
+        """Create the Lease with ``spec`` (and ``labels``); KubeConflict when it exists
+        already."""
         ...
 
     def replace(self, current: LeaseRecord, spec: LeaseSpec) -> LeaseRecord:

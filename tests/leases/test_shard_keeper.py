@@ -1,0 +1,158 @@
+"""ShardKeeper over the fake port with a hand-driven clock: replicas share twelve clusters,
+spread evenly, fail over when one stops renewing, give clusters up to a newcomer only at a
+step boundary, release everything on stop."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from gitopsbot.bot.lease_keeper import LeaseTiming
+from gitopsbot.bot.pass_base import PassResult
+from gitopsbot.bot.shard_keeper import ShardKeeper
+from gitopsbot.core.sharding import cluster_lease
+from gitopsbot.testing import FakeLeases
+from tests.leases.test_lease_keeper import Clock
+
+NS = "gitopsbot"
+TIMING = LeaseTiming(duration_seconds=15, renew_deadline_seconds=10, retry_period_seconds=2)
+CLUSTERS = [f"gpu-{i:02d}" for i in range(12)]
+
+
+def replica(leases: FakeLeases, name: str, clock: Clock, **kw: Any) -> ShardKeeper:
+    return ShardKeeper(
+        leases, namespace=NS, identity=name, clock=clock, clusters=CLUSTERS, timing=TIMING, **kw
+    )
+
+
+def periods(clock: Clock, replicas: list[ShardKeeper], n: int) -> None:
+    for _ in range(n):
+        for r in replicas:
+            r.step()
+        clock.sleep(TIMING.retry_period_seconds)
+
+
+def assert_disjoint(replicas: list[ShardKeeper]) -> None:
+    seen: set[str] = set()
+    for r in replicas:
+        assert not (r.holding & seen), f"{r.identity} shares {r.holding & seen}"
+        seen |= r.holding
+
+
+def test_three_replicas_hold_four_clusters_each_and_never_the_same() -> None:
+    leases, clock = FakeLeases(), Clock()
+    rs = [replica(leases, n, clock) for n in ("a", "b", "c")]
+    for _ in range(20):
+        periods(clock, rs, 1)
+        assert_disjoint(rs)
+    assert sorted(len(r.holding) for r in rs) == [4, 4, 4]
+    assert all(r.members == {"a", "b", "c"} for r in rs)
+    # Stable: more periods move nothing.
+    before = [r.holding for r in rs]
+    periods(clock, rs, 10)
+    assert [r.holding for r in rs] == before
+    holders = {leases.read(NS, cluster_lease(c)).spec.holder for c in CLUSTERS}  # type: ignore[union-attr]
+    assert holders == {"a", "b", "c"}
+
+
+def test_a_replica_that_stops_renewing_loses_its_clusters_to_the_survivors_in_one_duration() -> (
+    None
+):
+    leases, clock = FakeLeases(), Clock()
+    rs = [replica(leases, n, clock) for n in ("a", "b", "c")]
+    periods(clock, rs, 15)
+    dead = rs.pop(0)
+    orphans = dead.holding
+    assert len(orphans) == 4
+    died_at = clock.mono
+    taken_at = None
+    for _ in range(30):
+        periods(clock, rs, 1)
+        assert_disjoint(rs)
+        if orphans <= rs[0].holding | rs[1].holding and taken_at is None:
+            taken_at = clock.mono
+    assert taken_at is not None
+    # Not before the duration (the dead one might still be acting: its deadline is shorter).
+    assert TIMING.duration_seconds <= taken_at - died_at <= TIMING.duration_seconds + 4 * 2 + 2
+    assert sorted(len(r.holding) for r in rs) == [6, 6]
+    # The dead replica itself stopped counting on them at its renew deadline.
+    assert not dead.holding
+
+
+def test_a_newcomer_gets_its_share_and_a_busy_cluster_moves_only_after_its_pass() -> None:
+    leases, clock = FakeLeases(), Clock()
+    a, b = replica(leases, "a", clock), replica(leases, "b", clock)
+    periods(clock, [a, b], 10)
+    assert sorted(len(r.holding) for r in (a, b)) == [6, 6]
+    c = replica(leases, "c", clock)
+    # What c will be assigned; hold one of those passes in flight on its current holder.
+    from gitopsbot.core.sharding import assign
+
+    target = sorted(k for k, v in assign(CLUSTERS, ["a", "b", "c"]).items() if v == "c")
+    busy = target[0]
+    owner = a if busy in a.holding else b
+    in_pass, finish = threading.Event(), threading.Event()
+    guarded_seen: list[bool] = []
+
+    def reconcile(cluster: str) -> PassResult:
+        in_pass.set()
+        finish.wait(5)
+        guarded_seen.append(owner.held(cluster))  # what the reconciler's guard would see
+        return PassResult(cluster, "running")
+
+    t = threading.Thread(target=owner.guarded(reconcile), args=(busy,))
+    t.start()
+    assert in_pass.wait(5)
+    periods(clock, [a, b, c], 3)
+    assert busy in owner._keepers and owner._keepers[busy].held  # not released mid-pass
+    assert not owner.held(busy)  # ... but no new step may start there
+    assert busy not in c.holding
+    finish.set()
+    t.join(5)
+    assert guarded_seen == [False]
+    periods(clock, [a, b, c], 3)
+    assert sorted(c.holding) == target
+    assert sorted(len(r.holding) for r in (a, b, c)) == [4, 4, 4]
+    assert_disjoint([a, b, c])
+
+
+def test_a_pass_runs_only_while_held_and_stop_releases_everything() -> None:
+    leases, clock = FakeLeases(), Clock()
+    changes: list[frozenset[str]] = []
+    a = replica(leases, "a", clock, on_change=changes.append)
+    ran: list[str] = []
+
+    def idle(cluster: str) -> PassResult:
+        ran.append(cluster)
+        return PassResult(cluster, "idle")
+
+    run = a.guarded(idle)
+    assert run("gpu-00").action == "not-held"
+    periods(clock, [a], 2)
+    assert a.holding == set(CLUSTERS) and changes[-1] == set(CLUSTERS)
+    assert run("gpu-00").action == "idle" and ran == ["gpu-00"]
+    assert a.stop() == 12
+    assert not a.holding
+    for c in CLUSTERS:
+        spec = leases.read(NS, cluster_lease(c)).spec  # type: ignore[union-attr]
+        assert spec.holder == ""
+    # Released: another replica takes them at its first period, not after the duration.
+    b = replica(leases, "b", clock)
+    periods(clock, [b], 1)
+    assert b.holding == set(CLUSTERS)
+
+
+def test_renews_that_keep_failing_stop_the_replica_before_the_duration() -> None:
+    from gitopsbot.errors import KubeServerError
+
+    leases, clock = FakeLeases(), Clock()
+    a = replica(leases, "a", clock)
+    periods(clock, [a], 2)
+    assert len(a.holding) == 12
+    last_renew = clock.mono - TIMING.retry_period_seconds
+    leases.fail("read", KubeServerError("down"), times=10_000)
+    leases.fail("list", KubeServerError("down"), times=10_000)
+    while a.holding:
+        periods(clock, [a], 1)
+    assert clock.mono - last_renew <= TIMING.renew_deadline_seconds + TIMING.retry_period_seconds
+    assert clock.mono - last_renew < TIMING.duration_seconds
