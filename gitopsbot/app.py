@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitopsbot import settings
-from gitopsbot.adapters import binaries
+from gitopsbot.adapters import tools as tool_lookup
 from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.clock import SystemClock
+from gitopsbot.adapters.cluster_access import ClusterAccess, ServiceAccountFiles
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.git import Credentials, GitRepo, GitSettings, HttpsToken, SshKey
@@ -33,6 +34,7 @@ from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core import tool_record
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, SecretRef
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError
@@ -53,6 +55,12 @@ class RunOptions:
     push: bool = True
     workers: int = 4
     cache: Path = field(default_factory=settings.cache_dir)
+    # helm and kubectl (docs/cluster-access.md): --helm/--kubectl, else GITOPSBOT_HELM/
+    # GITOPSBOT_KUBECTL, else the pinned ones if download_binaries, else PATH.
+    helm: str = ""
+    kubectl: str = ""
+    download_binaries: bool = False
+    in_cluster: bool = False  # --in-cluster: the pod's ServiceAccount, required
 
 
 def fleet_url(*, url: str | None, path: str | None) -> str:
@@ -193,30 +201,60 @@ def kube_context_source(spec: ClusterSpec) -> str:
     return f"clusters/{spec.name}/release.yaml: kubeContext not set"
 
 
-def executor_factory(options: RunOptions) -> Callable[[ClusterSpec], Executor]:
-    """One Cluster and Helm adapter per cluster (per kube context), built on first use."""
+def resolve_tools(options: RunOptions) -> tool_lookup.ToolSet:
+    """helm and kubectl for this run, located and version-checked (a ConfigError says where
+    the bot looked); docs/cluster-access.md."""
+    return tool_lookup.resolve(
+        helm=options.helm,
+        kubectl=options.kubectl,
+        helm_env=settings.tool_path("helm"),
+        kubectl_env=settings.tool_path("kubectl"),
+        download=options.download_binaries,
+        cache=options.cache,
+    )
+
+
+def cluster_access(options: RunOptions) -> ClusterAccess:
+    """How each cluster is reached: kubeContext, in-cluster, kubeconfigSecret."""
+    return ClusterAccess(
+        kubeconfig=options.kubeconfig,
+        in_cluster=options.in_cluster,
+        service_account=ServiceAccountFiles(settings.service_account_dir()),
+        service=settings.in_cluster_service(),
+    )
+
+
+def executor_factory(
+    options: RunOptions,
+    tools: tool_lookup.ToolSet | None = None,
+    access: ClusterAccess | None = None,
+) -> Callable[[ClusterSpec], Executor]:
+    """One Cluster and Helm adapter per cluster, built on first use (``tools`` and
+    ``access`` default to ``resolve_tools`` and ``cluster_access`` of the options)."""
     built: dict[str, Executor] = {}
-    kubeconfig = options.kubeconfig or str(Path.home() / ".kube" / "config")
+    found: list[tool_lookup.ToolSet] = [tools] if tools is not None else []
+    reach = access if access is not None else cluster_access(options)
 
     def make(spec: ClusterSpec) -> Executor:
         if spec.name not in built:
-            # Resolved on first use: a pass that only reads Git needs no binaries.
-            helm_binary = binaries.ensure("helm4", options.cache)
-            kubectl_binary = binaries.ensure("kubectl", options.cache)
-            context = spec.release.kube_context
+            if not found:  # resolved on first use: a pass that only reads Git needs none
+                found.append(resolve_tools(options))
+            connection = reach.connect(
+                kube_context=spec.release.kube_context,
+                kubeconfig_secret=spec.release.kubeconfig_secret,
+                context_source=kube_context_source(spec),
+                cluster=spec.name,
+            )
             home = options.cache / "clusters" / spec.name
             applier = KubectlCrdApplier(
-                kubectl_binary, home=home / "kubectl", kubeconfig=kubeconfig, kube_context=context
-            )
-            cluster = KubeCluster.from_kubeconfig(
-                kubeconfig,
-                context,
-                context_source=kube_context_source(spec),
-                crd_applier=applier.apply_crds,
-            )
+                found[0].kubectl, home=home / "kubectl",
+                kubeconfig=connection.kubeconfig, kube_context=connection.context,
+            )  # fmt: skip
+            cluster = KubeCluster(connection.api_client(), crd_applier=applier.apply_crds)
             helm = HelmCli(
-                helm_binary, home=home / "helm", kubeconfig=kubeconfig, kube_context=context
-            )
+                found[0].helm, home=home / "helm",
+                kubeconfig=connection.kubeconfig, kube_context=connection.context,
+            )  # fmt: skip
             secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
             built[spec.name] = Executor(cluster=cluster, helm=helm, secrets=secrets)
         return built[spec.name]
@@ -258,12 +296,16 @@ def build_bot(options: RunOptions) -> Bot:
     if unknown:
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
     forge = _forge(bot_settings, clock)
+    # helm and kubectl now: a missing one is exit 1 at start, not a failure at the first apply.
+    tools = resolve_tools(options)
+    store = JournalStore(repo, branch=bot_settings.state_branch, push=options.push)
+    store.record_tools(tool_record.of({**tools.versions(), **tools.paths()}))  # for `status`
     # Forge writes are paced: posted from their own thread, passes never wait on them.
     mirror = PullRequestMirror(forge) if forge is not None else None
     reconciler = Reconciler(
         repo=repo,
-        store=JournalStore(repo, branch=bot_settings.state_branch, push=options.push),
-        executor_for=executor_factory(options),
+        store=store,
+        executor_for=executor_factory(options, tools, cluster_access(options)),
         gate=apply_gate(repo, chart_source(options.cache)),
         clock=clock,
         load_fleet=load_fleet,

@@ -33,3 +33,26 @@ def chart_paths() -> list[Path]:
     (``os.pathsep``-separated), for offline plans. Empty when unset."""
     raw = os.environ.get("GITOPSBOT_CHARTS", "")
     return [Path(p) for p in raw.split(os.pathsep) if p]
+
+
+def tool_path(tool: str) -> str | None:
+    """``GITOPSBOT_HELM`` / ``GITOPSBOT_KUBECTL``: the helm or kubectl binary to use (a path or
+    a name looked up on PATH), when ``run --helm``/``--kubectl`` does not name one."""
+    return os.environ.get(f"GITOPSBOT_{tool.upper()}") or None
+
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def service_account_dir() -> Path:
+    """Where the pod's ServiceAccount token, ``ca.crt`` and ``namespace`` files are:
+    ``GITOPSBOT_SERVICEACCOUNT_DIR`` if set (tests), else Kubernetes' own mount point."""
+    return Path(os.environ.get("GITOPSBOT_SERVICEACCOUNT_DIR") or SERVICE_ACCOUNT_DIR)
+
+
+def in_cluster_service() -> tuple[str, str] | None:
+    """``KUBERNETES_SERVICE_HOST`` and ``_PORT`` (set in every pod), or None when either is
+    unset or empty."""
+    host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
+    return (host, port) if host and port else None

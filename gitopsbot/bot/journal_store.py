@@ -11,6 +11,7 @@ Layout of the state branch (``gitopsbot/state`` by default; docs/executor.md):
   last operation (reported, never undone)
 - ``clusters/<name>/pass-failure.yaml``: passes fail before or outside an operation (an
   unreachable cluster, a missing kube context): the error's first line and since when
+- ``tools.yaml``: the helm and kubectl versions (and paths) ``run`` started with
 
 Reads go to the branch's head as ``Repo.head`` reports it (the local commit when a push is
 still pending), so a restart sees its own unpushed transitions. A failed push is not an error
@@ -25,10 +26,11 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import manual_revision, pass_failure
+from gitopsbot.core import manual_revision, pass_failure, tool_record
 from gitopsbot.core.journal import Journal, OperationStatus
 from gitopsbot.core.manual_revision import ManualRevision
 from gitopsbot.core.pass_failure import PassFailure
+from gitopsbot.core.tool_record import ToolRecord
 from gitopsbot.errors import TransientError
 from gitopsbot.ports.repo import Repo
 
@@ -138,6 +140,18 @@ class JournalStore:
             {path: manual_revision.dumps(found).encode()},
             f"{cluster}: release revision {found.revision} made outside the bot",
         )
+        return True
+
+    def tools(self) -> ToolRecord | None:
+        """The helm and kubectl the bot last started with (``tools.yaml``), if recorded."""
+        data = self._read(tool_record.FILE)
+        return None if data is None else tool_record.loads(data.decode("utf-8", "replace"))
+
+    def record_tools(self, record: ToolRecord) -> bool:
+        """Keep ``tools.yaml`` in step with ``record``: a commit only when it changes."""
+        if self.tools() == record:
+            return False
+        self.commit({tool_record.FILE: tool_record.dumps(record).encode()}, record.describe())
         return True
 
     def clusters(self) -> list[str]:

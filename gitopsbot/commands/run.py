@@ -22,6 +22,15 @@ examples:
   gitopsbot run --fleet ~/src/gpu-fleet.git --cluster staging --once   # a bare clone; one round
   GITOPSBOT_GIT_TOKEN=... gitopsbot run --fleet-url https://... --kubeconfig ~/.kube/fleet
   gitopsbot run --fleet-url https://... --webhook-listen 0.0.0.0:8080   # forge webhooks too
+  gitopsbot run --fleet-url https://... --helm /opt/helm3/helm --kubectl /usr/bin/kubectl
+  gitopsbot run --fleet ~/src/gpu-fleet.git --download-binaries   # pinned helm 4 + kubectl
+  gitopsbot run --fleet-url https://... --in-cluster   # in a pod: its ServiceAccount
+
+helm and kubectl: --helm/--kubectl, else $GITOPSBOT_HELM/$GITOPSBOT_KUBECTL, else the pinned
+ones with --download-binaries, else PATH (helm 3 or 4; `gitopsbot status` shows which).
+A cluster is reached through its release.yaml: kubeContext (a --kubeconfig context),
+kubeconfigSecret (a Secret in the bot's namespace), or neither: in a pod, its ServiceAccount
+(no kubeconfig needed); elsewhere the kubeconfig's current context (docs/cluster-access.md).
 
 Each cluster gets its own job: a pass every pollInterval (gitopsbot.yaml) with jitter; a pass
 runs at most one step and records it on the state branch. SIGINT/SIGTERM stop the loop after
@@ -56,6 +65,20 @@ def register(sub: Any) -> None:
         help="only this cluster (repeatable; default all)",
     )
     p.add_argument("--kubeconfig", default="", help="kubeconfig file (default ~/.kube/config)")
+    p.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="reach clusters without kubeContext/kubeconfigSecret through the pod's "
+        "ServiceAccount (default: so when in a pod and no --kubeconfig is given)",
+    )
+    p.add_argument("--helm", default="", metavar="PATH", help="helm 3 or 4 binary to run")
+    p.add_argument("--kubectl", default="", metavar="PATH", help="kubectl binary to run")
+    p.add_argument(
+        "--download-binaries",
+        action="store_true",
+        help="use the pinned, SHA-256-verified helm 4 and kubectl, downloaded into the "
+        "cache if needed (default: never download; PATH)",
+    )
     p.add_argument("--once", action="store_true", help="run until idle or waiting, then exit")
     p.add_argument(
         "--no-push",
@@ -94,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
             clusters=tuple(args.cluster),
             push=not args.no_push,
             workers=args.workers,
+            helm=args.helm,
+            kubectl=args.kubectl,
+            download_binaries=args.download_binaries,
+            in_cluster=args.in_cluster,
         )
         bot = app.build_bot(options)
     except ConfigError as e:

@@ -67,6 +67,9 @@ def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str
             out.append(f"  next: {report.headline(queued)} ({queued.op_id})")
     if not out:
         out.append("no cluster has a record on the state branch yet")
+    tools = store.tools()  # recorded by `gitopsbot run` at start (docs/cluster-access.md)
+    if tools is not None:
+        out.append(tools.describe())
     return "\n".join(out) + "\n", 0
 
 

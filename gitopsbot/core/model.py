@@ -116,6 +116,18 @@ class ReleaseSpec:
     release_name: str
     namespace: str
     kube_context: str = ""
+    # A kubeconfig kept in a Secret of the bot's own namespace (docs/cluster-access.md);
+    # exclusive with kube_context.
+    kubeconfig_secret: KubeconfigSecretRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KubeconfigSecretRef:
+    """``release.yaml: kubeconfigSecret``: a Secret (in the bot's namespace, read with its
+    ServiceAccount) holding the kubeconfig of a remote cluster at ``key``."""
+
+    name: str
+    key: str = "kubeconfig"
 
 
 SecretSource = Literal["kubernetes-secret", "file", "env"]

@@ -6,6 +6,7 @@ one."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,14 @@ CREDENTIALS = {
         "      name: agent\n      key: token\n      namespace: tf-system\n"
     )
 }
+
+
+@pytest.fixture(autouse=True)
+def _helm_and_kubectl(binaries: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gitopsbot run` takes helm and kubectl from the environment here (never a download;
+    docs/cluster-access.md); subprocesses inherit it."""
+    monkeypatch.setenv("GITOPSBOT_HELM", str(binaries["helm4"]))
+    monkeypatch.setenv("GITOPSBOT_KUBECTL", str(binaries["kubectl"]))
 
 
 class CanarySecrets:

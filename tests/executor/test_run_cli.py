@@ -44,6 +44,14 @@ FORGE_SETTINGS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _helm_and_kubectl(binaries: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gitopsbot run` takes helm and kubectl from the environment here (never a download;
+    docs/cluster-access.md); subprocesses inherit it."""
+    monkeypatch.setenv("GITOPSBOT_HELM", str(binaries["helm4"]))
+    monkeypatch.setenv("GITOPSBOT_KUBECTL", str(binaries["kubectl"]))
+
+
 def remote_refs(env: Env) -> dict[str, str]:
     out = git("ls-remote", env.url, cwd=env.tmp)
     return {ref: sha for sha, ref in (line.split("\t") for line in out.splitlines())}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gitopsbot.core.fleet.fields import CHART_REPO, DNS_LABEL, RELEASE_NAME, FieldReader, is_semver
@@ -9,11 +10,16 @@ from gitopsbot.core.fleet.layout import RELEASE_FILE
 from gitopsbot.core.located_yaml import LocatedMap
 from gitopsbot.core.model import (
     Environment,
+    KubeconfigSecretRef,
     Location,
     ReleaseSpec,
 )
 
-_RELEASE_KEYS = ("chart", "release", "kubeContext", "environment")
+_RELEASE_KEYS = ("chart", "release", "kubeContext", "kubeconfigSecret", "environment")
+_KUBECONFIG_SECRET_KEYS = ("name", "key")
+# A Secret's name (DNS-1123 subdomain) and a key of its data.
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 _CHART_KEYS = ("repository", "name", "version")
 _RELEASE_NAME_KEYS = ("name", "namespace")
 _ENVIRONMENTS = tuple(e.value for e in Environment)
@@ -27,7 +33,7 @@ def read_release(
         return None
     if locations is not None:
         # Where each value sits, for messages: "release.yaml:chart.version" → file, line.
-        for key in ("kubeContext", "environment"):
+        for key in ("kubeContext", "kubeconfigSecret", "environment"):
             if key in top:
                 locations[f"{RELEASE_FILE}:{key}"] = r.loc(r.value_at(top, key))
         for section in ("chart", "release"):
@@ -79,6 +85,7 @@ def read_release(
     )
     env = r.choice(top, "environment", "", "", _ENVIRONMENTS, required=False)
     kube_context = r.string(top, "kubeContext", "")
+    kubeconfig_secret = _kubeconfig_secret(r, top, kube_context)
     if len(r.problems) > before:
         return None
     spec = ReleaseSpec(
@@ -88,5 +95,36 @@ def read_release(
         release_name=release_name,
         namespace=namespace,
         kube_context=kube_context,
+        kubeconfig_secret=kubeconfig_secret,
     )
     return spec, Environment(env)
+
+
+def _kubeconfig_secret(
+    r: FieldReader, top: LocatedMap, kube_context: str
+) -> KubeconfigSecretRef | None:
+    """``kubeconfigSecret: {name, key}``: a remote cluster's kubeconfig in a Secret of the
+    bot's own namespace; exclusive with ``kubeContext`` (docs/cluster-access.md)."""
+    if top.get("kubeconfigSecret") is None:
+        return None
+    node = r.section(top, "kubeconfigSecret", "", _KUBECONFIG_SECRET_KEYS)
+    if not isinstance(top["kubeconfigSecret"], LocatedMap):
+        return None  # "expected a mapping" is already reported
+    name = r.string(
+        node, "name", "kubeconfigSecret", required=True, pattern=_SECRET_NAME,
+        what="Secret name (DNS-1123 subdomain)",
+    )  # fmt: skip
+    key = r.string(
+        node, "key", "kubeconfigSecret", "kubeconfig", pattern=_SECRET_KEY,
+        what="Secret key (letters, digits, '-', '_', '.')",
+    )  # fmt: skip
+    if kube_context:
+        r.add(
+            r.key_at(top, "kubeconfigSecret"),
+            "kubeconfigSecret",
+            "kubeContext and kubeconfigSecret are exclusive",
+            "keep kubeContext to use the bot's --kubeconfig, or kubeconfigSecret to read the "
+            "cluster's kubeconfig from a Secret; not both",
+        )
+        return None
+    return KubeconfigSecretRef(name=name, key=key or "kubeconfig") if name else None
