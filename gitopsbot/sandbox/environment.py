@@ -488,7 +488,8 @@ def connection_help(state: SandboxState) -> str:
             "",
             "run the bot against it (docs/sandbox.md, 'Run the bot against the sandbox'):",
             f"  export GITOPSBOT_GIT_TOKEN={creds['git_password']}",
-            f"  gitopsbot run --once --fleet-url {git_url} --kubeconfig {state.kubeconfig}",
+            f"  gitopsbot run --once --download-binaries --fleet-url {git_url} "
+            f"--kubeconfig {state.kubeconfig}",
             f"  gitopsbot status --fleet-url {git_url}",
         ]
     for name, url in sorted(state.services.items()):

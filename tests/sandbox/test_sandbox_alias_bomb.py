@@ -79,7 +79,8 @@ def test_an_alias_bomb_merged_to_main_leaves_the_live_bot_responsive(
 
         bot = subprocess.Popen(
             [
-                *(sys.executable, "-m", "gitopsbot", "run", "--fleet-url", fleet_url),
+                *(sys.executable, "-m", "gitopsbot", "run", "--download-binaries"),
+                *("--fleet-url", fleet_url),
                 *("--kubeconfig", state["kubeconfig"], "--webhook-listen", "127.0.0.1:0"),
             ],
             stdout=subprocess.PIPE,

@@ -89,7 +89,9 @@ def test_policy_gate_kill_during_helm_and_failing_passes_from_outside(
         fleet_url, password = state["services"]["git"], state["credentials"]["git_password"]
         kubeconfig = state["kubeconfig"]
         ns, release = state["namespace"], state["release"]
-        run_args = ("run", "--fleet-url", fleet_url, "--kubeconfig", kubeconfig)
+        run_args = (
+            "run", "--download-binaries", "--fleet-url", fleet_url, "--kubeconfig", kubeconfig
+        )  # fmt: skip
         token = {"GITOPSBOT_GIT_TOKEN": password}
         clone = tmp_path / "fleet"
         parts = urlsplit(fleet_url)

@@ -107,7 +107,10 @@ def test_the_documented_sequence_upgrades_the_sandbox(
         state = json.loads((state_dir / "sandbox.json").read_text())
         fleet_url, password = state["services"]["git"], state["credentials"]["git_password"]
         kubeconfig = state["kubeconfig"]
-        run_args = ("run", "--once", "--fleet-url", fleet_url, "--kubeconfig", kubeconfig)
+        run_args = (
+            "run", "--once", "--download-binaries", "--fleet-url", fleet_url,
+            "--kubeconfig", kubeconfig,
+        )  # fmt: skip
         assert " ".join(run_args) in up.stdout  # `up` prints the command the docs give
         token = {"GITOPSBOT_GIT_TOKEN": password}
 

@@ -163,7 +163,8 @@ def test_a_live_bot_answers_webhooks_and_runs_passes_under_slow_connections(
 
         bot = subprocess.Popen(
             [
-                *(sys.executable, "-m", "gitopsbot", "-v", "run", "--fleet-url", fleet_url),
+                *(sys.executable, "-m", "gitopsbot", "-v", "run", "--download-binaries"),
+                *("--fleet-url", fleet_url),
                 *("--kubeconfig", state["kubeconfig"], "--webhook-listen", "127.0.0.1:0"),
             ],
             stdout=subprocess.PIPE,
