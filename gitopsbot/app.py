@@ -8,6 +8,8 @@ branch. Tests and the sandbox build the same objects with fakes or emulators ins
 from __future__ import annotations
 
 import hashlib
+import platform
+import uuid
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,13 +27,16 @@ from gitopsbot.adapters.git import Credentials, GitRepo, GitSettings, HttpsToken
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
+from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver
 from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.bot.shard_keeper import ShardKeeper
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core import tool_record
@@ -41,6 +46,7 @@ from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import find_cluster, load_fleet, policy_documents
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.leases import Leases
 from gitopsbot.ports.repo import Repo
 
 
@@ -55,6 +61,11 @@ class RunOptions:
     push: bool = True
     workers: int = 4
     cache: Path = field(default_factory=settings.cache_dir)
+    # Replicas sharing the fleet through Leases (docs/leases.md); "" = one replica, no Leases.
+    leases_namespace: str = ""
+    leases_kubeconfig: str = ""  # "" → ``kubeconfig``
+    identity: str = ""  # base of the Lease identity; "" → $POD_NAME or the host name
+    lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
     # helm and kubectl (docs/cluster-access.md): --helm/--kubectl, else GITOPSBOT_HELM/
     # GITOPSBOT_KUBECTL, else the pinned ones if download_binaries, else PATH.
     helm: str = ""
@@ -166,6 +177,7 @@ class Bot:
     clusters: tuple[str, ...]
     settings: BotSettings = field(default_factory=BotSettings)
     mirror: PullRequestMirror | None = None
+    shards: ShardKeeper | None = None  # replicas share the fleet (``--leases-namespace``)
 
     def close(self, timeout: float = 30.0) -> None:
         """Post what the pull-request mirror still holds (after the scheduler stopped)."""
@@ -176,7 +188,9 @@ class Bot:
 def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
     """A receiver on ``HOST:PORT`` whose verified deliveries nudge the loop: a push to the
     watched branch or a merged request wakes every cluster's job (a pass that finds nothing
-    new is cheap). Polling stays the safety net."""
+    new is cheap). Polling stays the safety net. With replicas sharing the fleet only the
+    clusters this replica holds have jobs, so a nudge wakes only those; another replica's
+    clusters are reached by that replica's polling (or its own webhook delivery)."""
     host, _, port = listen.rpartition(":")
     if not port.isdigit():
         raise ConfigError(f"--webhook-listen {listen!r}: expected HOST:PORT")
@@ -281,6 +295,21 @@ def apply_gate(repo: Repo, charts: ChartSource) -> ApplyGate:
     )
 
 
+def replica_identity(base: str = "") -> str:
+    """This process's Lease identity: ``base`` (``--identity``), else $POD_NAME, else the host
+    name; plus a random suffix, so a restarted pod never takes its predecessor's Leases for
+    its own."""
+    base = base or settings.pod_name() or platform.node() or "gitopsbot"
+    return f"{base}-{uuid.uuid4().hex[:6]}"
+
+
+def lease_client(options: RunOptions) -> Leases:
+    """The Leases client of the management cluster: ``--leases-kubeconfig``, else the run's
+    ``--kubeconfig`` (else ~/.kube/config). The seam for in-cluster ServiceAccount auth."""
+    path = options.leases_kubeconfig or options.kubeconfig
+    return KubeLeases.from_kubeconfig(path or str(Path.home() / ".kube" / "config"))
+
+
 def build_bot(options: RunOptions) -> Bot:
     clock = SystemClock()
     git_repo = open_repo(options.fleet_url, options.cache)
@@ -295,6 +324,17 @@ def build_bot(options: RunOptions) -> Bot:
     unknown = sorted(set(options.clusters) - set(fleet.clusters))
     if unknown:
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
+    clusters = options.clusters or tuple(sorted(fleet.clusters))
+    shards = None
+    if options.leases_namespace:
+        shards = ShardKeeper(
+            lease_client(options),
+            namespace=options.leases_namespace,
+            identity=replica_identity(options.identity),
+            clock=clock,
+            clusters=clusters,
+            timing=options.lease_timing,
+        )
     forge = _forge(bot_settings, clock)
     # helm and kubectl now: a missing one is exit 1 at start, not a failure at the first apply.
     tools = resolve_tools(options)
@@ -315,13 +355,15 @@ def build_bot(options: RunOptions) -> Bot:
         forge=forge,
         push=options.push,
         publish=mirror.publish if mirror is not None else None,
+        may_act=shards.held if shards is not None else None,
     )
     scheduler = Scheduler(
-        reconcile=reconciler.reconcile,
+        reconcile=reconciler.reconcile if shards is None else shards.guarded(reconciler.reconcile),
         clock=clock,
         interval_seconds=bot_settings.poll_interval_seconds,
         jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),
         workers=max(1, options.workers),
     )
-    clusters = options.clusters or tuple(sorted(fleet.clusters))
-    return Bot(reconciler, scheduler, clusters, bot_settings, mirror)
+    if shards is not None:
+        shards.on_change = scheduler.set_clusters  # a job only for the clusters held
+    return Bot(reconciler, scheduler, clusters, bot_settings, mirror, shards)

@@ -56,3 +56,9 @@ def in_cluster_service() -> tuple[str, str] | None:
     host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
     port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
     return (host, port) if host and port else None
+
+
+def pod_name() -> str | None:
+    """``POD_NAME`` (the downward API's ``metadata.name`` in the chart): the base of a
+    replica's Lease identity. None when unset or empty."""
+    return os.environ.get("POD_NAME") or None

@@ -8,6 +8,9 @@
 Resume: a killed pass leaves the journal at its last recorded transition; the next pass runs
 the step again, and the executor recognises an effect that already happened (the Helm
 revision description), so no step that took effect is repeated.
+
+Replicas (docs/leases.md): ``may_act(cluster)`` is asked before a step is carried out; a
+replica that no longer holds the cluster's Lease stops there, at the step boundary.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ class DrivingMixin(PassBase):
             return PassResult(name, "idle")
         if decision.action is Action.WAIT:
             return PassResult(name, "wait", decision.reason, decision.until)
+        if not self.may_act(name):  # the Lease was lost or is being given up: stop here
+            return PassResult(name, "paused", f"lease not held: {decision.action} not carried out")
         if decision.action is Action.START:
             self.save(replace(journal, status=OperationStatus.RUNNING), f"{journal.op_id} started")
             return PassResult(name, "started", journal.op_id, now)
@@ -102,6 +107,8 @@ class DrivingMixin(PassBase):
         elif step.state is StepState.RUNNING and step.started_at is None:
             step = replace(step, started_at=now)
         rollback_to = self._rollback_target(journal) if step.kind is StepKind.ROLLBACK else None
+        if not self.may_act(journal.cluster):  # recording "started" outlasted the Lease
+            return PassResult(journal.cluster, "paused", f"lease not held: {step.name} not run")
         outcome = executor.run(step, journal, spec, now=now, rollback_to=rollback_to)
         return self.record(outcome, step, journal, now)
 

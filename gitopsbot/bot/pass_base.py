@@ -62,6 +62,7 @@ class PassBase:
         push: bool = True,
         publish: Callable[[Journal], None] | None = None,
         load_cluster: Callable[[FileTree, str], ClusterSpec | None] | None = None,
+        may_act: Callable[[str], bool] | None = None,
     ) -> None:
         self.repo = repo
         self.store = store
@@ -83,6 +84,9 @@ class PassBase:
         # One cluster's files at a commit (``fleetrepo.find_cluster``): a merge costs that
         # cluster's parse, not the fleet's. None: taken from ``load_fleet`` (whole fleet).
         self.load_cluster = load_cluster
+        # Whether this replica may still act on a cluster (its Lease held, docs/leases.md),
+        # asked before each step; None: always (one replica).
+        self.may_act = may_act if may_act is not None else (lambda cluster: True)
         self._fleets: dict[str, Fleet] = {}
         self._specs: dict[tuple[str, str], ClusterSpec | None] = {}
         self._specs_lock = threading.Lock()

@@ -57,7 +57,7 @@ class ShardKeeper:
         self.identity = identity
         self._clock = clock
         self.timing = timing = timing if timing is not None else LeaseTiming()
-        self._on_change = on_change
+        self.on_change = on_change
         self._membership = LeaseKeeper(
             leases,
             namespace,
@@ -226,8 +226,8 @@ class ShardKeeper:
                 len(now),
                 ", ".join(sorted(now)),
             )
-            if self._on_change is not None:
-                self._on_change(now)
+            if self.on_change is not None:
+                self.on_change(now)
 
     # -- the loop -------------------------------------------------------------------------
 

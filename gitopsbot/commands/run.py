@@ -12,6 +12,7 @@ from typing import Any
 
 from gitopsbot import app
 from gitopsbot.adapters.webhooks import WebhookReceiver
+from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,8 @@ examples:
   gitopsbot run --fleet-url https://... --helm /opt/helm3/helm --kubectl /usr/bin/kubectl
   gitopsbot run --fleet ~/src/gpu-fleet.git --download-binaries   # pinned helm 4 + kubectl
   gitopsbot run --fleet-url https://... --in-cluster   # in a pod: its ServiceAccount
+  gitopsbot run --fleet-url https://... --leases-namespace gitopsbot   # replicas share the fleet
+  gitopsbot run --fleet-url https://... --leases-namespace ops --leases-kubeconfig ~/.kube/mgmt
 
 helm and kubectl: --helm/--kubectl, else $GITOPSBOT_HELM/$GITOPSBOT_KUBECTL, else the pinned
 ones with --download-binaries, else PATH (helm 3 or 4; `gitopsbot status` shows which).
@@ -36,6 +39,11 @@ Each cluster gets its own job: a pass every pollInterval (gitopsbot.yaml) with j
 runs at most one step and records it on the state branch. SIGINT/SIGTERM stop the loop after
 the running pass has recorded (a step boundary). --once runs passes until every cluster is
 idle or waiting (for a window, the controller, a queued change), then exits.
+--leases-namespace NS: several replicas share the fleet through Kubernetes Leases in NS
+(one per cluster, one per replica; RBAC: get, list, create, update on leases): each replica
+works on an even share of the clusters, and a dead replica's clusters move to the others
+within one lease duration (15 s). Identity: --identity, else $POD_NAME, else the host name,
+plus a random suffix. A webhook wakes only the clusters this replica holds (docs/leases.md).
 exit status: 0 stopped cleanly, 1 bad fleet or settings, 2 Git or the cluster unavailable.
 """
 
@@ -102,12 +110,46 @@ def register(sub: Any) -> None:
         help="clusters reconciled side by side (default 4); one cluster never has two "
         "passes at once, and Git work is serialised",
     )
+    p.add_argument(
+        "--leases-namespace",
+        default="",
+        metavar="NS",
+        help="share the fleet with other replicas through Leases in namespace NS of the "
+        "management cluster (default off: this process works on every cluster)",
+    )
+    p.add_argument(
+        "--leases-kubeconfig",
+        default="",
+        metavar="PATH",
+        help="kubeconfig of the cluster holding the Leases (default: --kubeconfig)",
+    )
+    p.add_argument(
+        "--identity",
+        default="",
+        metavar="NAME",
+        help="this replica's Lease identity, before a random suffix (default $POD_NAME, "
+        "else the host name)",
+    )
+    # Lease timing (client-go's defaults); short ones only for tests.
+    p.add_argument("--lease-duration", type=int, default=15, help=argparse.SUPPRESS)
+    p.add_argument("--lease-renew-deadline", type=float, default=10.0, help=argparse.SUPPRESS)
+    p.add_argument("--lease-retry-period", type=float, default=2.0, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         sys.stderr.write(f"gitopsbot run: --workers {args.workers}: give 1 or more\n")
+        return 1
+    if args.once and args.leases_namespace:
+        sys.stderr.write("gitopsbot run: --once works alone; --leases-namespace is for `run`\n")
+        return 1
+    try:
+        timing = LeaseTiming(
+            args.lease_duration, args.lease_renew_deadline, args.lease_retry_period
+        )
+    except ValueError as e:
+        sys.stderr.write(f"gitopsbot run: lease timing: {e}\n")
         return 1
     try:
         options = app.RunOptions(
@@ -121,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
             kubectl=args.kubectl,
             download_binaries=args.download_binaries,
             in_cluster=args.in_cluster,
+            leases_namespace=args.leases_namespace,
+            leases_kubeconfig=args.leases_kubeconfig,
+            identity=args.identity,
+            lease_timing=timing,
         )
         bot = app.build_bot(options)
     except ConfigError as e:
@@ -174,8 +220,13 @@ def run_forever(bot: app.Bot, receiver: WebhookReceiver | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    bot.scheduler.set_clusters(bot.clusters)
+    if bot.shards is None:
+        bot.scheduler.set_clusters(bot.clusters)
     bot.scheduler.start()
+    if bot.shards is not None:  # jobs come and go with the cluster Leases held
+        bot.shards.start()
+        where = f"Leases in {bot.shards.namespace} as {bot.shards.identity}"
+        print(f"gitopsbot run: sharing the fleet through {where}", flush=True)
     print(f"gitopsbot run: watching {', '.join(bot.clusters)} (Ctrl-C to stop)", flush=True)
     if receiver is not None:  # started by the caller
         print(f"gitopsbot run: webhooks at {receiver.url}/webhooks/<provider>", flush=True)
@@ -185,6 +236,8 @@ def run_forever(bot: app.Bot, receiver: WebhookReceiver | None = None) -> int:
         if receiver is not None:
             receiver.stop()
         bot.scheduler.shutdown(wait=True)  # graceful: at a step boundary
+        if bot.shards is not None:
+            bot.shards.stop()  # released: the other replicas take the clusters at once
         bot.close()  # the pull requests show the last recorded transitions
     why = signal.Signals(received[0]).name if received else "stop"
     print(f"gitopsbot run: {why}: stopped cleanly at a step boundary", flush=True)

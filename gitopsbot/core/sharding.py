@@ -115,4 +115,3 @@ def plan(
     release = tuple(sorted(held_set - mine))
     take = tuple(sorted((mine - held_set) & set(free)))
     return Plan(take=take, release=release, mine=mine)
-
