@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 
 from gitopsbot.bot import pr_mirror
+from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.steps.executor import Executor
@@ -63,6 +64,7 @@ class PassBase:
         publish: Callable[[Journal], None] | None = None,
         load_cluster: Callable[[FileTree, str], ClusterSpec | None] | None = None,
         may_act: Callable[[str], bool] | None = None,
+        announcer: Announcer | None = None,
     ) -> None:
         self.repo = repo
         self.store = store
@@ -87,6 +89,8 @@ class PassBase:
         # Whether this replica may still act on a cluster (its Lease held, docs/leases.md),
         # asked before each step; None: always (one replica).
         self.may_act = may_act if may_act is not None else (lambda cluster: True)
+        # Tells Events, notifications, metrics and logs what each transition means.
+        self.announcer = announcer if announcer is not None else Announcer()
         self._fleets: dict[str, Fleet] = {}
         self._specs: dict[tuple[str, str], ClusterSpec | None] = {}
         self._specs_lock = threading.Lock()
@@ -160,7 +164,13 @@ class PassBase:
         return journal
 
     def mirror(self, journal: Journal) -> None:
-        """The pull request shows every transition: one edited comment and a status."""
+        """After a transition was recorded: the pull request shows it (one edited comment and
+        a status), and the listeners hear what it means."""
+        self.repost(journal)
+        self.announcer.announce(journal)
+
+    def repost(self, journal: Journal) -> None:
+        """The pull request shows ``journal``; nothing is announced."""
         if self.publish is not None:
             self.publish(journal)
         elif self.forge is not None:

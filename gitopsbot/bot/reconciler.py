@@ -60,11 +60,27 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
         """One pass. A pass that fails (an unreachable cluster, a kube context that does not
         exist, an unreadable fleet) is recorded on the state branch for ``status`` (once per
         distinct error), then raised to the scheduler; the next good pass clears it."""
+        began = self.clock.monotonic()
         try:
             result = self._pass(cluster)
         except GitOpsBotError as e:
             self._record_failure(cluster, e)
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            self.announcer.pass_finished(
+                cluster,
+                action="",
+                detail="",
+                error=first,
+                seconds=self.clock.monotonic() - began,
+            )
             raise
+        self.announcer.pass_finished(
+            cluster,
+            action=result.action,
+            detail=result.detail,
+            error="",
+            seconds=self.clock.monotonic() - began,
+        )
         try:
             self.store.clear_pass_failure(cluster)
         except GitOpsBotError as e:  # the pass did its work; the record waits for the next
@@ -106,7 +122,8 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
             self._shown.add(cluster)
             running = self.store.current(cluster)
             if running is not None and running.active:
-                self.mirror(running)
+                self.repost(running)
+                self.announcer.seen(running)  # told before the restart
         intake = self.intake(cluster, now)
         if intake is not None:
             return intake
