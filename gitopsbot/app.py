@@ -11,29 +11,35 @@ import hashlib
 import platform
 import uuid
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitopsbot import settings
 from gitopsbot.adapters import tools as tool_lookup
-from gitopsbot.adapters.builtin_policies import builtin_policy_documents
+from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
+    builtin_policy_documents as builtin_policy_documents,
+)
 from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.cluster_access import ClusterAccess, ServiceAccountFiles
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.git import Credentials, GitRepo, GitSettings, HttpsToken, SshKey
+from gitopsbot.adapters.gitonly import GitOnlyForge
+from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
+from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.adapters.secrets import SecretResolver
-from gitopsbot.adapters.webhooks import WebhookReceiver
+from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.pr_mirror import PullRequestMirror
+from gitopsbot.bot.proposer import Proposer
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.bot.shard_keeper import ShardKeeper
@@ -45,6 +51,7 @@ from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import find_cluster, load_fleet, policy_documents
 from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.leases import Leases
 from gitopsbot.ports.repo import Repo
@@ -367,3 +374,76 @@ def build_bot(options: RunOptions) -> Bot:
     if shards is not None:
         shards.on_change = scheduler.set_clusters  # a job only for the clusters held
     return Bot(reconciler, scheduler, clusters, bot_settings, mirror, shards)
+
+
+# -- plan, validate, propose, comment -------------------------------------------------------
+
+
+def chart_source_for(chart_dirs: Sequence[Path]) -> ChartSource:
+    """Charts for ``plan``/``validate``/``propose``: ``--chart-dir`` paths, else
+    ``GITOPSBOT_CHARTS``, else each release's repository over HTTP."""
+    paths = list(chart_dirs) or settings.chart_paths()
+    if paths:
+        return LocalChartSource(paths)
+    return HttpChartSource(cache_dir=settings.cache_dir())
+
+
+def fleet_tree(fleet: Path, ref: str | None = None) -> FileTree:
+    """The fleet's files: at ``ref`` of the repository at ``fleet``, or the directory as is."""
+    return GitRefTree(fleet, ref) if ref else DirectoryTree(fleet)
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalWiring:
+    repo: GitRepo
+    forge: Forge
+    settings: BotSettings
+
+
+def open_forge(fleet_settings: BotSettings, repo: GitRepo, *, git_only: bool) -> Forge:
+    """The forge named in gitopsbot.yaml, or Git-only mode over ``repo``. The token is read
+    from its reference (env or file) and handed to the provider only; it is never printed."""
+    forge = fleet_settings.forge
+    if git_only or forge.kind == "git-only":
+        return GitOnlyForge(repo)
+    if forge.token is None:
+        raise ConfigError(
+            f"gitopsbot.yaml: forge.token: required for forge.kind {forge.kind} "
+            "(or run with --git-only)"
+        )
+    if forge.token.source == "kubernetes-secret":
+        raise ConfigError(
+            "gitopsbot.yaml: forge.token: use an env or file reference for the "
+            "propose and comment commands"
+        )
+    token = SecretResolver().resolve(forge.token)
+    return as_forge(from_settings(forge, token, clock=SystemClock()))
+
+
+def proposal_wiring(url: str, branch: str, *, git_only: bool) -> ProposalWiring:
+    """Mirror the fleet repository, read its settings, and connect the forge."""
+    cache = settings.cache_dir()
+    first = open_repo(url, cache)  # fetches; the settings name the author to commit as
+    fleet_settings = read_fleet(first, branch).settings
+    repo = GitRepo(
+        GitSettings(
+            url=url,
+            mirror_dir=cache / "mirrors" / hashlib.sha256(url.encode()).hexdigest()[:16],
+            credentials=git_credentials(url, fleet_settings),
+            author_name=fleet_settings.author_name,
+            author_email=fleet_settings.author_email,
+        )
+    )
+    return ProposalWiring(repo, open_forge(fleet_settings, repo, git_only=git_only), fleet_settings)
+
+
+def proposer(wiring: ProposalWiring, branch: str, chart_dirs: Sequence[Path]) -> Proposer:
+    """A proposer with a fresh chart source (HTTP sources keep an index for their lifetime,
+    so each pass gets its own to see new versions)."""
+    return Proposer(
+        wiring.repo,
+        wiring.forge,
+        chart_source_for(chart_dirs),
+        watched_branch=branch,
+        policy_documents=builtin_policy_documents(),
+    )

@@ -8,11 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gitopsbot import settings
-from gitopsbot.adapters.builtin_policies import builtin_policy_documents
-from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
-from gitopsbot.adapters.gitrefs import GitRefTree
-from gitopsbot.adapters.localfiles import DirectoryTree
+from gitopsbot import app, settings
 from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.fleet.fields import suggest
@@ -101,10 +97,7 @@ def add_chart_dir(p: argparse.ArgumentParser) -> None:
 
 
 def chart_source(chart_dirs: list[Path]) -> ChartSource:
-    paths = chart_dirs or settings.chart_paths()
-    if paths:
-        return LocalChartSource(paths)
-    return HttpChartSource(cache_dir=settings.cache_dir())
+    return app.chart_source_for(chart_dirs)
 
 
 def source_label(chart_dirs: list[Path]) -> str:
@@ -125,13 +118,13 @@ def target_chart(source: ChartSource, rel: ReleaseSpec) -> tuple[Chart | None, C
 
 
 def _tree(fleet: Path, ref: str | None) -> FileTree:
-    return GitRefTree(fleet, ref) if ref else DirectoryTree(fleet)
+    return app.fleet_tree(fleet, ref)
 
 
 def _baseline(
     fleet: Path, ref: str, name: str, source: ChartSource
 ) -> tuple[DeployedState | None, Chart | None]:
-    tree = GitRefTree(fleet, ref)
+    tree = app.fleet_tree(fleet, ref)
     try:
         before, literals = load_cluster_baseline(tree, name)
     except FleetError as exc:
@@ -175,7 +168,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
             ]
         )
     desired = fleet.clusters[args.cluster]
-    rules = load_rules([*builtin_policy_documents(), *fleet.policy_documents])
+    rules = load_rules([*app.builtin_policy_documents(), *fleet.policy_documents])
     source = chart_source(args.chart_dir)
     target, index, problem = target_chart(source, desired.release)
     deployed, deployed_chart = (

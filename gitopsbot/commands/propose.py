@@ -8,30 +8,18 @@ Git-only mode, and the chart source.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from gitopsbot import app, settings
-from gitopsbot.adapters.builtin_policies import builtin_policy_documents
-from gitopsbot.adapters.clock import SystemClock
-from gitopsbot.adapters.forge.connect import from_settings
-from gitopsbot.adapters.forge.provider import as_forge
-from gitopsbot.adapters.git import GitRepo, GitSettings
-from gitopsbot.adapters.gitonly import GitOnlyForge
-from gitopsbot.adapters.secrets import SecretResolver
-from gitopsbot.bot.proposer import PassReport, Proposer
-from gitopsbot.commands.plan import add_chart_dir, chart_source
-from gitopsbot.core.model import BotSettings
+from gitopsbot import app
+from gitopsbot.bot.proposer import PassReport
+from gitopsbot.commands.plan import add_chart_dir
 from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError
-from gitopsbot.ports.forge import Forge
 
 log = logging.getLogger(__name__)
 
@@ -87,61 +75,15 @@ def add_fleet_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Wiring:
-    repo: GitRepo
-    forge: Forge
-    settings: BotSettings
-
-
-def open_forge(fleet_settings: BotSettings, repo: GitRepo, *, git_only: bool) -> Forge:
-    """The forge named in gitopsbot.yaml, or Git-only mode over ``repo``. The token is read
-    from its reference (env or file) and handed to the provider only; it is never printed."""
-    forge = fleet_settings.forge
-    if git_only or forge.kind == "git-only":
-        return GitOnlyForge(repo)
-    if forge.token is None:
-        raise ConfigError(
-            f"gitopsbot.yaml: forge.token: required for forge.kind {forge.kind} "
-            "(or run with --git-only)"
-        )
-    if forge.token.source == "kubernetes-secret":
-        raise ConfigError(
-            "gitopsbot.yaml: forge.token: use an env or file reference for the "
-            "propose and comment commands"
-        )
-    token = SecretResolver().resolve(forge.token)
-    return as_forge(from_settings(forge, token, clock=SystemClock()))
+Wiring = app.ProposalWiring
+open_forge = app.open_forge
+proposer = app.proposer
 
 
 def wire(args: argparse.Namespace) -> Wiring:
     """Mirror the fleet repository, read its settings, and connect the forge."""
     url = app.fleet_url(url=args.fleet_url, path=args.fleet)
-    cache = settings.cache_dir()
-    first = app.open_repo(url, cache)  # fetches; the settings name the author to commit as
-    fleet_settings = app.read_fleet(first, args.branch).settings
-    repo = GitRepo(
-        GitSettings(
-            url=url,
-            mirror_dir=cache / "mirrors" / hashlib.sha256(url.encode()).hexdigest()[:16],
-            credentials=app.git_credentials(url, fleet_settings),
-            author_name=fleet_settings.author_name,
-            author_email=fleet_settings.author_email,
-        )
-    )
-    return Wiring(repo, open_forge(fleet_settings, repo, git_only=args.git_only), fleet_settings)
-
-
-def proposer(wiring: Wiring, branch: str, chart_dirs: Sequence[Path]) -> Proposer:
-    """A proposer with a fresh chart source (HTTP sources keep an index for their lifetime,
-    so each pass gets its own to see new versions)."""
-    return Proposer(
-        wiring.repo,
-        wiring.forge,
-        chart_source(list(chart_dirs)),
-        watched_branch=branch,
-        policy_documents=builtin_policy_documents(),
-    )
+    return app.proposal_wiring(url, args.branch, git_only=args.git_only)
 
 
 def _print(report: PassReport) -> None:

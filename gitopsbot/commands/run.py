@@ -11,7 +11,6 @@ from types import FrameType
 from typing import Any
 
 from gitopsbot import app
-from gitopsbot.adapters.webhooks import WebhookReceiver
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
@@ -208,7 +207,7 @@ def run_once(bot: app.Bot) -> int:
     return status
 
 
-def run_forever(bot: app.Bot, receiver: WebhookReceiver | None = None) -> int:
+def run_forever(bot: app.Bot, receiver: app.WebhookReceiver | None = None) -> int:
     stop = threading.Event()
 
     received: list[int] = []

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gitopsbot.adapters.builtin_policies import builtin_policy_documents
-from gitopsbot.adapters.localfiles import DirectoryTree
+from gitopsbot import app
 from gitopsbot.commands.plan import add_chart_dir, chart_source, source_label, target_chart
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.model import Fleet
@@ -48,8 +47,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     root = Path(args.path)
     try:
-        fleet = load_fleet(DirectoryTree(root))
-        rules = load_rules([*builtin_policy_documents(), *fleet.policy_documents])
+        fleet = load_fleet(app.fleet_tree(root))
+        rules = load_rules([*app.builtin_policy_documents(), *fleet.policy_documents])
     except FleetError as exc:
         sys.stderr.write(f"{exc}\n{len(exc.problems)} problem(s) in {root}\n")
         return 1
