@@ -310,9 +310,14 @@ def replica_identity(base: str = "") -> str:
     return f"{base}-{uuid.uuid4().hex[:6]}"
 
 
-def lease_client(options: RunOptions) -> Leases:
-    """The Leases client of the management cluster: ``--leases-kubeconfig``, else the run's
-    ``--kubeconfig`` (else ~/.kube/config). The seam for in-cluster ServiceAccount auth."""
+def lease_client(options: RunOptions, access: ClusterAccess | None = None) -> Leases:
+    """The Leases client of the management cluster: ``--leases-kubeconfig``, else in a pod
+    (or ``--in-cluster``) the pod's ServiceAccount (docs/cluster-access.md), else the run's
+    ``--kubeconfig`` (else ~/.kube/config)."""
+    if not options.leases_kubeconfig:
+        reach = access if access is not None else cluster_access(options)
+        if reach.uses_in_cluster():
+            return KubeLeases(reach.home().api_client())
     path = options.leases_kubeconfig or options.kubeconfig
     return KubeLeases.from_kubeconfig(path or str(Path.home() / ".kube" / "config"))
 

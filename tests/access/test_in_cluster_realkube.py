@@ -125,6 +125,10 @@ def test_the_python_client_and_leases_use_the_service_account_and_follow_rotatio
         assert read is not None and read.spec.holder == lease.spec.holder == "replica-a"
         client = connection.api_client()
         assert whoami(client) == f"system:serviceaccount:{ns}:bot"
+        # `run --leases-namespace` in a pod: its Leases through the same ServiceAccount.
+        replicas = app.lease_client(app.RunOptions(fleet_url="unused"), access)
+        seen = replicas.read(ns, "cluster-lab")
+        assert seen is not None and seen.spec.holder == "replica-a"
 
         # The kubelet rotates the token: the next request (same client) sends the new one.
         rotated = control_plane.service_account_token(ns, "bot-next")
