@@ -479,3 +479,54 @@ def test_the_disruption_budget_is_optional(helm: Helm) -> None:
                                             "maxUnavailable": 1})  # fmt: skip
     done = helm.template(both)
     assert done.returncode != 0 and "not both" in done.stderr
+
+
+# -- docs/deploy.md keeps up with the chart --------------------------------------------------------
+
+DOC = ROOT / "docs" / "deploy.md"
+# Values documented as one row although they hold a mapping (Kubernetes types, probe settings).
+WHOLE = {"resources", "probes.liveness", "probes.readiness"}
+
+
+def _value_paths(node: Any, prefix: str = "") -> set[str]:
+    if prefix in WHOLE or not isinstance(node, dict) or (not node and prefix):
+        return {prefix}
+    return {p for k, v in node.items() for p in _value_paths(v, f"{prefix}.{k}".lstrip("."))}
+
+
+def _doc_table(heading: str) -> list[list[str]]:
+    """The rows of the first table after ``heading``, as cells without backticks."""
+    text = DOC.read_text().split(f"## {heading}\n", 1)[1]
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+            if not set(cells[0]) <= {"-"}:
+                rows.append(cells)
+        elif rows:
+            break
+    return rows[1:]  # without the header
+
+
+def test_the_values_table_lists_every_value() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    paths = _value_paths(values) | {"fleet.url"}  # required: commented out in values.yaml
+    documented = {row[0] for row in _doc_table("Values")}
+    assert sorted(paths - documented) == [], "in values.yaml, not in docs/deploy.md"
+    assert sorted(documented - paths) == [], "in docs/deploy.md, not in values.yaml"
+
+
+def test_the_rbac_table_lists_exactly_the_charts_own_rules(helm4: Helm) -> None:
+    remote = [{"name": "east", "secretName": "east-kubeconfig", "key": "kubeconfig"}]
+    out = helm4.render(with_values(remoteClusters=remote))
+    rendered = {("Role", *row[:2], row[3]) for row in rule_rows(_own_role(out)["rules"])}
+    events = out.one("ClusterRole", f"{NS}-bot-gitopsbot-events")
+    rendered |= {("ClusterRole", *row[:2], row[3]) for row in rule_rows(events["rules"])}
+    documented = set()
+    for cells in _doc_table("RBAC, rule by rule"):
+        group = "" if cells[1] == "core" else cells[1]
+        for resource in re.split(r"[,\s]+", cells[2]):
+            for verb in re.split(r"[,\s]+", cells[3]):
+                documented.add((cells[0], group, resource, verb))
+    assert sorted(rendered - documented) == [], "granted, not explained in docs/deploy.md"
+    assert sorted(documented - rendered) == [], "explained in docs/deploy.md, not granted"
