@@ -140,7 +140,10 @@ def test_run_once_from_the_command_line(env: Env, monkeypatch: pytest.MonkeyPatc
     assert main(["run", "--fleet-url", env.url, "--once"]) == 0
     assert "lab: baseline" in capsys.readouterr().out
     assert main(["status", "--fleet-url", env.url]) == 0
-    assert "lab: no operation yet (watching since" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "lab: no operation yet (watching since" in out
+    # the helm and kubectl `run` started with (GITOPSBOT_HELM/_KUBECTL here), from tools.yaml
+    assert out.endswith("tools: helm v4.1.4, kubectl v1.33.9\n")
     assert main(["run", "--fleet-url", env.url, "--once", "--cluster", "nope"]) == 1
     assert "nope: not in the fleet" in capsys.readouterr().err
     assert main(["run", "--fleet", str(env.tmp / "not-a-repo"), "--once"]) == 1

@@ -310,3 +310,16 @@ def test_the_loop_runs_clusters_side_by_side_on_one_shared_mirror(env: Env, tmp_
         assert bot.scheduler.workers == 3
     finally:
         bot.close()
+
+
+def test_no_helm_anywhere_is_exit_1_at_start_and_says_where_it_looked(
+    env: Env, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(env.tmp / "cli-cache"))
+    monkeypatch.delenv("GITOPSBOT_HELM")
+    monkeypatch.setenv("PATH", str(env.tmp / "empty-bin"))
+    assert main(["run", "--fleet-url", env.url, "--once"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gitopsbot run: helm not found: no --helm, no GITOPSBOT_HELM")
+    assert str(env.tmp / "empty-bin") in err and "--download-binaries" in err
+    assert not (env.tmp / "cli-cache" / "bin").exists()  # nothing was downloaded
