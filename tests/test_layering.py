@@ -9,6 +9,10 @@ imports an adapter; no production module imports the test fakes.
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +138,49 @@ def test_checker_catches_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import subprocess\nfrom httpx import Client\n")
     assert _hits(_imports(bad), VENDOR) == {"subprocess", "httpx"}
+
+
+# -- import-linter contracts (pyproject.toml, [tool.importlinter]) ---------------------------
+
+ROOT = PACKAGE.parent
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run(
+        [str(exe), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    done = _lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "BROKEN" not in done.stdout and "KEPT" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("core/happenings.py", "import gitopsbot.bot.announcer", "layers"),
+        ("commands/status.py", "import gitopsbot.adapters.git", "composition root"),
+        ("app.py", "import gitopsbot.sandbox.story", "never imports the sandbox"),
+    ],
+)
+def test_import_linter_catches_a_violation(
+    tmp_path: Path, module: str, line: str, contract: str
+) -> None:
+    # The contracts must be able to fail: a copy of the package with one forbidden import.
+    copy = tmp_path / "gitopsbot"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / module
+    target.write_text(target.read_text() + f"\n{line}  # noqa\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode != 0, done.stdout[-2000:]
+    _, _, broken = done.stdout.partition("Broken contracts")
+    assert contract in broken, done.stdout[-3000:]
