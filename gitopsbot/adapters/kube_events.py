@@ -1,0 +1,150 @@
+"""The Events port over the Kubernetes API (``events.k8s.io/v1``), through the client's
+``ApiClient`` (auth, TLS and proxy of the cluster's connection), like ``adapters.leases``.
+
+Plain JSON: the bytes posted are the ones ``core.kube_events.event_body`` made. The object
+an Event regards is read once (GET) for its uid and remembered. One request per call, no
+retries, a short timeout: ``bot.event_recorder`` posts from its own thread and drops what
+fails.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from gitopsbot.adapters.kube import error_for
+from gitopsbot.adapters.kube_request import (
+    KUBECONFIG_ERRORS,
+    configuration_from_kubeconfig,
+    resource_path,
+    send,
+)
+from gitopsbot.core import kube_events as ke
+from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
+
+_EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+_PLURALS = {"TensorFusionCluster": "tensorfusionclusters", "GPUPool": "gpupools"}
+
+
+class KubeEvents:
+    """``ports.events.Events`` over one API server. ``instance`` is the Events'
+    ``reportingInstance`` (the replica's identity)."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        instance: str,
+        controller: str = ke.REPORTING_CONTROLLER,
+        request_timeout_seconds: float = 3.0,
+    ) -> None:
+        self._client = api_client
+        self._instance = instance
+        self._controller = controller
+        self._timeout = request_timeout_seconds
+        self._uids: dict[tuple[str, str, str, str], str] = {}
+        self._series = ke.Series()
+        self._lock = threading.Lock()
+        self._last_nanos = 0
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: Path | str, context: str = "", *, instance: str, **kwargs: Any
+    ) -> KubeEvents:
+        try:
+            configuration = configuration_from_kubeconfig(path, context)
+        except KUBECONFIG_ERRORS as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"cannot use kubeconfig {path}: {reason}") from None
+        return cls(ApiClient(configuration), instance=instance, **kwargs)
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    def emit(self, regarding: ke.ObjectRef, event: ke.EventSpec, *, at: datetime) -> None:
+        ref = self._with_uid(regarding)
+        ns = ref.event_namespace
+        with self._lock:
+            previous = self._series.previous(ref, event)
+        if previous is not None:
+            name, count = previous
+            patch = ke.series_patch(count + 1, at)
+            try:
+                self._send("PATCH", f"{_EVENTS.format(namespace=ns)}/{name}", patch,
+                           what=f"patch Event {ns}/{name}",
+                           content_type="application/merge-patch+json")  # fmt: skip
+            except KubeNotFound:  # expired (the server keeps Events for an hour): anew
+                pass
+            else:
+                with self._lock:
+                    self._series.posted(ref, event, name, count + 1)
+                return
+        with self._lock:
+            self._last_nanos = max(ke.nanos_of(at), self._last_nanos + 1)
+            name = ke.event_name(ref, self._last_nanos)
+        body = ke.event_body(
+            ref, event, name=name, at=at, controller=self._controller, instance=self._instance
+        )
+        self._send("POST", _EVENTS.format(namespace=ns), body, what=f"create Event {ns}/{name}")
+        with self._lock:
+            self._series.posted(ref, event, name)
+
+    def recorded(self, regarding: ke.ObjectRef) -> list[ke.RecordedEvent]:
+        ns = regarding.event_namespace
+        what = f"list Events {ns}"
+        data = self._send("GET", _EVENTS.format(namespace=ns), None, what=what)
+        try:
+            items = json.loads(data).get("items")
+            if not isinstance(items, list):
+                raise ValueError("no items")
+            found = [ke.recorded_of(i) for i in items if isinstance(i, dict)]
+        except (ValueError, AttributeError) as e:
+            raise KubeInvalid(f"{what}: unreadable answer: {e}") from None
+        found = [e for e in found if ke.is_about(e, regarding)]
+        return sorted(found, key=lambda e: (e.event_time, e.name))
+
+    def _with_uid(self, ref: ke.ObjectRef) -> ke.ObjectRef:
+        if ref.uid:
+            return ref
+        key = (ref.api_version, ref.kind, ref.namespace, ref.name)
+        with self._lock:
+            uid = self._uids.get(key)
+        if uid is None:
+            plural = _PLURALS.get(ref.kind) or ref.kind.lower() + "s"
+            path = resource_path(
+                ref.api_version, plural, bool(ref.namespace), ref.namespace or None, ref.name
+            )
+            data = self._send("GET", path, None, what=f"{ref.kind} {ref.name}")
+            try:
+                uid = str(json.loads(data)["metadata"]["uid"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise KubeInvalid(f"{ref.kind} {ref.name}: unreadable answer: {e}") from None
+            with self._lock:
+                self._uids[key] = uid
+        return ke.ObjectRef(ref.api_version, ref.kind, ref.name, ref.namespace, uid)
+
+    def _send(
+        self, method: str, path: str, body: Any, *, what: str, content_type: str = ""
+    ) -> bytes:
+        if body is not None and not content_type:
+            content_type = "application/json"
+        try:
+            response = send(
+                self._client, method, path, body=body, content_type=content_type or None,
+                timeout=self._timeout,
+            )  # fmt: skip
+            data: bytes = response.read() or b""
+        except ApiException as e:
+            raise error_for(e.status or 0, e.body, e.headers, what=what) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise KubeServerError(f"{what}: transport error: {type(e).__name__}") from None
+        if not 200 <= response.status < 300:
+            raise error_for(response.status, data, response.headers, what=what)
+        return data
