@@ -21,6 +21,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.redaction import helm_secrets, redact_secrets
+from gitopsbot.core import kube_events as ke
 from gitopsbot.core.forge_types import (
     COMMENT_LIMIT,
     CommentInfo,
@@ -32,7 +33,6 @@ from gitopsbot.core.forge_types import (
     split_comment,
     with_marker,
 )
-from gitopsbot.core import kube_events as ke
 from gitopsbot.core.kube_objects import CrdDocumentError, deployment_readiness, parse_crd_documents
 from gitopsbot.core.lease import LeaseRecord, LeaseSpec, lease_body, record_of
 from gitopsbot.core.model import RolloutPolicy
