@@ -21,6 +21,7 @@ Each concrete class has a *family* (where the error came from, with its context)
                            HelmStopped (transient: the bot stopped its helm on shutdown),
                            HelmChartUnusable (permanent: the chart could not be fetched or
                            loaded; nothing changed in the cluster)
+    └── NotificationFailed  transient: a chat webhook did not take a notification
 
 Messages never carry secret material or tokens: adapters build them from redacted text.
 """
@@ -230,3 +231,8 @@ class SecretUnavailable(PermanentError):
 
 class BinaryUnavailable(PermanentError):
     """helm or kubectl could not be found or fetched."""
+
+
+class NotificationFailed(TransientError):
+    """A chat or JSON webhook did not take a notification (after bounded retries). The message
+    names the target (``gitopsbot.yaml:12: notifications[0] (slack)``), never its URL."""

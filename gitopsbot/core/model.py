@@ -219,6 +219,30 @@ class ProposalSettings:
     labels: tuple[str, ...] = ("gitopsbot", "upgrade")
 
 
+NotificationKind = Literal["slack", "webhook"]
+# What a notification can be subscribed to (docs/notifications.md), in telling order.
+NOTIFICATION_EVENTS = ("halted", "failed", "rollback", "blocked", "succeeded")
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationTarget:
+    """One ``notifications[i]`` entry of gitopsbot.yaml: a chat or JSON webhook. ``url`` is a
+    secret reference (the URL embeds a token); messages name the target by ``label`` only."""
+
+    index: int
+    kind: NotificationKind
+    url: SecretRef
+    on: tuple[str, ...] = NOTIFICATION_EVENTS
+    clusters: tuple[str, ...] = ()  # glob patterns (fnmatch); empty: every cluster
+    file: str = "gitopsbot.yaml"
+    line: int = 0
+
+    @property
+    def label(self) -> str:
+        """``gitopsbot.yaml:12: notifications[0] (slack)``: never the URL."""
+        return f"{self.file}:{self.line}: notifications[{self.index}] ({self.kind})"
+
+
 @dataclass(frozen=True, slots=True)
 class BotSettings:
     """``gitopsbot.yaml``."""
@@ -233,6 +257,8 @@ class BotSettings:
     git: GitAccessSettings = GitAccessSettings()
     # Bounds on every YAML file the bot reads from the fleet (``limits:``).
     limits: YamlLimits = DEFAULT_LIMITS
+    # Chat and JSON webhooks told of halts, failures, rollbacks, blocks, successes.
+    notifications: tuple[NotificationTarget, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from gitopsbot.core import located_yaml
 from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
+from gitopsbot.core.fleet.notifications_file import read_notifications
 from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedMap, YamlLimits
 from gitopsbot.core.model import (
     BotSettings,
@@ -26,6 +27,7 @@ _SETTINGS_KEYS = (
     "proposals",
     "git",
     "limits",
+    "notifications",
 )
 _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
@@ -97,6 +99,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         webhook = secret_ref(r, forge["webhookSecret"], "forge.webhookSecret", at, label)
     git = _git_access(r, r.section(top, "git", "", _GIT_KEYS))
     limits = _limits(r, r.section(top, "limits", "", _LIMIT_KEYS))
+    notifications = read_notifications(r, top)
     kind = r.choice(forge, "kind", "forge", fd.kind, _FORGE_KINDS)
     repository = r.string(forge, "repository", "forge", fd.repository)
     if kind != "git-only" and "repository" not in forge and forge:
@@ -116,6 +119,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         ),
         git=git,
         limits=limits,
+        notifications=notifications,
         proposals=ProposalSettings(
             enabled=r.boolean(props, "enabled", "proposals", pd.enabled),
             scope=r.choice(props, "scope", "proposals", pd.scope, _SCOPES),  # type: ignore[arg-type]
