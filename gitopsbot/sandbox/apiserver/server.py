@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
 
-from gitopsbot.sandbox.apiserver import discovery, fieldsets, protobuf, tables
+from gitopsbot.sandbox.apiserver import discovery, event_views, fieldsets, protobuf, tables
 from gitopsbot.sandbox.apiserver.errors import (
     ApiError,
     BadRequest,
@@ -409,6 +409,10 @@ class Verb:
 
     def list_objects(self) -> None:
         items, rv = self.store.snapshot(self.rt, self.ns, self.selector())
+        if (self.rt.group, self.rt.kind) == ("", "Event"):  # events.k8s.io ones too (real)
+            new_rt = self.store.registry.get("events.k8s.io", "Event")
+            new, rv = self.store.snapshot(new_rt, self.ns, None)
+            items = event_views.with_new_events(items, new, self.selector())
         if tables.wants_table(self.h.headers.get("Accept") or ""):
             self.h._send(200, tables.table(self.rt, items, rv))
             return

@@ -249,9 +249,39 @@ def _date_cell(value: Any) -> str:
     return age({"metadata": {"creationTimestamp": value}})
 
 
+def _event_seen(o: Obj) -> str:
+    series = o.get("series") or {}
+    stamp = series.get("lastObservedTime") or o.get("lastTimestamp") or o.get("eventTime")
+    return _date_cell(stamp.split(".")[0].removesuffix("Z") + "Z" if stamp else None)
+
+
+def _event_object(o: Obj) -> str:
+    ref = o.get("involvedObject") or o.get("regarding") or {}
+    return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
+
+
+# The real server's Event columns (no Name, no Age): kubectl get events.
+EVENT_COLUMNS: list[Column] = [
+    ("Last Seen", "string", _event_seen, 0),
+    ("Type", "string", lambda o: o.get("type", ""), 0),
+    ("Reason", "string", lambda o: o.get("reason", ""), 0),
+    ("Object", "string", _event_object, 0),
+    ("Message", "string", lambda o: o.get("message", o.get("note", "")), 0),
+]
+
+
 def table(rt: ResourceType, items: list[Obj], resource_version: int) -> Obj:
+    if rt.kind == "Event" and rt.group in ("", "events.k8s.io"):
+        return _table(EVENT_COLUMNS, items, resource_version, named=False, add_age=False)
     cols, add_age = _columns(rt)
+    return _table(cols, items, resource_version, named=True, add_age=add_age)
+
+
+def _table(
+    cols: list[Column], items: list[Obj], resource_version: int, *, named: bool, add_age: bool
+) -> Obj:
     defs = [{"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}]
+    defs = defs if named else []
     defs += [
         {"name": n, "type": t, "format": "", "description": "", "priority": prio}
         for n, t, _, prio in cols
@@ -262,7 +292,7 @@ def table(rt: ResourceType, items: list[Obj], resource_version: int) -> Obj:
         )
     rows = []
     for o in items:
-        cells: list[Any] = [o["metadata"]["name"]]
+        cells: list[Any] = [o["metadata"]["name"]] if named else []
         cells += [_cell(fn, o) for _, _, fn, _ in cols]
         if add_age:
             cells.append(age(o))
