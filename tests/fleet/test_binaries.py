@@ -124,6 +124,7 @@ def test_containerfile_tools_stage_installs_verified_binaries(
         "HOME": str(tmp_path),
         "PIP_NO_INDEX": "1",
         "PIP_FIND_LINKS": str(links),
+        "HELM": "helm4",  # the stage's ARG HELM=helm4 (default; helm3 selects the other pin)
     }
     proc = subprocess.run(
         ["sh", "-c", script], env=env, capture_output=True, text=True, check=False, cwd=tmp_path
