@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -128,3 +129,24 @@ def rule_rows(rules: Sequence[Mapping[str, Any]]) -> set[tuple[str, str, str, st
         for name in rule.get("resourceNames") or [""]
         for verb in rule["verbs"]
     }
+
+
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+EXAMPLE_DIGEST = "sha256:" + "0" * 64
+
+
+def doc_values() -> list[dict[str, Any]]:
+    """The `my-values.yaml` examples of docs/deploy.md (the digest placeholder filled in)."""
+    blocks = re.findall(r"`my-values\.yaml`:\n\n```yaml\n(.*?)```", DEPLOY_DOC.read_text(), re.S)
+    return [
+        yaml.safe_load(b.replace("sha256:<the digest you pushed>", EXAMPLE_DIGEST)) for b in blocks
+    ]
+
+
+def doc_install_command() -> list[str]:
+    """docs/deploy.md's `helm install` line, as arguments after `helm`."""
+    lines = [
+        line for line in DEPLOY_DOC.read_text().splitlines() if line.startswith("helm install ")
+    ]
+    assert len(set(lines)) == 1, lines
+    return lines[0].split()[1:]

@@ -19,7 +19,16 @@ import pytest
 from gitopsbot import settings
 from gitopsbot.adapters import binaries
 from tests import kube_pods
-from tests.deploy.chart_support import CHART, FLEET_URL, Helm, rule_rows, rules_yaml
+from tests.deploy.chart_support import (
+    CHART,
+    EXAMPLE_DIGEST,
+    FLEET_URL,
+    Helm,
+    doc_install_command,
+    doc_values,
+    rule_rows,
+    rules_yaml,
+)
 from tests.kube_pods import ON_BOTH_SERVERS, KubeServer
 
 server = kube_pods.server  # the fixture
@@ -313,3 +322,31 @@ def test_the_service_account_may_do_exactly_its_part(
             except urllib.error.HTTPError as e:
                 if e.code != 404:
                     raise
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", ["emulator"], indirect=True)
+def test_the_docs_install_command_works(server: KubeServer, helm4: Helm) -> None:
+    """docs/deploy.md's `helm install` line, as written, with each of its `my-values.yaml`
+    examples (same cluster, then management cluster), on the emulator."""
+    examples = doc_values()
+    assert [e["tensorFusion"]["sameCluster"] for e in examples] == [True, False]
+    command = doc_install_command()
+    assert command[:2] == ["install", RELEASE] and "--create-namespace" in command
+    server.request("POST", "/api/v1/namespaces", _namespace("tensor-fusion-sys"))
+    for values in examples:
+        args = [
+            str(CHART) if a == "deploy/chart" else str(helm4.values_file(values))
+            if a == "my-values.yaml" else a
+            for a in command
+        ]  # fmt: skip
+        helm4.ok(*args, "--kubeconfig", str(server.kubeconfig))
+        ns = command[command.index("-n") + 1]
+        dep = server.get("apps/v1", "Deployment", ns, RELEASE)
+        assert dep is not None
+        assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(EXAMPLE_DIGEST)
+        same = values["tensorFusion"]["sameCluster"]
+        tf_role = server.get(RBAC, "Role", "tensor-fusion-sys", f"{RELEASE}-tensorfusion")
+        assert (tf_role is not None) is same
+        helm4.ok("uninstall", RELEASE, "-n", ns, "--kubeconfig", str(server.kubeconfig))
+        _gone(server, "apps/v1", "Deployment", ns, RELEASE)

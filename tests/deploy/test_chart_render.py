@@ -19,6 +19,7 @@ from tests.deploy.chart_support import (
     RULES,
     Helm,
     Rendered,
+    doc_values,
     rule_rows,
     rules_yaml,
     with_values,
@@ -530,3 +531,17 @@ def test_the_rbac_table_lists_exactly_the_charts_own_rules(helm4: Helm) -> None:
                 documented.add((cells[0], group, resource, verb))
     assert sorted(rendered - documented) == [], "granted, not explained in docs/deploy.md"
     assert sorted(documented - rendered) == [], "explained in docs/deploy.md, not granted"
+
+
+def test_the_docs_links_resolve() -> None:
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", DOC.read_text())
+    assert links
+    missing = [link for link in links if not (DOC.parent / link).exists()]
+    assert missing == []
+
+
+def test_the_docs_values_examples_render(helm: Helm) -> None:
+    examples = doc_values()
+    assert len(examples) == 2
+    for values in examples:
+        helm.render(values)
