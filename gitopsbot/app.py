@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitopsbot import settings
+from gitopsbot.adapters import helm_children
 from gitopsbot.adapters import tools as tool_lookup
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
@@ -322,6 +323,17 @@ def lease_client(options: RunOptions, access: ClusterAccess | None = None) -> Le
     return KubeLeases.from_kubeconfig(path or str(Path.home() / ".kube" / "config"))
 
 
+def helm_stopper(cache: Path, grace: float = 3.0) -> Callable[[str], None]:
+    """What a replica does when it loses a cluster's Lease with a step in flight: SIGTERM the
+    cluster's helm (it cancels and records the revision ``failed``; the next holder upgrades
+    again, docs/executor.md "Crash safety of the helm step")."""
+
+    def stop(cluster: str) -> None:
+        helm_children.terminate_under(cache / "clusters" / cluster / "helm" / "run", grace)
+
+    return stop
+
+
 def build_bot(options: RunOptions) -> Bot:
     clock = SystemClock()
     git_repo = open_repo(options.fleet_url, options.cache)
@@ -378,6 +390,7 @@ def build_bot(options: RunOptions) -> Bot:
     )
     if shards is not None:
         shards.on_change = scheduler.set_clusters  # a job only for the clusters held
+        shards.on_lost = helm_stopper(options.cache)
     return Bot(reconciler, scheduler, clusters, bot_settings, mirror, shards)
 
 

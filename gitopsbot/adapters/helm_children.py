@@ -28,6 +28,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -343,6 +344,32 @@ def terminate_all(grace: float) -> int:
     for pid in waiting:
         log.warning("helm pid %d still running %gs after SIGTERM: killed", pid, grace)
         _signal_group(pid, signal.SIGKILL)
+    return len(children)
+
+
+def terminate_under(run_dir: Path, grace: float) -> int:
+    """SIGTERM the groups of this process's helm children recorded in ``run_dir`` (one
+    cluster's helm home: a replica that lost the cluster's Lease stops its helm, which cancels
+    and records the revision ``failed``), SIGKILL those left after ``grace`` s, from a timer:
+    the caller does not wait. The threads waiting for them reap them. Returns how many."""
+    children = [
+        c for c in list(_CHILDREN.values()) if c.record is not None and c.record.parent == run_dir
+    ]
+    for child in children:
+        child.stopped = True
+        log.warning("stopping %s (helm pid %d): this replica lost the lease", child.what, child.pid)
+        _signal_group(child.pid, signal.SIGTERM)
+
+    def escalate() -> None:
+        for child in children:
+            if group_alive(child.pid):
+                log.warning("helm pid %d still running %gs after SIGTERM: killed", child.pid, grace)
+                _signal_group(child.pid, signal.SIGKILL)
+
+    if children:
+        timer = threading.Timer(grace, escalate)
+        timer.daemon = True
+        timer.start()
     return len(children)
 
 

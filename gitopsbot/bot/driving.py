@@ -110,6 +110,10 @@ class DrivingMixin(PassBase):
         if not self.may_act(journal.cluster):  # recording "started" outlasted the Lease
             return PassResult(journal.cluster, "paused", f"lease not held: {step.name} not run")
         outcome = executor.run(step, journal, spec, now=now, rollback_to=rollback_to)
+        if not self.may_act(journal.cluster):
+            # Lost while the step ran (its helm was stopped): the new holder runs the step
+            # again and recognises what took effect; recording here could overwrite its work.
+            return PassResult(journal.cluster, "paused", f"lease lost during {step.name}")
         return self.record(outcome, step, journal, now)
 
     def _rollback_target(self, journal: Journal) -> RollbackPoint | None:

@@ -51,6 +51,7 @@ class ShardKeeper:
         clusters: Iterable[str],
         timing: LeaseTiming | None = None,
         on_change: Callable[[frozenset[str]], None] | None = None,
+        on_lost: Callable[[str], None] | None = None,
     ) -> None:
         self._leases = leases
         self.namespace = namespace
@@ -58,6 +59,9 @@ class ShardKeeper:
         self._clock = clock
         self.timing = timing = timing if timing is not None else LeaseTiming()
         self.on_change = on_change
+        # Told when a cluster's Lease is lost (not released): stop what still runs for it
+        # (the helm child of a step in flight) before another replica may take over.
+        self.on_lost = on_lost
         self._membership = LeaseKeeper(
             leases,
             namespace,
@@ -74,6 +78,8 @@ class ShardKeeper:
         self._seen: dict[str, tuple[str, float]] = {}  # member lease → (version, since)
         self._guard = threading.Lock()
         self._announced: frozenset[str] = frozenset()
+        self._membership_said = ""  # the last warning of each kind, said once
+        self._list_said = ""
         self.members: frozenset[str] = frozenset({identity})
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -141,8 +147,12 @@ class ShardKeeper:
             members = self._live_members()
             leases = {r.name: r for r in self._leases.list(self.namespace, CLUSTER_LABELS)}
         except KubeError as e:
-            log.warning("leases: cannot list (renewing what is held): %s", e)
+            if str(e) != self._list_said:
+                log.warning("leases: cannot list (renewing what is held): %s", e)
+            self._list_said = str(e)
             members, leases = None, None
+        else:
+            self._list_said = ""
         with self._guard:
             clusters = sorted(self._wanted)
         self._renew_held()
@@ -168,8 +178,10 @@ class ShardKeeper:
     def _keep_membership(self) -> None:
         keeper = self._membership
         state = keeper.renew() if keeper.held else keeper.try_acquire()
-        if not state.held:
-            log.warning("leases: membership %s not held: %s", keeper.name, state.reason)
+        said = "" if state.held else state.reason
+        if said and said != self._membership_said:  # once per reason, not every period
+            log.warning("leases: membership %s not held: %s", keeper.name, said)
+        self._membership_said = said
 
     def _live_members(self) -> frozenset[str]:
         now = self._clock.now()
@@ -187,12 +199,12 @@ class ShardKeeper:
 
     def _renew_held(self) -> None:
         for cluster, keeper in list(self._keepers.items()):
-            if keeper.held:
-                state = keeper.renew()
-                if state.lost:
-                    log.warning(
-                        "%s: lease lost (%s): this replica stops acting", cluster, state.reason
-                    )
+            # Also a keeper whose deadline passed since: renew() reports that as lost.
+            state = keeper.renew()
+            if state.lost:
+                log.warning("%s: lease lost (%s): this replica stops acting", cluster, state.reason)
+                if self.on_lost is not None:
+                    self.on_lost(cluster)
 
     def _release_drained(self) -> None:
         with self._guard:
@@ -234,6 +246,11 @@ class ShardKeeper:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="gitopsbot-leases", daemon=True)
         self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """The renewing loop runs (``/readyz``: leases held or being waited for)."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
