@@ -24,6 +24,7 @@ from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
 from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.cluster_access import ClusterAccess, ServiceAccountFiles
+from gitopsbot.adapters.forge._http import ForgeCall
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.git import Credentials, GitRepo, GitSettings, HttpsToken, SshKey
@@ -33,10 +34,14 @@ from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.localfiles import DirectoryTree
+from gitopsbot.adapters.metrics import BotMetrics
+from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
 from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.bot.apply_gate import ApplyGate
+from gitopsbot.bot.gauges import PassGauges
+from gitopsbot.bot.health import HealthWatch
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.pr_mirror import PullRequestMirror
@@ -170,12 +175,18 @@ def open_state(url: str, cache: Path | None = None) -> tuple[JournalStore, BotSe
     return JournalStore(repo, branch=fleet_settings.state_branch, push=False), fleet_settings
 
 
-def _forge(fleet_settings: BotSettings, clock: SystemClock) -> Forge | None:
+def _forge(
+    fleet_settings: BotSettings,
+    clock: SystemClock,
+    observe: Callable[[ForgeCall], None] | None = None,
+) -> Forge | None:
     forge = fleet_settings.forge
     if forge.kind == "git-only" or forge.token is None:
         return None
     token = SecretResolver().resolve(forge.token)
-    return as_forge(from_settings(forge, token, clock=clock))
+    provider = from_settings(forge, token, clock=clock)
+    provider.http.observe = observe  # every request, for the metrics
+    return as_forge(provider)
 
 
 @dataclass
@@ -186,6 +197,8 @@ class Bot:
     settings: BotSettings = field(default_factory=BotSettings)
     mirror: PullRequestMirror | None = None
     shards: ShardKeeper | None = None  # replicas share the fleet (``--leases-namespace``)
+    metrics: BotMetrics | None = None  # served by ``metrics_server`` (``--metrics-listen``)
+    health: HealthWatch | None = None
 
     def close(self, timeout: float = 30.0) -> None:
         """Post what the pull-request mirror still holds (after the scheduler stopped)."""
@@ -213,6 +226,20 @@ def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
             bot.scheduler.nudge()
 
     return WebhookReceiver(secrets, nudge, host=host or "127.0.0.1", port=int(port))
+
+
+def metrics_server(bot: Bot, listen: str) -> MetricsServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``HOST:PORT`` (docs/metrics.md)."""
+    host, _, port = listen.rpartition(":")
+    if not port.isdigit() or bot.metrics is None or bot.health is None:
+        raise ConfigError(f"--metrics-listen {listen!r}: expected HOST:PORT")
+    return MetricsServer(
+        bot.metrics.registry,
+        bot.health.alive,
+        bot.health.ready,
+        host=host.strip("[]") or "0.0.0.0",
+        port=int(port),
+    )
 
 
 def kube_context_source(spec: ClusterSpec) -> str:
@@ -359,7 +386,8 @@ def build_bot(options: RunOptions) -> Bot:
             clusters=clusters,
             timing=options.lease_timing,
         )
-    forge = _forge(bot_settings, clock)
+    metrics = BotMetrics(clock)  # a registry of its own (docs/metrics.md)
+    forge = _forge(bot_settings, clock, metrics.forge_call)
     # helm and kubectl now: a missing one is exit 1 at start, not a failure at the first apply.
     tools = resolve_tools(options)
     store = JournalStore(repo, branch=bot_settings.state_branch, push=options.push)
@@ -388,10 +416,24 @@ def build_bot(options: RunOptions) -> Bot:
         jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),
         workers=max(1, options.workers),
     )
+    health = HealthWatch(
+        scheduler,
+        clock,
+        poll_interval_seconds=bot_settings.poll_interval_seconds,
+        leases_running=(lambda: shards.running) if shards is not None else None,
+        holding=(lambda: len(shards.holding)) if shards is not None else None,
+    )
+    reconciler.announcer.listeners.append(metrics)
+    reconciler.announcer.pass_listeners.extend([metrics, health, PassGauges(reconciler, metrics)])
     if shards is not None:
+        keeper = shards
+        metrics.watch_leases(lambda: clusters, keeper.held, lambda: len(keeper.members))
         shards.on_change = scheduler.set_clusters  # a job only for the clusters held
         shards.on_lost = helm_stopper(options.cache)
-    return Bot(reconciler, scheduler, clusters, bot_settings, mirror, shards)
+    return Bot(
+        reconciler, scheduler, clusters, bot_settings, mirror, shards,
+        metrics=metrics, health=health,
+    )  # fmt: skip
 
 
 # -- plan, validate, propose, comment -------------------------------------------------------

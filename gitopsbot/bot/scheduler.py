@@ -14,6 +14,10 @@ job-store lock while it waits for running jobs, and a pass ending with a "come b
 its job (``get_job``/``modify_job``), which needs that lock: a deadlock. So once stopping, no
 pass starts and nothing is moved; apscheduler is shut down without waiting, and the passes in
 flight are joined here, for a bounded time.
+
+A heartbeat job on its own one-thread executor stamps ``last_heartbeat`` every
+``heartbeat_seconds``: it runs whatever the passes do, so it shows that apscheduler's loop
+still dispatches (``/healthz``, docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
 IMMEDIATE_PASSES = 20
 
 
+HEARTBEAT_JOB = "heartbeat"
+
+
 def job_id(cluster: str) -> str:
     return f"cluster:{cluster}"
 
@@ -59,6 +66,7 @@ class Scheduler:
         workers: int = 4,
         soonest_seconds: float = 0.5,
         shutdown_timeout_seconds: float = 3600.0,
+        heartbeat_seconds: float = 5.0,
     ) -> None:
         self._reconcile = reconcile
         self._clock = clock
@@ -67,7 +75,10 @@ class Scheduler:
         self._jitter = jitter_seconds
         self._soonest = timedelta(seconds=soonest_seconds)
         self._scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=workers)},
+            executors={
+                "default": ThreadPoolExecutor(max_workers=workers),
+                HEARTBEAT_JOB: ThreadPoolExecutor(max_workers=1),  # never behind a pass
+            },
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60},
             timezone="UTC",
         )
@@ -81,10 +92,13 @@ class Scheduler:
         self._in_flight = 0
         self._shutdown_timeout = shutdown_timeout_seconds
         self.results: dict[str, PassResult] = {}
+        self.heartbeat_seconds = heartbeat_seconds
+        self.last_heartbeat: float | None = None  # clock.monotonic() of the last beat
 
     @property
     def clusters(self) -> list[str]:
-        return sorted(j.id.split(":", 1)[1] for j in self._scheduler.get_jobs())
+        jobs = self._scheduler.get_jobs()
+        return sorted(j.id.split(":", 1)[1] for j in jobs if j.id != HEARTBEAT_JOB)
 
     def set_clusters(self, names: Iterable[str]) -> None:
         """Add jobs for new clusters, remove those of clusters gone from the fleet."""
@@ -102,7 +116,30 @@ class Scheduler:
             )
 
     def start(self) -> None:
+        self._scheduler.add_job(
+            self._beat,
+            IntervalTrigger(seconds=self.heartbeat_seconds, timezone="UTC"),
+            id=HEARTBEAT_JOB,
+            name="heartbeat",
+            executor=HEARTBEAT_JOB,
+            replace_existing=True,
+        )
+        self._beat()  # then every heartbeat_seconds
         self._scheduler.start()
+
+    def _beat(self) -> None:
+        self.last_heartbeat = self._clock.monotonic()
+
+    @property
+    def alive(self) -> bool:
+        """Started, not stopping, and apscheduler's loop thread running."""
+        return self._scheduler.running and not self.stopping
+
+    @property
+    def busy(self) -> bool:
+        """A pass is in flight now."""
+        with self._flight:
+            return self._in_flight > 0
 
     def nudge(self, cluster: str | None = None) -> None:
         """Run the cluster's pass now (None: every cluster), e.g. from a webhook."""

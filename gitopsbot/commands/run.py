@@ -22,6 +22,7 @@ examples:
   gitopsbot run --fleet ~/src/gpu-fleet.git --cluster staging --once   # a bare clone; one round
   GITOPSBOT_GIT_TOKEN=... gitopsbot run --fleet-url https://... --kubeconfig ~/.kube/fleet
   gitopsbot run --fleet-url https://... --webhook-listen 0.0.0.0:8080   # forge webhooks too
+  gitopsbot run --fleet-url https://... --metrics-listen 0.0.0.0:9090   # /metrics /healthz /readyz
   gitopsbot run --fleet-url https://... --helm /opt/helm3/helm --kubectl /usr/bin/kubectl
   gitopsbot run --fleet ~/src/gpu-fleet.git --download-binaries   # pinned helm 4 + kubectl
   gitopsbot run --fleet-url https://... --in-cluster   # in a pod: its ServiceAccount
@@ -100,6 +101,14 @@ def register(sub: Any) -> None:
         help="receive forge webhooks at POST /webhooks/<github|gitlab|gitea> on HOST:PORT "
         "(port 0: any free port, printed at start); a verified push or merge starts a pass "
         "at once (default off: polling only; ignored with --once)",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at /metrics and the probes /healthz (the loop is "
+        "alive) and /readyz (the fleet repository answers, leases held or waited for) on "
+        "HOST:PORT, apart from the webhooks (docs/metrics.md; default off; ignored with --once)",
     )
     p.add_argument(
         "--workers",
@@ -186,7 +195,17 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         sys.stderr.write(f"gitopsbot run: --webhook-listen {args.webhook_listen}: {e}\n")
         return 1
-    return run_forever(bot, receiver)
+    try:
+        metrics = app.metrics_server(bot, args.metrics_listen) if args.metrics_listen else None
+        if metrics is not None:
+            metrics.start()  # bind now, as the receiver
+    except (GitOpsBotError, OSError) as e:
+        if receiver is not None:
+            receiver.stop()
+        where = "" if isinstance(e, GitOpsBotError) else f"--metrics-listen {args.metrics_listen}: "
+        sys.stderr.write(f"gitopsbot run: {where}{e}\n")
+        return 1
+    return run_forever(bot, receiver, metrics)
 
 
 def run_once(bot: app.Bot) -> int:
@@ -207,7 +226,11 @@ def run_once(bot: app.Bot) -> int:
     return status
 
 
-def run_forever(bot: app.Bot, receiver: app.WebhookReceiver | None = None) -> int:
+def run_forever(
+    bot: app.Bot,
+    receiver: app.WebhookReceiver | None = None,
+    metrics: app.MetricsServer | None = None,
+) -> int:
     stop = threading.Event()
 
     received: list[int] = []
@@ -229,6 +252,8 @@ def run_forever(bot: app.Bot, receiver: app.WebhookReceiver | None = None) -> in
     print(f"gitopsbot run: watching {', '.join(bot.clusters)} (Ctrl-C to stop)", flush=True)
     if receiver is not None:  # started by the caller
         print(f"gitopsbot run: webhooks at {receiver.url}/webhooks/<provider>", flush=True)
+    if metrics is not None:  # started by the caller
+        print(f"gitopsbot run: metrics at {metrics.url}/metrics", flush=True)
     try:
         stop.wait()
     finally:
@@ -238,6 +263,8 @@ def run_forever(bot: app.Bot, receiver: app.WebhookReceiver | None = None) -> in
         if bot.shards is not None:
             bot.shards.stop()  # released: the other replicas take the clusters at once
         bot.close()  # the pull requests show the last recorded transitions
+        if metrics is not None:  # last: the probes answered "stopping" meanwhile
+            metrics.stop()
     why = signal.Signals(received[0]).name if received else "stop"
     print(f"gitopsbot run: {why}: stopped cleanly at a step boundary", flush=True)
     return 0

@@ -15,6 +15,7 @@ opening a year ahead so the pass looks again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
@@ -98,3 +99,9 @@ def next_open(window: Window | None, now: datetime) -> datetime:
     except CroniterError:
         pass
     return local + _NO_OPENING_RETRY
+
+
+def open_by_pool(pool_windows: Mapping[str, Window | None], now: datetime) -> dict[str, bool]:
+    """Each pool's window open at ``now`` (a pool without a window is always open): the
+    ``gitopsbot_pool_window_open`` gauge, computed after every pass (``bot.gauges``)."""
+    return {pool: is_open(window, now) for pool, window in pool_windows.items()}

@@ -17,7 +17,10 @@ What it owns, so the providers do not have to:
   ``max_wait`` seconds, beyond which ``ForgeRateLimited(retry_after=...)`` is raised;
 * pagination: Link rel="next" (GitHub, Gitea, GitLab) or GitLab's X-Next-Page, only ever
   followed on the same origin so the auth header never travels to another host;
-* status → error mapping onto ``gitopsbot.errors``.
+* status → error mapping onto ``gitopsbot.errors``;
+* metrics: ``observe`` (when set) is told every request's provider, method, endpoint class,
+  status and the rate-limit headers GitHub (``X-RateLimit-*``) and GitLab (``RateLimit-*``)
+  send; Gitea sends none.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -55,6 +58,34 @@ PAGINATION_HEADERS = frozenset(
     {"link", "x-next-page", "x-prev-page", "x-page", "x-per-page", "x-total", "x-total-pages"}
 )
 PAGE_SIZE_PARAMS = ("per_page", "limit")  # GitHub/GitLab, Gitea
+# The words of the API paths the providers call: a request's endpoint class is the last one
+# in its path, so a metric label never holds a number, a SHA or a repository name.
+ENDPOINTS = frozenset(
+    {"pulls", "issues", "comments", "labels", "reviews", "statuses", "merge_requests", "notes"}
+    | {"approvals", "merge", "commits", "user"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ForgeCall:
+    """One request as the metrics see it: never its URL, body or headers."""
+
+    provider: str
+    method: str
+    endpoint: str  # ``endpoint_class`` of its path
+    status: int  # the HTTP status; 0: no answer (timeout, connection failed)
+    rate_remaining: int | None = None  # X-RateLimit-Remaining (GitHub), RateLimit-Remaining
+    rate_reset: float | None = None  # when the limit resets, UNIX seconds
+
+
+def endpoint_class(url: str) -> str:
+    """``repos/o/r/issues/12/comments`` → ``comments``; ``other`` for anything unknown."""
+    words = [w for w in urlsplit(url).path.split("/") if w in ENDPOINTS]
+    return words[-1] if words else "other"
+
+
+def _rate(headers: Mapping[str, str], name: str) -> str:
+    return headers.get(f"x-ratelimit-{name}") or headers.get(f"ratelimit-{name}") or ""
 
 
 @dataclass(slots=True)
@@ -146,6 +177,7 @@ class ForgeHttp:
         self.base_url = base_url.rstrip("/")
         self._origin = _origin(self.base_url)
         self.stats = HttpStats()
+        self.observe: Callable[[ForgeCall], None] | None = None  # metrics, set by gitopsbot.app
         headers = {"User-Agent": "gitopsbot", "Accept": "application/json"}
         headers.update(extra_headers or {})
         headers[auth_header[0]] = auth_header[1]
@@ -260,13 +292,16 @@ class ForgeHttp:
         try:
             response = self._client.send(request)
         except httpx.TimeoutException as exc:
+            self._observed(method, key, 0, {})
             raise ForgeServerError(
                 self.redact(f"{where}: timed out ({type(exc).__name__})")
             ) from None
         except httpx.TransportError as exc:
+            self._observed(method, key, 0, {})
             raise ForgeServerError(self.redact(f"{where}: {type(exc).__name__}: {exc}")) from None
         headers = {k.lower(): v for k, v in response.headers.items()}
         log.debug("%s -> %s", where, response.status_code)
+        self._observed(method, key, response.status_code, headers)
         if response.status_code == 304 and cached is not None:
             self.stats.not_modified += 1
             fresh = {k: v for k, v in headers.items() if k in PAGINATION_HEADERS}
@@ -285,6 +320,23 @@ class ForgeHttp:
                 while len(self._etags) > self._etag_cache_size:
                     self._etags.popitem(last=False)
         return HttpAnswer(response.status_code, body, headers)
+
+    def _observed(self, method: str, url: str, status: int, headers: Mapping[str, str]) -> None:
+        if self.observe is None:
+            return
+        remaining, reset = _rate(headers, "remaining"), _rate(headers, "reset")
+        call = ForgeCall(
+            self.provider,
+            method,
+            endpoint_class(url),
+            status,
+            int(remaining) if remaining.isdigit() else None,
+            float(reset) if reset.isdigit() else None,
+        )
+        try:
+            self.observe(call)
+        except Exception:  # metrics never fail a forge call
+            log.exception("forge metrics failed")
 
     def _error(self, where: str, status: int, body: Json, headers: Mapping[str, str]) -> ForgeError:
         message = self.redact(_message(body))[:300]

@@ -1,0 +1,247 @@
+"""Prometheus metrics: what the bot does, as Argo CD and Flux users expect to scrape it.
+
+Built on the official client library (``prometheus_client``) in a registry of its own (no
+process-global state: each ``BotMetrics`` is separate, so tests and a sandbox's several bots
+never share counters). Every name starts with ``gitopsbot_``; counters end in ``_total``,
+durations are seconds, times are UNIX seconds (``_timestamp_seconds``), ratios are 0..1; the
+labels are bounded (cluster, pool, component, kinds, results, forge, method, endpoint class,
+status code), never an operation id, a SHA or a URL. docs/metrics.md lists every metric.
+
+``BotMetrics`` is fed by:
+
+* the announcer (``ports.observers``): ``happened`` for operations, steps and pools, and
+  ``pass_finished`` for passes;
+* ``bot.gauges`` after each pass (``ports.metrics.FleetGauges``): windows open, merges queued;
+* the forge's HTTP choke point (``ForgeHttp.observe``): requests and the rate limit left;
+* the shard keeper, read at scrape time (``watch_leases``): Leases held, replicas seen.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gitopsbot.adapters.forge._http import ForgeCall
+from gitopsbot.core.happenings import Happening, HappeningKind
+from gitopsbot.ports.clock import Clock
+
+# Steps last from a second (a skipped backup) to hours (a pool rolling in its window).
+STEP_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800)
+# A pass reads Git and the cluster, and at most one step (a helm upgrade: minutes).
+PASS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+OUTCOMES = {
+    HappeningKind.SUCCEEDED: "succeeded",
+    HappeningKind.FAILED: "failed",
+    HappeningKind.BLOCKED: "blocked",
+    HappeningKind.SUPERSEDED: "superseded",
+}
+POOL_KINDS = (HappeningKind.POOL_PROGRESS, HappeningKind.POOL_PAUSED, HappeningKind.POOL_HALTED)
+STEP_ENDS = (HappeningKind.STEP_SUCCEEDED, HappeningKind.STEP_FAILED, HappeningKind.STEP_SKIPPED)
+
+
+class BotMetrics:
+    def __init__(self, clock: Clock, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._clock = clock
+        r = self.registry
+        self.operations = Counter(
+            "gitopsbot_operations",
+            "Operations ended, by outcome (succeeded, failed, blocked, superseded).",
+            ["cluster", "kind", "result"],
+            registry=r,
+        )
+        self.steps = Histogram(
+            "gitopsbot_step_duration_seconds",
+            "How long operation steps ran, from started to succeeded or failed.",
+            ["cluster", "step_kind"],
+            buckets=STEP_BUCKETS,
+            registry=r,
+        )
+        self.pool_progress = Gauge(
+            "gitopsbot_pool_rollout_progress_ratio",
+            "The running or last rollout of a component on a pool, 0..1.",
+            ["cluster", "pool", "component"],
+            registry=r,
+        )
+        self.pool_halts = Counter(
+            "gitopsbot_pool_halts",
+            "Pool rollouts halted (deadline passed or stalled).",
+            ["cluster", "pool", "component"],
+            registry=r,
+        )
+        self.window_open = Gauge(
+            "gitopsbot_pool_window_open",
+            "1 while the pool's maintenance window is open (or it has none), else 0.",
+            ["cluster", "pool"],
+            registry=r,
+        )
+        self.queued = Gauge(
+            "gitopsbot_queued_merges",
+            "Merges waiting in the cluster's queue (for a window or the running operation).",
+            ["cluster"],
+            registry=r,
+        )
+        self.pass_seconds = Histogram(
+            "gitopsbot_reconcile_duration_seconds",
+            "How long reconcile passes took, failed ones included.",
+            ["cluster"],
+            buckets=PASS_BUCKETS,
+            registry=r,
+        )
+        self.pass_failures = Counter(
+            "gitopsbot_reconcile_failures",
+            "Reconcile passes that ended with an error (Git, the cluster, the fleet files).",
+            ["cluster"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "gitopsbot_reconcile_last_success_timestamp_seconds",
+            "When a pass of the cluster last ended without error, UNIX seconds.",
+            ["cluster"],
+            registry=r,
+        )
+        self.forge_requests = Counter(
+            "gitopsbot_forge_requests",
+            "Forge API requests by endpoint class and HTTP status code (0: no answer).",
+            ["forge", "method", "endpoint", "code"],
+            registry=r,
+        )
+        self.rate_remaining = Gauge(
+            "gitopsbot_forge_rate_limit_remaining",
+            "Requests left in the forge's rate-limit window, as its last answer said.",
+            ["forge"],
+            registry=r,
+        )
+        self.rate_reset = Gauge(
+            "gitopsbot_forge_rate_limit_reset_timestamp_seconds",
+            "When the forge's rate-limit window resets, UNIX seconds.",
+            ["forge"],
+            registry=r,
+        )
+        self._lock = threading.Lock()
+        self._step_started: dict[tuple[str, str, str], float] = {}  # (cluster, op, step)
+        self._pools: set[tuple[str, str, str]] = set()  # pool_progress series set
+        self._windows: set[tuple[str, str]] = set()  # window_open series set
+
+    # -- ports.observers.Listener -------------------------------------------------------------
+
+    def happened(self, happening: Happening) -> None:
+        h, kind = happening, happening.kind
+        if kind in OUTCOMES:
+            self.operations.labels(h.cluster, h.op_kind.value, OUTCOMES[kind]).inc()
+        if kind is HappeningKind.STARTED:
+            self._forget_pools(h.cluster)  # a new operation: its pools start from nothing
+        elif kind is HappeningKind.STEP_STARTED and h.at is not None:
+            with self._lock:
+                self._step_started[(h.cluster, h.op_id, h.step)] = h.at.timestamp()
+        elif kind in STEP_ENDS:
+            with self._lock:
+                began = self._step_started.pop((h.cluster, h.op_id, h.step), None)
+            if kind is not HappeningKind.STEP_SKIPPED and began is not None and h.at is not None:
+                self.steps.labels(h.cluster, h.step_kind).observe(
+                    max(0.0, h.at.timestamp() - began)
+                )
+        elif kind in POOL_KINDS and h.progress is not None:
+            with self._lock:
+                self._pools.add((h.cluster, h.pool, h.component))
+            self.pool_progress.labels(h.cluster, h.pool, h.component).set(h.progress / 100)
+            if kind is HappeningKind.POOL_HALTED:
+                self.pool_halts.labels(h.cluster, h.pool, h.component).inc()
+        if kind in (HappeningKind.SUCCEEDED, HappeningKind.FAILED):
+            with self._lock:  # steps that never ended (a remediation took over)
+                for key in [k for k in self._step_started if k[:2] == (h.cluster, h.op_id)]:
+                    del self._step_started[key]
+
+    def _forget_pools(self, cluster: str) -> None:
+        with self._lock:
+            gone = {labels for labels in self._pools if labels[0] == cluster}
+            self._pools -= gone
+        for labels in gone:
+            self.pool_progress.remove(*labels)
+
+    # -- ports.observers.PassListener ---------------------------------------------------------
+
+    def pass_finished(
+        self, cluster: str, *, action: str, detail: str, error: str, seconds: float
+    ) -> None:
+        self.pass_seconds.labels(cluster).observe(max(0.0, seconds))
+        if error:
+            self.pass_failures.labels(cluster).inc()
+        else:
+            self.last_success.labels(cluster).set(self._clock.now().timestamp())
+
+    # -- ports.metrics.FleetGauges ------------------------------------------------------------
+
+    def pool_windows(self, cluster: str, open_by_pool: Mapping[str, bool]) -> None:
+        with self._lock:
+            gone = {w for w in self._windows if w[0] == cluster and w[1] not in open_by_pool}
+            self._windows = (self._windows - gone) | {(cluster, p) for p in open_by_pool}
+        for labels in gone:  # pools gone from the cluster's rollout
+            self.window_open.remove(*labels)
+        for pool, is_open in open_by_pool.items():
+            self.window_open.labels(cluster, pool).set(1 if is_open else 0)
+
+    def queued_merges(self, cluster: str, count: int) -> None:
+        self.queued.labels(cluster).set(count)
+
+    # -- the forge's HTTP choke point (``ForgeHttp.observe``) -------------------------------
+
+    def forge_call(self, call: ForgeCall) -> None:
+        self.forge_requests.labels(
+            call.provider, call.method, call.endpoint, str(call.status)
+        ).inc()
+        if call.rate_remaining is not None:
+            self.rate_remaining.labels(call.provider).set(call.rate_remaining)
+        if call.rate_reset is not None:
+            self.rate_reset.labels(call.provider).set(call.rate_reset)
+
+    # -- leases, read at scrape time ----------------------------------------------------------
+
+    def watch_leases(
+        self,
+        clusters: Callable[[], Iterable[str]],
+        held: Callable[[str], bool],
+        replicas: Callable[[], int],
+    ) -> None:
+        """``clusters``: the fleet's clusters this replica may share; ``held``: whether it
+        holds one's Lease now; ``replicas``: live replicas it sees (itself included)."""
+        self.registry.register(_Leases(clusters, held, replicas))
+
+
+class _Leases(Collector):
+    def __init__(
+        self,
+        clusters: Callable[[], Iterable[str]],
+        held: Callable[[str], bool],
+        replicas: Callable[[], int],
+    ) -> None:
+        self._clusters = clusters
+        self._held = held
+        self._replicas = replicas
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self._families(True))
+
+    def _families(self, values: bool = False) -> Iterator[Metric]:
+        held = GaugeMetricFamily(
+            "gitopsbot_cluster_lease_held",
+            "1 while this replica holds the cluster's Lease, else 0.",
+            labels=["cluster"],
+        )
+        seen = GaugeMetricFamily(
+            "gitopsbot_replicas_seen", "Live replicas sharing the fleet, this one included."
+        )
+        if values:
+            for cluster in sorted(self._clusters()):
+                held.add_metric([cluster], 1 if self._held(cluster) else 0)
+            seen.add_metric([], self._replicas())
+        yield held
+        yield seen
