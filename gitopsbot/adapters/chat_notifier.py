@@ -113,6 +113,38 @@ class RecordingSecrets:
 # -- posting -------------------------------------------------------------------------------------
 
 
+class _HideUrls(logging.Filter):
+    """httpx logs each request's URL at INFO (``HTTP Request: POST https://…``): a webhook URL
+    embeds its token, so the notification URLs are masked in httpx's records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        urls = tuple(self.urls)
+        if urls and isinstance(record.args, tuple):
+            record.args = tuple(
+                redact_secrets(a, urls) if isinstance(a, str) else _masked(a, urls)
+                for a in record.args
+            )
+        return True
+
+
+def _masked(arg: object, urls: tuple[str, ...]) -> object:
+    text = str(arg)
+    return redact_secrets(text, urls) if any(u in text for u in urls) else arg
+
+
+_HIDDEN = _HideUrls()
+logging.getLogger("httpx").addFilter(_HIDDEN)
+
+
+def hide_in_logs(url: str) -> None:
+    """Mask ``url`` wherever httpx would log it."""
+    _HIDDEN.urls.add(url)
+
+
 def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     """``Retry-After`` as seconds (delta-seconds or an HTTP date), None when absent or bad."""
     if not value:
@@ -161,6 +193,7 @@ class WebhookClient:
     def post(
         self, label: str, url: str, payload: Mapping[str, Any], *, stop: threading.Event
     ) -> None:
+        hide_in_logs(url)
         reason = ""
         for attempt in range(self.attempts):
             wait = self.backoff_seconds * (2**attempt)
