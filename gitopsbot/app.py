@@ -22,6 +22,8 @@ from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )
 from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
+from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory
+from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_settings
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.cluster_access import ClusterAccess, ServiceAccountFiles
 from gitopsbot.adapters.forge._http import ForgeCall
@@ -54,7 +56,7 @@ from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core import tool_record
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, SecretRef
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
-from gitopsbot.errors import ConfigError
+from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster, load_fleet, policy_documents
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.files import FileTree
@@ -189,6 +191,20 @@ def _forge(
     return as_forge(provider)
 
 
+def forge_secrets(fleet_settings: BotSettings) -> tuple[str, ...]:
+    """The forge token and webhook secret, to be masked in notifications (none when unset
+    or unreadable: the forge's own start reports that)."""
+    out: list[str] = []
+    forge = fleet_settings.forge
+    for ref in (forge.token, forge.webhook_secret):
+        if forge.kind != "git-only" and ref is not None and ref.source != "kubernetes-secret":
+            try:
+                out.append(SecretResolver().resolve(ref))
+            except GitOpsBotError:
+                pass
+    return tuple(out)
+
+
 @dataclass
 class Bot:
     reconciler: Reconciler
@@ -199,11 +215,15 @@ class Bot:
     shards: ShardKeeper | None = None  # replicas share the fleet (``--leases-namespace``)
     metrics: BotMetrics | None = None  # served by ``metrics_server`` (``--metrics-listen``)
     health: HealthWatch | None = None
+    notifier: Notifier | None = None  # chat webhooks (``notifications:``)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Post what the pull-request mirror still holds (after the scheduler stopped)."""
+        """Post what the pull-request mirror and the notifier still hold (after the
+        scheduler stopped)."""
         if self.mirror is not None:
             self.mirror.close(timeout)
+        if self.notifier is not None:
+            self.notifier.close(min(timeout, 10.0))
 
 
 def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
@@ -277,6 +297,7 @@ def executor_factory(
     options: RunOptions,
     tools: tool_lookup.ToolSet | None = None,
     access: ClusterAccess | None = None,
+    secret_memory: SecretMemory | None = None,
 ) -> Callable[[ClusterSpec], Executor]:
     """One Cluster and Helm adapter per cluster, built on first use (``tools`` and
     ``access`` default to ``resolve_tools`` and ``cluster_access`` of the options)."""
@@ -305,6 +326,8 @@ def executor_factory(
                 kubeconfig=connection.kubeconfig, kube_context=connection.context,
             )  # fmt: skip
             secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
+            if secret_memory is not None:  # notifications mask what was resolved
+                secrets = secret_memory.recording(spec.name, secrets)  # type: ignore[assignment]
             built[spec.name] = Executor(cluster=cluster, helm=helm, secrets=secrets)
         return built[spec.name]
 
@@ -394,10 +417,18 @@ def build_bot(options: RunOptions) -> Bot:
     store.record_tools(tool_record.of({**tools.versions(), **tools.paths()}))  # for `status`
     # Forge writes are paced: posted from their own thread, passes never wait on them.
     mirror = PullRequestMirror(forge) if forge is not None else None
+    # Chat webhooks (docs/notifications.md): URLs read now, so a bad one stops the start.
+    memory = SecretMemory()
+    notifier = notifier_from_settings(
+        bot_settings,
+        SecretResolver(),
+        secrets_for=memory.values,
+        secrets=forge_secrets(bot_settings),
+    )
     reconciler = Reconciler(
         repo=repo,
         store=store,
-        executor_for=executor_factory(options, tools, cluster_access(options)),
+        executor_for=executor_factory(options, tools, cluster_access(options), memory),
         gate=apply_gate(repo, chart_source(options.cache)),
         clock=clock,
         load_fleet=load_fleet,
@@ -424,6 +455,8 @@ def build_bot(options: RunOptions) -> Bot:
         holding=(lambda: len(shards.holding)) if shards is not None else None,
     )
     reconciler.announcer.listeners.append(metrics)
+    if notifier is not None:
+        reconciler.announcer.listeners.append(notifier)
     reconciler.announcer.pass_listeners.extend([metrics, health, PassGauges(reconciler, metrics)])
     if shards is not None:
         keeper = shards
@@ -432,7 +465,7 @@ def build_bot(options: RunOptions) -> Bot:
         shards.on_lost = helm_stopper(options.cache)
     return Bot(
         reconciler, scheduler, clusters, bot_settings, mirror, shards,
-        metrics=metrics, health=health,
+        metrics=metrics, health=health, notifier=notifier,
     )  # fmt: skip
 
 
