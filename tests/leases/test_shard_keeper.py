@@ -156,3 +156,30 @@ def test_renews_that_keep_failing_stop_the_replica_before_the_duration() -> None
         periods(clock, [a], 1)
     assert clock.mono - last_renew <= TIMING.renew_deadline_seconds + TIMING.retry_period_seconds
     assert clock.mono - last_renew < TIMING.duration_seconds
+
+
+def test_the_identity_is_the_pod_name_or_the_host_name_plus_a_random_suffix(
+    monkeypatch: Any,
+) -> None:
+    from gitopsbot.app import replica_identity
+
+    monkeypatch.setenv("POD_NAME", "gitopsbot-7d9f-x2")
+    first, second = replica_identity(), replica_identity()
+    assert first.startswith("gitopsbot-7d9f-x2-") and first != second
+    assert replica_identity("bot-a").startswith("bot-a-")
+    monkeypatch.delenv("POD_NAME")
+    import platform
+
+    assert replica_identity().startswith(f"{platform.node() or 'gitopsbot'}-")
+
+
+def test_run_refuses_leases_with_once_and_a_deadline_not_below_the_duration(
+    capsys: Any,
+) -> None:
+    from gitopsbot.cli import main
+
+    base = ["run", "--fleet-url", "file:///nowhere", "--leases-namespace", "ops"]
+    assert main([*base, "--once"]) == 1
+    assert "--once works alone" in capsys.readouterr().err
+    assert main([*base, "--lease-duration", "10", "--lease-renew-deadline", "10"]) == 1
+    assert "renew deadline must be shorter" in capsys.readouterr().err
