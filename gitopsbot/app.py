@@ -461,7 +461,12 @@ def build_bot(options: RunOptions) -> Bot:
     if shards is not None:
         keeper = shards
         metrics.watch_leases(lambda: clusters, keeper.held, lambda: len(keeper.members))
-        shards.on_change = scheduler.set_clusters  # a job only for the clusters held
+
+        def jobs_for(held: frozenset[str]) -> None:  # a job only for the clusters held
+            if not scheduler.stopping:  # none added or removed once shutting down
+                scheduler.set_clusters(held)
+
+        shards.on_change = jobs_for
         shards.on_lost = helm_stopper(options.cache)
     return Bot(
         reconciler, scheduler, clusters, bot_settings, mirror, shards,
