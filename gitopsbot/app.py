@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gitopsbot import settings
 from gitopsbot.adapters import helm_children
+from gitopsbot.adapters import logs as log_output
 from gitopsbot.adapters import tools as tool_lookup
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
@@ -35,18 +36,21 @@ from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
+from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
-from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
+from gitopsbot.bot import log_context
+from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.gauges import PassGauges
 from gitopsbot.bot.health import HealthWatch
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.pr_mirror import PullRequestMirror
+from gitopsbot.bot.progress_log import ProgressLog
 from gitopsbot.bot.proposer import Proposer
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
@@ -425,6 +429,10 @@ def build_bot(options: RunOptions) -> Bot:
         secrets_for=memory.values,
         secrets=forge_secrets(bot_settings),
     )
+    # What each recorded transition and pass means, told to listeners: the log's progress
+    # lines here; Events, notifications and metrics add theirs to the same announcer.
+    progress = ProgressLog()
+    announcer = Announcer([progress], [progress])
     reconciler = Reconciler(
         repo=repo,
         store=store,
@@ -439,6 +447,7 @@ def build_bot(options: RunOptions) -> Bot:
         push=options.push,
         publish=mirror.publish if mirror is not None else None,
         may_act=shards.held if shards is not None else None,
+        announcer=announcer,
     )
     scheduler = Scheduler(
         reconcile=reconciler.reconcile if shards is None else shards.guarded(reconciler.reconcile),
@@ -544,4 +553,18 @@ def proposer(wiring: ProposalWiring, branch: str, chart_dirs: Sequence[Path]) ->
         chart_source_for(chart_dirs),
         watched_branch=branch,
         policy_documents=builtin_policy_documents(),
+    )
+
+
+# -- logging ---------------------------------------------------------------------------------
+
+
+def configure_logging(
+    fmt: str, *, root_level: int, levels: dict[str, int] | None = None
+) -> Callable[[], None] | None:
+    """Log lines in ``fmt`` (``text``/``json``) to standard error, each naming the cluster,
+    operation and step of the pass that emitted it (docs/logging.md). None when the embedding
+    program configured logging already; else how to undo it."""
+    return log_output.configure(
+        fmt, root_level=root_level, levels=levels, filters=[log_context.RecordFields()]
     )

@@ -6,9 +6,10 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from gitopsbot import __version__
+from gitopsbot import __version__, app, settings
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
 # Order is the order shown in --help.
@@ -29,7 +30,13 @@ examples:
   gitopsbot demo                                   # the whole story in a local sandbox
   gitopsbot validate examples/fleet                # check a fleet repository
   gitopsbot plan --cluster staging --fleet examples/fleet
+  gitopsbot --log-format json run --fleet-url URL  # JSON log lines; also run ... --log-format
+  gitopsbot -v plan --cluster staging --fleet examples/fleet   # INFO log lines of any command
   gitopsbot <command> --help                       # more on one command
+
+logs: stderr, text by default (--log-format json or $GITOPSBOT_LOG_FORMAT=json: one JSON object
+per line with cluster, operation and step); WARNING and up, and INFO of gitopsbot under `run`;
+-v INFO, -vv DEBUG (docs/logging.md).
 """
 
 
@@ -45,25 +52,59 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)"
     )
+    parser.add_argument("--log-format", **_log_format_option(default=None))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"gitopsbot.commands.{name}")
         module.register(sub)
+    for command in sub.choices.values():
+        # Also after the command (`gitopsbot run ... --log-format json`, as the Helm chart
+        # passes it); SUPPRESS: when absent there, the global option's value stands.
+        command.add_argument("--log-format", **_log_format_option(default=argparse.SUPPRESS))
     return parser
+
+
+LOG_FORMATS = ("text", "json")
+# Commands whose own loggers say what they do at the default level (docs/logging.md).
+INFO_COMMANDS = frozenset({"run"})
+
+
+def _log_format_option(default: object) -> dict[str, Any]:
+    return {
+        "choices": LOG_FORMATS,
+        "default": default,
+        "metavar": "FORMAT",
+        "help": "log lines on stderr as text (default) or json, one object per line "
+        "($GITOPSBOT_LOG_FORMAT; docs/logging.md)",
+    }
+
+
+def _configure_logging(args: argparse.Namespace) -> Callable[[], None] | None:
+    """-v: INFO for every logger, -vv: DEBUG; else WARNING, and INFO for gitopsbot's own
+    loggers under ``run`` (a long-running bot says what it is doing)."""
+    fmt = args.log_format or settings.log_format() or "text"
+    if fmt not in LOG_FORMATS:
+        raise ConfigError(f"GITOPSBOT_LOG_FORMAT={fmt}: give one of {', '.join(LOG_FORMATS)}")
+    root_level = logging.WARNING - 10 * min(args.verbose, 2)
+    levels = {"gitopsbot": min(root_level, logging.INFO)} if args.command in INFO_COMMANDS else {}
+    return app.configure_logging(fmt, root_level=root_level, levels=levels)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING - 10 * min(args.verbose, 2),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    try:
+        undo = _configure_logging(args)
+    except ConfigError as e:
+        sys.stderr.write(f"gitopsbot {args.command}: {e}\n")
+        return 1
     try:
         result: int = args.func(args)
     except GitOpsBotError as e:
         # The safety net: commands report their own errors, but none may end in a traceback.
         sys.stderr.write(f"gitopsbot {args.command}: {e}\n")
         return 1 if isinstance(e, ConfigError) else 2
+    finally:
+        if undo is not None:  # main() called again in one process starts afresh
+            undo()
     return result

@@ -62,3 +62,9 @@ def pod_name() -> str | None:
     """``POD_NAME`` (the downward API's ``metadata.name`` in the chart): the base of a
     replica's Lease identity. None when unset or empty."""
     return os.environ.get("POD_NAME") or None
+
+
+def log_format() -> str | None:
+    """``GITOPSBOT_LOG_FORMAT``: ``text`` or ``json`` (docs/logging.md), when ``--log-format``
+    is not given. None when unset or empty; any other value is the caller's to refuse."""
+    return os.environ.get("GITOPSBOT_LOG_FORMAT", "").strip().lower() or None

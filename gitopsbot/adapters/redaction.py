@@ -13,6 +13,7 @@ secret paths; never the other values, so an error stays readable.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,3 +43,35 @@ def helm_secrets(values: Mapping[str, Any], secret_values: Iterable[str] = ()) -
     secret-looking keys, built-in paths, token shapes). No other value is masked."""
     found = {s for s in secret_values if s} | set(secret_strings(values))
     return sorted(found, key=len, reverse=True)
+
+
+class KnownSecrets:
+    """The secret values this process has resolved (``adapters.secrets.SecretResolver`` adds
+    each one), so the log formatters (``adapters.logs``) can mask them in any line, wherever
+    they came from: an exception message, a step's detail, a library's own log record. The
+    adapters still redact their own messages; this is the last net before a line is written.
+    Thread-safe: passes of several clusters resolve secrets side by side."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._ordered: tuple[str, ...] = ()
+        self._lock = threading.Lock()
+
+    def add(self, value: str) -> None:
+        if not value or value in self._values:
+            return
+        with self._lock:
+            self._values.add(value)
+            self._ordered = tuple(sorted(self._values, key=len, reverse=True))
+
+    def redact(self, text: str) -> str:
+        """``text`` with every known secret masked (``redact_secrets``)."""
+        ordered = self._ordered
+        return redact_secrets(text, ordered) if ordered and text else text
+
+    def __len__(self) -> int:
+        return len(self._ordered)
+
+
+# Process-wide: a secret resolved for any cluster is masked in every log line.
+KNOWN = KnownSecrets()

@@ -2,7 +2,9 @@
 
 The values go straight into ``core.secrets.merge_secrets`` and from there into helm's 0600
 values file. Nothing here logs a value; every error names the reference (source, name, key,
-values path) and never what was read.
+values path) and never what was read. Each value resolved is also told to the log
+formatters' mask (``adapters.redaction.KNOWN``): should it turn up in an error or a step's
+detail anyway, no log line shows it (docs/logging.md).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gitopsbot import settings
+from gitopsbot.adapters.redaction import KNOWN, KnownSecrets
 from gitopsbot.core.model import SecretRef
 from gitopsbot.errors import KubeError, SecretUnavailable
 from gitopsbot.ports.cluster import Cluster
@@ -39,11 +42,13 @@ class SecretResolver:
         default_namespace: str = "",
         base_dir: Path | None = None,
         environment: Callable[[str], str | None] = settings.environment_value,
+        known: KnownSecrets = KNOWN,
     ) -> None:
         self._cluster = cluster
         self._namespace = default_namespace
         self._base = base_dir
         self._environment = environment
+        self._known = known
 
     def resolve(self, ref: SecretRef) -> str:
         if ref.source == "kubernetes-secret":
@@ -60,6 +65,7 @@ class SecretResolver:
         if not value:
             # An empty secret would blank the credential in the cluster (F8).
             raise SecretUnavailable(f"{describe(ref)}: the value is empty")
+        self._known.add(value)  # masked in every log line from now on
         log.debug("secret resolved: %s", describe(ref))
         return value
 

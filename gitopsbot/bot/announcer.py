@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from gitopsbot.core.happenings import Happening, changes
 from gitopsbot.core.journal import Journal
-from gitopsbot.ports.observers import Listener, PassListener
+from gitopsbot.ports.observers import Listener, PassListener, PassStartListener
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,15 @@ class Announcer:
                         "%s: listener %s failed", journal.cluster, type(listener).__name__
                     )
         return happenings
+
+    def pass_started(self, cluster: str) -> None:
+        for listener in self.pass_listeners:
+            if not isinstance(listener, PassStartListener):
+                continue
+            try:
+                listener.pass_started(cluster)
+            except Exception:
+                log.exception("%s: pass listener %s failed", cluster, type(listener).__name__)
 
     def pass_finished(
         self, cluster: str, *, action: str, detail: str, error: str, seconds: float

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from gitopsbot.bot import log_context
 from gitopsbot.bot.pass_base import PassBase, PassResult
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
@@ -39,6 +40,7 @@ class DrivingMixin(PassBase):
     """Advances an active operation by one decision: a step, the pool switches, or the end."""
 
     def advance(self, journal: Journal, now: datetime) -> PassResult:
+        log_context.note(operation=journal.op_id)  # the pass's log lines name it from here
         spec = self.spec_at(journal.desired_sha, journal.cluster)
         if spec is None:
             failed = replace(
@@ -101,6 +103,7 @@ class DrivingMixin(PassBase):
     def run_step(
         self, step: Step, journal: Journal, spec: ClusterSpec, executor: Executor, now: datetime
     ) -> PassResult:
+        log_context.note(operation=journal.op_id, step=step.name)  # until the pass ends
         if step.state is StepState.PENDING:
             step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
             journal = self.save(journal.with_step(step), f"{step.name} started")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from gitopsbot.bot import log_context
 from gitopsbot.bot.driving import DrivingMixin
 from gitopsbot.bot.intake import IntakeMixin
 from gitopsbot.bot.pass_base import LOG_LIMIT, SPEC_CACHE, PassResult
@@ -59,7 +60,13 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
     def reconcile(self, cluster: str) -> PassResult:
         """One pass. A pass that fails (an unreachable cluster, a kube context that does not
         exist, an unreadable fleet) is recorded on the state branch for ``status`` (once per
-        distinct error), then raised to the scheduler; the next good pass clears it."""
+        distinct error), then raised to the scheduler; the next good pass clears it. Every log
+        line of the pass names the cluster (``bot.log_context``), none after it."""
+        with log_context.pass_of(cluster):
+            return self._reconcile(cluster)
+
+    def _reconcile(self, cluster: str) -> PassResult:
+        self.announcer.pass_started(cluster)
         began = self.clock.monotonic()
         try:
             result = self._pass(cluster)

@@ -32,6 +32,7 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from gitopsbot.bot import log_context
 from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.errors import GitOpsBotError, TransientError
 from gitopsbot.ports.clock import Clock
@@ -201,7 +202,8 @@ class Scheduler:
                 with self._lock:
                     self._running.add(cluster)
                     self._nudged.discard(cluster)
-                result = self._pass(cluster)
+                with log_context.pass_of(cluster):  # its lines name the cluster, none after
+                    result = self._pass(cluster)
                 at_once = result is not None and self._at_once(result)
                 immediate = immediate + 1 if at_once else 0
                 with self._lock:
@@ -234,7 +236,8 @@ class Scheduler:
             return None
         with self._lock:
             self.results[cluster] = result
-        log.info("%s: %s %s", cluster, result.action, result.detail)
+        # At DEBUG: bot.progress_log says "pass finished" at INFO (not every idle poll).
+        log.debug("%s: %s %s", cluster, result.action, result.detail)
         if result.next_at is not None:
             self._move(cluster, max(result.next_at, self._clock.now() + self._soonest))
         return result

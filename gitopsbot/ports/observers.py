@@ -13,7 +13,7 @@ most once: a bot killed between the record and the call does not tell it again.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gitopsbot.core.happenings import Happening
 
@@ -29,3 +29,11 @@ class PassListener(Protocol):
         """``action``: the pass's result (``idle``, ``started``, ``step`` …), ``""`` when it
         failed with ``error`` (the error's first line)."""
         ...
+
+
+@runtime_checkable
+class PassStartListener(Protocol):
+    """A pass listener that also wants to hear when a pass begins (the log: "pass started");
+    ``bot.announcer`` calls it on those of its pass listeners that have it."""
+
+    def pass_started(self, cluster: str) -> None: ...
