@@ -7,12 +7,14 @@ branch. Tests and the sandbox build the same objects with fakes or emulators ins
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 import uuid
 import zoneinfo
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from gitopsbot import settings
@@ -26,7 +28,7 @@ from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory
 from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_settings
 from gitopsbot.adapters.clock import SystemClock
-from gitopsbot.adapters.cluster_access import ClusterAccess, ServiceAccountFiles
+from gitopsbot.adapters.cluster_access import ClusterAccess, Connection, ServiceAccountFiles
 from gitopsbot.adapters.forge._http import ForgeCall
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
@@ -35,6 +37,7 @@ from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.adapters.localfiles import DirectoryTree
@@ -45,6 +48,7 @@ from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re
 from gitopsbot.bot import log_context
 from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.apply_gate import ApplyGate
+from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.gauges import PassGauges
 from gitopsbot.bot.health import HealthWatch
 from gitopsbot.bot.journal_store import JournalStore
@@ -91,6 +95,7 @@ class RunOptions:
     kubectl: str = ""
     download_binaries: bool = False
     in_cluster: bool = False  # --in-cluster: the pod's ServiceAccount, required
+    events: bool = True  # Kubernetes Events of each happening (docs/events.md); --no-events
 
 
 def fleet_url(*, url: str | None, path: str | None) -> str:
@@ -220,6 +225,7 @@ class Bot:
     metrics: BotMetrics | None = None  # served by ``metrics_server`` (``--metrics-listen``)
     health: HealthWatch | None = None
     notifier: Notifier | None = None  # chat webhooks (``notifications:``)
+    events: EventRecorder | None = None  # Kubernetes Events (docs/events.md)
 
     def close(self, timeout: float = 30.0) -> None:
         """Post what the pull-request mirror and the notifier still hold (after the
@@ -228,6 +234,8 @@ class Bot:
             self.mirror.close(timeout)
         if self.notifier is not None:
             self.notifier.close(min(timeout, 10.0))
+        if self.events is not None:
+            self.events.close(min(timeout, 5.0))
 
 
 def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
@@ -313,12 +321,7 @@ def executor_factory(
         if spec.name not in built:
             if not found:  # resolved on first use: a pass that only reads Git needs none
                 found.append(resolve_tools(options))
-            connection = reach.connect(
-                kube_context=spec.release.kube_context,
-                kubeconfig_secret=spec.release.kubeconfig_secret,
-                context_source=kube_context_source(spec),
-                cluster=spec.name,
-            )
+            connection = cluster_connection(reach, spec)
             home = options.cache / "clusters" / spec.name
             applier = KubectlCrdApplier(
                 found[0].kubectl, home=home / "kubectl",
@@ -336,6 +339,40 @@ def executor_factory(
         return built[spec.name]
 
     return make
+
+
+def cluster_connection(reach: ClusterAccess, spec: ClusterSpec) -> Connection:
+    """How the bot reaches ``spec``'s cluster: its kubeContext, in-cluster, kubeconfigSecret."""
+    return reach.connect(
+        kube_context=spec.release.kube_context,
+        kubeconfig_secret=spec.release.kubeconfig_secret,
+        context_source=kube_context_source(spec),
+        cluster=spec.name,
+    )
+
+
+def event_recorder(
+    reach: ClusterAccess,
+    spec_at: Callable[[str, str], ClusterSpec | None],
+    *,
+    instance: str,
+    now: Callable[[], datetime],
+    secrets_for: Callable[[str], Iterable[str]] = lambda _cluster: (),
+) -> EventRecorder:
+    """Kubernetes Events of every happening on the cluster's TensorFusionCluster and GPUPools
+    (docs/events.md), through one client per cluster over the same connection as its
+    KubeCluster; ``spec_at(sha, cluster)`` names the objects, ``instance`` is the replica,
+    ``secrets_for(cluster)`` what every note masks."""
+    built: dict[str, KubeEvents] = {}  # only the recorder's thread asks
+
+    def events_for(spec: ClusterSpec) -> KubeEvents:
+        if spec.name not in built:
+            api = cluster_connection(reach, spec).api_client()
+            masked = functools.partial(secrets_for, spec.name)
+            built[spec.name] = KubeEvents(api, instance=instance, secrets=masked)
+        return built[spec.name]
+
+    return EventRecorder(lambda cluster, sha: spec_at(sha, cluster), events_for, now=now)
 
 
 def chart_source(cache: Path) -> ChartSource:
@@ -467,6 +504,15 @@ def build_bot(options: RunOptions) -> Bot:
     if notifier is not None:
         reconciler.announcer.listeners.append(notifier)
     reconciler.announcer.pass_listeners.extend([metrics, health, PassGauges(reconciler, metrics)])
+    events = None
+    if options.events:
+        instance = shards.identity if shards is not None else replica_identity(options.identity)
+        forge_masked = forge_secrets(bot_settings)
+        events = event_recorder(
+            cluster_access(options), reconciler.spec_at, instance=instance, now=clock.now,
+            secrets_for=lambda cluster: (*memory.values(cluster), *forge_masked),
+        )  # fmt: skip
+        reconciler.announcer.listeners.append(events)
     if shards is not None:
         keeper = shards
         metrics.watch_leases(lambda: clusters, keeper.held, lambda: len(keeper.members))
@@ -479,7 +525,7 @@ def build_bot(options: RunOptions) -> Bot:
         shards.on_lost = helm_stopper(options.cache)
     return Bot(
         reconciler, scheduler, clusters, bot_settings, mirror, shards,
-        metrics=metrics, health=health, notifier=notifier,
+        metrics=metrics, health=health, notifier=notifier, events=events,
     )  # fmt: skip
 
 
