@@ -181,7 +181,10 @@ def test_policy_gate_kill_during_helm_and_failing_passes_from_outside(
         # 3. Every pass fails before any operation: recorded once, shown, cleared.
         wrong = tmp_path / "wrong-kubeconfig"
         wrong.write_text(Path(kubeconfig).read_text().replace("sandbox", "elsewhere"))
-        bad_args = ("run", "--once", "--fleet-url", fleet_url, "--kubeconfig", str(wrong))
+        bad_args = (
+            "run", "--once", "--download-binaries", "--fleet-url", fleet_url,
+            "--kubeconfig", str(wrong),
+        )  # fmt: skip
         for _ in range(2):
             failing = cli(tmp_path, *bad_args, **token)
             assert failing.returncode != 0, failing.stdout + failing.stderr
