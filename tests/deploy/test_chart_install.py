@@ -113,7 +113,7 @@ def test_install_upgrade_uninstall(server: KubeServer, helm: Helm, tf_namespace:
     assert rule_rows(live_cr["rules"]) == rule_rows(wanted["ClusterRole"])
     live_role = server.get(RBAC, "Role", tf_namespace, f"{RELEASE}-tensorfusion")
     assert live_role is not None and rule_rows(live_role["rules"]) == rule_rows(wanted["Role"])
-    assert server.get(RBAC, "ClusterRoleBinding", None, events_role) is not None
+    assert server.get(RBAC, "RoleBinding", "default", events_role) is not None
     own = server.get(RBAC, "Role", ns, RELEASE)
     assert own is not None
     assert ("", "secrets", KUBECONFIG_SECRET, "get") in rule_rows(own["rules"])
@@ -126,7 +126,8 @@ def test_install_upgrade_uninstall(server: KubeServer, helm: Helm, tf_namespace:
     for kind, where, name in (
         ("ClusterRole", None, cluster_role),
         ("ClusterRoleBinding", None, cluster_role),
-        ("ClusterRole", None, events_role),
+        ("Role", "default", events_role),
+        ("RoleBinding", "default", events_role),
         ("Role", tf_namespace, f"{RELEASE}-tensorfusion"),
         ("RoleBinding", tf_namespace, f"{RELEASE}-tensorfusion"),
     ):
@@ -197,16 +198,16 @@ def _settles(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.1)
 
 
-def _lease(ns: str, holder: str, rv: str = "") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "cluster-east", "namespace": ns}
+def _lease(ns: str, holder: str, rv: str = "", name: str = "cluster-east") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
     if rv:
         meta["resourceVersion"] = rv
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}  # fmt: skip
 
 
-def _event(ns: str, name: str) -> dict[str, Any]:
-    """An events.k8s.io Event about the bot's own work in its namespace (a Lease taken)."""
+def _event(name: str, ns: str = "default") -> dict[str, Any]:
+    """An events.k8s.io Event on a TensorFusionCluster, as adapters/kube_events.py posts it."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {
         "apiVersion": "events.k8s.io/v1",
@@ -215,17 +216,17 @@ def _event(ns: str, name: str) -> dict[str, Any]:
         "eventTime": now,
         "reportingController": "gitopsbot",
         "reportingInstance": "gitopsbot-0",
-        "action": "Acquire",
-        "reason": "LeaseAcquired",
+        "action": "Upgrade",
+        "reason": "StepStarted",
         "type": "Normal",
-        "note": "cluster east: lease acquired",
-        "regarding": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                      "name": "cluster-east", "namespace": ns},
+        "note": "helm-upgrade started",
+        "regarding": {"apiVersion": "tensor-fusion.ai/v1", "kind": "TensorFusionCluster",
+                      "name": "east"},
     }  # fmt: skip
 
 
 def _core_event(name: str) -> dict[str, Any]:
-    """A core Event on the cluster-scoped TensorFusionCluster: it lives in `default`."""
+    """The same through the core Events API, which the bot does not use."""
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -261,25 +262,29 @@ def test_the_service_account_may_do_exactly_its_part(
         bot = AsBot(plane, ns)
         leases = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 
-        # Leases in its namespace: create, get, list, update, delete.
+        # Leases in its namespace: create, get, list, update (what adapters/leases.py sends).
         _settles(lambda: bot.status("POST", leases, _lease(ns, "bot-a")) == 200, "create lease")
         assert bot.status("GET", f"{leases}/cluster-east") == 200
-        assert bot.status("GET", leases) == 200
+        assert bot.status("GET", f"{leases}?labelSelector=gitopsbot.io%2Fkind%3Dcluster") == 200
         live = plane.request("GET", f"{leases}/cluster-east")
         taken = _lease(ns, "bot-b", live["metadata"]["resourceVersion"])
         assert bot.status("PUT", f"{leases}/cluster-east", taken) == 200
-        assert bot.status("DELETE", f"{leases}/cluster-east") == 200
+        assert bot.status("DELETE", f"{leases}/cluster-east") == 403  # never deletes one
+        assert not bot.can_i("watch", "leases.coordination.k8s.io", ns)
         assert bot.status("POST", f"/apis/coordination.k8s.io/v1/namespaces/{tf_ns}/leases",
                           _lease(tf_ns, "bot-a")) == 403  # fmt: skip
 
-        # Events: in its namespace (both APIs) and, same-cluster, on the TensorFusionCluster.
+        # Events on the TensorFusionCluster (cluster-scoped: in `default`), events.k8s.io only.
         name = f"gitopsbot.{ns}"
         event_names.append(name)
+        events = "/apis/events.k8s.io/v1/namespaces/default/events"
+        assert bot.status("POST", events, _event(name)) == 200
+        patch_path = f"{events}/{name}"
+        assert bot.can_i("patch", "events.events.k8s.io", "default", name)
+        assert bot.status("GET", patch_path) == 403  # writes only
         assert bot.status("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
-                          _event(ns, name)) == 200  # fmt: skip
-        assert bot.status("POST", "/api/v1/namespaces/default/events", _core_event(name)) == 200
-        assert bot.can_i("patch", "events.events.k8s.io", "default")
-        assert not bot.can_i("delete", "events", ns)
+                          _event(name, ns)) == 403  # fmt: skip
+        assert bot.status("POST", "/api/v1/namespaces/default/events", _core_event(name)) == 403
 
         # Secrets: the named kubeconfig only.
         assert bot.status("GET", f"{secrets}/{KUBECONFIG_SECRET}") == 200
@@ -305,9 +310,8 @@ def test_the_service_account_may_do_exactly_its_part(
                  "patch on tensorfusionclusters still allowed")  # fmt: skip
         assert not bot.can_i("list", "pods")
         assert not bot.can_i("create", "deployments.apps", tf_ns)
-        assert bot.status("POST", "/api/v1/namespaces/default/events",
-                          _core_event(name + ".2")) == 403  # fmt: skip
-        assert bot.status("POST", leases, _lease(ns, "bot-a")) == 200
+        assert bot.status("POST", events, _event(name + ".2")) == 403
+        assert bot.status("POST", leases, _lease(ns, "bot-a", name="cluster-west")) == 200
         assert bot.status("GET", f"{secrets}/{KUBECONFIG_SECRET}") == 200
 
         _helm_on(admin, helm)("uninstall", RELEASE)
@@ -315,7 +319,7 @@ def test_the_service_account_may_do_exactly_its_part(
         _settles(lambda: bot.status("GET", leases) == 401, "the token still works")
     finally:
         for path in [f"/api/v1/namespaces/{tf_ns}"] + [
-            f"/api/v1/namespaces/default/events/{n}" for n in event_names
+            f"/apis/events.k8s.io/v1/namespaces/default/events/{n}" for n in event_names
         ]:
             try:
                 plane.request("DELETE", path)

@@ -350,13 +350,15 @@ def test_same_cluster_binds_exactly_the_tensorfusion_rules(helm: Helm) -> None:
     ]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["tensor-fusion-sys", "tf-b"]
     assert all(b["subjects"] == [SA] for b in bindings)
-    # Events on the TensorFusionCluster and GPUPools: create and patch, cluster-wide, no more.
-    events = out.one("ClusterRole", f"{NS}-bot-gitopsbot-events")
+    # Events on the TensorFusionCluster and GPUPools (cluster-scoped: in `default`).
+    events = out.one("Role", f"{NS}-bot-gitopsbot-events")
+    assert events["metadata"]["namespace"] == "default"
     assert rule_rows(events["rules"]) == {
-        (g, "events", "", v) for g in ("", "events.k8s.io") for v in ("create", "patch")
+        ("events.k8s.io", "events", "", "create"),
+        ("events.k8s.io", "events", "", "patch"),
     }
-    assert _bound(out, "ClusterRole", events["metadata"]["name"]) == [SA]
-    assert len(out.of_kind("ClusterRole")) == 2 and len(out.of_kind("ClusterRoleBinding")) == 2
+    assert _bound(out, "Role", events["metadata"]["name"]) == [SA]
+    assert len(out.of_kind("ClusterRole")) == 1 and len(out.of_kind("ClusterRoleBinding")) == 1
 
 
 def test_a_changed_rules_file_changes_the_render(helm: Helm, tmp_path: Any) -> None:
@@ -381,11 +383,8 @@ def _own_role(out: Rendered) -> dict[str, Any]:
     return role
 
 
-OWN = {
-    *{("coordination.k8s.io", "leases", "", v)
-      for v in ("get", "list", "watch", "create", "update", "delete")},
-    *{(g, "events", "", v) for g in ("", "events.k8s.io") for v in ("create", "patch")},
-}  # fmt: skip
+# What gitopsbot/adapters/leases.py sends: GET one, GET a list by label, POST, PUT.
+OWN = {("coordination.k8s.io", "leases", "", v) for v in ("get", "list", "create", "update")}
 
 
 def test_management_cluster_has_no_tensorfusion_rules(helm: Helm) -> None:
@@ -521,8 +520,8 @@ def test_the_rbac_table_lists_exactly_the_charts_own_rules(helm4: Helm) -> None:
     remote = [{"name": "east", "secretName": "east-kubeconfig", "key": "kubeconfig"}]
     out = helm4.render(with_values(remoteClusters=remote))
     rendered = {("Role", *row[:2], row[3]) for row in rule_rows(_own_role(out)["rules"])}
-    events = out.one("ClusterRole", f"{NS}-bot-gitopsbot-events")
-    rendered |= {("ClusterRole", *row[:2], row[3]) for row in rule_rows(events["rules"])}
+    events = out.one("Role", f"{NS}-bot-gitopsbot-events")
+    rendered |= {("Role in default", *row[:2], row[3]) for row in rule_rows(events["rules"])}
     documented = set()
     for cells in _doc_table("RBAC, rule by rule"):
         group = "" if cells[1] == "core" else cells[1]
