@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from gitopsbot.adapters.kube_request import (
     resource_path,
     send,
 )
+from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.core import kube_events as ke
 from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
 
@@ -35,7 +38,9 @@ _PLURALS = {"TensorFusionCluster": "tensorfusionclusters", "GPUPool": "gpupools"
 
 class KubeEvents:
     """``ports.events.Events`` over one API server. ``instance`` is the Events'
-    ``reportingInstance`` (the replica's identity)."""
+    ``reportingInstance`` (the replica's identity); ``secrets()`` the values masked in every
+    note (the ones resolved for the cluster, the forge's), on top of what the adapters
+    masked before the text reached a journal."""
 
     def __init__(
         self,
@@ -44,8 +49,10 @@ class KubeEvents:
         instance: str,
         controller: str = ke.REPORTING_CONTROLLER,
         request_timeout_seconds: float = 3.0,
+        secrets: Callable[[], Iterable[str]] = tuple,
     ) -> None:
         self._client = api_client
+        self._secrets = secrets
         self._instance = instance
         self._controller = controller
         self._timeout = request_timeout_seconds
@@ -69,6 +76,7 @@ class KubeEvents:
         self._client.close()  # type: ignore[no-untyped-call]
 
     def emit(self, regarding: ke.ObjectRef, event: ke.EventSpec, *, at: datetime) -> None:
+        event = replace(event, note=ke.note_of(redact_secrets(event.note, self._secrets())))
         ref = self._with_uid(regarding)
         ns = ref.event_namespace
         with self._lock:

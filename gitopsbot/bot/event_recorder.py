@@ -28,21 +28,21 @@ CAPACITY = 256
 
 
 class EventRecorder:
-    """``events_for(cluster)``: the cluster's Events client (built on first use, None: no
-    Events for it); ``spec_for(cluster, sha)``: the cluster's spec at the operation's commit
-    (for the TensorFusionCluster's and the GPUPools' names); ``now``: the Events' time, when
+    """``spec_for(cluster, sha)``: the cluster's spec at the operation's commit (for the
+    TensorFusionCluster's and the GPUPools' names); ``events_for(spec)``: the cluster's Events
+    client (built on first use, None: no Events for it); ``now``: the Events' time, when
     they are posted (a moment after the transition; the journal keeps its own time)."""
 
     def __init__(
         self,
-        events_for: Callable[[str], Events | None],
         spec_for: Callable[[str, str], ClusterSpec | None],
+        events_for: Callable[[ClusterSpec], Events | None],
         *,
         now: Callable[[], datetime],
         capacity: int = CAPACITY,
     ) -> None:
-        self._events_for = events_for
         self._spec_for = spec_for
+        self._events_for = events_for
         self._now = now
         self._queue: deque[Happening] = deque()
         self._capacity = capacity
@@ -108,8 +108,8 @@ class EventRecorder:
     def _post(self, happening: Happening) -> None:
         cluster = happening.cluster
         try:
-            events = self._events_for(cluster)
             spec = self._spec_for(cluster, happening.desired_sha)
+            events = self._events_for(spec) if spec is not None else None
         except GitOpsBotError as e:
             self._once(cluster, type(e).__name__, f"no Events: {e}")
             return

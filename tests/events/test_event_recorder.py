@@ -47,7 +47,7 @@ def step(n: int, kind: HappeningKind = HappeningKind.STEP_STARTED) -> Happening:
 
 
 def recorder(events: FakeEvents | KubeEvents, **kwargs: int) -> EventRecorder:
-    return EventRecorder(lambda _c: events, lambda _c, _s: spec(), now=lambda: NOW, **kwargs)
+    return EventRecorder(lambda _c, _s: spec(), lambda _spec: events, now=lambda: NOW, **kwargs)
 
 
 def tfc_ref() -> ObjectRef:

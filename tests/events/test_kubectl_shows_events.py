@@ -58,7 +58,7 @@ def test_kubectl_describe_and_get_events_tell_the_story(
         install_objects(server, tfc, pool)
         adapter = KubeEvents.from_kubeconfig(server.kubeconfig, instance=INSTANCE)
         recorder = EventRecorder(
-            lambda _c: adapter, lambda _c, _sha: spec, now=lambda: datetime.now(UTC)
+            lambda _c, _sha: spec, lambda _spec: adapter, now=lambda: datetime.now(UTC)
         )
         try:
             for happening in happenings():
