@@ -79,6 +79,12 @@ def register(sub: Any) -> None:
         help="reach clusters without kubeContext/kubeconfigSecret through the pod's "
         "ServiceAccount (default: so when in a pod and no --kubeconfig is given)",
     )
+    p.add_argument(
+        "--no-events",
+        dest="events",
+        action="store_false",
+        help="no Kubernetes Events on TensorFusionClusters and GPUPools (docs/events.md)",
+    )
     p.add_argument("--helm", default="", metavar="PATH", help="helm 3 or 4 binary to run")
     p.add_argument("--kubectl", default="", metavar="PATH", help="kubectl binary to run")
     p.add_argument(
@@ -171,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
             kubectl=args.kubectl,
             download_binaries=args.download_binaries,
             in_cluster=args.in_cluster,
+            events=args.events,
             leases_namespace=args.leases_namespace,
             leases_kubeconfig=args.leases_kubeconfig,
             identity=args.identity,
