@@ -28,6 +28,7 @@ examples:
   gitopsbot run --fleet-url https://... --in-cluster   # in a pod: its ServiceAccount
   gitopsbot run --fleet-url https://... --leases-namespace gitopsbot   # replicas share the fleet
   gitopsbot run --fleet-url https://... --leases-namespace ops --leases-kubeconfig ~/.kube/mgmt
+  gitopsbot run --fleet-url https://... --log-format json   # log lines as JSON (docs/logging.md)
 
 helm and kubectl: --helm/--kubectl, else $GITOPSBOT_HELM/$GITOPSBOT_KUBECTL, else the pinned
 ones with --download-binaries, else PATH (helm 3 or 4; `gitopsbot status` shows which).

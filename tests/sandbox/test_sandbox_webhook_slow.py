@@ -179,7 +179,7 @@ def test_a_live_bot_answers_webhooks_and_runs_passes_under_slow_connections(
         )
         out = Output(bot)
         url = out.wait_for(r"webhooks at (http://127\.0\.0\.1:\d+)/webhooks/<provider>", 60)[1]
-        out.wait_for(r"sandbox: baseline", 120)  # the first pass has run
+        out.wait_for(r"sandbox progress: pass finished: baseline", 120)  # the first pass has run
         figures["before"] = proc_status(bot.pid)
 
         with SlowAttack(int(url.rsplit(":", 1)[1])) as attack:
