@@ -193,6 +193,7 @@ class ClusterAccess:
         self._private: Path | None = None
         self._lock = threading.RLock()
         self._home: Connection | None = None
+        self._connections: dict[tuple[str, KubeconfigSecretRef | None, str], Connection] = {}
         if in_cluster and not self.in_cluster_available():
             raise ConfigError(self._why_not_in_cluster("--in-cluster"))
 
@@ -232,11 +233,21 @@ class ClusterAccess:
         context_source: str = "",
         cluster: str = "",
     ) -> Connection:
-        if kubeconfig_secret is not None:
-            return self._from_secret(kubeconfig_secret, cluster or kubeconfig_secret.name)
-        if not kube_context and self.uses_in_cluster():
+        """The cluster's connection, made once per process and then shared (the executor
+        and the Events recorder of one cluster ask for it; a Secret is read once)."""
+        if not kube_context and kubeconfig_secret is None and self.uses_in_cluster():
             return self.home()
-        return self._from_kubeconfig(kube_context, context_source)
+        key = (kube_context, kubeconfig_secret, cluster if kubeconfig_secret else "")
+        with self._lock:
+            known = self._connections.get(key)
+        if known is not None:
+            return known
+        if kubeconfig_secret is not None:
+            made = self._from_secret(kubeconfig_secret, cluster or kubeconfig_secret.name)
+        else:
+            made = self._from_kubeconfig(kube_context, context_source)
+        with self._lock:
+            return self._connections.setdefault(key, made)
 
     def home(self) -> Connection:
         """The cluster the bot runs in (in-cluster), else the kubeconfig's current context."""
@@ -339,6 +350,7 @@ class ClusterAccess:
                 shutil.rmtree(self._private, ignore_errors=True)
                 self._private = None
             self._home = None
+            self._connections.clear()
 
 
 def remove_dead_leftovers(root: Path) -> None:

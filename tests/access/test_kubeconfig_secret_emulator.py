@@ -60,6 +60,8 @@ def test_executor_for_a_kubeconfig_secret_cluster(
         executor = app.executor_factory(options, tools, access)(spec)
         assert executor.cluster.get("v1", "Secret", server.namespace, "prod-eu1-kubeconfig")
         assert executor.helm.history("nothing-here", server.namespace) == []
+        again = app.cluster_connection(access, spec)  # as the Events recorder asks for it
+        assert again is app.cluster_connection(access, spec)  # one read of the Secret
         private = access.private_dir()
         files = list(private.iterdir())
         assert [f.name for f in files] == ["staging.kubeconfig"]
