@@ -119,3 +119,18 @@ def test_urls_are_resolved_at_start_and_a_bad_one_names_the_target() -> None:
     del env["GITOPSBOT_SLACK_WEBHOOK"]
     with pytest.raises(ConfigError, match=r"notifications\[0\] \(slack\): url: .*not set"):
         resolve_targets([slack], resolver)
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
+
+
+def test_the_docs_example_loads_and_its_errors_are_real() -> None:
+    text = DOC.read_text()
+    snippet = text.split("<!-- file: gitopsbot.yaml -->\n```yaml\n", 1)[1].split("```", 1)[0]
+    slack, hook = parse_settings(snippet).notifications
+    assert slack.clusters == ("gpu-prod-*",) and hook.kind == "webhook"
+    with pytest.raises(FleetError) as caught:
+        parse_settings(BAD)
+    shown = text.split("one remains):\n\n```\n", 1)[1].split("```", 1)[0]
+    for line in shown.splitlines():
+        assert line in str(caught.value), line
