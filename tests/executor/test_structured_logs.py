@@ -401,3 +401,24 @@ def test_run_once_text_by_default_and_a_bad_format_is_refused(
     assert bad.returncode == 1 and "GITOPSBOT_LOG_FORMAT=xml" in bad.stderr
     wrong = _gitopsbot("run", "--log-format", "xml", "--fleet-url", env.url, environ=process_env)
     assert wrong.returncode == 2 and "invalid choice" in wrong.stderr
+
+
+# -- the option's two places --------------------------------------------------------------
+
+
+def test_log_format_is_accepted_before_and_after_the_command() -> None:
+    from gitopsbot.cli import build_parser
+
+    parser = build_parser()
+    run = ["run", "--fleet-url", "https://git.example/fleet.git"]
+    assert parser.parse_args(run).log_format is None  # then $GITOPSBOT_LOG_FORMAT, else text
+    assert parser.parse_args(["--log-format", "json", *run]).log_format == "json"
+    # As the Helm chart passes it: after the command, among run's own options.
+    chart = [*run, "--webhook-listen", "0.0.0.0:8080", "--log-format", "json",
+             "--leases-namespace", "bots", "--workers", "8"]  # fmt: skip
+    assert parser.parse_args(chart).log_format == "json"
+    assert parser.parse_args(["--log-format", "json", *run, "--log-format", "text"]).log_format == (
+        "text"
+    )
+    for command in (["status", "--fleet-url", "u"], ["validate", "."]):
+        assert parser.parse_args([*command, "--log-format", "json"]).log_format == "json"
