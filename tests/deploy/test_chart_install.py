@@ -81,6 +81,13 @@ def tf_namespace(server: KubeServer) -> Iterator[str]:
                 raise
 
 
+@pytest.fixture
+def uninstalled_after(server: KubeServer, helm4: Helm) -> Iterator[None]:
+    """A test that fails half-way leaves no ClusterRole behind on the shared real server."""
+    yield
+    helm4.run("uninstall", RELEASE, "--kubeconfig", str(server.kubeconfig), "-n", server.namespace)
+
+
 def _gone(server: KubeServer, api_version: str, kind: str, ns: str | None, name: str) -> None:
     deadline = time.monotonic() + 30
     while server.get(api_version, kind, ns, name) is not None:
@@ -90,6 +97,7 @@ def _gone(server: KubeServer, api_version: str, kind: str, ns: str | None, name:
 
 @pytest.mark.slow
 @ON_BOTH_SERVERS
+@pytest.mark.usefixtures("uninstalled_after")
 def test_install_upgrade_uninstall(server: KubeServer, helm: Helm, tf_namespace: str) -> None:
     ns = server.namespace
     cluster_role = f"{ns}-{RELEASE}-tensorfusion"
@@ -318,6 +326,7 @@ def test_the_service_account_may_do_exactly_its_part(
         # The ServiceAccount is gone, and its token with it.
         _settles(lambda: bot.status("GET", leases) == 401, "the token still works")
     finally:
+        helm.run("uninstall", RELEASE, "--kubeconfig", str(kubeconfig), "-n", ns)
         for path in [f"/api/v1/namespaces/{tf_ns}"] + [
             f"/apis/events.k8s.io/v1/namespaces/default/events/{n}" for n in event_names
         ]:
