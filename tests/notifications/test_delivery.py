@@ -105,7 +105,7 @@ def test_filter_by_event_kind_and_cluster(receiver: Receiver) -> None:
 
 
 def test_a_burst_of_50_halts_is_a_bounded_number_of_posts(receiver: Receiver) -> None:
-    limit = RateLimit(burst=2, every_seconds=60.0, gather_seconds=0.2)
+    limit = RateLimit(burst=2, every_seconds=60.0, gather_seconds=0.5)
     n = notifier(receiver, target(0, "slack"), limit=limit)
     try:
         for _ in range(50):
@@ -223,7 +223,7 @@ def test_a_hanging_receiver_never_holds_up_the_pass(
         receiver,
         target(0, "slack"),
         target(1, "webhook"),
-        client=client(attempts=1, timeout=httpx.Timeout(0.5)),
+        client=client(attempts=1, timeout=httpx.Timeout(2.0)),
     )
     announcer = Announcer([n])
     running = _failing_journal()
@@ -232,7 +232,7 @@ def test_a_hanging_receiver_never_holds_up_the_pass(
     told = announcer.announce(_failed(running, "helm upgrade: exit 1"))
     elapsed = time.monotonic() - started
     assert any(h.kind is K.FAILED for h in told)
-    assert elapsed < 0.05, f"announcing took {elapsed:.3f}s"
+    assert elapsed < 0.5, f"announcing took {elapsed:.3f}s (the receiver hangs for 2 s)"
     with caplog.at_level(logging.WARNING):
         assert n.flush(10)
         n.close()
