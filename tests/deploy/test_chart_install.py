@@ -45,8 +45,16 @@ def _values(tf_namespace: str, *, same_cluster: bool = True, replicas: int = 2) 
         "replicas": replicas,
         "tensorFusion": {"sameCluster": same_cluster, "releaseNamespaces": [tf_namespace]},
         "remoteClusters": [{"name": "east", "secretName": KUBECONFIG_SECRET, "key": "kubeconfig"}],
-        "secrets": {"forgeToken": {"secretName": "forge-token", "key": "token"}},
-    }
+        # Every kind of reference, so the API server validates the env and the volume they make.
+        "secrets": {
+            "forgeToken": {"secretName": "forge-token", "key": "token"},
+            "webhookSecret": {"secretName": "webhook", "key": "webhook-secret"},
+            "gitToken": {"secretName": "git-token", "key": "token"},
+            "gitSshKey": {"secretName": "git-ssh", "privateKeyKey": "ssh-privatekey",
+                          "publicKeyKey": "ssh-publickey", "knownHostsKey": "known_hosts"},
+        },
+        "podDisruptionBudget": {"enabled": True},
+    }  # fmt: skip
 
 
 def _helm_on(server: KubeServer, helm: Helm) -> Callable[..., str]:
@@ -113,6 +121,10 @@ def test_install_upgrade_uninstall(server: KubeServer, helm: Helm, tf_namespace:
     assert pod["securityContext"]["runAsUser"] == 10001
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
     assert server.get("v1", "ServiceAccount", ns, RELEASE) is not None
+    assert server.get("policy/v1", "PodDisruptionBudget", ns, RELEASE) is not None
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["git-ssh"]["secret"]["defaultMode"] == 0o400
+    assert volumes["tmp"]["emptyDir"]["medium"] == "Memory"
     for service in ("gitopsbot-webhooks", "gitopsbot-metrics"):
         assert server.get("v1", "Service", ns, service) is not None
     wanted = rules_yaml()
