@@ -42,10 +42,12 @@ from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsPassword
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver
 from gitopsbot.bot.apply_gate import ApplyGate
+from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.proposer import Proposal, Proposer
@@ -416,6 +418,20 @@ class StoryWorld:
 
         return make
 
+    def events_for(self, instance: str) -> Callable[[ClusterSpec], KubeEvents]:
+        """As ``app.event_recorder``'s clients: one per cluster, over its kube context."""
+        built: dict[str, KubeEvents] = {}
+
+        def make(spec: ClusterSpec) -> KubeEvents:
+            if spec.name not in built:
+                built[spec.name] = KubeEvents.from_kubeconfig(
+                    str(self.kubeconfig), spec.release.kube_context, instance=instance
+                )
+                self._closers.append(built[spec.name].close)
+            return built[spec.name]
+
+        return make
+
     # -- reading the world (tests, demo) ---------------------------------------------------
 
     def store(self) -> StorePort:
@@ -553,6 +569,13 @@ class BotRunner:
             forge=forge,
             publish=self.mirror.publish,
         )
+        # Kubernetes Events, as ``gitopsbot run`` posts them (docs/events.md).
+        self.events = EventRecorder(
+            lambda cluster, sha: self.reconciler.spec_at(sha, cluster),
+            world.events_for(name),
+            now=SystemClock().now,
+        )
+        self.reconciler.announcer.listeners.append(self.events)
         # The scheduler runs on real time (apscheduler compares with it); ``_pass`` turns the
         # bot clock's "come back at" into real time.
         self.scheduler = Scheduler(
@@ -623,6 +646,7 @@ class BotRunner:
         with self._busy:  # the in-flight pass has recorded its outcome
             pass
         self.mirror.close()
+        self.events.close()
         if self.receiver is not None:
             self.receiver.stop()
             if self.world.forge is not None:
