@@ -2,15 +2,16 @@
 ``ApiClient`` (auth, TLS and proxy of the cluster's connection), like ``adapters.leases``.
 
 Plain JSON: the bytes posted are the ones ``core.kube_events.event_body`` made. The object
-an Event regards is read once (GET) for its uid and remembered. One request per call, no
-retries, a short timeout: ``bot.event_recorder`` posts from its own thread and drops what
-fails.
+an Event regards is read (GET) for its uid, remembered for five minutes. One request per
+call, no retries, a short timeout: ``bot.event_recorder`` posts from its own thread and drops
+what fails.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -34,6 +35,9 @@ from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerE
 
 _EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 _PLURALS = {"TensorFusionCluster": "tensorfusionclusters", "GPUPool": "gpupools"}
+# How long a regarded object's uid is trusted: a TensorFusionCluster deleted and made again
+# gets a new one, and kubectl describe shows only the Events of the uid it has.
+UID_SECONDS = 300.0
 
 
 class KubeEvents:
@@ -56,7 +60,7 @@ class KubeEvents:
         self._instance = instance
         self._controller = controller
         self._timeout = request_timeout_seconds
-        self._uids: dict[tuple[str, str, str, str], str] = {}
+        self._uids: dict[tuple[str, str, str, str], tuple[str, float]] = {}
         self._series = ke.Series()
         self._lock = threading.Lock()
         self._last_nanos = 0
@@ -123,8 +127,8 @@ class KubeEvents:
             return ref
         key = (ref.api_version, ref.kind, ref.namespace, ref.name)
         with self._lock:
-            uid = self._uids.get(key)
-        if uid is None:
+            uid, read_at = self._uids.get(key, ("", 0.0))
+        if not uid or time.monotonic() - read_at > UID_SECONDS:
             plural = _PLURALS.get(ref.kind) or ref.kind.lower() + "s"
             path = resource_path(
                 ref.api_version, plural, bool(ref.namespace), ref.namespace or None, ref.name
@@ -135,7 +139,7 @@ class KubeEvents:
             except (ValueError, KeyError, TypeError) as e:
                 raise KubeInvalid(f"{ref.kind} {ref.name}: unreadable answer: {e}") from None
             with self._lock:
-                self._uids[key] = uid
+                self._uids[key] = (uid, time.monotonic())
         return ke.ObjectRef(ref.api_version, ref.kind, ref.name, ref.namespace, uid)
 
     def _send(

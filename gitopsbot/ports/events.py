@@ -13,11 +13,11 @@ from gitopsbot.core.kube_events import EventSpec, ObjectRef, RecordedEvent
 
 class Events(Protocol):
     def emit(self, regarding: ObjectRef, event: EventSpec, *, at: datetime) -> None:
-        """Tell ``event`` about ``regarding`` (its uid is read once and remembered). The same
-        Event again (object, reason, action, type and note) counts up the series of the one
-        posted before instead of posting another. Raises ``KubeNotFound`` when the object does
-        not exist, ``KubeForbidden``, ``KubeInvalid``, ``KubeServerError`` (5xx, transport
-        error, timeout)."""
+        """Tell ``event`` about ``regarding`` (its uid is read from the server, remembered a
+        while). The same Event again (object, reason, action, type and note) counts up the
+        series of the one posted before instead of posting another. Raises ``KubeNotFound``
+        when the object does not exist, ``KubeForbidden``, ``KubeInvalid``,
+        ``KubeServerError`` (5xx, transport error, timeout)."""
         ...
 
     def recorded(self, regarding: ObjectRef) -> list[RecordedEvent]:
