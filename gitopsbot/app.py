@@ -262,8 +262,8 @@ def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
 
 def metrics_server(bot: Bot, listen: str) -> MetricsServer:
     """``/metrics``, ``/healthz`` and ``/readyz`` on ``HOST:PORT`` (docs/metrics.md)."""
-    host, _, port = listen.rpartition(":")
-    if not port.isdigit() or bot.metrics is None or bot.health is None:
+    host, colon, port = listen.rpartition(":")
+    if not colon or not port.isdigit() or bot.metrics is None or bot.health is None:
         raise ConfigError(f"--metrics-listen {listen!r}: expected HOST:PORT")
     return MetricsServer(
         bot.metrics.registry,
