@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(120)
-
 from gitopsbot.cli import main
 from tests.executor.conftest import Env
 from tests.executor.test_run_cli import FORGE_SETTINGS, HOOK_SECRET
+
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(autouse=True)
