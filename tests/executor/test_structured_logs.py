@@ -422,3 +422,29 @@ def test_log_format_is_accepted_before_and_after_the_command() -> None:
     )
     for command in (["status", "--fleet-url", "u"], ["validate", "."]):
         assert parser.parse_args([*command, "--log-format", "json"]).log_format == "json"
+
+
+def test_configure_leaves_an_embedder_s_logging_alone_and_undoes_itself() -> None:
+    root = logging.getLogger()
+    # pytest has its own handlers on the root logger: like basicConfig, nothing is changed.
+    assert root.handlers and logs.configure("json", root_level=logging.DEBUG) is None
+    theirs, level = list(root.handlers), root.level
+    ours_before = logging.getLogger("gitopsbot").level
+    for h in theirs:
+        root.removeHandler(h)
+    try:
+        undo = logs.configure("json", root_level=logging.ERROR, levels={"gitopsbot": 20})
+        assert undo is not None and root.level == logging.ERROR
+        again = logs.configure("text", root_level=logging.WARNING)  # main() called twice
+        assert again is not None and len(root.handlers) == 1
+        assert isinstance(root.handlers[0].formatter, logs.TextFormatter)
+        again()
+        undo()
+        assert root.handlers == [] and root.level == level
+        assert logging.getLogger("gitopsbot").level == ours_before
+    finally:
+        for h in root.handlers:
+            root.removeHandler(h)
+        for h in theirs:
+            root.addHandler(h)
+        root.setLevel(level)
