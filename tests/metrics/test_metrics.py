@@ -23,10 +23,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gitopsbot.adapters.forge._http import ForgeCall, ForgeHttp, endpoint_class
 from gitopsbot.adapters.metrics import BotMetrics
+from gitopsbot.bot.lease_keeper import LeaseTiming
+from gitopsbot.bot.shard_keeper import ShardKeeper
 from gitopsbot.core import windows
 from gitopsbot.core.happenings import Happening, HappeningKind
 from gitopsbot.core.journal import OperationKind
 from gitopsbot.core.model import MaintenanceWindow
+from gitopsbot.testing import FakeLeases
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -273,3 +276,29 @@ def test_names_follow_the_prometheus_conventions(metrics: BotMetrics) -> None:
         "gitopsbot_reconcile_failures",
         "gitopsbot_forge_requests",
     }
+
+
+def test_lease_gauges_follow_two_replicas_sharing_the_fleet() -> None:
+    """As ``app.build_bot`` wires them: each replica's metrics read its ShardKeeper."""
+    leases, clock = FakeLeases(), Clock()
+    clusters = [f"gpu-{i}" for i in range(4)]
+    timing = LeaseTiming(duration_seconds=15, renew_deadline_seconds=10, retry_period_seconds=2)
+    keepers = [
+        ShardKeeper(
+            leases, namespace="ns", identity=n, clock=clock, clusters=clusters, timing=timing
+        )
+        for n in ("a", "b")
+    ]
+    scraped = []
+    for keeper in keepers:
+        m = BotMetrics(clock)
+        m.watch_leases(lambda: clusters, keeper.held, lambda k=keeper: len(k.members))
+        scraped.append(m)
+    for _ in range(10):
+        for keeper in keepers:
+            keeper.step()
+        clock.t += timedelta(seconds=2)
+    for c in clusters:  # every cluster held by exactly one replica
+        held = [value(m, "gitopsbot_cluster_lease_held", cluster=c) for m in scraped]
+        assert sorted(held) == [0, 1], (c, held)
+    assert [value(m, "gitopsbot_replicas_seen") for m in scraped] == [2, 2]
