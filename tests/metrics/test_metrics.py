@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gitopsbot.adapters.forge._http import ForgeCall, ForgeHttp, endpoint_class
 from gitopsbot.adapters.metrics import BotMetrics
+from gitopsbot.bot.gauges import PassGauges
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.shard_keeper import ShardKeeper
 from gitopsbot.core import windows
@@ -302,3 +303,75 @@ def test_lease_gauges_follow_two_replicas_sharing_the_fleet() -> None:
         held = [value(m, "gitopsbot_cluster_lease_held", cluster=c) for m in scraped]
         assert sorted(held) == [0, 1], (c, held)
     assert [value(m, "gitopsbot_replicas_seen") for m in scraped] == [2, 2]
+
+
+@dataclass
+class _Journal:
+    desired_sha: str
+    active: bool = True
+
+
+@dataclass
+class _Store:
+    current_op: _Journal | None = None
+    queued_op: _Journal | None = None
+
+    def current(self, cluster: str) -> _Journal | None:
+        return self.current_op
+
+    def queued(self, cluster: str) -> _Journal | None:
+        return self.queued_op
+
+
+@dataclass
+class _Rec:
+    """What ``PassGauges`` reads of the reconciler."""
+
+    store: _Store
+    clock: Clock
+    head_sha: str = "head-sha"
+    asked: list[str] = field(default_factory=list)
+
+    def head(self, branch: str) -> str:
+        assert branch == "main"
+        return self.head_sha
+
+    @property
+    def repo(self) -> _Rec:
+        return self
+
+    @property
+    def settings(self) -> _Rec:
+        return self
+
+    watched_branch = "main"
+
+    def spec_at(self, sha: str, cluster: str) -> str:
+        self.asked.append(sha)
+        return sha
+
+    def pool_windows(self, spec: str) -> dict[str, windows.Window | None]:
+        nightly = windows.Window.of(
+            MaintenanceWindow(cron="0 2 * * *", duration_seconds=3600, timezone="UTC"),
+            ZoneInfo("UTC"),
+        )
+        return {"a": nightly, "b": None}
+
+
+def test_pass_gauges_read_the_windows_of_the_commit_being_applied(metrics: BotMetrics) -> None:
+    rec = _Rec(_Store(), Clock())
+    gauges = PassGauges(rec, metrics)  # type: ignore[arg-type]
+    gauges.pass_finished("lab", action="idle", detail="", error="", seconds=0.1)
+    assert rec.asked == ["head-sha"]  # idle: the watched branch's head
+    assert value(metrics, "gitopsbot_queued_merges", cluster="lab") == 0
+    assert value(metrics, "gitopsbot_pool_window_open", cluster="lab", pool="a") == 0  # 10:00
+    assert value(metrics, "gitopsbot_pool_window_open", cluster="lab", pool="b") == 1
+    rec.store.queued_op = _Journal("queued-sha")
+    rec.clock.t = datetime(2026, 3, 3, 2, 30, tzinfo=UTC)  # inside the nightly window
+    gauges.pass_finished("lab", action="queued", detail="", error="", seconds=0.1)
+    assert rec.asked[-1] == "queued-sha"
+    assert value(metrics, "gitopsbot_queued_merges", cluster="lab") == 1
+    assert value(metrics, "gitopsbot_pool_window_open", cluster="lab", pool="a") == 1
+    rec.store.current_op = _Journal("running-sha")
+    gauges.pass_finished("lab", action="step", detail="", error="", seconds=0.1)
+    assert rec.asked[-1] == "running-sha"
