@@ -255,3 +255,21 @@ def test_a_token_shaped_word_is_masked_in_a_note() -> None:
     h = replace(step(0, HappeningKind.STEP_FAILED), detail=f"401 with token {leaked}")
     note = ke.event_of(h).note
     assert leaked not in note and note.endswith("401 with token ***")
+
+
+def test_the_adapter_masks_the_secrets_it_is_given(tmp_path: Path) -> None:
+    """As ``app.event_recorder`` wires it: the cluster's resolved secrets and the forge's."""
+    api = ApiServer()
+    api.start()
+    try:
+        install_objects(_server(api, tmp_path), TFC, f"{TFC}-shared")
+        adapter = KubeEvents.from_kubeconfig(
+            api.write_kubeconfig(tmp_path / "kc"), instance="r", secrets=lambda: [TOKEN, "x"]
+        )
+        said = ke.EventSpec("StepFailed", "Warning", "Upgrade", f"helm: token {TOKEN} x refused")
+        adapter.emit(tfc_ref(), said, at=NOW)
+        [event] = adapter.recorded(tfc_ref())
+        assert event.spec.note == "helm: token *** *** refused"
+        adapter.close()
+    finally:
+        api.stop()
