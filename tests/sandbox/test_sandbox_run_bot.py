@@ -184,6 +184,16 @@ def test_the_documented_sequence_upgrades_the_sandbox(
         (listed,) = json.loads(helm.stdout)
         assert listed["chart"] == f"tensor-fusion-{target}"
 
+        # `run` told it as Kubernetes Events on the TensorFusionCluster too (docs/events.md).
+        events = subprocess.run(
+            [str(binaries["kubectl"]), "--kubeconfig", kubeconfig, "get", "events",
+             "-n", "default", "--field-selector", "involvedObject.kind=TensorFusionCluster"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout  # fmt: skip
+        assert "Warning   Blocked" in events and "R4" in events, events
+        assert "StepSucceeded" in events and "step helm-upgrade succeeded" in events, events
+        assert "Normal    Succeeded" in events, events
+
         status = cli(tmp_path, "status", "--fleet-url", fleet_url, **token)
         assert status.returncode == 0, status.stdout + status.stderr
         assert "helm-upgrade" in status.stdout and "succeeded" in status.stdout
