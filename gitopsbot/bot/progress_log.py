@@ -6,10 +6,11 @@ A listener on the announcer (``bot.announcer``, wired in ``gitopsbot.app``), log
 - each happening (``core.happenings``): its ``summary()``, at WARNING when it is one
   (``Happening.warning``: blocked, halted, a failed step or operation, a rollback), else INFO;
 - ``pass started`` and ``pass finished: ACTION DETAIL (1.2 s)`` per cluster, at INFO, except
-  while the cluster stays idle: every poll interval would add two lines that say nothing. A
-  pass that starts after an idle one says so at DEBUG; an idle pass is at INFO only when it
-  is the first (after a start) or the first after a pass that did something. A failed pass
-  is at INFO: the scheduler (or ``run --once``) reports the error itself.
+  while nothing changes: a cluster that stays idle, or waits for the same thing (a window,
+  the controller) pass after pass, would add two lines every poll interval that say nothing.
+  A pass that finishes as the one before it (same action and detail) is at DEBUG, and so is
+  the start of the pass after it. A failed pass is at INFO: the scheduler (or ``run --once``)
+  reports the error itself.
 
 Lines are emitted on the pass's thread, inside its ``bot.log_context``: each carries the
 cluster, and a happening's line carries its own operation and step.
@@ -32,7 +33,10 @@ class ProgressLog:
 
     def __init__(self, logger: logging.Logger = log) -> None:
         self._log = logger
-        self._last: dict[str, str] = {}  # cluster → its last pass's action ("" failed)
+        # cluster → its last pass's (action, detail) (action "" failed), and whether that pass
+        # repeated the one before it.
+        self._last: dict[str, tuple[str, str]] = {}
+        self._repeated: dict[str, bool] = {}
         self._lock = threading.Lock()
 
     def happened(self, happening: Happening) -> None:
@@ -45,7 +49,9 @@ class ProgressLog:
     def pass_started(self, cluster: str) -> None:
         with self._lock:
             last = self._last.get(cluster)
-        quiet = last == IDLE  # nothing was going on: the finish line tells if that changed
+            repeated = self._repeated.get(cluster, False)
+        # Nothing was going on: the finish line tells if that changed.
+        quiet = last is not None and (last[0] == IDLE or repeated)
         self._log.log(logging.DEBUG if quiet else logging.INFO, "pass started")
 
     def pass_finished(
@@ -53,11 +59,13 @@ class ProgressLog:
     ) -> None:
         with self._lock:
             last = self._last.get(cluster)
-            self._last[cluster] = action
+            self._last[cluster] = (action, detail)
+            same = not error and last == (action, detail)
+            self._repeated[cluster] = same
         took = f"({seconds:.1f} s)"
         if error:
             self._log.info("pass failed %s: %s", took, error)
             return
-        level = logging.DEBUG if action == IDLE and last == IDLE else logging.INFO
+        level = logging.DEBUG if same else logging.INFO
         what = f"{action} {detail}".strip()
         self._log.log(level, "pass finished: %s %s", what, took)

@@ -448,3 +448,21 @@ def test_configure_leaves_an_embedder_s_logging_alone_and_undoes_itself() -> Non
         for h in theirs:
             root.addHandler(h)
         root.setLevel(level)
+
+
+def test_a_pass_that_repeats_the_last_one_is_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    # A cluster waiting for its window says so once, not at every poll interval.
+    from gitopsbot.bot.progress_log import ProgressLog
+
+    progress = ProgressLog()
+    caplog.set_level(logging.INFO, logger="gitopsbot.progress")
+    for detail in ("window opens 02:00", "window opens 02:00", "window opens 02:00", "rolling"):
+        progress.pass_started("lab")
+        progress.pass_finished("lab", action="wait", detail=detail, error="", seconds=0.1)
+    shown = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert shown == [
+        "pass started",
+        "pass finished: wait window opens 02:00 (0.1 s)",
+        "pass started",  # not yet known to repeat; from then on quiet until it changes
+        "pass finished: wait rolling (0.1 s)",
+    ], shown
