@@ -9,6 +9,7 @@ import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,15 +46,21 @@ def test_kubectl_tells_an_upgrade_in_order(
     make_world: Callable[..., StoryWorld],
     make_bot: Callable[..., BotRunner],
     binaries: dict[str, Path],
+    story_backend: dict[str, Any],
 ) -> None:
-    world = make_world(window_lead_seconds=None)
+    """On the emulator and on the real control plane (``story_backend``)."""
+    world = make_world(window_lead_seconds=None, **story_backend)
     bot = make_bot(world)
     world.merge(world.propose().number)
     journal = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=180)
     assert bot.events.flush(30)
     binary = binaries["kubectl"]
+    tfc = world.store().get("tensor-fusion.ai/v1", "TensorFusionCluster", None, TFC)
+    assert tfc is not None
+    # By uid: on the real server ``default`` keeps the Events of earlier stories' clusters.
+    selector = f"involvedObject.name={TFC},involvedObject.uid={tfc['metadata']['uid']}"
     listed = kubectl(world, binary, "get", "events", "-n", "default",
-                     "--field-selector", f"involvedObject.name={TFC}")  # fmt: skip
+                     "--field-selector", selector)  # fmt: skip
     told = rows(listed)
     assert {o for _, _, o, _ in told} == {f"tensorfusioncluster/{TFC}"}
     reasons = [r for _, r, _, _ in told]
