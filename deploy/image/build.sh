@@ -169,6 +169,7 @@ say "wheel $wheel built"
 PYTHONPATH="$work/src" "$PYTHON" -m gitopsbot.adapters.binaries "$HELM" kubectl > "$work/paths"
 helm_path="$(sed -n "s/^$HELM: //p" "$work/paths")"
 kubectl_path="$(sed -n 's/^kubectl: //p' "$work/paths")"
+helm_version="$(PYTHONPATH="$work/src" "$PYTHON" -c 'import sys; from gitopsbot.adapters.binaries import PINS; print(PINS[sys.argv[1]].version)' "$HELM")"
 [ -x "$helm_path" ] && [ -x "$kubectl_path" ] || { echo "image: binaries.py gave no paths" >&2; exit 1; }
 
 # --- the root filesystem
@@ -215,6 +216,8 @@ if grep -q " $rootfs/" /proc/mounts; then
   exit 1
 fi
 find "$rootfs/dev" -mindepth 1 -delete
+# /run/lock (mode 1777) is left by mmdebstrap; /run is the runtime's, and nothing here locks.
+find "$rootfs/run" -mindepth 1 -delete
 # Every mtime clamped to SOURCE_DATE_EPOCH (apt, pip and useradd wrote files just now).
 find "$rootfs" -xdev -newermt "@$SOURCE_DATE_EPOCH" -print0 \
   | xargs -0r touch --no-dereference --date="@$SOURCE_DATE_EPOCH"
@@ -236,7 +239,7 @@ labels=(--config.label "org.opencontainers.image.version=$version"
         --config.label "org.opencontainers.image.revision=$revision"
         --config.label "org.opencontainers.image.created=$created"
         --config.label "org.opencontainers.image.title=gitopsbot"
-        --config.label "org.opencontainers.image.base.name=debian:bookworm (mmdebstrap minbase)")
+        --config.label "org.opencontainers.image.description=gitopsbot on Debian bookworm (mmdebstrap minbase, python3.11), helm $helm_version, kubectl")
 [ -n "$source_url" ] && labels+=(--config.label "org.opencontainers.image.source=$source_url")
 umoci config --image "$image" --created "$created" --history.created "$created" \
   --history.created_by "deploy/image/build.sh: config as the Containerfile's" \
