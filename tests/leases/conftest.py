@@ -43,8 +43,9 @@ def emulator_target(tmp_path: Path) -> Iterator[Target]:
 
 @pytest.fixture
 def realkube_target(control_plane: Any, realkube_namespace: str, tmp_path: Path) -> Target:
-    """As the bot will run: a ServiceAccount allowed only get, create and update on leases in
-    its namespace (the RBAC docs/leases.md names), not the admin."""
+    """As the bot will run: a ServiceAccount allowed only get, list, create and update on
+    leases in its namespace (the RBAC docs/leases.md names and the chart grants), not the
+    admin."""
     ns = realkube_namespace
     rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns
     role = {
@@ -55,7 +56,7 @@ def realkube_target(control_plane: Any, realkube_namespace: str, tmp_path: Path)
             {
                 "apiGroups": ["coordination.k8s.io"],
                 "resources": ["leases"],
-                "verbs": ["get", "create", "update"],
+                "verbs": ["get", "list", "create", "update"],
             }
         ],
     }

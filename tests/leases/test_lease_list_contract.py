@@ -1,14 +1,12 @@
 """The Leases port's ``list`` and labelled ``create`` (what sharing the fleet needs), on the
-fake and the emulator (the realkube ServiceAccount of tests/leases has no ``list``; the
-verb is in docs/leases.md's RBAC)."""
+fake, the emulator and the real kube-apiserver (as a ServiceAccount granted get, list, create
+and update on leases: docs/leases.md's RBAC, the chart's Role)."""
 
 from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
 from typing import Any
-
-import pytest
 
 from gitopsbot.core.lease import LeaseSpec, released
 
@@ -20,10 +18,8 @@ def spec(holder: str) -> LeaseSpec:
 
 
 def test_list_returns_the_leases_with_the_labels_and_keeps_them_over_replaces(
-    leases: Any, request: pytest.FixtureRequest
+    leases: Any,
 ) -> None:
-    if request.node.callspec.params.get("leases") == "realkube":
-        pytest.skip("the realkube ServiceAccount is given get/create/update only")
     port, ns, _ = leases
     role = f"role-{os.urandom(3).hex()}"
     a, b, c = (f"{x}-{os.urandom(3).hex()}" for x in "abc")
