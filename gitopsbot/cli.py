@@ -85,6 +85,7 @@ def _configure_logging(args: argparse.Namespace) -> Callable[[], None] | None:
     fmt = args.log_format or settings.log_format() or "text"
     if fmt not in LOG_FORMATS:
         raise ConfigError(f"GITOPSBOT_LOG_FORMAT={fmt}: give one of {', '.join(LOG_FORMATS)}")
+    args.resolved_log_format = fmt  # commands that print lines of their own follow it
     root_level = logging.WARNING - 10 * min(args.verbose, 2)
     levels = {"gitopsbot": min(root_level, logging.INFO)} if args.command in INFO_COMMANDS else {}
     return app.configure_logging(fmt, root_level=root_level, levels=levels)

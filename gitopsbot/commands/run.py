@@ -213,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
         where = "" if isinstance(e, GitOpsBotError) else f"--metrics-listen {args.metrics_listen}: "
         sys.stderr.write(f"gitopsbot run: {where}{e}\n")
         return 1
-    return run_forever(bot, receiver, metrics)
+    json_lines = getattr(args, "resolved_log_format", "text") == "json"
+    return run_forever(bot, receiver, metrics, json_lines=json_lines)
 
 
 def run_once(bot: app.Bot) -> int:
@@ -238,8 +239,19 @@ def run_forever(
     bot: app.Bot,
     receiver: app.WebhookReceiver | None = None,
     metrics: app.MetricsServer | None = None,
+    *,
+    json_lines: bool = False,
 ) -> int:
+    """The long-running loop. Its few lines of its own (watching, where the endpoints are,
+    stopped) go to standard output as text, or with ``--log-format json`` to the log as
+    JSON lines, so a container's log is JSON throughout."""
     stop = threading.Event()
+
+    def say(text: str) -> None:
+        if json_lines:
+            log.info("%s", text)
+        else:
+            print(f"gitopsbot run: {text}", flush=True)
 
     received: list[int] = []
 
@@ -256,12 +268,12 @@ def run_forever(
     if bot.shards is not None:  # jobs come and go with the cluster Leases held
         bot.shards.start()
         where = f"Leases in {bot.shards.namespace} as {bot.shards.identity}"
-        print(f"gitopsbot run: sharing the fleet through {where}", flush=True)
-    print(f"gitopsbot run: watching {', '.join(bot.clusters)} (Ctrl-C to stop)", flush=True)
+        say(f"sharing the fleet through {where}")
+    say(f"watching {', '.join(bot.clusters)} (Ctrl-C to stop)")
     if receiver is not None:  # started by the caller
-        print(f"gitopsbot run: webhooks at {receiver.url}/webhooks/<provider>", flush=True)
+        say(f"webhooks at {receiver.url}/webhooks/<provider>")
     if metrics is not None:  # started by the caller
-        print(f"gitopsbot run: metrics at {metrics.url}/metrics", flush=True)
+        say(f"metrics at {metrics.url}/metrics")
     try:
         stop.wait()
     finally:
@@ -274,5 +286,5 @@ def run_forever(
         if metrics is not None:  # last: the probes answered "stopping" meanwhile
             metrics.stop()
     why = signal.Signals(received[0]).name if received else "stop"
-    print(f"gitopsbot run: {why}: stopped cleanly at a step boundary", flush=True)
+    say(f"{why}: stopped cleanly at a step boundary")
     return 0

@@ -120,16 +120,20 @@ def test_no_push_keeps_the_automatic_revert_commit_local(env: Env) -> None:
 # -- long-running mode --------------------------------------------------------------------
 
 
-@pytest.fixture
-def bot_process(env: Env) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def _bot_environ(env: Env) -> dict[str, str]:
     env.human.commit("forge settings", {"gitopsbot.yaml": FORGE_SETTINGS})
-    environ = {
+    return {
         **os.environ,
         "GITOPSBOT_CACHE": str(env.tmp / "cli-cache"),
         "TEST_RUN_FORGE_TOKEN": "forge-token-canary",
         "TEST_RUN_HOOK_SECRET": HOOK_SECRET,
         "PYTHONUNBUFFERED": "1",
     }
+
+
+@pytest.fixture
+def bot_process(env: Env) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    environ = _bot_environ(env)
     command = [sys.executable, "-m", "gitopsbot", "run", "--fleet-url", env.url, "--no-push"]
     proc = subprocess.Popen(
         [*command, "--webhook-listen", "127.0.0.1:0"],
@@ -174,6 +178,40 @@ def test_run_serves_webhooks_and_stops_on_sigterm(
     assert "Traceback" not in err
     for secret in (HOOK_SECRET, "forge-token-canary"):
         assert secret not in out + err
+
+
+@pytest.mark.slow
+def test_run_in_json_mode_writes_only_json_lines(env: Env) -> None:
+    # A container's log is JSON throughout: the loop's own lines (watching, webhooks at,
+    # stopped) go to the log as JSON too, and nothing is printed as text.
+    command = [sys.executable, "-m", "gitopsbot", "run", "--fleet-url", env.url, "--no-push"]
+    proc = subprocess.Popen(
+        [*command, "--webhook-listen", "127.0.0.1:0", "--log-format", "json"],
+        cwd=REPO_ROOT,
+        env=_bot_environ(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        seen: list[dict[str, object]] = []
+        for line in proc.stderr:  # until the bot says where it listens (or exits)
+            seen.append(json.loads(line))
+            if "webhooks at http://" in str(seen[-1]["message"]):
+                break
+        assert any("watching lab" in str(r["message"]) for r in seen), seen
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert out == ""
+    rest = [json.loads(line) for line in err.splitlines()]
+    assert any("SIGTERM: stopped cleanly" in str(r["message"]) for r in rest), rest
+    assert all(r["level"] in ("DEBUG", "INFO", "WARNING", "ERROR") for r in seen + rest)
 
 
 # -- bad settings: a message, not a traceback ---------------------------------------------
