@@ -53,6 +53,8 @@ def _values(tf_namespace: str, *, same_cluster: bool = True, replicas: int = 2) 
             "gitSshKey": {"secretName": "git-ssh", "privateKeyKey": "ssh-privatekey",
                           "publicKeyKey": "ssh-publickey", "knownHostsKey": "known_hosts"},
         },
+        "extraEnv": [{"name": "GITOPSBOT_SLACK_WEBHOOK",
+                      "valueFrom": {"secretKeyRef": {"name": "chat-webhooks", "key": "slack"}}}],
         "podDisruptionBudget": {"enabled": True},
     }  # fmt: skip
 
@@ -120,6 +122,11 @@ def test_install_upgrade_uninstall(server: KubeServer, helm: Helm, tf_namespace:
     assert pod["serviceAccountName"] == RELEASE
     assert pod["securityContext"]["runAsUser"] == 10001
     assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["GITOPSBOT_SLACK_WEBHOOK"]["valueFrom"]["secretKeyRef"] == {
+        "name": "chat-webhooks",
+        "key": "slack",
+    }
     assert server.get("v1", "ServiceAccount", ns, RELEASE) is not None
     assert server.get("policy/v1", "PodDisruptionBudget", ns, RELEASE) is not None
     volumes = {v["name"]: v for v in pod["volumes"]}

@@ -56,6 +56,9 @@ def test_lint_without_the_fleet_url_fails(helm: Helm) -> None:
         ({"secrets": {"forgeToken": {"value": "s3cr3t"}}}, ["value"]),  # no place for values
         ({"remoteClusters": [{"name": "east", "secretName": "east-kc"}]}, ["key"]),
         ({"image": {"digest": "latest"}}, ["digest"]),
+        ({"extraEnv": [{"valueFrom": {"fieldRef": {"fieldPath": "x"}}}]}, ["extraEnv", "name"]),
+        ({"extraEnv": [{"name": "A"}]}, ["extraEnv", "value"]),  # neither value nor valueFrom
+        ({"extraEnv": [{"name": "TMPDIR", "value": "/x"}]}, ["extraEnv", "name"]),  # the chart's
     ],
     ids=[
         "missing-url",
@@ -67,6 +70,9 @@ def test_lint_without_the_fleet_url_fails(helm: Helm) -> None:
         "secret-value",
         "remote-no-key",
         "digest",
+        "env-no-name",
+        "env-no-value",
+        "env-charts-own",
     ],
 )
 def test_the_schema_refuses_naming_the_field(
@@ -224,6 +230,7 @@ CANARY_NAMES = {
     "webhookSecret": "canary-hook-7f3a",
     "gitToken": "canary-git-7f3a",
     "gitSshKey": "canary-ssh-7f3a",
+    "extraEnv": "canary-chat-7f3a",
 }
 
 
@@ -241,7 +248,10 @@ def _all_secrets() -> dict[str, Any]:
             },
         },
         remoteClusters=[{"name": "east", "secretName": "canary-kc-7f3a", "key": "config"}],
-    )
+        extraEnv=[{"name": "GITOPSBOT_SLACK_WEBHOOK",
+                   "valueFrom": {"secretKeyRef": {"name": CANARY_NAMES["extraEnv"],
+                                                  "key": "slack"}}}],
+    )  # fmt: skip
 
 
 def test_secrets_reach_the_pod_by_reference(helm: Helm) -> None:
@@ -274,6 +284,22 @@ def test_secrets_reach_the_pod_by_reference(helm: Helm) -> None:
     assert hosts["subPath"] == items["known_hosts"]
     assert all(m["readOnly"] for m in mounts)
     assert "ENV HOME=/home/gitopsbot" in (ROOT / "Containerfile").read_text()
+
+
+def test_extra_env_is_added_after_the_charts_own(helm: Helm) -> None:
+    """Chat webhook URLs (docs/notifications.md) reach the bot from a Secret by extraEnv."""
+    slack = {"secretKeyRef": {"name": "chat-webhooks", "key": "slack"}}
+    extra = [
+        {"name": "GITOPSBOT_SLACK_WEBHOOK", "valueFrom": slack},
+        {"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"},
+    ]
+    out = helm.render(with_values(extraEnv=extra))
+    env = out.container()["env"]
+    assert env[-2:] == extra  # as given, in order, after the chart's own
+    assert out.env()["GITOPSBOT_SLACK_WEBHOOK"] == slack
+    assert [e["name"] for e in helm.render(with_values()).container()["env"]] == [
+        e["name"] for e in env[:-2]
+    ]
 
 
 def test_the_env_names_are_the_ones_the_docs_and_code_read() -> None:
