@@ -1,8 +1,10 @@
 """The whole story as the bot's ServiceAccount (issue 16 part 5a): the demo's upgrade and its
 rollback by ``git revert``, the full reconciler on the real server with the controller
-simulator, the bot bound to exactly deploy/rbac/rules.yaml. The sandbox (its install, the
-simulator) keeps the admin's kubeconfig; only the bot's executor (helm 4, kubectl, the
-Python client) and the test's ``helm history`` use the ServiceAccount's."""
+simulator, the bot bound to exactly deploy/rbac/rules.yaml and the Events Role in
+``default`` (docs/permissions.md), with which it tells the rollback as Events on the
+TensorFusionCluster. The sandbox (its install, the simulator) keeps the admin's kubeconfig;
+only the bot's executor (helm 4, kubectl, the Python client), its Events and the test's
+``helm history`` use the ServiceAccount's."""
 
 from __future__ import annotations
 
@@ -13,10 +15,15 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.kube_events import KubeEvents
+from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.kube_events import ObjectRef
 from gitopsbot.errors import KubeForbidden
 from gitopsbot.sandbox.story import BotRunner, StoryOptions, StoryWorld, finished_op, wait_for
 from tests.e2e.conftest import NEW_IMAGE, NS, OLD_IMAGE, helm_history, stop_within
+from tests.events.test_events_rbac import _bind as bind_events
+from tests.events.test_events_rbac import _unbind as unbind_events
 from tests.realkube import tf_support as tfs
 
 pytestmark = [pytest.mark.realkube, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -33,6 +40,10 @@ class ServiceAccountWorld(StoryWorld):
     def kubeconfig(self) -> Path:
         return self.bot_kubeconfig or super().kubeconfig
 
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return super().kubeconfig
+
 
 def test_the_story_upgrades_and_rolls_back_as_the_service_account(
     control_plane: Any, tmp_path: Path
@@ -46,6 +57,7 @@ def test_the_story_upgrades_and_rolls_back_as_the_service_account(
     try:
         token = control_plane.service_account_token(NS, tfs.SA)
         tfs.grant(control_plane, NS, *tfs.load_rules())
+        bind_events(control_plane, NS, ["create", "patch"])
         world.bot_kubeconfig = control_plane.write_kubeconfig(
             tmp_path / "sa.kubeconfig", token=token, context=KUBE_CONTEXT, namespace=NS
         )
@@ -75,10 +87,26 @@ def test_the_story_upgrades_and_rolls_back_as_the_service_account(
         assert history[-1]["chart"] == "tensor-fusion-1.8.0"
         images = world.hypervisor_images()
         assert images == {node: [OLD_IMAGE] for node in images}
+
+        # Told as Kubernetes Events, posted as the ServiceAccount (docs/events.md).
+        assert bot.events.flush(30)
+        admin = KubeEvents.from_kubeconfig(world.admin_kubeconfig, instance="test")
+        try:
+            told = admin.recorded(ObjectRef(tf.TF, "TensorFusionCluster", "tensor-fusion"))
+        finally:
+            admin.close()
+        of_rollback = [(e.spec.reason, e.spec.type, e.spec.action) for e in told
+                       if rollback.op_id in e.spec.note]  # fmt: skip
+        assert of_rollback[0] == ("Started", "Warning", "Rollback"), of_rollback
+        assert of_rollback[-1] == ("Succeeded", "Normal", "Rollback"), of_rollback
+        assert ("Succeeded", "Upgrade") in [
+            (e.spec.reason, e.spec.action) for e in told if upgrade.op_id in e.spec.note
+        ]
     finally:
         if bot is not None:
             stop_within(bot.stop, "the bot")
         stop_within(world.stop, "the story world")
+        unbind_events(control_plane, NS)
         name = f"gitopsbot-{NS}"
         for kind in ("clusterrolebindings", "clusterroles"):
             try:
