@@ -169,7 +169,7 @@ def test_import_linter_contracts_are_kept() -> None:
     [
         ("core/happenings.py", "import gitopsbot.bot.announcer", "layers"),
         ("commands/status.py", "import gitopsbot.adapters.git", "composition root"),
-        ("app.py", "import gitopsbot.sandbox.story", "never imports the sandbox"),
+        ("app/bot.py", "import gitopsbot.sandbox.story", "never imports the sandbox"),
     ],
 )
 def test_import_linter_catches_a_violation(

@@ -277,7 +277,7 @@ def test_the_canary_secret_never_leaves(
         def resolve_all(self, refs: object) -> dict[str, str]:
             return {"agent.enrollToken": CANARY}
 
-    # The executor's secrets go through the memory (as app.py wires it): resolved for prod-1.
+    # The executor's secrets go through the memory (as gitopsbot.app wires it): resolved for prod-1.
     assert memory.recording("prod-1", Resolver()).resolve_all([]) == {"agent.enrollToken": CANARY}
     receiver.script = [(500, {})]
     n = notifier(

@@ -14,7 +14,7 @@ them to the steps.
 Outcomes are values (``StepOutcome``): SUCCEEDED / SKIPPED / FAILED, or RUNNING with a
 ``retry_after`` when the world needs more time. Exceptions from the ports are mapped in one
 place (``run``): TransientError → RUNNING (retry), PermanentError → FAILED.
-No adapter is imported here: ports are injected (``app.py`` wires them).
+No adapter is imported here: ports are injected (``gitopsbot.app`` wires them).
 """
 
 from __future__ import annotations

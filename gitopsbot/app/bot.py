@@ -1,0 +1,262 @@
+"""The long-running bot: ``build_bot`` wires the reconciler, scheduler, Leases, the
+announcer's listeners (progress log, metrics, notifications, Events) and the forge; the
+webhook and metrics endpoints; logging.
+
+Part of the composition root (``gitopsbot.app``): the only package that knows concrete
+classes.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gitopsbot.adapters import logs as log_output
+from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
+    builtin_policy_documents as builtin_policy_documents,
+)
+from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory
+from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_settings
+from gitopsbot.adapters.clock import SystemClock
+from gitopsbot.adapters.forge._http import ForgeCall
+from gitopsbot.adapters.forge.connect import from_settings
+from gitopsbot.adapters.forge.provider import as_forge
+from gitopsbot.adapters.metrics import BotMetrics
+from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.secrets import SecretResolver
+from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
+from gitopsbot.app.clusters import (
+    apply_gate,
+    chart_source,
+    cluster_access,
+    event_recorder,
+    executor_factory,
+    helm_stopper,
+    lease_client,
+    replica_identity,
+    resolve_tools,
+)
+from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
+from gitopsbot.app.options import RunOptions
+from gitopsbot.bot import log_context
+from gitopsbot.bot.announcer import Announcer
+from gitopsbot.bot.event_recorder import EventRecorder
+from gitopsbot.bot.gauges import PassGauges
+from gitopsbot.bot.health import HealthWatch
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.pr_mirror import PullRequestMirror
+from gitopsbot.bot.progress_log import ProgressLog
+from gitopsbot.bot.reconciler import Reconciler
+from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.bot.shard_keeper import ShardKeeper
+from gitopsbot.bot.shared_repo import SharedRepo
+from gitopsbot.core import tool_record
+from gitopsbot.core.model import BotSettings
+from gitopsbot.core.webhook_events import EventKind, WebhookEvent
+from gitopsbot.errors import ConfigError, GitOpsBotError
+from gitopsbot.fleetrepo import find_cluster, load_fleet
+from gitopsbot.ports.forge import Forge
+
+
+def _forge(
+    fleet_settings: BotSettings,
+    clock: SystemClock,
+    observe: Callable[[ForgeCall], None] | None = None,
+) -> Forge | None:
+    forge = fleet_settings.forge
+    if forge.kind == "git-only" or forge.token is None:
+        return None
+    token = SecretResolver().resolve(forge.token)
+    provider = from_settings(forge, token, clock=clock)
+    provider.http.observe = observe  # every request, for the metrics
+    return as_forge(provider)
+
+
+def forge_secrets(fleet_settings: BotSettings) -> tuple[str, ...]:
+    """The forge token and webhook secret, to be masked in notifications (none when unset
+    or unreadable: the forge's own start reports that)."""
+    out: list[str] = []
+    forge = fleet_settings.forge
+    for ref in (forge.token, forge.webhook_secret):
+        if forge.kind != "git-only" and ref is not None and ref.source != "kubernetes-secret":
+            try:
+                out.append(SecretResolver().resolve(ref))
+            except GitOpsBotError:
+                pass
+    return tuple(out)
+
+
+@dataclass
+class Bot:
+    reconciler: Reconciler
+    scheduler: Scheduler
+    clusters: tuple[str, ...]
+    settings: BotSettings = field(default_factory=BotSettings)
+    mirror: PullRequestMirror | None = None
+    shards: ShardKeeper | None = None  # replicas share the fleet (``--leases-namespace``)
+    metrics: BotMetrics | None = None  # served by ``metrics_server`` (``--metrics-listen``)
+    health: HealthWatch | None = None
+    notifier: Notifier | None = None  # chat webhooks (``notifications:``)
+    events: EventRecorder | None = None  # Kubernetes Events (docs/events.md)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Post what the pull-request mirror and the notifier still hold (after the
+        scheduler stopped)."""
+        if self.mirror is not None:
+            self.mirror.close(timeout)
+        if self.notifier is not None:
+            self.notifier.close(min(timeout, 10.0))
+        if self.events is not None:
+            self.events.close(min(timeout, 5.0))
+
+
+def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
+    """A receiver on ``HOST:PORT`` whose verified deliveries nudge the loop: a push to the
+    watched branch or a merged request wakes every cluster's job (a pass that finds nothing
+    new is cheap). Polling stays the safety net. With replicas sharing the fleet only the
+    clusters this replica holds have jobs, so a nudge wakes only those; another replica's
+    clusters are reached by that replica's polling (or its own webhook delivery)."""
+    host, _, port = listen.rpartition(":")
+    if not port.isdigit():
+        raise ConfigError(f"--webhook-listen {listen!r}: expected HOST:PORT")
+    forge = bot.settings.forge
+    secrets: dict[str, str] = {}
+    if forge.kind != "git-only" and forge.webhook_secret is not None:
+        secrets[forge.kind] = SecretResolver().resolve(forge.webhook_secret)
+
+    def nudge(event: WebhookEvent) -> None:
+        watched = bot.settings.watched_branch
+        if (event.kind is EventKind.PUSH and event.branch == watched) or event.merged:
+            bot.scheduler.nudge()
+
+    return WebhookReceiver(secrets, nudge, host=host or "127.0.0.1", port=int(port))
+
+
+def metrics_server(bot: Bot, listen: str) -> MetricsServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``HOST:PORT`` (docs/metrics.md)."""
+    host, colon, port = listen.rpartition(":")
+    if not colon or not port.isdigit() or bot.metrics is None or bot.health is None:
+        raise ConfigError(f"--metrics-listen {listen!r}: expected HOST:PORT")
+    return MetricsServer(
+        bot.metrics.registry,
+        bot.health.alive,
+        bot.health.ready,
+        host=host.strip("[]") or "0.0.0.0",
+        port=int(port),
+    )
+
+
+def build_bot(options: RunOptions) -> Bot:
+    clock = SystemClock()
+    git_repo = open_repo(options.fleet_url, options.cache)
+    fleet = read_fleet(git_repo, options.branch)
+    bot_settings = fleet.settings
+    configured = git_credentials(options.fleet_url, bot_settings)
+    if configured != git_credentials(options.fleet_url):
+        # gitopsbot.yaml names the key to use from now on (git.sshKey): fetch and push with it.
+        git_repo = open_repo(options.fleet_url, options.cache, configured)
+    # Passes of different clusters run side by side; their Git work is serialised.
+    repo = SharedRepo(git_repo)
+    unknown = sorted(set(options.clusters) - set(fleet.clusters))
+    if unknown:
+        raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
+    clusters = options.clusters or tuple(sorted(fleet.clusters))
+    shards = None
+    if options.leases_namespace:
+        shards = ShardKeeper(
+            lease_client(options),
+            namespace=options.leases_namespace,
+            identity=replica_identity(options.identity),
+            clock=clock,
+            clusters=clusters,
+            timing=options.lease_timing,
+        )
+    metrics = BotMetrics(clock)  # a registry of its own (docs/metrics.md)
+    forge = _forge(bot_settings, clock, metrics.forge_call)
+    # helm and kubectl now: a missing one is exit 1 at start, not a failure at the first apply.
+    tools = resolve_tools(options)
+    store = JournalStore(repo, branch=bot_settings.state_branch, push=options.push)
+    store.record_tools(tool_record.of({**tools.versions(), **tools.paths()}))  # for `status`
+    # Forge writes are paced: posted from their own thread, passes never wait on them.
+    mirror = PullRequestMirror(forge) if forge is not None else None
+    # Chat webhooks (docs/notifications.md): URLs read now, so a bad one stops the start.
+    memory = SecretMemory()
+    notifier = notifier_from_settings(
+        bot_settings,
+        SecretResolver(),
+        secrets_for=memory.values,
+        secrets=forge_secrets(bot_settings),
+    )
+    # What each recorded transition and pass means, told to listeners: the log's progress
+    # lines here; Events, notifications and metrics add theirs to the same announcer.
+    progress = ProgressLog()
+    announcer = Announcer([progress], [progress])
+    reconciler = Reconciler(
+        repo=repo,
+        store=store,
+        executor_for=executor_factory(options, tools, cluster_access(options), memory),
+        gate=apply_gate(repo, chart_source(options.cache)),
+        clock=clock,
+        load_fleet=load_fleet,
+        load_cluster=find_cluster,
+        resolve_tz=zoneinfo.ZoneInfo,
+        settings=bot_settings,
+        forge=forge,
+        push=options.push,
+        publish=mirror.publish if mirror is not None else None,
+        may_act=shards.held if shards is not None else None,
+        announcer=announcer,
+    )
+    scheduler = Scheduler(
+        reconcile=reconciler.reconcile if shards is None else shards.guarded(reconciler.reconcile),
+        clock=clock,
+        interval_seconds=bot_settings.poll_interval_seconds,
+        jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),
+        workers=max(1, options.workers),
+    )
+    health = HealthWatch(
+        scheduler,
+        clock,
+        poll_interval_seconds=bot_settings.poll_interval_seconds,
+        leases_running=(lambda: shards.running) if shards is not None else None,
+        holding=(lambda: len(shards.holding)) if shards is not None else None,
+    )
+    reconciler.announcer.listeners.append(metrics)
+    if notifier is not None:
+        reconciler.announcer.listeners.append(notifier)
+    reconciler.announcer.pass_listeners.extend([metrics, health, PassGauges(reconciler, metrics)])
+    events = None
+    if options.events:
+        instance = shards.identity if shards is not None else replica_identity(options.identity)
+        forge_masked = forge_secrets(bot_settings)
+        events = event_recorder(
+            cluster_access(options), reconciler.spec_at, instance=instance, now=clock.now,
+            secrets_for=lambda cluster: (*memory.values(cluster), *forge_masked),
+        )  # fmt: skip
+        reconciler.announcer.listeners.append(events)
+    if shards is not None:
+        keeper = shards
+        metrics.watch_leases(lambda: clusters, keeper.held, lambda: len(keeper.members))
+
+        def jobs_for(held: frozenset[str]) -> None:  # a job only for the clusters held
+            if not scheduler.stopping:  # none added or removed once shutting down
+                scheduler.set_clusters(held)
+
+        shards.on_change = jobs_for
+        shards.on_lost = helm_stopper(options.cache)
+    return Bot(
+        reconciler, scheduler, clusters, bot_settings, mirror, shards,
+        metrics=metrics, health=health, notifier=notifier, events=events,
+    )  # fmt: skip
+
+
+def configure_logging(
+    fmt: str, *, root_level: int, levels: dict[str, int] | None = None
+) -> Callable[[], None] | None:
+    """Log lines in ``fmt`` (``text``/``json``) to standard error, each naming the cluster,
+    operation and step of the pass that emitted it (docs/logging.md). None when the embedding
+    program configured logging already; else how to undo it."""
+    return log_output.configure(
+        fmt, root_level=root_level, levels=levels, filters=[log_context.RecordFields()]
+    )

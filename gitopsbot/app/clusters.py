@@ -1,0 +1,194 @@
+"""Reaching the clusters: helm and kubectl, each cluster's connection (kubeContext,
+in-cluster ServiceAccount, kubeconfig Secret), its executor, Events and Leases, and the
+policy gate's charts.
+
+Part of the composition root (``gitopsbot.app``): the only package that knows concrete
+classes.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+
+from gitopsbot import settings
+from gitopsbot.adapters import helm_children
+from gitopsbot.adapters import tools as tool_lookup
+from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
+    builtin_policy_documents as builtin_policy_documents,
+)
+from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
+from gitopsbot.adapters.chat_notifier import SecretMemory
+from gitopsbot.adapters.cluster_access import ClusterAccess, Connection, ServiceAccountFiles
+from gitopsbot.adapters.helm import HelmCli
+from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.kube_events import KubeEvents
+from gitopsbot.adapters.kubectl import KubectlCrdApplier
+from gitopsbot.adapters.leases import KubeLeases
+from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.secrets import SecretResolver
+from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
+from gitopsbot.app.options import RunOptions
+from gitopsbot.bot.apply_gate import ApplyGate
+from gitopsbot.bot.event_recorder import EventRecorder
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.model import ClusterSpec
+from gitopsbot.fleetrepo import policy_documents
+from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.leases import Leases
+from gitopsbot.ports.repo import Repo
+
+
+def kube_context_source(spec: ClusterSpec) -> str:
+    """Where the cluster's kube context is chosen, for messages: the release.yaml line."""
+    where = spec.locations.get("release.yaml:kubeContext")
+    if where is not None:
+        return f"{where.file}:{where.line}: kubeContext"
+    return f"clusters/{spec.name}/release.yaml: kubeContext not set"
+
+
+def resolve_tools(options: RunOptions) -> tool_lookup.ToolSet:
+    """helm and kubectl for this run, located and version-checked (a ConfigError says where
+    the bot looked); docs/cluster-access.md."""
+    return tool_lookup.resolve(
+        helm=options.helm,
+        kubectl=options.kubectl,
+        helm_env=settings.tool_path("helm"),
+        kubectl_env=settings.tool_path("kubectl"),
+        download=options.download_binaries,
+        cache=options.cache,
+    )
+
+
+def cluster_access(options: RunOptions) -> ClusterAccess:
+    """How each cluster is reached: kubeContext, in-cluster, kubeconfigSecret."""
+    return ClusterAccess(
+        kubeconfig=options.kubeconfig,
+        in_cluster=options.in_cluster,
+        service_account=ServiceAccountFiles(settings.service_account_dir()),
+        service=settings.in_cluster_service(),
+    )
+
+
+def executor_factory(
+    options: RunOptions,
+    tools: tool_lookup.ToolSet | None = None,
+    access: ClusterAccess | None = None,
+    secret_memory: SecretMemory | None = None,
+) -> Callable[[ClusterSpec], Executor]:
+    """One Cluster and Helm adapter per cluster, built on first use (``tools`` and
+    ``access`` default to ``resolve_tools`` and ``cluster_access`` of the options)."""
+    built: dict[str, Executor] = {}
+    found: list[tool_lookup.ToolSet] = [tools] if tools is not None else []
+    reach = access if access is not None else cluster_access(options)
+
+    def make(spec: ClusterSpec) -> Executor:
+        if spec.name not in built:
+            if not found:  # resolved on first use: a pass that only reads Git needs none
+                found.append(resolve_tools(options))
+            connection = cluster_connection(reach, spec)
+            home = options.cache / "clusters" / spec.name
+            applier = KubectlCrdApplier(
+                found[0].kubectl, home=home / "kubectl",
+                kubeconfig=connection.kubeconfig, kube_context=connection.context,
+            )  # fmt: skip
+            cluster = KubeCluster(connection.api_client(), crd_applier=applier.apply_crds)
+            helm = HelmCli(
+                found[0].helm, home=home / "helm",
+                kubeconfig=connection.kubeconfig, kube_context=connection.context,
+            )  # fmt: skip
+            secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
+            if secret_memory is not None:  # notifications mask what was resolved
+                secrets = secret_memory.recording(spec.name, secrets)  # type: ignore[assignment]
+            built[spec.name] = Executor(cluster=cluster, helm=helm, secrets=secrets)
+        return built[spec.name]
+
+    return make
+
+
+def cluster_connection(reach: ClusterAccess, spec: ClusterSpec) -> Connection:
+    """How the bot reaches ``spec``'s cluster: its kubeContext, in-cluster, kubeconfigSecret."""
+    return reach.connect(
+        kube_context=spec.release.kube_context,
+        kubeconfig_secret=spec.release.kubeconfig_secret,
+        context_source=kube_context_source(spec),
+        cluster=spec.name,
+    )
+
+
+def event_recorder(
+    reach: ClusterAccess,
+    spec_at: Callable[[str, str], ClusterSpec | None],
+    *,
+    instance: str,
+    now: Callable[[], datetime],
+    secrets_for: Callable[[str], Iterable[str]] = lambda _cluster: (),
+) -> EventRecorder:
+    """Kubernetes Events of every happening on the cluster's TensorFusionCluster and GPUPools
+    (docs/events.md), through one client per cluster over the same connection as its
+    KubeCluster; ``spec_at(sha, cluster)`` names the objects, ``instance`` is the replica,
+    ``secrets_for(cluster)`` what every note masks."""
+    built: dict[str, KubeEvents] = {}  # only the recorder's thread asks
+
+    def events_for(spec: ClusterSpec) -> KubeEvents:
+        if spec.name not in built:
+            api = cluster_connection(reach, spec).api_client()
+            masked = functools.partial(secrets_for, spec.name)
+            built[spec.name] = KubeEvents(api, instance=instance, secrets=masked)
+        return built[spec.name]
+
+    return EventRecorder(lambda cluster, sha: spec_at(sha, cluster), events_for, now=now)
+
+
+def chart_source(cache: Path) -> ChartSource:
+    """Where the apply-time gate reads charts: ``GITOPSBOT_CHARTS`` (local chart
+    directories, for an air-gapped bot) or each release's repository over HTTP."""
+    paths = settings.chart_paths()
+    if paths:
+        return LocalChartSource(paths)
+    return HttpChartSource(cache_dir=cache)
+
+
+def apply_gate(repo: Repo, charts: ChartSource) -> ApplyGate:
+    """The policy gate every operation passes before its first step: the built-in rules and
+    the fleet's ``policies/`` at the operation's commit (docs/policies.md)."""
+    return ApplyGate(
+        charts,
+        builtin_documents=builtin_policy_documents(),
+        policies_at=lambda sha: policy_documents(repo.tree(sha)),
+    )
+
+
+def replica_identity(base: str = "") -> str:
+    """This process's Lease identity: ``base`` (``--identity``), else $POD_NAME, else the host
+    name; plus a random suffix, so a restarted pod never takes its predecessor's Leases for
+    its own."""
+    base = base or settings.pod_name() or platform.node() or "gitopsbot"
+    return f"{base}-{uuid.uuid4().hex[:6]}"
+
+
+def lease_client(options: RunOptions, access: ClusterAccess | None = None) -> Leases:
+    """The Leases client of the management cluster: ``--leases-kubeconfig``, else in a pod
+    (or ``--in-cluster``) the pod's ServiceAccount (docs/cluster-access.md), else the run's
+    ``--kubeconfig`` (else ~/.kube/config)."""
+    if not options.leases_kubeconfig:
+        reach = access if access is not None else cluster_access(options)
+        if reach.uses_in_cluster():
+            return KubeLeases(reach.home().api_client())
+    path = options.leases_kubeconfig or options.kubeconfig
+    return KubeLeases.from_kubeconfig(path or str(Path.home() / ".kube" / "config"))
+
+
+def helm_stopper(cache: Path, grace: float = 3.0) -> Callable[[str], None]:
+    """What a replica does when it loses a cluster's Lease with a step in flight: SIGTERM the
+    cluster's helm (it cancels and records the revision ``failed``; the next holder upgrades
+    again, docs/executor.md "Crash safety of the helm step")."""
+
+    def stop(cluster: str) -> None:
+        helm_children.terminate_under(cache / "clusters" / cluster / "helm" / "run", grace)
+
+    return stop
