@@ -135,6 +135,9 @@ done
 
 cache="${GITOPSBOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gitopsbot}/image"
 mkdir -p "$cache/debs" "$cache/wheels"
+# One build at a time per cache (the caches are replaced at the end of a build).
+exec 9>"$cache/lock"
+flock 9
 work="$(mktemp -d "${TMPDIR:-/tmp}/gitopsbot-image.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 started=$SECONDS
