@@ -201,6 +201,9 @@ def test_the_layout_is_valid_and_every_digest_is_what_it_claims(image: Image) ->
         # the uncompressed tar's digest is the config's diff_id for the layer
         tar = gzip.decompress(_blob(image.layout, descriptor))
         diff_ids.append(f"sha256:{hashlib.sha256(tar).hexdigest()}")
+        sys.stderr.write(
+            f"\nimage: layer {descriptor['size'] / 1e6:.0f} MB gzip, {len(tar) / 1e6:.0f} MB tar\n"
+        )
         referenced.add(descriptor["digest"])
     assert config["rootfs"] == {"type": "layers", "diff_ids": diff_ids}
     # umoci gc ran: nothing in blobs/ that the tag does not reach
