@@ -139,7 +139,15 @@ mkdir -p "$cache/debs" "$cache/wheels"
 exec 9>"$cache/lock"
 flock 9
 work="$(mktemp -d "${TMPDIR:-/tmp}/gitopsbot-image.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+cleanup() {
+  # Never remove through a mount mmdebstrap left behind (it bind-mounts /dev in root mode).
+  if grep -q " $work/" /proc/mounts; then
+    echo "image: $work left in place: something is still mounted under it" >&2
+  else
+    rm -rf --one-file-system "$work"
+  fi
+}
+trap cleanup EXIT
 started=$SECONDS
 
 # --- the source: the last commit (default) or the working tree
