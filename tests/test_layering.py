@@ -170,6 +170,7 @@ def test_import_linter_contracts_are_kept() -> None:
         ("core/happenings.py", "import gitopsbot.bot.announcer", "layers"),
         ("commands/status.py", "import gitopsbot.adapters.git", "composition root"),
         ("app/bot.py", "import gitopsbot.sandbox.story", "never imports the sandbox"),
+        ("sandbox/story.py", "import gitopsbot.adapters.helm", "wired by gitopsbot.app"),
     ],
 )
 def test_import_linter_catches_a_violation(

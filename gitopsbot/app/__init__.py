@@ -17,10 +17,15 @@ from __future__ import annotations
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )
+from gitopsbot.adapters.git import GitRepo as GitRepo  # re-exported: the sandbox's types
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.tools import ToolSet as ToolSet  # re-exported: the sandbox's types
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.app.bot import (
     Bot as Bot,
+)
+from gitopsbot.app.bot import (
+    Wired as Wired,
 )
 from gitopsbot.app.bot import (
     build_bot as build_bot,
@@ -29,13 +34,25 @@ from gitopsbot.app.bot import (
     configure_logging as configure_logging,
 )
 from gitopsbot.app.bot import (
+    forge_client as forge_client,
+)
+from gitopsbot.app.bot import (
     forge_secrets as forge_secrets,
+)
+from gitopsbot.app.bot import (
+    loop as loop,
 )
 from gitopsbot.app.bot import (
     metrics_server as metrics_server,
 )
 from gitopsbot.app.bot import (
+    receiver as receiver,
+)
+from gitopsbot.app.bot import (
     webhook_receiver as webhook_receiver,
+)
+from gitopsbot.app.bot import (
+    wire_reconciler as wire_reconciler,
 )
 from gitopsbot.app.clusters import (
     apply_gate as apply_gate,
@@ -90,6 +107,9 @@ from gitopsbot.app.git_access import (
 )
 from gitopsbot.app.git_access import (
     open_state as open_state,
+)
+from gitopsbot.app.git_access import (
+    password_mirror as password_mirror,
 )
 from gitopsbot.app.git_access import (
     read_fleet as read_fleet,

@@ -9,18 +9,17 @@ classes.
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gitopsbot.adapters import logs as log_output
-from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
-    builtin_policy_documents as builtin_policy_documents,
-)
+from gitopsbot.adapters import tools as tool_lookup
 from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory
 from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_settings
 from gitopsbot.adapters.clock import SystemClock
+from gitopsbot.adapters.cluster_access import ClusterAccess
 from gitopsbot.adapters.forge._http import ForgeCall
-from gitopsbot.adapters.forge.connect import from_settings
+from gitopsbot.adapters.forge.connect import connect, from_settings
 from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
@@ -45,6 +44,7 @@ from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.gauges import PassGauges
 from gitopsbot.bot.health import HealthWatch
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.progress_log import ProgressLog
 from gitopsbot.bot.reconciler import Reconciler
@@ -56,7 +56,10 @@ from gitopsbot.core.model import BotSettings
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster, load_fleet
+from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.repo import Repo
 
 
 def _forge(
@@ -130,7 +133,7 @@ def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
         if (event.kind is EventKind.PUSH and event.branch == watched) or event.merged:
             bot.scheduler.nudge()
 
-    return WebhookReceiver(secrets, nudge, host=host or "127.0.0.1", port=int(port))
+    return receiver(secrets, nudge, host=host or "127.0.0.1", port=int(port))
 
 
 def metrics_server(bot: Bot, listen: str) -> MetricsServer:
@@ -145,6 +148,134 @@ def metrics_server(bot: Bot, listen: str) -> MetricsServer:
         host=host.strip("[]") or "0.0.0.0",
         port=int(port),
     )
+
+
+@dataclass
+class Wired:
+    """A reconciler and what posts for it from threads of its own (closed by ``Bot.close``)."""
+
+    reconciler: Reconciler
+    mirror: PullRequestMirror | None
+    notifier: Notifier | None
+    events: EventRecorder | None
+
+    def close(self, timeout: float = 30.0) -> None:
+        if self.mirror is not None:
+            self.mirror.close(timeout)
+        if self.notifier is not None:
+            self.notifier.close(min(timeout, 10.0))
+        if self.events is not None:
+            self.events.close(min(timeout, 5.0))
+
+
+def wire_reconciler(
+    options: RunOptions,
+    *,
+    repo: Repo,
+    store: JournalStore,
+    bot_settings: BotSettings,
+    clock: Clock,
+    tools: tool_lookup.ToolSet,
+    forge: Forge | None,
+    charts: ChartSource,
+    access: ClusterAccess,
+    instance: str,
+    metrics: BotMetrics | None = None,
+    may_act: Callable[[str], bool] | None = None,
+) -> Wired:
+    """The reconciler of ``gitopsbot run`` and of the sandbox's in-process bot alike: each
+    cluster's executor over ``access``, the policy gate over ``charts``, the pull-request
+    mirror, and the announcer's listeners (progress log, metrics, chat notifications,
+    Kubernetes Events as ``instance``)."""
+    # Forge writes are paced: posted from their own thread, passes never wait on them.
+    mirror = PullRequestMirror(forge) if forge is not None else None
+    # Chat webhooks (docs/notifications.md): URLs read now, so a bad one stops the start.
+    memory = SecretMemory()
+    forge_masked = forge_secrets(bot_settings)
+    notifier = notifier_from_settings(
+        bot_settings, SecretResolver(), secrets_for=memory.values, secrets=forge_masked
+    )
+    # What each recorded transition and pass means, told to listeners: the log's progress
+    # lines, metrics, notifications and Events.
+    progress = ProgressLog()
+    announcer = Announcer([progress], [progress])
+    reconciler = Reconciler(
+        repo=repo,
+        store=store,
+        executor_for=executor_factory(options, tools, access, memory),
+        gate=apply_gate(repo, charts),
+        clock=clock,
+        load_fleet=load_fleet,
+        load_cluster=find_cluster,
+        resolve_tz=zoneinfo.ZoneInfo,
+        settings=bot_settings,
+        forge=forge,
+        push=options.push,
+        publish=mirror.publish if mirror is not None else None,
+        may_act=may_act,
+        announcer=announcer,
+    )
+    if metrics is not None:
+        announcer.listeners.append(metrics)
+        announcer.pass_listeners.extend([metrics, PassGauges(reconciler, metrics)])
+    if notifier is not None:
+        announcer.listeners.append(notifier)
+    events = None
+    if options.events:
+        events = event_recorder(
+            access, reconciler.spec_at, instance=instance, now=clock.now,
+            secrets_for=lambda cluster: (*memory.values(cluster), *forge_masked),
+        )  # fmt: skip
+        announcer.listeners.append(events)
+    return Wired(reconciler, mirror, notifier, events)
+
+
+def loop(
+    reconcile: Callable[[str], PassResult],
+    *,
+    clock: Clock,
+    interval_seconds: int,
+    jitter_seconds: int,
+    workers: int,
+    soonest_seconds: float = 0.5,
+) -> Scheduler:
+    """The long-running loop: one job per cluster (docs/executor.md)."""
+    return Scheduler(
+        reconcile=reconcile,
+        clock=clock,
+        interval_seconds=interval_seconds,
+        jitter_seconds=jitter_seconds,
+        workers=workers,
+        soonest_seconds=soonest_seconds,
+    )
+
+
+def receiver(
+    secrets: Mapping[str, str],
+    nudge: Callable[[WebhookEvent], None],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> WebhookReceiver:
+    """Forge webhooks at ``POST /webhooks/<provider>``, verified with ``secrets`` (provider →
+    secret); each verified delivery is handed to ``nudge``."""
+    return WebhookReceiver(dict(secrets), nudge, host=host, port=port)
+
+
+def forge_client(
+    kind: str,
+    *,
+    url: str,
+    repository: str,
+    token: str,
+    closers: list[Callable[[], None]] | None = None,
+) -> Forge:
+    """A forge provider (``github``, ``gitlab``, ``gitea``) at ``url`` for ``repository``;
+    its HTTP client's ``close`` goes to ``closers``."""
+    provider = connect(kind, url=url, repository=repository, token=token, clock=SystemClock())
+    if closers is not None:
+        closers.append(provider.http.close)
+    return as_forge(provider)
 
 
 def build_bot(options: RunOptions) -> Bot:
@@ -178,38 +309,24 @@ def build_bot(options: RunOptions) -> Bot:
     tools = resolve_tools(options)
     store = JournalStore(repo, branch=bot_settings.state_branch, push=options.push)
     store.record_tools(tool_record.of({**tools.versions(), **tools.paths()}))  # for `status`
-    # Forge writes are paced: posted from their own thread, passes never wait on them.
-    mirror = PullRequestMirror(forge) if forge is not None else None
-    # Chat webhooks (docs/notifications.md): URLs read now, so a bad one stops the start.
-    memory = SecretMemory()
-    notifier = notifier_from_settings(
-        bot_settings,
-        SecretResolver(),
-        secrets_for=memory.values,
-        secrets=forge_secrets(bot_settings),
-    )
-    # What each recorded transition and pass means, told to listeners: the log's progress
-    # lines here; Events, notifications and metrics add theirs to the same announcer.
-    progress = ProgressLog()
-    announcer = Announcer([progress], [progress])
-    reconciler = Reconciler(
+    instance = shards.identity if shards is not None else replica_identity(options.identity)
+    wired = wire_reconciler(
+        options,
         repo=repo,
         store=store,
-        executor_for=executor_factory(options, tools, cluster_access(options), memory),
-        gate=apply_gate(repo, chart_source(options.cache)),
+        bot_settings=bot_settings,
         clock=clock,
-        load_fleet=load_fleet,
-        load_cluster=find_cluster,
-        resolve_tz=zoneinfo.ZoneInfo,
-        settings=bot_settings,
+        tools=tools,
         forge=forge,
-        push=options.push,
-        publish=mirror.publish if mirror is not None else None,
+        charts=chart_source(options.cache),
+        access=cluster_access(options),
+        instance=instance,
+        metrics=metrics,
         may_act=shards.held if shards is not None else None,
-        announcer=announcer,
     )
-    scheduler = Scheduler(
-        reconcile=reconciler.reconcile if shards is None else shards.guarded(reconciler.reconcile),
+    reconciler = wired.reconciler
+    scheduler = loop(
+        reconciler.reconcile if shards is None else shards.guarded(reconciler.reconcile),
         clock=clock,
         interval_seconds=bot_settings.poll_interval_seconds,
         jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),
@@ -222,19 +339,7 @@ def build_bot(options: RunOptions) -> Bot:
         leases_running=(lambda: shards.running) if shards is not None else None,
         holding=(lambda: len(shards.holding)) if shards is not None else None,
     )
-    reconciler.announcer.listeners.append(metrics)
-    if notifier is not None:
-        reconciler.announcer.listeners.append(notifier)
-    reconciler.announcer.pass_listeners.extend([metrics, health, PassGauges(reconciler, metrics)])
-    events = None
-    if options.events:
-        instance = shards.identity if shards is not None else replica_identity(options.identity)
-        forge_masked = forge_secrets(bot_settings)
-        events = event_recorder(
-            cluster_access(options), reconciler.spec_at, instance=instance, now=clock.now,
-            secrets_for=lambda cluster: (*memory.values(cluster), *forge_masked),
-        )  # fmt: skip
-        reconciler.announcer.listeners.append(events)
+    reconciler.announcer.pass_listeners.append(health)
     if shards is not None:
         keeper = shards
         metrics.watch_leases(lambda: clusters, keeper.held, lambda: len(keeper.members))
@@ -246,8 +351,8 @@ def build_bot(options: RunOptions) -> Bot:
         shards.on_change = jobs_for
         shards.on_lost = helm_stopper(options.cache)
     return Bot(
-        reconciler, scheduler, clusters, bot_settings, mirror, shards,
-        metrics=metrics, health=health, notifier=notifier, events=events,
+        reconciler, scheduler, clusters, bot_settings, wired.mirror, shards,
+        metrics=metrics, health=health, notifier=wired.notifier, events=wired.events,
     )  # fmt: skip
 
 

@@ -15,7 +15,14 @@ from gitopsbot import settings
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )
-from gitopsbot.adapters.git import Credentials, GitRepo, GitSettings, HttpsToken, SshKey
+from gitopsbot.adapters.git import (
+    Credentials,
+    GitRepo,
+    GitSettings,
+    HttpsPassword,
+    HttpsToken,
+    SshKey,
+)
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.bot.journal_store import JournalStore
@@ -94,6 +101,28 @@ def open_repo(url: str, cache: Path, credentials: Credentials | None = None) -> 
     repo = GitRepo(GitSettings(url=url, mirror_dir=mirror, credentials=creds))
     repo.fetch()
     return repo
+
+
+def password_mirror(
+    url: str,
+    mirror_dir: Path,
+    *,
+    username: str,
+    password: str,
+    author_name: str = "gitopsbot",
+    author_email: str = "gitopsbot@localhost",
+) -> GitRepo:
+    """A mirror of ``url`` over HTTPS basic auth (a Git server with accounts, such as the
+    sandbox's remote), not fetched yet."""
+    return GitRepo(
+        GitSettings(
+            url=url,
+            mirror_dir=mirror_dir,
+            credentials=HttpsPassword(username, password),
+            author_name=author_name,
+            author_email=author_email,
+        )
+    )
 
 
 def read_fleet(repo: GitRepo, branch: str) -> Fleet:

@@ -94,13 +94,18 @@ def proposal_wiring(url: str, branch: str, *, git_only: bool) -> ProposalWiring:
     return ProposalWiring(repo, open_forge(fleet_settings, repo, git_only=git_only), fleet_settings)
 
 
-def proposer(wiring: ProposalWiring, branch: str, chart_dirs: Sequence[Path]) -> Proposer:
+def proposer(
+    wiring: ProposalWiring,
+    branch: str,
+    chart_dirs: Sequence[Path],
+    charts: ChartSource | None = None,
+) -> Proposer:
     """A proposer with a fresh chart source (HTTP sources keep an index for their lifetime,
-    so each pass gets its own to see new versions)."""
+    so each pass gets its own to see new versions); ``charts`` instead when given."""
     return Proposer(
         wiring.repo,
         wiring.forge,
-        chart_source_for(chart_dirs),
+        charts if charts is not None else chart_source_for(chart_dirs),
         watched_branch=branch,
         policy_documents=builtin_policy_documents(),
     )

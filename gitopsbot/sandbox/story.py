@@ -4,8 +4,9 @@
 simulator, chart repository) with the Git remote and the local GitHub forge registered as
 sandbox services, the fleet repository (``story_fleet``) pushed to that remote, and a
 person's clone of it driven with the ``git`` CLI (merge, revert, push). ``BotRunner`` is the
-bot wired to it exactly as ``gitopsbot run`` wires it (GitRepo mirror, JournalStore,
-Reconciler, Scheduler, WebhookReceiver, the forge provider, real helm 4 and kubectl), with
+bot wired to it exactly as ``gitopsbot run`` wires it, by the composition root
+(``gitopsbot.app.wire_reconciler``: GitRepo mirror, JournalStore, Reconciler, Scheduler,
+WebhookReceiver, the forge provider, Events, real helm 4 and kubectl), with
 its own mirror so a fresh runner starts from Git alone. ``play`` is ``gitopsbot demo``:
 proposal → merge → upgrade with two pools (one held by its window) → revert → rollback.
 
@@ -25,41 +26,25 @@ import shutil
 import subprocess
 import threading
 import time
-import zoneinfo
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO, cast
 
-from gitopsbot import settings
-from gitopsbot.adapters import binaries
-from gitopsbot.adapters.builtin_policies import builtin_policy_documents
-from gitopsbot.adapters.chartrepo import HttpChartSource
-from gitopsbot.adapters.clock import SystemClock
-from gitopsbot.adapters.forge.connect import connect
-from gitopsbot.adapters.forge.provider import as_forge
-from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsPassword
-from gitopsbot.adapters.helm import HelmCli
-from gitopsbot.adapters.kube import KubeCluster
-from gitopsbot.adapters.kube_events import KubeEvents
-from gitopsbot.adapters.kubectl import KubectlCrdApplier
-from gitopsbot.adapters.secrets import SecretResolver
-from gitopsbot.adapters.webhooks import WebhookReceiver
-from gitopsbot.bot.apply_gate import ApplyGate
+from gitopsbot import app
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.pr_mirror import PullRequestMirror
-from gitopsbot.bot.proposer import Proposal, Proposer
-from gitopsbot.bot.reconciler import PassResult, Reconciler
-from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.bot.proposer import Proposal
 from gitopsbot.bot.shared_repo import SharedRepo
-from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.model import BotSettings
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.fleetrepo import find_cluster, load_fleet, policy_documents
+from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 from gitopsbot.sandbox import environment as env
@@ -99,20 +84,19 @@ class ShiftedClock:
 
     def __init__(self) -> None:
         self.offset = timedelta(0)
-        self._real = SystemClock()
 
     def now(self) -> datetime:
-        return self._real.now() + self.offset
+        return datetime.now(UTC) + self.offset
 
     def sleep(self, seconds: float) -> None:
-        self._real.sleep(seconds)
+        time.sleep(seconds)
 
     def monotonic(self) -> float:
-        return self._real.monotonic()
+        return time.monotonic()
 
     def jump_to(self, when: datetime) -> None:
         """From now on, the bot's ``now()`` reads ``when`` (then runs on from there)."""
-        self.offset = when - self._real.now()
+        self.offset = when - datetime.now(UTC)
 
 
 class Crash(Exception):
@@ -201,6 +185,7 @@ class StoryWorld:
         # Clients with keep-alive connections to the servers: closed before the servers stop,
         # or their handler threads would wait on the idle connections.
         self._closers: list[Callable[[], None]] = []
+        self._tools: app.ToolSet | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -344,41 +329,40 @@ class StoryWorld:
 
     # -- the bot's connections -------------------------------------------------------------
 
-    def git_repo(self, name: str) -> GitRepo:
-        return GitRepo(
-            GitSettings(
-                url=self.fleet_url,
-                mirror_dir=self.state_dir / "mirrors" / name,
-                credentials=HttpsPassword(GIT_USER, GIT_PASSWORD),
-                author_name="gitopsbot",
-                author_email="gitopsbot@sandbox.invalid",
-            )
+    def git_repo(self, name: str) -> app.GitRepo:
+        return app.password_mirror(
+            self.fleet_url,
+            self.state_dir / "mirrors" / name,
+            username=GIT_USER,
+            password=GIT_PASSWORD,
+            author_name="gitopsbot",
+            author_email="gitopsbot@sandbox.invalid",
         )
 
     def forge_client(self) -> Forge:
         assert self.forge is not None
-        provider = connect(
+        return app.forge_client(
             "github",
             url=self.forge.api_url,
             repository=f"{OWNER}/{REPO}",
             token=FORGE_TOKEN,
-            clock=SystemClock(),
+            closers=self._closers,
         )
-        self._closers.append(provider.http.close)
-        return as_forge(provider)
+
+    def chart_source(self) -> ChartSource:
+        """The charts the bot reads, cached in the story's directory (the chart repository's
+        address changes from one sandbox to the next)."""
+        charts = app.chart_source(self.state_dir / "chart-cache")
+        close = getattr(charts, "close", None)
+        if close is not None:
+            self._closers.append(close)
+        return charts
 
     def propose(self) -> Proposal:
         """One proposal pass (``gitopsbot propose --once``): opens the upgrade request."""
         repo = self.git_repo("proposer")
-        charts = HttpChartSource(cache_dir=self.state_dir / "chart-cache")
-        self._closers.append(charts.close)
-        proposer = Proposer(
-            repo,
-            self.forge_client(),
-            charts,
-            watched_branch="main",
-            policy_documents=builtin_policy_documents(),
-        )
+        wiring = app.ProposalWiring(repo, self.forge_client(), BotSettings())
+        proposer = app.proposer(wiring, "main", [], charts=self.chart_source())
         report = proposer.run_once()
         if not report.proposals:
             raise StoryError("the proposer opened nothing: " + "; ".join(report.lines()))
@@ -386,51 +370,21 @@ class StoryWorld:
         proposer.comment(CLUSTER, proposal.number)  # `gitopsbot comment`: the plan comment
         return proposal
 
-    def executor_for(self) -> Callable[[ClusterSpec], Executor]:
-        """As ``app.executor_factory``, with helm's and kubectl's homes under the state dir."""
-        built: dict[str, Executor] = {}
-        cache = settings.cache_dir()
-        kubeconfig = str(self.kubeconfig)
+    def run_options(self) -> app.RunOptions:
+        """What ``gitopsbot run`` would be told for this world: its kubeconfig, and helm's and
+        kubectl's homes under the state dir."""
+        return app.RunOptions(
+            fleet_url=self.fleet_url,
+            kubeconfig=str(self.kubeconfig),
+            cache=self.state_dir / "tools",
+        )
 
-        def make(spec: ClusterSpec) -> Executor:
-            if spec.name not in built:
-                home = self.state_dir / "tools" / spec.name
-                context = spec.release.kube_context
-                applier = KubectlCrdApplier(
-                    binaries.ensure("kubectl", cache),
-                    home=home / "kubectl",
-                    kubeconfig=kubeconfig,
-                    kube_context=context,
-                )
-                cluster = KubeCluster.from_kubeconfig(
-                    kubeconfig, context, crd_applier=applier.apply_crds
-                )
-                self._closers.append(cluster.close)
-                helm = HelmCli(
-                    binaries.ensure("helm4", cache),
-                    home=home / "helm",
-                    kubeconfig=kubeconfig,
-                    kube_context=context,
-                )
-                secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
-                built[spec.name] = Executor(cluster=cluster, helm=helm, secrets=secrets)
-            return built[spec.name]
-
-        return make
-
-    def events_for(self, instance: str) -> Callable[[ClusterSpec], KubeEvents]:
-        """As ``app.event_recorder``'s clients: one per cluster, over its kube context."""
-        built: dict[str, KubeEvents] = {}
-
-        def make(spec: ClusterSpec) -> KubeEvents:
-            if spec.name not in built:
-                built[spec.name] = KubeEvents.from_kubeconfig(
-                    str(self.kubeconfig), spec.release.kube_context, instance=instance
-                )
-                self._closers.append(built[spec.name].close)
-            return built[spec.name]
-
-        return make
+    def tools(self) -> app.ToolSet:
+        """helm and kubectl as the sandbox runs them: GITOPSBOT_HELM/_KUBECTL, else the pinned
+        ones (downloaded and verified once into the user's cache)."""
+        if self._tools is None:
+            self._tools = app.resolve_tools(app.RunOptions(fleet_url="", download_binaries=True))
+        return self._tools
 
     # -- reading the world (tests, demo) ---------------------------------------------------
 
@@ -451,9 +405,8 @@ class StoryWorld:
 
     def helm(self, *args: str) -> str:
         assert self.sandbox is not None
-        helm = binaries.ensure("helm4", settings.cache_dir())
         done = subprocess.run(
-            [str(helm), *args, "--kubeconfig", str(self.kubeconfig)],
+            [str(self.tools().helm), *args, "--kubeconfig", str(self.kubeconfig)],
             env=self.sandbox.helm_env(),
             capture_output=True,
             text=True,
@@ -549,50 +502,50 @@ class BotRunner:
             else CrashingStore(self.repo, branch=branch, crash_on=crash_on)
         )
         forge = world.forge_client()
-        self.mirror = PullRequestMirror(forge)  # as ``gitopsbot run`` posts: from its thread
-        charts = HttpChartSource(cache_dir=world.state_dir / "chart-cache")
-        world._closers.append(charts.close)
-        self.reconciler = Reconciler(
+        options = world.run_options()
+        access = app.cluster_access(options)
+        world._closers.append(access.close)
+        # Wired exactly as ``gitopsbot run`` wires it (gitopsbot.app), on the world's clock.
+        self.wired = app.wire_reconciler(
+            options,
             repo=self.repo,
             store=self.store,
-            executor_for=world.executor_for(),
-            gate=ApplyGate(
-                charts,
-                builtin_documents=builtin_policy_documents(),
-                policies_at=lambda sha: policy_documents(self.repo.tree(sha)),
-            ),
+            bot_settings=self.settings,
             clock=world.clock,
-            load_fleet=load_fleet,
-            load_cluster=find_cluster,
-            resolve_tz=zoneinfo.ZoneInfo,
-            settings=self.settings,
+            tools=world.tools(),
             forge=forge,
-            publish=self.mirror.publish,
+            charts=world.chart_source(),
+            access=access,
+            instance=name,
         )
-        # Kubernetes Events, as ``gitopsbot run`` posts them (docs/events.md).
-        self.events = EventRecorder(
-            lambda cluster, sha: self.reconciler.spec_at(sha, cluster),
-            world.events_for(name),
-            now=SystemClock().now,
-        )
-        self.reconciler.announcer.listeners.append(self.events)
+        self.reconciler = self.wired.reconciler
         # The scheduler runs on real time (apscheduler compares with it); ``_pass`` turns the
         # bot clock's "come back at" into real time.
-        self.scheduler = Scheduler(
-            reconcile=self._pass,
-            clock=SystemClock(),
+        self.scheduler = app.loop(
+            self._pass,
+            clock=ShiftedClock(),  # offset 0: real time
             interval_seconds=self.settings.poll_interval_seconds,
             jitter_seconds=0,
             workers=1,  # GitRepo is not thread-safe: one pass at a time
             soonest_seconds=world.options.soonest_seconds,
         )
-        self.receiver: WebhookReceiver | None = None
+        self.receiver: app.WebhookReceiver | None = None
         if webhook:
-            self.receiver = WebhookReceiver({"github": WEBHOOK_SECRET}, self._nudge)
+            self.receiver = app.receiver({"github": WEBHOOK_SECRET}, self._nudge)
         self.passes: list[PassResult] = []
         self.first_action_at: float | None = None  # monotonic time of the first non-idle pass
         self.stopped = threading.Event()
         self._busy = threading.Lock()  # held for the whole of a pass
+
+    @property
+    def mirror(self) -> PullRequestMirror:
+        assert self.wired.mirror is not None  # the story always has its forge
+        return self.wired.mirror
+
+    @property
+    def events(self) -> EventRecorder:
+        assert self.wired.events is not None  # RunOptions.events is on
+        return self.wired.events
 
     def _nudge(self, event: WebhookEvent) -> None:
         if (event.kind is EventKind.PUSH and event.branch == self.settings.watched_branch) or (
@@ -645,8 +598,7 @@ class BotRunner:
         self.scheduler.shutdown(wait=False)
         with self._busy:  # the in-flight pass has recorded its outcome
             pass
-        self.mirror.close()
-        self.events.close()
+        self.wired.close()
         if self.receiver is not None:
             self.receiver.stop()
             if self.world.forge is not None:
