@@ -18,6 +18,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import urllib.error
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,6 +73,29 @@ def bind(cp: Any, namespace: str, account: str, role: str = "admin") -> None:
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
         },
     )  # fmt: skip
+    # The RBAC authorizer sees a new binding through its informer, a moment later: on a busy
+    # machine the first request could still be refused. Wait until the server says allowed.
+    deadline = time.monotonic() + 30
+    while not _allowed(cp, namespace, account):
+        assert time.monotonic() < deadline, f"RoleBinding {account}-{role} never took effect"
+        time.sleep(0.05)
+
+
+def _allowed(cp: Any, namespace: str, account: str) -> bool:
+    review = cp.request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": f"system:serviceaccount:{namespace}:{account}",
+                "resourceAttributes": {"namespace": namespace, "resource": "configmaps",
+                                       "verb": "create"},
+            },
+        },
+    )  # fmt: skip
+    return bool(review["status"].get("allowed"))
 
 
 def whoami(access_client: Any) -> str:
