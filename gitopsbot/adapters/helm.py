@@ -21,10 +21,13 @@
   ``HelmChartUnusable``: nothing was changed in the cluster.
 - R8: ``upgrade`` always passes the whole values, ``--version`` and ``--namespace``, never
   ``--reuse-values``; a release in pending-* raises HelmReleaseLocked, never forced.
-- F1: ``post_render_policy`` runs ``gitopsbot post-render --policy FILE`` as helm's
+- F1: ``post_render_policy`` runs ``python -m gitopsbot.post_render --policy FILE`` (what
+  ``gitopsbot post-render`` runs, without loading the whole command line: #13) as helm's
   post-renderer. helm 3 takes an executable (``--post-renderer <python>`` plus
   ``--post-renderer-args``); helm 4 takes only a plugin name, so a ``postrenderer/v1``
   plugin is written into the private ``HELM_PLUGINS`` (docs/helm.md).
+- ``helm version`` runs once per binary per process (``version``, cached by path and file
+  identity), however many HelmCli objects share it.
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PLUGIN_NAME = "gitopsbot-rollout-policy"
+# The post-renderer helm runs: gitopsbot/post_render.py imports core.postrender and the
+# standard library only, where ``-m gitopsbot post-render`` would import every command (#13).
+POST_RENDER_COMMAND: tuple[str, ...] = (sys.executable, "-m", "gitopsbot.post_render")
 STDERR_TAIL = 2000
 MASK = "***"
 RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)
@@ -104,6 +110,13 @@ _CHART_UNUSABLE = re.compile(
 )
 
 
+# ``helm version`` per binary, for the whole process (see ``HelmCli.version``).
+_BinaryKey = tuple[str, int, int, int, int]
+_VERSIONS: dict[_BinaryKey, str] = {}
+_VERSION_LOCKS: dict[_BinaryKey, threading.Lock] = {}
+_VERSIONS_LOCK = threading.Lock()
+
+
 @dataclass(frozen=True, slots=True)
 class _Result:
     stdout: str
@@ -134,7 +147,7 @@ class HelmCli:
         home: Path,
         kubeconfig: Path | str | None = None,
         kube_context: str = "",
-        post_render_command: Sequence[str] = (sys.executable, "-m", "gitopsbot", "post-render"),
+        post_render_command: Sequence[str] = POST_RENDER_COMMAND,
         read_timeout_seconds: float = 120.0,
         grace_seconds: float = 60.0,
         environ: Mapping[str, str] | None = None,
@@ -160,7 +173,6 @@ class HelmCli:
         self._retry_delays = tuple(retry_delays)
         self._sleep = sleep
         self._term_grace = term_grace_seconds
-        self._major: int | None = None
         self._local = threading.local()
         for sub in ("config", "cache", "data", "plugins", "work", "run"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
@@ -173,17 +185,49 @@ class HelmCli:
 
     @property
     def version(self) -> str:
-        result = self._run(["version", "--template", "{{.Version}}"], what="helm version")
-        return result.stdout.strip()
+        """``helm version``, run once per binary per process (#13): every HelmCli of the
+        binary (one per cluster) and every ``major`` check shares the answer."""
+        key = self._binary_identity()
+        if key is None:  # not found: run it anyway, for helm's own error
+            return self._read_version()
+        with _VERSIONS_LOCK:
+            known = _VERSIONS.get(key)
+            if known is not None:
+                return known
+            lock = _VERSION_LOCKS.setdefault(key, threading.Lock())
+        # Per binary: the first caller runs helm, the others wait for its answer; another
+        # binary's first ``helm version`` is not held up. A failure is not remembered.
+        with lock:
+            with _VERSIONS_LOCK:
+                known = _VERSIONS.get(key)
+            if known is None:
+                known = self._read_version()
+                with _VERSIONS_LOCK:
+                    _VERSIONS[key] = known
+            return known
 
     @property
     def major(self) -> int:
-        if self._major is None:
-            match = re.match(r"v?(\d+)\.", self.version)
-            if not match:
-                raise HelmFailed(f"helm version: cannot read the version of {self.binary}")
-            self._major = int(match.group(1))
-        return self._major
+        match = re.match(r"v?(\d+)\.", self.version)
+        if not match:
+            raise HelmFailed(f"helm version: cannot read the version of {self.binary}")
+        return int(match.group(1))
+
+    def _read_version(self) -> str:
+        result = self._run(["version", "--template", "{{.Version}}"], what="helm version")
+        return result.stdout.strip()
+
+    def _binary_identity(self) -> _BinaryKey | None:
+        # The file helm's PATH resolves to, as the child will run it, and its identity:
+        # a binary replaced in place (new inode, mtime or size) is asked again.
+        found = shutil.which(self.binary, path=self._env().get("PATH", os.defpath))
+        if found is None:
+            return None
+        try:
+            st = os.stat(found)
+        except OSError:
+            return None
+        return (os.path.realpath(found), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
     @property
     def last_retries(self) -> int:
