@@ -3,7 +3,8 @@
 1. **Decide** (pure): ``core.operation.next_step(journal, observations, now)``.
 2. **Execute** one step, or the pool switch changes, through ``bot.steps.executor``.
 3. **Record**: a commit on the state branch for every transition, mirrored on the pull
-   request (one comment per operation, edited, and the ``gitopsbot/apply`` status).
+   request (one comment per operation, edited, and the ``gitopsbot/apply`` status). A step's
+   end and the next plain step's start share one commit (``_start_following``).
 
 Resume: a killed pass leaves the journal at its last recorded transition; the next pass runs
 the step again, and the executor recognises an effect that already happened (the Helm
@@ -104,6 +105,8 @@ class DrivingMixin(PassBase):
         self, step: Step, journal: Journal, spec: ClusterSpec, executor: Executor, now: datetime
     ) -> PassResult:
         log_context.note(operation=journal.op_id, step=step.name)  # until the pass ends
+        # A step the previous transition's commit already started (``_start_following``)
+        # arrives RUNNING with its start recorded and pushed: it acts without another save.
         if step.state is StepState.PENDING:
             step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
             journal = self.save(journal.with_step(step), f"{step.name} started")
@@ -150,10 +153,27 @@ class DrivingMixin(PassBase):
             self._close_switches(journal)
             self.save(journal, f"{step.name} failed before changing anything: blocked")
             return PassResult(journal.cluster, "blocked", f"{step.name}: {outcome.detail}")
-        self.save(journal, f"{step.name} {outcome.state}", files=dict(outcome.files))
+        journal, message = self._start_following(journal, f"{step.name} {outcome.state}")
+        self.save(journal, message, files=dict(outcome.files))
         return PassResult(
             journal.cluster, str(outcome.state), f"{step.name}: {outcome.detail}", now
         )
+
+    def _start_following(self, journal: Journal, message: str) -> tuple[Journal, str]:
+        """``journal`` with the next plain step started too, when nothing observed can change
+        what comes next (``operation.following_step``): one commit for both transitions, not
+        two. The start is still committed and pushed before that step acts (the next pass,
+        at once), as recovery needs: the helm step knows its own pending revision as "written
+        after the step started", and the controller restart's annotation is its start. Its
+        start is this moment, not the pass's: the step that just ran may have taken minutes,
+        which must not count against the next step's timeout."""
+        following = operation.following_step(journal)
+        if following is None:
+            return journal, message
+        started = replace(
+            following, state=StepState.RUNNING, started_at=self.clock.now(), attempts=1
+        )
+        return journal.with_step(started), f"{message}; {following.name} started"
 
     def drive_pools(
         self,

@@ -237,6 +237,21 @@ def next_step(
     return _drive_pools(journal, observations, now, policy, pool_windows)
 
 
+def following_step(journal: Journal) -> Step | None:
+    """The plain step ``next_step`` would run next on this running journal whatever the
+    observations, policy and windows (no failed step, the first unfinished step pending and
+    not a pool phase); None otherwise. Lets a step's end and the next step's start be
+    recorded in one state-branch commit. Pure."""
+    if journal.status is not OperationStatus.RUNNING:
+        return None
+    if any(s.state is StepState.FAILED for s in journal.steps):
+        return None
+    pending = next((s for s in journal.steps if not s.state.finished), None)
+    if pending is None or pending.kind is StepKind.POOL_PHASE:
+        return None
+    return pending if pending.state is StepState.PENDING else None
+
+
 def _drive_pools(
     journal: Journal,
     observations: Observations,
