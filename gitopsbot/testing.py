@@ -11,8 +11,9 @@ import builtins
 import copy
 import hashlib
 import shutil
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -297,9 +298,16 @@ class FakeCluster:
     API server. With ``instant_deployments`` a Deployment is rolled out at once (status
     filled in), as the emulator's kubelet does. ``fail(operation, error, times)`` makes the
     next calls of a method (``"get"``, ``"apply"``, ``"patch_merge"``...) raise ``error``.
+
+    Waits (``wait_deployment_ready``, ``wait_for_change``) block on a condition every write
+    notifies, but only with ``blocking_waits``: tests that use the fake mostly decide time
+    with a fake clock and write from one thread, so by default a wait is one look at what
+    is stored now (the timeout is not spent in real seconds). The contract suite sets it.
     """
 
-    def __init__(self, *, instant_deployments: bool = True) -> None:
+    def __init__(self, *, instant_deployments: bool = True, blocking_waits: bool = False) -> None:
+        self.blocking_waits = blocking_waits
+        self._changed = threading.Condition()  # notified on every write, for the waits
         self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self.kinds: dict[tuple[str, str], bool] = dict(_BUILTIN_KINDS)
         self.instant_deployments = instant_deployments
@@ -412,7 +420,10 @@ class FakeCluster:
         self._enter("delete", kind, namespace, name)
         key = self._key(api_version, kind, namespace, name)
         self._managers.pop(key, None)
-        return self.objects.pop(key, None) is not None
+        deleted = self.objects.pop(key, None) is not None
+        with self._changed:
+            self._changed.notify_all()
+        return deleted
 
     def restart_deployment(self, namespace: str, name: str, *, at: datetime) -> None:
         stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -424,6 +435,67 @@ class FakeCluster:
         if deployment is None:
             raise KubeNotFound(f"Deployment {namespace}/{name} not found")
         return deployment_readiness(deployment)
+
+    def wait_deployment_ready(
+        self, namespace: str, name: str, *, timeout: float
+    ) -> DeploymentReadiness:
+        # The first look is deployment_ready's (a "get": injected failures apply to it).
+        view = self.deployment_ready(namespace, name)
+        if view or not self.blocking_waits:
+            return view
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._changed:  # held from each read to the wait: no write slips between
+            while True:
+                found = self.objects.get(self._key("apps/v1", "Deployment", namespace, name))
+                if found is None:
+                    raise KubeNotFound(f"Deployment {namespace}/{name} not found")
+                view = deployment_readiness(found)
+                left = deadline - time.monotonic()
+                if view or left <= 0:
+                    return view
+                self._changed.wait(left)
+
+    def wait_for_change(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        *,
+        names: Collection[str] | None = None,
+        since: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> bool:
+        self._enter("wait_for_change", kind, namespace, "")
+        wanted = set(names) if names is not None else set(since) if since is not None else None
+        deadline = time.monotonic() + (max(timeout, 0.0) if self.blocking_waits else 0.0)
+        with self._changed:
+            baseline = dict(since) if since is not None else None
+            while True:
+                current = self._versions(api_version, kind, namespace, wanted)
+                if baseline is None:
+                    baseline = current
+                elif any(
+                    (baseline.get(k) or "") != (current.get(k) or "")
+                    for k in set(baseline) | set(current)
+                ):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+
+    def _versions(
+        self, api_version: str, kind: str, namespace: str | None, names: set[str] | None
+    ) -> dict[str, str]:
+        across = self.kinds.get((api_version, kind), True) and not namespace
+        found: dict[str, str] = {}
+        for (av, k, ns, name), obj in list(self.objects.items()):
+            if (av, k) != (api_version, kind) or (namespace and ns != namespace):
+                continue
+            key = f"{ns}/{name}" if across else name
+            if names is None or key in names:
+                found[key] = str(obj["metadata"]["resourceVersion"])
+        return found
 
     def apply_crds(self, documents: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
         self._enter("apply_crds", "CustomResourceDefinition", None, "")
@@ -601,6 +673,8 @@ class FakeCluster:
                 "availableReplicas": replicas,
             }
         self.objects[key] = obj
+        with self._changed:  # after the write: a waiter reads it when it wakes
+            self._changed.notify_all()
         return copy.deepcopy(obj)
 
     def _serve_crd(self, crd: dict[str, Any]) -> dict[str, Any]:

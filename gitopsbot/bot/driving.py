@@ -224,4 +224,14 @@ class DrivingMixin(PassBase):
         if journal != before:
             self.save(journal, "; ".join(notes))
         until = now if advanced else decision.until
+        # Rolling pools: wait on their GPUPools' watch (a bounded slice) rather than sleep
+        # to ``until``, so the pass after a batch comes when the controller moved it.
+        rolling = [
+            ref.pool
+            for ref, pd in decision.phases
+            if pd.action is rollout.PhaseAction.WAIT and pd.phase.state is PhaseState.ROLLING
+        ]
+        if rolling and until is not None and until > now and not journal.failure:
+            moved = executor.await_pools(spec, rolling, (until - now).total_seconds())
+            until = now if moved else until
         return PassResult(journal.cluster, "pools", "; ".join(notes), until)

@@ -24,7 +24,7 @@ import binascii
 import builtins
 import gzip
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -93,6 +93,41 @@ class Cluster(Protocol):
     def deployment_ready(self, namespace: str, name: str) -> DeploymentReadiness:
         """Whether the Deployment's latest generation is fully rolled out and available
         (KubeNotFound if absent). The result is truthy when ready."""
+        ...
+
+    def wait_deployment_ready(
+        self, namespace: str, name: str, *, timeout: float
+    ) -> DeploymentReadiness:
+        """``deployment_ready``, waiting up to ``timeout`` seconds for it to become true: at
+        once when it is ready; otherwise it follows the API server's watch of that Deployment
+        from the resourceVersion just read (no change between the read and the watch is
+        lost) and returns the moment a view is ready, or the last view when the timeout
+        passes (falsy). A watch that breaks (410 Gone, connection dropped) or is refused
+        (RBAC without ``watch``) falls back to reading again, and to a short adaptive poll:
+        never an error of its own. ``timeout`` <= 0 is one read. KubeNotFound if absent."""
+        ...
+
+    def wait_for_change(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        *,
+        names: Collection[str] | None = None,
+        since: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> bool:
+        """Wait up to ``timeout`` seconds for an object of a kind (``names`` of it; all when
+        None; ``namespace`` None: every namespace, or cluster-scoped) to be added, changed or
+        deleted; True as soon as one is, False when the timeout passed without a change.
+
+        ``since``: name → the resourceVersion the caller read ("" for absent; the key is
+        "namespace/name" when a namespaced kind is watched across namespaces), its names
+        being the ones watched when ``names`` is None: a difference from what is stored now
+        is a change at once, so nothing that happened after the caller's read is missed.
+        Without it, only changes after the call count. Follows the API server's watch; a
+        broken or refused watch falls back to reading again (and to a short adaptive poll),
+        never an error of its own. ``timeout`` <= 0 is one comparison."""
         ...
 
     def apply_crds(self, documents: Mapping[str, str]) -> builtins.list[CrdApplyResult]:

@@ -5,27 +5,48 @@ the same annotation and starts no new rollout."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import datetime
 
-from gitopsbot.bot.steps.outcome import RETRY, StepOutcome
+from gitopsbot.bot.steps.outcome import WAIT_SLICE_SECONDS, StepOutcome, retry_after_wait
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.journal import Step, StepState
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.ports.cluster import Cluster
 
 
-def controller_ready(cluster: Cluster, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
+def controller_ready(
+    cluster: Cluster,
+    step: Step,
+    spec: ClusterSpec,
+    now: datetime,
+    *,
+    wait_slice: float = WAIT_SLICE_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> StepOutcome:
+    """Ready → SUCCEEDED. Otherwise the step follows the Deployment's watch for up to
+    ``wait_slice`` seconds (never past controller_ready_timeout_seconds, as ``now`` sees
+    it), so it sees "ready" as soon as the API server does rather than a poll later;
+    still not ready → RUNNING, back at once if the wait took RETRY, FAILED past the limit."""
     name = tf.controller_name(spec)
-    ready = cluster.deployment_ready(spec.release.namespace, name)
-    if ready:
-        return StepOutcome(StepState.SUCCEEDED, f"deploy/{name} rolled out")
     waited = (now - (step.started_at or now)).total_seconds()
     limit = spec.rollout.controller_ready_timeout_seconds
+    began = monotonic()
+    ready = cluster.wait_deployment_ready(
+        spec.release.namespace, name, timeout=max(0.0, min(wait_slice, limit - waited))
+    )
+    if ready:
+        return StepOutcome(StepState.SUCCEEDED, f"deploy/{name} rolled out")
     if waited >= limit:
         return StepOutcome(
             StepState.FAILED, f"deploy/{name} not ready after {limit}s: {ready.message}"
         )
-    return StepOutcome(StepState.RUNNING, f"waiting for deploy/{name}", retry_after=RETRY)
+    return StepOutcome(
+        StepState.RUNNING,
+        f"waiting for deploy/{name}",
+        retry_after=retry_after_wait(monotonic() - began),
+    )
 
 
 def controller_restart(

@@ -29,7 +29,7 @@ from gitopsbot.bot.steps import helm_upgrade as helm_step
 from gitopsbot.bot.steps import pool_switch
 from gitopsbot.bot.steps import rollback as rollback_step
 from gitopsbot.bot.steps import verify as verify_step
-from gitopsbot.bot.steps.outcome import RETRY, SecretSource, StepOutcome
+from gitopsbot.bot.steps.outcome import RETRY, WAIT_SLICE_SECONDS, SecretSource, StepOutcome
 from gitopsbot.core import rollout
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.journal import Journal, RollbackPoint, Step, StepKind, StepState
@@ -46,7 +46,11 @@ from gitopsbot.ports.helm import Helm
 
 
 class Executor:
-    """Runs steps against one cluster's ports. ``now`` comes from the caller's clock."""
+    """Runs steps against one cluster's ports. ``now`` comes from the caller's clock.
+
+    ``wait_slice``: how long one step (controller ready, verify) or one pool pass may wait
+    on the API server's watch before it returns (docs/executor.md, "Waiting"); 0 never
+    waits. Bounded so that Lease loss and shutdown are never held up longer."""
 
     def __init__(
         self,
@@ -55,11 +59,13 @@ class Executor:
         helm: Helm,
         secrets: SecretSource,
         smoke_test_timeout: int = 300,
+        wait_slice: float = WAIT_SLICE_SECONDS,
     ) -> None:
         self.cluster = cluster
         self.helm = helm
         self.secrets = secrets
         self.smoke_test_timeout = smoke_test_timeout
+        self.wait_slice = wait_slice
 
     # -- the one place exceptions become outcomes -----------------------------------------
 
@@ -132,7 +138,9 @@ class Executor:
         )
 
     def controller_ready(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
-        return controller_steps.controller_ready(self.cluster, step, spec, now)
+        return controller_steps.controller_ready(
+            self.cluster, step, spec, now, wait_slice=self.wait_slice
+        )
 
     def controller_restart(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
         return controller_steps.controller_restart(self.cluster, step, spec, now)
@@ -154,6 +162,13 @@ class Executor:
         self, spec: ClusterSpec, pool: str, component: Component
     ) -> rollout.PoolObservation | None:
         return pool_switch.observe_pool(self.cluster, spec, pool, component)
+
+    def await_pools(self, spec: ClusterSpec, pools: Sequence[str], timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds (at most ``wait_slice``) for one of ``pools``'
+        GPUPools to change; True as soon as one did (``pool_switch.await_pools``)."""
+        return pool_switch.await_pools(
+            self.cluster, spec, pools, timeout, wait_slice=self.wait_slice
+        )
 
     def set_switch(
         self,
@@ -189,4 +204,6 @@ class Executor:
         *,
         rolled: Mapping[str, Collection[Component]] | None = None,
     ) -> StepOutcome:
-        return verify_step.verify(self.cluster, step, spec, now, rolled=rolled)
+        return verify_step.verify(
+            self.cluster, step, spec, now, rolled=rolled, wait_slice=self.wait_slice
+        )

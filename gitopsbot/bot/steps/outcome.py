@@ -16,6 +16,22 @@ from gitopsbot.core.model import SecretRef
 
 VERIFY_TIMEOUT_SECONDS = 600
 RETRY = 5.0
+# The longest a step (or a pool pass) waits inside a pass on the API server's watch before it
+# returns RUNNING: a pass holds the cluster's Lease and the scheduler's worker, so Lease
+# loss and shutdown wait at most this long for it (docs/executor.md, "Waiting").
+WAIT_SLICE_SECONDS = 10.0
+# The least "come back after" once a step has waited: a pass that already waited needs no
+# pause of its own, but record() reads 0 as "unset" (5 s), and a cluster whose objects keep
+# changing should not be read in a tight loop.
+RETRY_AFTER_WAIT = 0.1
+
+
+def retry_after_wait(waited: float, *, floor: float = RETRY_AFTER_WAIT) -> float:
+    """The pause before the next look when the step already waited ``waited`` real seconds:
+    the next look comes RETRY after this one began, and at once (``floor``) when the wait
+    was that long. A wait that could not block (a fake cluster in a fake-clock test) leaves
+    the old RETRY unchanged."""
+    return max(RETRY - waited, floor)
 
 
 class SecretSource(Protocol):

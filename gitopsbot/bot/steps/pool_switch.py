@@ -1,6 +1,9 @@
 """Pool rollouts: the switches in the TensorFusionCluster's pool templates and what a pool's
 rollout looks like from outside.
 
+``await_pools`` lets a pool pass that decided to wait come back as soon as a GPUPool's
+status moves (the controller's R14 progress), instead of at the decision's ``until``.
+
 ``set_switch`` is the only place the bot turns a rollout on (F1): it opens or closes one
 ``autoUpdate*`` switch of one pool. ``observe_pool`` reads the GPUPool's R14 progress, the
 switch, the nodes and whether the pool's pods already run the template, for
@@ -9,9 +12,11 @@ switch, the nodes and whether the pool's pods already run the template, for
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from gitopsbot.bot.steps.cluster_reads import pool_images
+from gitopsbot.bot.steps.outcome import WAIT_SLICE_SECONDS
 from gitopsbot.bot.steps.verify import check_nodes
 from gitopsbot.core import rollout
 from gitopsbot.core import tf_objects as tf
@@ -164,3 +169,26 @@ def _write_switch(
     if version:
         patch["metadata"] = {"resourceVersion": version}
     cluster.patch_merge(tf.TF, "TensorFusionCluster", None, name, patch)
+
+
+def await_pools(
+    cluster: Cluster,
+    spec: ClusterSpec,
+    pools: Sequence[str],
+    timeout: float,
+    *,
+    wait_slice: float = WAIT_SLICE_SECONDS,
+) -> bool:
+    """Wait up to ``timeout`` (at most ``wait_slice``) seconds for one of the pools' GPUPools
+    to change; True as soon as one did. The GPUPools are read first and the wait compares
+    with that read, so a change after it is not missed (one between the pass's observation
+    and this read, a few milliseconds, is seen by the next pass at ``until``)."""
+    budget = max(0.0, min(timeout, wait_slice))
+    if not pools or budget <= 0:
+        return False
+    since: dict[str, str] = {}
+    for pool in pools:
+        name = tf.gpupool_name(spec, pool)
+        found = cluster.get(tf.TF, "GPUPool", None, name)
+        since[name] = str(((found or {}).get("metadata") or {}).get("resourceVersion") or "")
+    return cluster.wait_for_change(tf.TF, "GPUPool", None, since=since, timeout=budget)
