@@ -1,5 +1,6 @@
 """The benchmark scripts still run (their figures are read by people, never asserted here):
-each answers ``--help``, and the intake benchmark runs end to end on a tiny fleet."""
+each answers ``--help``, the intake benchmark runs end to end on a tiny fleet, and the
+apply benchmark runs once in its quick mode."""
 
 from __future__ import annotations
 
@@ -34,3 +35,21 @@ def test_the_intake_benchmark_runs_on_a_tiny_fleet() -> None:
     assert done.returncode == 0, done.stderr
     rows = [ln for ln in done.stdout.splitlines() if "clusters: bot (one cluster)" in ln]
     assert [r.split()[0] for r in rows] == ["2", "3"], done.stdout
+
+
+@pytest.mark.slow
+def test_the_apply_benchmark_runs_quick(binaries: dict[str, Path]) -> None:
+    """One bot round and one by-hand round, three webhook merges, no loaded run (the whole
+    sandbox, real helm 4 and kubectl; about a minute)."""
+    script = str(ROOT / "benchmarks" / "apply_bench.py")
+    done = subprocess.run(
+        [sys.executable, script, "--quick", "--skip-load"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ratio bot / by hand" in done.stdout, done.stdout
+    assert "merge -> first action, webhook, quiet" in done.stdout, done.stdout
