@@ -153,27 +153,28 @@ class DrivingMixin(PassBase):
             self._close_switches(journal)
             self.save(journal, f"{step.name} failed before changing anything: blocked")
             return PassResult(journal.cluster, "blocked", f"{step.name}: {outcome.detail}")
-        journal, message = self._start_following(journal, f"{step.name} {outcome.state}")
-        self.save(journal, message, files=dict(outcome.files))
+        journal = self._start_following(journal)
+        self.save(journal, f"{step.name} {outcome.state}", files=dict(outcome.files))
         return PassResult(
             journal.cluster, str(outcome.state), f"{step.name}: {outcome.detail}", now
         )
 
-    def _start_following(self, journal: Journal, message: str) -> tuple[Journal, str]:
+    def _start_following(self, journal: Journal) -> Journal:
         """``journal`` with the next plain step started too, when nothing observed can change
         what comes next (``operation.following_step``): one commit for both transitions, not
-        two. The start is still committed and pushed before that step acts (the next pass,
-        at once), as recovery needs: the helm step knows its own pending revision as "written
-        after the step started", and the controller restart's annotation is its start. Its
-        start is this moment, not the pass's: the step that just ran may have taken minutes,
-        which must not count against the next step's timeout."""
+        two (the store names the start in the commit's subject). The start is still committed
+        and pushed before that step acts (the next pass, at once), as recovery needs: the helm
+        step knows its own pending revision as "written after the step started", and the
+        controller restart's annotation is its start. Its start is this moment, not the
+        pass's: the step that just ran may have taken minutes, which must not count against
+        the next step's timeout."""
         following = operation.following_step(journal)
         if following is None:
-            return journal, message
+            return journal
         started = replace(
             following, state=StepState.RUNNING, started_at=self.clock.now(), attempts=1
         )
-        return journal.with_step(started), f"{message}; {following.name} started"
+        return journal.with_step(started)
 
     def drive_pools(
         self,

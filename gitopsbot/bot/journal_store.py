@@ -27,7 +27,7 @@ from datetime import datetime
 
 from gitopsbot.core import journal as journal_mod
 from gitopsbot.core import manual_revision, pass_failure, tool_record
-from gitopsbot.core.journal import Journal, OperationStatus
+from gitopsbot.core.journal import Journal, OperationStatus, StepKind, StepState
 from gitopsbot.core.manual_revision import ManualRevision
 from gitopsbot.core.pass_failure import PassFailure
 from gitopsbot.core.tool_record import ToolRecord
@@ -192,9 +192,31 @@ class JournalStore:
                 out[f"{base}/history/{journal.op_id}.yaml"] = text
         if seen is not None:
             out[f"{base}/seen"] = (seen + "\n").encode()
+        subject = message + "".join(f"; {name} started" for name in self._starts(journal, message))
         return self.commit(
-            out, f"{journal.cluster}: {message}\n\nGitopsbot-Operation: {journal.op_id}"
+            out, f"{journal.cluster}: {subject}\n\nGitopsbot-Operation: {journal.op_id}"
         )
+
+    def _starts(self, journal: Journal, message: str) -> list[str]:
+        """The plain steps ``journal`` starts (running here, pending in the recorded journal)
+        that ``message`` does not name: a step's start rides on the commit of the step before
+        it (docs/executor.md), and the state branch's log should still say when each step
+        started. Pool phases are left out: their message says the switch opened. The recorded
+        journal is the one the pass read, already parsed (``_parsed``)."""
+        if journal.status is not OperationStatus.RUNNING:
+            return []
+        before = self.current(journal.cluster)
+        was = {s.name: s.state for s in before.steps} if before is not None else {}
+        if before is None or before.op_id != journal.op_id:
+            was = {}
+        return [
+            s.name
+            for s in journal.steps
+            if s.state is StepState.RUNNING
+            and s.kind is not StepKind.POOL_PHASE
+            and was.get(s.name, StepState.PENDING) is StepState.PENDING
+            and f"{s.name} started" not in message
+        ]
 
     def start(self, journal: Journal, message: str) -> str:
         """Make a (formerly queued) operation the current one; the queue slot empties."""
