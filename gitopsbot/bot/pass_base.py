@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 
@@ -19,6 +20,7 @@ from gitopsbot.bot import pr_mirror
 from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.release_reads import PassReads
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core import windows
 from gitopsbot.core.journal import Journal, OperationStatus, PhaseState
@@ -41,6 +43,18 @@ class PassResult:
     action: str
     detail: str = ""
     next_at: datetime | None = None  # come back no later than this
+
+
+@dataclass(frozen=True, slots=True)
+class _InPass:
+    """``PassBase.executor_for`` as handed out: ``factory``'s executor, with the running
+    pass's shared reads."""
+
+    base: PassBase
+    factory: Callable[[ClusterSpec], Executor]
+
+    def __call__(self, spec: ClusterSpec) -> Executor:
+        return self.base._executor_in_pass(self.factory, spec)
 
 
 class PassBase:
@@ -68,6 +82,7 @@ class PassBase:
     ) -> None:
         self.repo = repo
         self.store = store
+        self._pass_reads = threading.local()  # .current: the running pass's PassReads
         self.executor_for = executor_for
         # The policy gate every operation passes before its first step (docs/policies.md).
         self.gate = gate
@@ -97,6 +112,39 @@ class PassBase:
         self._shown: set[str] = set()  # clusters whose running operation was re-posted
         self._pr_retried: dict[str, datetime] = {}  # cluster → last revert-PR retry
         self._release_checked: dict[str, datetime] = {}  # cluster → last manual-revision check
+
+    # -- the executor, and what a pass has read -------------------------------------------
+
+    @property
+    def executor_for(self) -> Callable[[ClusterSpec], Executor]:
+        """The cluster's executor (``executor_for(spec)``). Within a pass (``pass_reads``) its
+        Helm reads are shared by the whole pass (``bot.release_reads``)."""
+        return _InPass(self, self._executor_factory)
+
+    @executor_for.setter
+    def executor_for(self, factory: Callable[[ClusterSpec], Executor]) -> None:
+        # Given back what the getter handed out (a test restoring it): its factory, so the
+        # reads are not wrapped twice.
+        self._executor_factory = factory.factory if isinstance(factory, _InPass) else factory
+
+    def _executor_in_pass(
+        self, factory: Callable[[ClusterSpec], Executor], spec: ClusterSpec
+    ) -> Executor:
+        executor = factory(spec)
+        reads: PassReads | None = getattr(self._pass_reads, "current", None)
+        return executor if reads is None else reads.executor(executor)
+
+    @contextmanager
+    def pass_reads(self) -> Iterator[None]:
+        """Within: one read of each release, shared by intake, backup and the helm steps;
+        after: forgotten, so no later pass uses it. Per thread: passes of different clusters
+        run in parallel, each with its own."""
+        before = getattr(self._pass_reads, "current", None)
+        self._pass_reads.current = PassReads()
+        try:
+            yield
+        finally:
+            self._pass_reads.current = before
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -130,7 +178,7 @@ class PassBase:
 
     def read_deployed(self, spec: ClusterSpec) -> Deployed:
         """The release as it is now: ``helm history --max 1`` and, when there is one,
-        ``helm get values``. A pass reads it once (``Intake``) and hands it on."""
+        ``helm get values``; within a pass, what the pass read already (``pass_reads``)."""
         helm = self.executor_for(spec).helm
         rel = spec.release
         info = helm.status(rel.release_name, rel.namespace)

@@ -69,7 +69,8 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
         self.announcer.pass_started(cluster)
         began = self.clock.monotonic()
         try:
-            result = self._pass(cluster)
+            with self.pass_reads():  # each release read once in the pass, forgotten after it
+                result = self._pass(cluster)
         except GitOpsBotError as e:
             self._record_failure(cluster, e)
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
