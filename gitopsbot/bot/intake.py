@@ -96,7 +96,7 @@ class IntakeMixin(PassBase):
             return found[0]
 
         new = self._operation_for(newest, spec, now, deployed)
-        return self._admit(new, spec, head, now, deployed)
+        return self._admit(new, spec, head, now, deployed, newest)
 
     def _reverting(self, journal: Journal) -> bool:
         """A failed step awaits ``onFailure: rollback`` (``remediate`` runs next)."""
@@ -153,7 +153,9 @@ class IntakeMixin(PassBase):
         now: datetime,
         deployed: Callable[[], Deployed],
     ) -> Journal:
-        pr = self._pr_number(commit)
+        # The number the commit message names; the forge's answer comes after the record
+        # (``_record_new``): a paged listing must not delay taking the merge in.
+        pr = _pr_in_message(commit)
         base = commit.parents[0] if commit.parents else ""
         undone = self._undone(commit, spec.name)
         if undone is not None:
@@ -231,16 +233,31 @@ class IntakeMixin(PassBase):
             return found
         return None
 
-    def _pr_number(self, commit: CommitInfo) -> int | None:
-        if self.forge is not None:
-            try:
-                for pr in self.forge.list_merged_since(commit.time - timedelta(days=7)):
-                    if pr.merge_commit_sha == commit.sha:
-                        return pr.number
-            except ForgeError as e:
-                log.warning("could not list merged pull requests: %s", e)
-        match = _PR_IN_MESSAGE.search(commit.summary)
-        return int(match.group(1)) if match else None
+    def _merged_by(self, commit: CommitInfo) -> int | None:
+        """The pull request the forge says merged ``commit`` (None: none, or no answer)."""
+        if self.forge is None:
+            return None
+        try:
+            for pr in self.forge.list_merged_since(commit.time - timedelta(days=7)):
+                if pr.merge_commit_sha == commit.sha:
+                    return pr.number
+        except ForgeError as e:
+            log.warning("could not list merged pull requests: %s", e)
+        return None
+
+    def _record_new(self, journal: Journal, message: str, head: str, commit: CommitInfo) -> Journal:
+        """Record the new operation first (from here ``status`` shows it and a restart
+        resumes it); then ask the forge which pull request merged ``commit``, and when that is
+        not the number the commit message named (a rebase merge names none), put it on the
+        journal in a follow-up save. Only then is it mirrored on its pull request and
+        announced, so both name the right one."""
+        self.store.save(journal, message, seen=head)
+        merged = self._merged_by(commit)
+        if merged is not None and merged != journal.pr_number:
+            journal = replace(journal, pr_number=merged)
+            self.store.save(journal, f"{journal.op_id}: merged by pull request #{merged}")
+        self.mirror(journal)
+        return journal
 
     def _admit(
         self,
@@ -249,6 +266,7 @@ class IntakeMixin(PassBase):
         head: str,
         now: datetime,
         deployed: Callable[[], Deployed],
+        commit: CommitInfo,
     ) -> PassResult:
         current = self.store.current(spec.name)
         queued = self.store.queued(spec.name)
@@ -282,11 +300,20 @@ class IntakeMixin(PassBase):
                 if admission.expected_start
                 else "after the running operation"
             )
-            self.save(placed, f"{placed.kind} {placed.op_id} queued: {when}", seen=head)
+            message = f"{placed.kind} {placed.op_id} queued: {when}"
+            self._record_new(placed, message, head, commit)
             return PassResult(spec.name, "queued", when, next_at=admission.expected_start)
         placed = self.judged(placed, spec, deployed())
         if placed.status is OperationStatus.BLOCKED:
-            self.save(placed, f"{placed.kind} {placed.op_id} {placed.failure}"[:300], seen=head)
+            message = f"{placed.kind} {placed.op_id} {placed.failure}"[:300]
+            self._record_new(placed, message, head, commit)
             return PassResult(spec.name, "blocked", placed.failure)
-        self.save(placed, f"{placed.kind} {placed.op_id} started", seen=head)
+        self._record_new(placed, f"{placed.kind} {placed.op_id} started", head, commit)
         return PassResult(spec.name, "started", placed.op_id, next_at=now)
+
+
+def _pr_in_message(commit: CommitInfo) -> int | None:
+    """The pull request a merge or squash message names ("Merge pull request #12", "(#12)",
+    GitLab's "!12"), if any."""
+    match = _PR_IN_MESSAGE.search(commit.summary)
+    return int(match.group(1)) if match else None
