@@ -2,7 +2,8 @@
 post-rendered (F1: every switch closed).
 
 Crash-safe. The revision carries the description ``gitopsbot op=<id> step=helm-upgrade``, and
-the step reads the release once (``helm history``) before it acts:
+the step reads the release once (``helm history``) before it acts (in a pass: the pass's read,
+``bot.release_reads``, never one made before a write such as marking a revision failed):
 
 - a *deployed* (or since superseded) revision with this description: the upgrade already took
   effect before a restart; it is adopted, never repeated;
