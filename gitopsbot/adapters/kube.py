@@ -608,6 +608,9 @@ class KubeCluster:
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             raise _WatchBroke(f"stream broke: {type(e).__name__}") from None
         finally:
+            # Left mid-stream (the wait got its answer): the connection still carries the
+            # watch, so it is closed rather than handed back to the pool with unread data.
+            raw.close()
             raw.release_conn()
 
     # -- discovery and paths --------------------------------------------------------------
