@@ -14,7 +14,8 @@ Two break-glass operations live here too, for a person or a recovery step, never
 normal upgrade path: ``mark_helm_release_failed`` (a release left pending-* by a dead helm)
 and ``release_fields`` (the bot's field ownership, so a person's server-side ``helm upgrade``
 does not conflict with it). ``failed_helm_release_patch`` is the Helm storage format both
-implementations share: pure, no I/O.
+implementations share, and ``decode_helm_release`` reads a revision's record (also for
+``adapters.helm_storage``): pure, no I/O.
 """
 
 from __future__ import annotations
@@ -188,6 +189,20 @@ def helm_release_secret_name(release: str, revision: int) -> str:
     return f"sh.helm.release.v1.{release}.v{revision}"
 
 
+def decode_helm_release(data: str) -> Any:
+    """The release record a Helm release Secret's ``data.release`` holds: Kubernetes base64
+    of Helm's own base64 of gzip (or, from old helms, plain) JSON, decoded as helm's storage
+    driver does. Raises ValueError, with a message free of the payload (the record holds the
+    values, secrets included), when it is not that."""
+    try:
+        stored = base64.b64decode(base64.b64decode(data, validate=True), validate=True)
+        if stored[:3] == _GZIP_MAGIC:
+            stored = gzip.decompress(stored)
+        return json.loads(stored)
+    except (binascii.Error, OSError, EOFError, ValueError):
+        raise ValueError("data.release is not a Helm release record") from None
+
+
 def failed_helm_release_patch(
     secret: Mapping[str, Any], *, release: str, revision: int, reason: str, modified_at: int
 ) -> tuple[dict[str, Any], str] | None:
@@ -203,13 +218,7 @@ def failed_helm_release_patch(
     data = (secret.get("data") or {}).get("release")
     if not isinstance(data, str):
         raise ValueError("has no data.release")
-    try:
-        stored = base64.b64decode(base64.b64decode(data, validate=True), validate=True)
-        if stored[:3] == _GZIP_MAGIC:
-            stored = gzip.decompress(stored)
-        record = json.loads(stored)
-    except (binascii.Error, OSError, EOFError, ValueError):
-        raise ValueError("data.release is not a Helm release record") from None
+    record = decode_helm_release(data)
     info = record.get("info") if isinstance(record, dict) else None
     if not isinstance(info, dict) or record.get("name") != release:
         raise ValueError(f"is not a Helm release record of {release}")
