@@ -46,17 +46,17 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.helm_children import TERM_GRACE_SECONDS
+from gitopsbot.adapters.helm_storage import ReleaseReader, StoredRelease, release_info
 from gitopsbot.adapters.redaction import helm_secrets, redact_secrets
 from gitopsbot.adapters.tool_env import tool_environment
 from gitopsbot.core.model import RolloutPolicy
-from gitopsbot.core.observed import HelmReleaseInfo, HelmReleaseStatus
+from gitopsbot.core.observed import HelmReleaseInfo
 from gitopsbot.core.postrender import encode_policy
 from gitopsbot.errors import (
     HelmChartUnusable,
@@ -65,6 +65,9 @@ from gitopsbot.errors import (
     HelmReleaseLocked,
     HelmStopped,
     HelmTimeout,
+    KubeError,
+    KubeForbidden,
+    TransientError,
 )
 from gitopsbot.ports.helm import ChartRef
 
@@ -80,11 +83,13 @@ STDERR_TAIL = 2000
 MASK = "***"
 RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0)
 """Default backoff between attempts: 4 attempts in all, 7 s of waiting at most."""
+# helm's own names of its default storage driver (action.Init): only then are its Secrets
+# the release, and reading them stands in for helm.
+SECRET_DRIVERS = frozenset({"", "secret", "secrets"})
 
 _NOT_FOUND = re.compile(r"release: not found")
 _LOCKED = re.compile(r"another operation \(install/upgrade/rollback\) is in progress")
 _TIMED_OUT = re.compile(r"context deadline exceeded|timed out waiting", re.IGNORECASE)
-_CHART = re.compile(r"^(?P<name>.+?)-(?P<version>v?\d+\.\d+\.\d+\S*)$")
 
 # helm could not fetch or load the chart: it stops before reading or writing the release.
 _CHART_UNUSABLE = re.compile(
@@ -138,6 +143,9 @@ class HelmCli:
     ``retry_delays``: the waits between attempts of a call that failed transiently (one
     more attempt than delays; ``()`` disables retries); ``sleep`` waits them (tests record
     instead). ``term_grace_seconds``: SIGTERM to SIGKILL for a helm being stopped.
+    ``releases``: where ``status``, ``history`` and ``get_values`` (and an upgrade's or
+    rollback's own reads) read the release instead of spawning helm (``HelmStorage``: one
+    API call); ignored unless helm runs with its Secret storage driver (``HELM_DRIVER``).
     """
 
     def __init__(
@@ -155,6 +163,7 @@ class HelmCli:
         retry_delays: Sequence[float] = RETRY_DELAYS,
         sleep: Callable[[float], None] = time.sleep,
         term_grace_seconds: float = TERM_GRACE_SECONDS,
+        releases: ReleaseReader | None = None,
     ) -> None:
         self.binary = str(binary)
         # helm 4 applies server-side (force=false). The bot's own merge patches that open and
@@ -174,6 +183,12 @@ class HelmCli:
         self._sleep = sleep
         self._term_grace = term_grace_seconds
         self._local = threading.local()
+        # The Secrets are the release only when helm keeps it there (the environment helm
+        # runs with, not the bot's: tool_env drops what helm is not given).
+        driver = self._env().get("HELM_DRIVER", "")
+        self._releases = releases if driver in SECRET_DRIVERS else None
+        if releases is not None and self._releases is None:
+            log.info("helm runs with HELM_DRIVER=%s: releases are read with helm", driver)
         for sub in ("config", "cache", "data", "plugins", "work", "run"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         (self.home / "work").chmod(0o700)
@@ -250,6 +265,12 @@ class HelmCli:
 
     def _history(self, release: str, namespace: str, *, limit: int) -> list[HelmReleaseInfo]:
         what = f"helm history {release}"
+        reader = self._reader(release)
+        if reader is not None:
+            stored = self._from_storage(
+                what, namespace, lambda: reader.releases(release, namespace)
+            )
+            return [r.info for r in stored[-limit:]]  # what ``--max`` keeps: the newest
         argv = ["history", release, "--namespace", namespace, "-o", "json", "--max", str(limit)]
 
         def attempt() -> list[HelmReleaseInfo]:
@@ -260,7 +281,7 @@ class HelmCli:
                 raise self._error(argv, result, what=what)
             entries = json.loads(result.stdout or "null") or []
             return sorted(
-                (_release_from_history(e, release, namespace) for e in entries),
+                (release_info(e, release, namespace) for e in entries),
                 key=lambda r: r.revision,
             )
 
@@ -270,6 +291,22 @@ class HelmCli:
         self, release: str, namespace: str, revision: int | None = None
     ) -> dict[str, Any]:
         what = f"helm get values {release}"
+        reader = self._reader(release)
+        if reader is not None:
+
+            def read() -> dict[str, Any]:
+                found: StoredRelease | None
+                if revision is not None and revision > 0:  # helm: Storage.Get by name
+                    found = reader.revision(release, namespace, revision)
+                else:  # helm: Storage.Last, revision 0 included
+                    stored = reader.releases(release, namespace)
+                    found = stored[-1] if stored else None
+                if found is None:  # what helm says, as its own exit would
+                    raise HelmFailed(f"{what}: release: not found in namespace {namespace}")
+                return found.values
+
+            with self._call():
+                return self._from_storage(what, namespace, read)
         argv = ["get", "values", release, "--namespace", namespace, "-o", "json"]
         if revision is not None:
             argv += ["--revision", str(revision)]
@@ -645,6 +682,32 @@ class HelmCli:
             return HelmTimeout(text)
         return HelmFailed(text)
 
+    def _reader(self, release: str) -> ReleaseReader | None:
+        if self._releases is not None and self._releases.readable(release):
+            return self._releases
+        return None  # helm answers (and refuses a name it does not take, in its own words)
+
+    def _from_storage(self, what: str, namespace: str, read: Callable[[], T]) -> T:
+        """``read`` from Helm's storage, with helm's retry budget: a transient API failure
+        is retried as a transient helm failure is (``last_retries``, the same delays, then
+        HelmFailed); any other Kube error is HelmFailed at once."""
+
+        def attempt() -> T:
+            try:
+                return read()
+            except KubeForbidden as e:  # RBAC: say what to grant
+                raise HelmFailed(
+                    f"{what}: reading the release from Helm's storage was refused (it needs "
+                    f"get and list on secrets in namespace {namespace}, as helm does): {e}"
+                ) from None
+            except KubeError as e:  # its message never holds Secret data (adapters.kube)
+                error = HelmFailed(f"{what}: reading Helm's storage: {e}")
+                if isinstance(e, TransientError):
+                    raise _Transient(error) from None
+                raise error from None
+
+        return self._retrying(what, attempt)
+
     def _refuse_pending(self, release: str, namespace: str, what: str) -> None:
         current = self.status(release, namespace)
         if current is not None and current.status.pending:
@@ -714,38 +777,3 @@ def _private_file(path: Path, text: str) -> Path:
 
 def _masked(text: str, secrets: Sequence[str]) -> str:
     return redact_secrets(text, secrets)
-
-
-def _timestamp(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    # Go prints nanoseconds and an offset: 2026-12-02T14:11:42.123456789Z / +00:00.
-    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)?", text)
-    if not match:
-        return None
-    base, fraction, zone = match.groups()
-    micro = (fraction or "0")[:6].ljust(6, "0")
-    zone = "+00:00" if zone in (None, "Z") else zone
-    try:
-        return datetime.fromisoformat(f"{base}.{micro}{zone}")
-    except ValueError:
-        return None
-
-
-def _release_from_history(
-    entry: Mapping[str, Any], release: str, namespace: str
-) -> HelmReleaseInfo:
-    chart = str(entry.get("chart", ""))
-    match = _CHART.match(chart)
-    name, version = (match.group("name"), match.group("version")) if match else (chart, "")
-    return HelmReleaseInfo(
-        name=release,
-        namespace=namespace,
-        revision=int(entry.get("revision") or 0),
-        status=HelmReleaseStatus.parse(str(entry.get("status", ""))),
-        chart_name=name,
-        chart_version=version,
-        app_version=str(entry.get("app_version", "")),
-        description=str(entry.get("description", "")),
-        updated=_timestamp(entry.get("updated")),
-    )

@@ -25,7 +25,8 @@ from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.chat_notifier import SecretMemory
 from gitopsbot.adapters.cluster_access import ClusterAccess, Connection, ServiceAccountFiles
 from gitopsbot.adapters.helm import HelmCli
-from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.helm_storage import HelmStorage
+from gitopsbot.adapters.kube import KubeCluster, RetryPolicy
 from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.leases import KubeLeases
@@ -81,7 +82,8 @@ def executor_factory(
     secret_memory: SecretMemory | None = None,
 ) -> Callable[[ClusterSpec], Executor]:
     """One Cluster and Helm adapter per cluster, built on first use (``tools`` and
-    ``access`` default to ``resolve_tools`` and ``cluster_access`` of the options)."""
+    ``access`` default to ``resolve_tools`` and ``cluster_access`` of the options). helm
+    reads releases from Helm's storage through the API (``HelmStorage``, docs/helm.md)."""
     built: dict[str, Executor] = {}
     found: list[tool_lookup.ToolSet] = [tools] if tools is not None else []
     reach = access if access is not None else cluster_access(options)
@@ -97,9 +99,13 @@ def executor_factory(
                 kubeconfig=connection.kubeconfig, kube_context=connection.context,
             )  # fmt: skip
             cluster = KubeCluster(connection.api_client(), crd_applier=applier.apply_crds)
+            # Releases are read from Helm's Secrets over the same connection, no helm process
+            # (#13). Its own client retries nothing: HelmCli's budget is the one, as for helm.
+            storage = KubeCluster(connection.api_client(), retry=RetryPolicy(attempts=1))
             helm = HelmCli(
                 found[0].helm, home=home / "helm",
                 kubeconfig=connection.kubeconfig, kube_context=connection.context,
+                releases=HelmStorage(storage),
             )  # fmt: skip
             secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
             if secret_memory is not None:  # notifications mask what was resolved
