@@ -37,7 +37,7 @@ from gitopsbot.ports.helm import ChartRef, Helm
 
 # Cluster methods that only read: passed through. Any other method is taken for a write.
 _CLUSTER_READS = frozenset(
-    {"get", "list", "deployment_ready", "wait_deployment_ready", "read_secret"}
+    {"get", "list", "deployment_ready", "wait_deployment_ready", "wait_for_change", "read_secret"}
 )
 R = TypeVar("R")
 

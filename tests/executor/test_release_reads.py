@@ -265,6 +265,8 @@ def test_every_write_forgets_what_was_read_a_failed_one_too(env: Env) -> None:
 
     helm.history(rel.release_name, rel.namespace)
     shared.cluster.get(TF, "TensorFusionCluster", None, "lab-tfc")  # a read: remembered
+    # Waiting on a watch (a pool pass, verification) reads too: nothing is forgotten.
+    shared.cluster.wait_for_change(TF, "GPUPool", None, timeout=0)
     helm.history(rel.release_name, rel.namespace)
     assert history_reads() == 1
 
