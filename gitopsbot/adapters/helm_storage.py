@@ -100,24 +100,21 @@ def stored_release(secret: Mapping[str, Any], release: str, namespace: str) -> S
     meta = secret.get("metadata") or {}
     name = f"{meta.get('namespace') or namespace}/{meta.get('name') or '?'}"
     data = (secret.get("data") or {}).get("release")
-    try:
-        if not isinstance(data, str):
-            raise ValueError("has no data.release")
-        record = decode_helm_release(data)
-        if not isinstance(record, dict):
-            raise ValueError("data.release is not a Helm release record")
-        entry = history_entry(record)
-        config = record.get("config")
-    except (ValueError, TypeError, AttributeError) as e:
-        # ValueError's text is ours (decode_helm_release); a TypeError or AttributeError
-        # (a record of the wrong shape) could quote a value: named by type only.
-        why = str(e) if isinstance(e, ValueError) else "is not a Helm release record"
-        raise HelmFailed(
-            f"Helm release storage: Secret {name} of release {release} {why}; helm itself "
-            "skips such a record, the bot does not guess: inspect or delete the Secret"
-        ) from None
-    values = config if isinstance(config, dict) else {}
-    return StoredRelease(release_info(entry, release, namespace), values, name)
+    why = "has no data.release"
+    if isinstance(data, str):
+        why = "data.release is not a Helm release record"
+        try:
+            record = decode_helm_release(data)
+            if isinstance(record, dict):
+                info = release_info(history_entry(record), release, namespace)
+                config = record.get("config")
+                return StoredRelease(info, config if isinstance(config, dict) else {}, name)
+        except (ValueError, TypeError, AttributeError):
+            pass  # its text may quote the record (int("<a value>")): raised below, unchained
+    raise HelmFailed(
+        f"Helm release storage: Secret {name} of release {release} {why}; helm itself skips "
+        "such a record, the bot does not guess: inspect or delete the Secret"
+    )
 
 
 def history_entry(record: Mapping[str, Any]) -> dict[str, Any]:
