@@ -26,6 +26,10 @@
   post-renderer. helm 3 takes an executable (``--post-renderer <python>`` plus
   ``--post-renderer-args``); helm 4 takes only a plugin name, so a ``postrenderer/v1``
   plugin is written into the private ``HELM_PLUGINS`` (docs/helm.md).
+- Reads (``status``, ``history``, ``get_values``, an upgrade's or rollback's own) come from
+  Helm's release Secrets through the API when a ``releases`` reader is given
+  (``helm_storage.HelmStorage``: no helm process, #13) and helm runs with its Secret
+  driver; otherwise from ``helm history``/``helm get values``. Same answers, same retries.
 - ``helm version`` runs once per binary per process (``version``, cached by path and file
   identity), however many HelmCli objects share it.
 """
