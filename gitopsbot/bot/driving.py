@@ -2,16 +2,19 @@
 
 1. **Decide** (pure): ``core.operation.next_step(journal, observations, now)``.
 2. **Execute** one step, or the pool switch changes, through ``bot.steps.executor``.
-3. **Record**: a commit on the state branch for every transition, mirrored on the pull
-   request (one comment per operation, edited, and the ``gitopsbot/apply`` status). A step's
-   end and the next plain step's start share one commit (``_start_following``).
+3. **Record**: a commit on the state branch for every transition that buys safety, mirrored
+   on the pull request (one comment per operation, edited, and the ``gitopsbot/apply``
+   status). A step's end and the next plain step's start share one commit
+   (``_start_following``); a read-only step records no start of its own
+   (``operation.READ_ONLY_STEPS``); a pool boundary closes one pool and opens the next in one.
 
 Resume: a killed pass leaves the journal at its last recorded transition; the next pass runs
 the step again, and the executor recognises an effect that already happened (the Helm
 revision description), so no step that took effect is repeated.
 
-Replicas (docs/leases.md): ``may_act(cluster)`` is asked before a step is carried out; a
-replica that no longer holds the cluster's Lease stops there, at the step boundary.
+Replicas (docs/leases.md): ``may_act(cluster)`` is asked before a step is carried out (and
+before each further round of pool switch changes in a pass); a replica that no longer holds
+the cluster's Lease stops there, at the step boundary.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ from gitopsbot.core.journal import (
 )
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.operation import Action, Decision
+
+# Rounds of pool decisions one pass may carry out: a finished phase lets the next phase or
+# pool open in the same pass (one save); bounded so a pass never runs on.
+POOL_ROUNDS = 4
 
 
 class DrivingMixin(PassBase):
@@ -107,9 +114,15 @@ class DrivingMixin(PassBase):
         log_context.note(operation=journal.op_id, step=step.name)  # until the pass ends
         # A step the previous transition's commit already started (``_start_following``)
         # arrives RUNNING with its start recorded and pushed: it acts without another save.
+        # A read-only step needs no recorded start (operation.READ_ONLY_STEPS): its start is
+        # recorded with its outcome, or with its first RUNNING save.
+        unrecorded = False
         if step.state is StepState.PENDING:
             step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
-            journal = self.save(journal.with_step(step), f"{step.name} started")
+            if operation.start_must_be_recorded(step.kind):
+                journal = self.save(journal.with_step(step), f"{step.name} started")
+            else:
+                unrecorded = True
         elif step.state is StepState.RUNNING and step.started_at is None:
             step = replace(step, started_at=now)
         rollback_to = self._rollback_target(journal) if step.kind is StepKind.ROLLBACK else None
@@ -120,18 +133,27 @@ class DrivingMixin(PassBase):
             # Lost while the step ran (its helm was stopped): the new holder runs the step
             # again and recognises what took effect; recording here could overwrite its work.
             return PassResult(journal.cluster, "paused", f"lease lost during {step.name}")
-        return self.record(outcome, step, journal, now)
+        return self.record(outcome, step, journal, now, unrecorded=unrecorded)
 
     def _rollback_target(self, journal: Journal) -> RollbackPoint | None:
         undone = self.store.history(journal.cluster, journal.reverts_op)
         return undone.rollback_point if undone is not None else None
 
     def record(
-        self, outcome: StepOutcome, step: Step, journal: Journal, now: datetime
+        self,
+        outcome: StepOutcome,
+        step: Step,
+        journal: Journal,
+        now: datetime,
+        *,
+        unrecorded: bool = False,
     ) -> PassResult:
+        """Record ``outcome``. ``unrecorded``: the step's start is not on the state branch
+        yet (a read-only step run from PENDING), so a RUNNING outcome is saved even when its
+        detail did not change, and its timeout counts from that start across restarts."""
         if outcome.state is StepState.RUNNING:
             retry = now + timedelta(seconds=outcome.retry_after or 5)
-            if outcome.detail != step.detail:
+            if outcome.detail != step.detail or unrecorded:
                 journal = journal.with_step(replace(step, detail=outcome.detail))
                 self.save(journal, f"{step.name}: {outcome.detail[:100]}")
             return PassResult(journal.cluster, "running", f"{step.name}: {outcome.detail}", retry)
@@ -184,9 +206,67 @@ class DrivingMixin(PassBase):
         executor: Executor,
         now: datetime,
     ) -> PassResult:
+        """Carry out ``decision``'s switch changes and checks, and record them in one save.
+        A phase that finished lets the next phase or pool open: observed again and decided
+        again in the same pass (at most POOL_ROUNDS rounds, the Lease asked before each), so
+        a pool boundary costs one commit and no extra pass. The last phase done starts the
+        step after the pools in the same commit (``_start_following``)."""
         before = journal
         notes: list[str] = []
-        # A finished phase lets the next pool or phase start: come back at once, not a poll later.
+        advanced = False  # a phase finished in some round
+        for round_ in range(POOL_ROUNDS):
+            if round_:
+                now = self.clock.now()
+                observations = self._observe(journal, spec, executor)
+                again = operation.next_step(
+                    journal,
+                    observations,
+                    now,
+                    policy=spec.rollout,
+                    pool_windows=self.pool_windows(spec),
+                )
+                if again.action is not Action.DRIVE_POOLS:
+                    break
+                if not self.may_act(journal.cluster):
+                    # Records nothing either: the new holder observes what this pass did
+                    # (a closed switch, a pool synced) and records it itself.
+                    return PassResult(
+                        journal.cluster, "paused", "lease not held: next pool not opened"
+                    )
+                decision = again
+            journal, finished = self._pool_round(decision, journal, spec, executor, now, notes)
+            advanced = advanced or finished
+            if not finished or journal.failure:
+                break
+        if journal != before:
+            journal = self._start_following(journal)
+            self.save(journal, "; ".join(notes))
+        # After a finished phase, come back at once, not a poll later: to run the step after
+        # the pools, or to look at (and wait on the watch of) the pool just opened.
+        until = now if advanced else decision.until
+        # Rolling pools: wait on their GPUPools' watch (a bounded slice) rather than sleep
+        # to ``until``, so the pass after a batch comes when the controller moved it.
+        rolling = [
+            ref.pool
+            for ref, pd in decision.phases
+            if pd.action is rollout.PhaseAction.WAIT and pd.phase.state is PhaseState.ROLLING
+        ]
+        if rolling and until is not None and until > now and not journal.failure:
+            moved = executor.await_pools(spec, rolling, (until - now).total_seconds())
+            until = now if moved else until
+        return PassResult(journal.cluster, "pools", "; ".join(notes), until)
+
+    def _pool_round(
+        self,
+        decision: Decision,
+        journal: Journal,
+        spec: ClusterSpec,
+        executor: Executor,
+        now: datetime,
+        notes: list[str],
+    ) -> tuple[Journal, bool]:
+        """One decision's switch changes and canary checks: the journal with their phases and
+        steps, and whether a phase finished. Appends what it did to ``notes``."""
         advanced = False
         for ref, pd in decision.phases:
             step = journal.step(ref.step)
@@ -222,17 +302,4 @@ class DrivingMixin(PassBase):
                 step = replace(step, detail=pd.reason)
             journal = journal.with_step(step).with_phase(phase)
             notes.append(f"{ref.step} {pd.action} {phase.progress}%")
-        if journal != before:
-            self.save(journal, "; ".join(notes))
-        until = now if advanced else decision.until
-        # Rolling pools: wait on their GPUPools' watch (a bounded slice) rather than sleep
-        # to ``until``, so the pass after a batch comes when the controller moved it.
-        rolling = [
-            ref.pool
-            for ref, pd in decision.phases
-            if pd.action is rollout.PhaseAction.WAIT and pd.phase.state is PhaseState.ROLLING
-        ]
-        if rolling and until is not None and until > now and not journal.failure:
-            moved = executor.await_pools(spec, rolling, (until - now).total_seconds())
-            until = now if moved else until
-        return PassResult(journal.cluster, "pools", "; ".join(notes), until)
+        return journal, advanced

@@ -237,11 +237,32 @@ def next_step(
     return _drive_pools(journal, observations, now, policy, pool_windows)
 
 
+# Steps that only read the cluster (backup writes only the state branch, with its outcome).
+# Run again after a kill, they do no harm, and nothing recovers by their start time, so they
+# run from PENDING without a "started" commit: started_at is kept in memory and recorded with
+# the outcome, or with the first RUNNING save (controller-ready's and verify's timeouts then
+# count from it across restarts; killed before any save, the read just starts over).
+# verify's smoke-test Pod is found again by its name, not by the step's start.
+# crds, helm-upgrade, controller-restart and rollback change the cluster: their start is
+# pushed before they act, so a restart knows they may have taken effect (helm-upgrade and
+# rollback recognise their revision as written after it; controller-restart's annotation is it).
+READ_ONLY_STEPS: frozenset[StepKind] = frozenset(
+    {StepKind.BACKUP, StepKind.CONTROLLER_READY, StepKind.VERIFY}
+)
+
+
+def start_must_be_recorded(kind: StepKind) -> bool:
+    """Whether a step of ``kind`` must have its start committed and pushed before it acts
+    (it changes the cluster; see READ_ONLY_STEPS). Pure."""
+    return kind not in READ_ONLY_STEPS
+
+
 def following_step(journal: Journal) -> Step | None:
     """The plain step ``next_step`` would run next on this running journal whatever the
     observations, policy and windows (no failed step, the first unfinished step pending and
     not a pool phase); None otherwise. Lets a step's end and the next step's start be
-    recorded in one state-branch commit. Pure."""
+    recorded in one state-branch commit (for a read-only step too: its recorded start costs
+    nothing there and lets its timeout count from it). Pure."""
     if journal.status is not OperationStatus.RUNNING:
         return None
     if any(s.state is StepState.FAILED for s in journal.steps):

@@ -73,6 +73,27 @@ def state_log(env: Env) -> list[str]:
     return out.splitlines()
 
 
+# The commits of this upgrade before the read-only steps lost their "started" commit and the
+# pool boundaries their extra pass (issue #13): 15. Kept to say what changed.
+BEFORE_READ_ONLY_STARTS = [
+    "lab: upgrade {op} started",
+    "lab: backup started",
+    "lab: backup succeeded; crds started",
+    "lab: crds succeeded; helm-upgrade started",
+    "lab: helm-upgrade succeeded; controller-ready started",
+    "lab: controller-ready succeeded",
+    "lab: pool/a/hypervisor open-switch 0%",
+    "lab: pool/a/hypervisor wait 50%",
+    "lab: pool/a/hypervisor close-switch 100%",
+    "lab: pool/b/hypervisor open-switch 0%",
+    "lab: pool/b/hypervisor wait 50%",
+    "lab: pool/b/hypervisor close-switch 100%",
+    "lab: verify started",
+    "lab: verify succeeded",
+    "lab: upgrade {op} succeeded",
+]
+
+
 def test_a_whole_upgrade_costs_one_commit_per_transition(env: Env) -> None:
     rec = env.reconciler()
     rec.reconcile("lab")
@@ -81,28 +102,32 @@ def test_a_whole_upgrade_costs_one_commit_per_transition(env: Env) -> None:
     journal = drive(env, rec)
     assert journal.status is OperationStatus.SUCCEEDED, journal.failure
     made = state_log(env)[before:]
-    # Before issue #13 every plain step cost two commits ("X started", "X succeeded"): 18.
+    # Before issue #13 every plain step cost two commits ("X started", "X succeeded"): 18;
+    # then 15 (BEFORE_READ_ONLY_STARTS). backup runs without a "started" commit (it only
+    # reads), a finished pool opens the next one in the same pass and commit, and the last
+    # pool's end starts verify.
     assert made == [
         f"lab: upgrade {journal.op_id} started",
-        "lab: backup started",
         "lab: backup succeeded; crds started",
         "lab: crds succeeded; helm-upgrade started",
         "lab: helm-upgrade succeeded; controller-ready started",
         "lab: controller-ready succeeded",
         "lab: pool/a/hypervisor open-switch 0%",
         "lab: pool/a/hypervisor wait 50%",
-        "lab: pool/a/hypervisor close-switch 100%",
-        "lab: pool/b/hypervisor open-switch 0%",
+        "lab: pool/a/hypervisor close-switch 100%; pool/b/hypervisor open-switch 0%",
         "lab: pool/b/hypervisor wait 50%",
-        "lab: pool/b/hypervisor close-switch 100%",
-        "lab: verify started",
+        "lab: pool/b/hypervisor close-switch 100%; verify started",
         "lab: verify succeeded",
         f"lab: upgrade {journal.op_id} succeeded",
     ]
+    assert (len(BEFORE_READ_ONLY_STARTS), len(made)) == (15, 12)
     # Every step still has its start recorded, and in order: a start never follows its end.
     for s in journal.steps:
         assert s.state is StepState.SUCCEEDED and s.started_at is not None, s
         assert s.finished_at is not None and s.started_at <= s.finished_at, s
+    # The steps that change the cluster still had their start committed before they acted.
+    for name in ("crds", "helm-upgrade"):
+        assert sum(m.endswith(f"{name} started") for m in made) == 1, name
 
 
 class DiesAfterSaving(JournalStore):
