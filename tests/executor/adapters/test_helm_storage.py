@@ -14,7 +14,8 @@ history, the pending check, the result); helm run with HELM_DRIVER=configmap rea
 (the Secrets are not the release); a corrupt or odd release Secret fails with HelmFailed
 naming the Secret, and a canary secret in it reaches no exception, traceback or log; API
 failures through HelmCli: a transient one is retried with helm's budget and counted, a
-refusal (403) names the helm verb and the RBAC it needs.
+refusal (403) names the helm verb and the RBAC it needs; on the real kube-apiserver, the
+bot's ServiceAccount bound to deploy/rbac/rules.yaml reads the release this way.
 """
 
 from __future__ import annotations
@@ -435,3 +436,35 @@ def test_a_name_helm_refuses_is_left_to_helm(tmp_path: Path) -> None:
         helm.history("demo,owner!=helm", "default")
     assert asked == []
     assert helm.history("demo", "default") == [] and asked == ["demo"]
+
+
+# -- the bot's RBAC ---------------------------------------------------------------------------
+
+
+@pytest.mark.realkube
+def test_the_bots_rules_are_enough_to_read_the_release_from_storage(
+    control_plane: Any,
+    realkube_namespace: str,
+    binaries: dict[str, Path],
+    tmp_path: Path,
+    charts: Path,
+) -> None:
+    """As the bot's ServiceAccount bound to deploy/rbac/rules.yaml (nothing added): the
+    reads through the API need only what helm's own reads need (get, list on secrets)."""
+    from tests.realkube import tf_support as tfs
+
+    ns = realkube_namespace
+    with tfs.bot_as_service_account(control_plane, ns, binaries, tmp_path) as bot:
+        storage = HelmCli(
+            bot.helm.binary, home=tmp_path / "storage-home", kubeconfig=bot.kubeconfig,
+            retry_delays=(), releases=HelmStorage(bot.kube),
+        )  # fmt: skip
+        chart = ChartRef(path=str(charts / "0.1.0" / "demo"))
+        info = storage.upgrade(
+            release=REL, namespace=ns, chart=chart, version="0.1.0", values=VALUES,
+            description="gitopsbot op=op-8 step=install",
+        )  # fmt: skip
+        assert (info.revision, info.status) == (1, HelmReleaseStatus.DEPLOYED)
+        assert storage.history(REL, ns) == bot.helm.history(REL, ns)
+        assert storage.get_values(REL, ns, 1) == bot.helm.get_values(REL, ns, 1)
+        assert storage.get_values(REL, ns)["token"] == CANARY
