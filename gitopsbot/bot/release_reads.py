@@ -1,8 +1,9 @@
 """One read of each Helm release per pass, shared by whoever asks in that pass.
 
 Intake (``read_deployed``), the backup, the Helm upgrade and the rollback each read the
-release (``helm history``, ``helm history --max 1``, ``helm get values``: one subprocess
-each with the real helm). Within one pass they ask about the same release, so ``PassReads``
+release (history, status, values: one list of Helm's release Secrets through the API with
+``adapters.helm_storage``, or one helm subprocess each where helm stores releases elsewhere).
+Within one pass they ask about the same release, so ``PassReads``
 gives the pass an executor whose Helm port (``ReleaseReads``) remembers each answer and
 whose Cluster port (``WritesForget``) forgets them all on every write.
 
