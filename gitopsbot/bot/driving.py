@@ -238,6 +238,9 @@ class DrivingMixin(PassBase):
             advanced = advanced or finished
             if not finished or journal.failure:
                 break
+        # A pool still rolling beside the one that finished is decided again in each round:
+        # say it once.
+        notes = list(dict.fromkeys(notes))
         if journal != before:
             journal = self._start_following(journal)
             self.save(journal, "; ".join(notes))

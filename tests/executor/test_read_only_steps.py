@@ -231,3 +231,51 @@ def test_a_lease_lost_between_pool_rounds_stops_before_the_switch_change(
     assert done.status is OperationStatus.SUCCEEDED, done.failure
     assert env.world.images() == {"hv:2"}
     assert not env.world.switch("a") and not env.world.switch("b")
+
+
+PARALLEL = (
+    "order: [a, b, c]\nmaxParallelPools: 2\nonFailure: rollback\ncontrollerReadyTimeout: 180s\n"
+    "pools:\n"
+    "  a:\n    autoUpdateHypervisor: true\n    batchPercentage: 50\n    phases: [hypervisor]\n"
+    "  b:\n    autoUpdateHypervisor: true\n    batchPercentage: 25\n    phases: [hypervisor]\n"
+    "  c:\n    autoUpdateHypervisor: true\n    batchPercentage: 50\n    phases: [hypervisor]\n"
+)
+
+
+def test_pools_in_parallel_a_boundary_pass_decides_again_and_names_each_pool_once(
+    env: Env, save_log: type[SaveLog]
+) -> None:
+    # a (2 batches) and b (4 batches) roll side by side; when a finishes, c may open. c's
+    # nodes come up already on the new image, so c is done at once and its round finishes
+    # too: three rounds in the pass, b still rolling in each.
+    env.world.nodes["b"] = 4
+    env.world.nodes["c"] = 2
+    rec = env.reconciler(store_cls=save_log)
+    rec.reconcile("lab")
+    files = fleet_files("1.1.0", "hv:2")
+    files["clusters/lab/rollout.yaml"] = PARALLEL
+    env.merge_pr(7, "lab: chart 1.1.0, three pools", files)
+    boundary: list[str] = []
+    for _ in range(40):
+        save_log.messages.clear()
+        rec.reconcile("lab")
+        if any("pool/a/hypervisor close-switch" in m for m in save_log.messages):
+            boundary = list(save_log.messages)
+            break
+        env.world.tick()
+        env.clock.t += timedelta(minutes=1)
+    assert len(boundary) == 1, boundary  # one save for every round of the pass
+    notes = boundary[0].split("; ")
+    assert notes[0] == "pool/a/hypervisor close-switch 100%"
+    assert "pool/c/hypervisor done 100%" in notes
+    steps = [n.split()[0] for n in notes]
+    assert len(steps) == len(set(steps)) == 3, notes  # b's wait said once, not per round
+    journal = rec.store.current("lab")
+    assert journal is not None
+    assert journal.step("pool/a/hypervisor").state is StepState.SUCCEEDED
+    assert journal.step("pool/c/hypervisor").state is StepState.SUCCEEDED
+    assert journal.step("pool/b/hypervisor").state is StepState.RUNNING
+    assert env.world.switch("b") and not env.world.switch("a") and not env.world.switch("c")
+    done = drive(env, rec)
+    assert done.status is OperationStatus.SUCCEEDED, done.failure
+    assert env.world.images() == {"hv:2"}
