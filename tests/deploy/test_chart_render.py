@@ -394,12 +394,19 @@ def test_a_changed_rules_file_changes_the_render(helm: Helm, tmp_path: Any) -> N
     copy = tmp_path / "chart"
     shutil.copytree(CHART, copy)
     rules = copy / "files" / "tensorfusion-rules.yaml"
-    rules.write_text(rules.read_text().replace("verbs: [list]\n---", "verbs: [list, watch]\n---"))
+    # One more rule at the end of the ClusterRole (the first document), whatever its last is.
+    added = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
+    text = rules.read_text()
+    changed = text.replace("\n---\n", '\n  - apiGroups: [""]\n    resources: [nodes]\n'
+                           "    verbs: [get]\n---\n", 1)  # fmt: skip
+    assert changed != text, "no document separator in the rules file"
+    rules.write_text(changed)
     values = helm.values_file(with_values())
     text = helm.ok("template", "bot", str(copy), "-n", NS, "-f", str(values))
     objects = [d for d in yaml.safe_load_all(text) if d]
     role = next(o for o in objects if o["metadata"]["name"] == f"{NS}-bot-gitopsbot-tensorfusion")
-    assert role["rules"][-1]["verbs"] == ["list", "watch"]
+    assert role["kind"] == "ClusterRole"
+    assert role["rules"] == [*rules_yaml()["ClusterRole"], added]
 
 
 def _own_role(out: Rendered) -> dict[str, Any]:

@@ -1,15 +1,21 @@
 """Least privilege on the real server (issue 16 part 5a): the rules of deploy/rbac/rules.yaml,
 bound to a ServiceAccount, are enough for every cluster action of an upgrade and a rollback,
 and each verb of them is needed: taken away, the action that needs it fails with an error of
-ours naming the verb and the resource. docs/permissions.md lists the same rules, with why."""
+ours naming the verb and the resource. docs/permissions.md lists the same rules, with why.
+
+The ``watch`` verbs the bot's own waits follow (controller-ready, verification, a pool pass:
+``WAITS``) are the exception (#13): with the rules each wait is shown answered by the watch
+(no poll), and without the verb the same action still succeeds, the adapter polling."""
 
 from __future__ import annotations
 
 import base64
 import gzip
 import json
+import logging
 import re
 import shutil
+import threading
 import time
 import urllib.error
 from collections.abc import Callable, Iterator
@@ -20,9 +26,12 @@ from typing import Any
 
 import pytest
 
+from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.bot.steps.outcome import RETRY_AFTER_WAIT
+from gitopsbot.bot.steps.verify import SETTLE_SECONDS
 from gitopsbot.core import operation
 from gitopsbot.core.journal import Journal, OperationKind, RollbackPoint, StepState
 from gitopsbot.core.model import ClusterSpec, Component, SmokeTest
@@ -37,6 +46,9 @@ NOW = datetime(2026, 12, 3, tzinfo=UTC)
 SMOKE = "gpu-smoke"
 CREDENTIAL = "tf-credentials"
 TOKEN = "enroll-token-of-the-lab"
+# The world's Executor waits this long where a step is expected to stay RUNNING (the
+# controller, with no kubelet, never gets ready): a slice, not the bot's default 10 s.
+WAIT_SLICE = 1.0
 
 
 # -- the doc and the rules ------------------------------------------------------------------
@@ -101,9 +113,9 @@ class World:
         )
 
     def run(self, journal: Journal, name: str, spec: ClusterSpec | None = None,
-            point: RollbackPoint | None = None) -> Any:  # fmt: skip
+            point: RollbackPoint | None = None, ex: Executor | None = None) -> Any:  # fmt: skip
         step = replace(journal.step(name), state=StepState.RUNNING, started_at=datetime.now(UTC))
-        return self.ex.run(
+        return (ex or self.ex).run(
             step, journal, spec or self.spec, now=datetime.now(UTC), rollback_to=point
         )
 
@@ -143,6 +155,7 @@ def world(
             cluster=bot.kube,
             helm=bot.helm,
             secrets=SecretResolver(bot.kube, default_namespace=ns),
+            wait_slice=WAIT_SLICE,
         )
         w = World(control_plane, ns, bot, ex, old, new, tfc, tmp_path, major)
         try:
@@ -470,7 +483,8 @@ PROBES: dict[tuple[str, str, str], Probe] = {
 def test_each_verb_is_needed_by_an_action_that_names_it(world: World) -> None:
     """For every verb of every rule in turn: bind the rules without it, run the bot's action
     that needs it (PROBES; a verb without one fails the test: say why the bot needs it, or
-    drop it), and expect a failure whose text names the verb and the resource; then bind
+    drop it; the watches of WAITS are not needed, see the next test), and expect a failure
+    whose text names the verb and the resource; then bind
     the whole rules again and repair what the probe changed. One release for all: a fresh
     world per verb would take an hour."""
     w = world
@@ -480,6 +494,8 @@ def test_each_verb_is_needed_by_an_action_that_names_it(world: World) -> None:
     results: dict[str, str] = {}
     for kind, full in (("ClusterRole", cluster_role), ("Role", role)):
         for index, resource, verb in tfs.rule_verbs(full):
+            if (resource, verb, kind) in WAITS:
+                continue  # not needed: the waits poll without it (test_the_waits_follow_...)
             probe = PROBES.get((resource, verb, kind))
             if probe is None:
                 results[f"{kind} {verb} {resource}"] = "NO PROBE"
@@ -514,3 +530,238 @@ def test_each_verb_is_needed_by_an_action_that_names_it(world: World) -> None:
         and not (what.split()[1] in text and f'"{what.split()[2]}"' in text)
     }
     assert missing == {}
+
+
+# -- the waits follow the watch; without it they poll -----------------------------------------
+
+LONG = 30.0  # the slice of the waits below: one that sees its change returns long before it
+EARLY = 15.0  # "long before": far above the second a polled change can take to be seen
+CHANGE_AFTER = 1.0  # the change is made this far into the action (its reads take ms)
+KUBE_LOG = "gitopsbot.adapters.kube"
+REFUSED = "cannot watch"  # the adapter's log line when the server refuses a watch
+
+
+@dataclass
+class WaitCase:
+    """One of the bot's waits: ``action`` (run with an executor of its own) waits for the
+    change ``change`` makes CHANGE_AFTER seconds after the action began, and asserts it saw
+    it. ``setup`` and ``undo`` (as the admin) put the world where the wait has to wait, and
+    back. ``kind`` is what the adapter's log names when it may not watch."""
+
+    name: str
+    kind: str
+    action: Callable[[World, Executor], None]
+    change: Callable[[World], None]
+    setup: Callable[[World], None] = lambda w: None
+    undo: Callable[[World], None] = lambda w: None
+
+
+@dataclass
+class Waited:
+    seconds: float  # from the action's start to its end
+    polls: int  # pauses the adapter took between reads: 0 when every answer came by watch
+    refused: list[str]  # the adapter's log lines about a watch the server refused
+
+
+def _controller_path(w: World) -> str:
+    return f"/apis/apps/v1/namespaces/{w.ns}/deployments/{tfs.RELEASE}-controller"
+
+
+def _scale(w: World, replicas: int) -> None:
+    """The controller Deployment scaled (as the admin): to 0 the real Deployment controller
+    reports it ready at once (no pod to run); back to 1 it is not (no kubelet)."""
+    scale = w.plane.request("GET", _controller_path(w) + "/scale")
+    scale["spec"]["replicas"] = replicas
+    w.plane.request("PUT", _controller_path(w) + "/scale", scale)
+
+
+def _rescaled(w: World) -> None:
+    """Back to one replica, and until the Deployment controller has made its pod: no change
+    of it is left to come during the next wait."""
+    _scale(w, 1)
+    deadline = time.monotonic() + 30
+    while True:
+        found = w.plane.request("GET", _controller_path(w))
+        status = found.get("status") or {}
+        if (status.get("observedGeneration"), status.get("replicas")) == (
+            found["metadata"]["generation"],
+            1,
+        ):
+            return
+        assert time.monotonic() < deadline, f"not scaled back: {status}"
+        time.sleep(0.05)
+
+
+def _not_ready(w: World) -> None:
+    assert not w.bot.kube.deployment_ready(w.ns, f"{tfs.RELEASE}-controller")
+
+
+def _controller_ready(w: World, ex: Executor) -> None:
+    assert "rolled out" in _ok(w.run(w.op(OperationKind.UPGRADE, _sha()), "controller-ready",
+                                     ex=ex))  # fmt: skip
+
+
+HYPERVISOR_POD = "hypervisor-node-{tfc}"  # tfs.play_controller's
+
+
+def _hypervisor(w: World, phase: str) -> None:
+    tfs.set_pod_phase(w.plane, w.ns, HYPERVISOR_POD.format(tfc=w.tfc), phase)
+
+
+def _verify_pods(w: World, ex: Executor) -> None:
+    """Verification finds a hypervisor pod Pending and follows the Pods' watch (every
+    namespace) until a pod changes: RUNNING, to look again after SETTLE_SECONDS."""
+    out = w.run(w.op(OperationKind.UPGRADE, _sha()), "verify", ex=ex)
+    assert "is Pending" in _ok(out, StepState.RUNNING)
+    assert out.retry_after == SETTLE_SECONDS, "the wait did not see the pod change"
+
+
+def _smoke_started(w: World) -> None:
+    assert "smoke test started" in _ok(
+        w.run(w.op(OperationKind.UPGRADE, _sha()), "verify"), StepState.RUNNING
+    )
+
+
+def _smoke_waits(w: World, ex: Executor) -> None:
+    """Verification follows the smoke-test pod's watch (by name) until it changes, then
+    sees it Succeeded."""
+    journal = w.op(OperationKind.UPGRADE, _sha())
+    out = w.run(journal, "verify", ex=ex)
+    assert "smoke test Pending" in _ok(out, StepState.RUNNING)
+    assert out.retry_after == RETRY_AFTER_WAIT, "the wait did not see the pod change"
+    assert "smoke test succeeded" in _ok(w.run(journal, "verify", ex=ex))
+
+
+def _pools_wait(w: World, ex: Executor) -> None:
+    assert ex.await_pools(w.spec, ["shared"], LONG) is True
+
+
+def _touch_pool(w: World) -> None:
+    """A change the controller would make to the GPUPool (a new resourceVersion)."""
+    path = f"{tfs.GROUP_PATH}/gpupools/{w.tfc}-shared"
+    pool = w.plane.request("GET", path)
+    pool["metadata"].setdefault("labels", {})["touched"] = str(next(_counter))
+    w.plane.request("PUT", path, pool)
+
+
+WAITS: dict[tuple[str, str, str], list[WaitCase]] = {
+    ("deployments", "watch", "Role"): [
+        WaitCase(
+            "controller-ready",
+            "Deployment",
+            _controller_ready,
+            change=lambda w: _scale(w, 0),
+            setup=_not_ready,
+            undo=_rescaled,
+        ),
+    ],
+    ("pods", "watch", "ClusterRole"): [
+        WaitCase(
+            "verify, pods not Running",
+            "Pod",
+            _verify_pods,
+            change=lambda w: _hypervisor(w, "Running"),
+            setup=lambda w: _hypervisor(w, "Pending"),
+            undo=lambda w: _hypervisor(w, "Running"),
+        ),
+        WaitCase(
+            "verify, the smoke test",
+            "Pod",
+            _smoke_waits,
+            change=lambda w: tfs.set_pod_phase(w.plane, w.ns, SMOKE, "Succeeded"),
+            setup=_smoke_started,
+        ),
+    ],
+    ("gpupools", "watch", "ClusterRole"): [
+        WaitCase("a pool pass", "GPUPool", _pools_wait, change=_touch_pool),
+    ],
+}
+
+
+def _waiting(w: World, case: WaitCase, caplog: pytest.LogCaptureFixture) -> Waited:
+    """``case`` run with a fresh adapter (as the ServiceAccount, wired as production: the
+    default poll interval) whose pauses between reads are counted: a wait answered by the
+    watch takes none; one that polls (a refused watch, or none opened) takes some."""
+    polls: list[float] = []
+
+    def pause(seconds: float) -> None:
+        polls.append(seconds)
+        time.sleep(seconds)
+
+    kube = KubeCluster.from_kubeconfig(w.bot.kubeconfig, pause=pause)
+    ex = Executor(
+        cluster=kube,
+        helm=w.bot.helm,
+        secrets=SecretResolver(kube, default_namespace=w.ns),
+        wait_slice=LONG,
+    )
+    errors: list[BaseException] = []
+
+    def later() -> None:
+        time.sleep(CHANGE_AFTER)
+        try:
+            case.change(w)
+        except Exception as e:  # noqa: BLE001 - raised below, not lost on the thread
+            errors.append(e)
+
+    case.setup(w)
+    thread = threading.Thread(target=later, daemon=True)
+    caplog.clear()
+    try:
+        with caplog.at_level(logging.INFO, logger=KUBE_LOG):
+            began = time.monotonic()
+            thread.start()
+            case.action(w, ex)
+            took = time.monotonic() - began
+    finally:
+        thread.join(timeout=60)
+        kube.close()
+        case.undo(w)
+    if errors:
+        raise errors[0]
+    refused = [r.getMessage() for r in caplog.records
+               if r.name == KUBE_LOG and REFUSED in r.getMessage()]  # fmt: skip
+    return Waited(took, len(polls), refused)
+
+
+@pytest.mark.realkube
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_waits_follow_the_watches_and_poll_without_them(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each ``watch`` of WAITS: with the rules, the bot's wait sees a change made during it
+    with no poll and no refusal (the watch answered); bound without the verb, the same
+    action still sees the change and succeeds, the adapter logging the refused watch and
+    polling. Every other ``watch`` of the rules has a probe of the previous test (needed)."""
+    w = world
+    _install(w)
+    cluster_role, role = tfs.load_rules()
+    rules = {"ClusterRole": cluster_role, "Role": role}
+    watches = {(resource, verb, kind) for kind, full in rules.items()
+               for _, resource, verb in tfs.rule_verbs(full) if verb == "watch"}  # fmt: skip
+    assert watches - set(PROBES) == set(WAITS)
+    timings: dict[str, str] = {}
+    for (resource, verb, kind), cases in WAITS.items():
+        full = rules[kind]
+        (index,) = [i for i, r, v in tfs.rule_verbs(full) if (r, v) == (resource, verb)]
+        less = tfs.without(full, index, resource, verb)
+        for case in cases:
+            watched = _waiting(w, case, caplog)
+            assert (watched.polls, watched.refused) == (0, []), (case.name, watched)
+            assert watched.seconds < EARLY, (case.name, watched)
+            w.bot.grant(less if kind == "ClusterRole" else cluster_role,
+                        less if kind == "Role" else role)  # fmt: skip
+            try:
+                polled = _waiting(w, case, caplog)
+            finally:
+                w.bot.grant(cluster_role, role)
+            assert polled.polls > 0, (case.name, polled)
+            assert polled.seconds < EARLY, (case.name, polled)
+            assert [line for line in polled.refused
+                    if f"{REFUSED} {case.kind} (HTTP 403" in line], (case.name, polled)  # fmt: skip
+            timings[f"{kind} {verb} {resource}: {case.name}"] = (
+                f"watched {watched.seconds:.2f}s, polled {polled.seconds:.2f}s "
+                f"({polled.polls} pauses)"
+            )
+    print(json.dumps(timings, indent=1))

@@ -4,10 +4,13 @@ simulator, the bot bound to exactly deploy/rbac/rules.yaml and the Events Role i
 ``default`` (docs/permissions.md), with which it tells the rollback as Events on the
 TensorFusionCluster. The sandbox (its install, the simulator) keeps the admin's kubeconfig;
 only the bot's executor (helm 4, kubectl, the Python client), its Events and the test's
-``helm history`` use the ServiceAccount's."""
+``helm history`` use the ServiceAccount's. With these rules the bot's waits (controller-ready,
+verification, the pool passes) follow the API server's watch: no watch is refused, so none of
+them falls back to polling (#13)."""
 
 from __future__ import annotations
 
+import logging
 import urllib.error
 from pathlib import Path
 from typing import Any
@@ -46,8 +49,10 @@ class ServiceAccountWorld(StoryWorld):
 
 
 def test_the_story_upgrades_and_rolls_back_as_the_service_account(
-    control_plane: Any, tmp_path: Path
+    control_plane: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # The kube adapter logs each kind whose watch the server refused (it polls it from then on).
+    caplog.set_level(logging.INFO, logger="gitopsbot.adapters.kube")
     options = StoryOptions(
         state_dir=tmp_path / "world", window_lead_seconds=None, control_plane=control_plane
     )
@@ -102,6 +107,8 @@ def test_the_story_upgrades_and_rolls_back_as_the_service_account(
         assert ("Succeeded", "Upgrade") in [
             (e.spec.reason, e.spec.action) for e in told if upgrade.op_id in e.spec.note
         ]
+        refused = [r.getMessage() for r in caplog.records if "cannot watch" in r.getMessage()]
+        assert refused == [], "a wait polled: the rules lack a watch it follows"
     finally:
         if bot is not None:
             stop_within(bot.stop, "the bot")
