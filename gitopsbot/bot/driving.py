@@ -64,7 +64,7 @@ class DrivingMixin(PassBase):
         decision = operation.next_step(
             journal, observations, now, policy=spec.rollout, pool_windows=self.pool_windows(spec)
         )
-        return self.carry_out(decision, journal, spec, executor, now)
+        return self.carry_out(decision, journal, spec, executor, now, observations)
 
     def _observe(
         self, journal: Journal, spec: ClusterSpec, executor: Executor
@@ -87,6 +87,7 @@ class DrivingMixin(PassBase):
         spec: ClusterSpec,
         executor: Executor,
         now: datetime,
+        observations: operation.Observations | None = None,
     ) -> PassResult:
         name = journal.cluster
         if decision.action is Action.IDLE:
@@ -105,7 +106,7 @@ class DrivingMixin(PassBase):
         if decision.action is Action.REMEDIATE:
             return self.remediate(journal, spec, decision.reason or decision.step, now)
         if decision.action is Action.DRIVE_POOLS:
-            return self.drive_pools(decision, journal, spec, executor, now)
+            return self.drive_pools(decision, journal, spec, executor, now, observations)
         return self.run_step(journal.step(decision.step), journal, spec, executor, now)
 
     def run_step(
@@ -205,6 +206,7 @@ class DrivingMixin(PassBase):
         spec: ClusterSpec,
         executor: Executor,
         now: datetime,
+        observations: operation.Observations | None = None,
     ) -> PassResult:
         """Carry out ``decision``'s switch changes and checks, and record them in one save.
         A phase that finished lets the next phase or pool open: observed again and decided
@@ -249,13 +251,23 @@ class DrivingMixin(PassBase):
         until = now if advanced else decision.until
         # Rolling pools: wait on their GPUPools' watch (a bounded slice) rather than sleep
         # to ``until``, so the pass after a batch comes when the controller moved it.
+        # The wait compares with what the decision was made on, so a batch finished since
+        # (while this pass saved) brings the next pass at once.
         rolling = [
-            ref.pool
+            ref
             for ref, pd in decision.phases
             if pd.action is rollout.PhaseAction.WAIT and pd.phase.state is PhaseState.ROLLING
         ]
+        observed = observations.pools if observations is not None else {}
+        seen = {
+            ref.pool: observed[(ref.pool, ref.component)].version
+            for ref in rolling
+            if (ref.pool, ref.component) in observed
+        }
         if rolling and until is not None and until > now and not journal.failure:
-            moved = executor.await_pools(spec, rolling, (until - now).total_seconds())
+            moved = executor.await_pools(
+                spec, [ref.pool for ref in rolling], (until - now).total_seconds(), seen=seen
+            )
             until = now if moved else until
         return PassResult(journal.cluster, "pools", "; ".join(notes), until)
 

@@ -78,6 +78,9 @@ class PoolObservation:
     # every node); None when it cannot be told. Guards against a status still reading
     # "synced at 100" from before the controller saw the new template.
     current: bool | None = None
+    # The GPUPool's resourceVersion as observed: a wait for the pool to move compares with
+    # it, so a change between this observation and the wait is not missed.
+    version: str = ""
 
 
 @dataclass(frozen=True, slots=True)

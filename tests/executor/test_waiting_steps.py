@@ -202,3 +202,53 @@ def test_drive_pools_comes_back_when_a_batch_moved(
     assert result.action == "pools", result
     assert result.next_at == env.clock.t  # at once, not at the decision's until
     assert took < 8.0
+
+
+def test_await_pools_compares_with_what_the_pass_saw(spec: ClusterSpec) -> None:
+    cluster = _cluster(spec)
+    cluster.put(_gpupool(spec, "a", 10))
+    seen = cluster.get(tf.TF, "GPUPool", None, tf.gpupool_name(spec, "a"))
+    assert seen is not None
+    cluster.put(_gpupool(spec, "a", 20))  # the batch moved after the pass looked
+    began = time.monotonic()
+    version = str(seen["metadata"]["resourceVersion"])
+    assert pool_switch.await_pools(cluster, spec, ["a"], 20.0, seen={"a": version}) is True
+    assert time.monotonic() - began < 1.0
+
+
+def test_drive_pools_sees_a_batch_that_moved_after_it_looked(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    rec.reconcile("lab")
+    env.merge_pr(7, "lab: chart 1.1.0, hypervisor hv:2", fleet_files("1.1.0", "hv:2"))
+    for _ in range(40):  # to the first pool rolling, between two batches
+        rec.reconcile("lab")
+        current = rec.store.current("lab")
+        assert current is not None
+        if any(p.state is PhaseState.ROLLING and p.progress for p in current.phases):
+            break
+        env.world.tick()
+        env.clock.t += timedelta(seconds=1)
+    else:
+        pytest.fail(f"no pool rolling: {rec.store.current('lab')}")
+    env.cluster.blocking_waits = True
+    observe = pool_switch.observe_pool
+    moved: list[bool] = []
+
+    def observe_then_move(*args: Any) -> Any:
+        found = observe(*args)
+        if not moved:  # the controller's next batch lands right after the pass's read
+            moved.append(True)
+            env.world.tick()
+        return found
+
+    monkeypatch.setattr(pool_switch, "observe_pool", observe_then_move)
+    began = time.monotonic()
+    result = rec.reconcile("lab")
+    took = time.monotonic() - began
+    assert moved
+    assert result.action == "pools", result
+    assert result.next_at == env.clock.t  # at once: the wait compared with the pass's read
+    assert took < 1.0  # not a slice later

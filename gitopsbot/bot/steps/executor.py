@@ -163,11 +163,19 @@ class Executor:
     ) -> rollout.PoolObservation | None:
         return pool_switch.observe_pool(self.cluster, spec, pool, component)
 
-    def await_pools(self, spec: ClusterSpec, pools: Sequence[str], timeout: float) -> bool:
+    def await_pools(
+        self,
+        spec: ClusterSpec,
+        pools: Sequence[str],
+        timeout: float,
+        *,
+        seen: Mapping[str, str] | None = None,
+    ) -> bool:
         """Wait up to ``timeout`` seconds (at most ``wait_slice``) for one of ``pools``'
-        GPUPools to change; True as soon as one did (``pool_switch.await_pools``)."""
+        GPUPools to change from ``seen`` (pool → resourceVersion observed); True as soon as
+        one did (``pool_switch.await_pools``)."""
         return pool_switch.await_pools(
-            self.cluster, spec, pools, timeout, wait_slice=self.wait_slice
+            self.cluster, spec, pools, timeout, wait_slice=self.wait_slice, seen=seen
         )
 
     def set_switch(

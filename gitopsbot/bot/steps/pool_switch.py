@@ -12,7 +12,7 @@ switch, the nodes and whether the pool's pods already run the template, for
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gitopsbot.bot.steps.cluster_reads import pool_images
@@ -64,6 +64,7 @@ def observe_pool(
         nodes=len(nodes),
         pending_nodes=pending,
         current=current,
+        version=str((gpupool.get("metadata") or {}).get("resourceVersion") or ""),
     )
 
 
@@ -178,17 +179,22 @@ def await_pools(
     timeout: float,
     *,
     wait_slice: float = WAIT_SLICE_SECONDS,
+    seen: Mapping[str, str] | None = None,
 ) -> bool:
     """Wait up to ``timeout`` (at most ``wait_slice``) seconds for one of the pools' GPUPools
-    to change; True as soon as one did. The GPUPools are read first and the wait compares
-    with that read, so a change after it is not missed (one between the pass's observation
-    and this read, a few milliseconds, is seen by the next pass at ``until``)."""
+    to change; True as soon as one did. ``seen`` maps a pool to the GPUPool resourceVersion
+    the pass decided on (``PoolObservation.version``): the wait compares with it, so a batch
+    the controller finished between that observation and this call returns at once rather
+    than a slice later. A pool without one is read here first."""
     budget = max(0.0, min(timeout, wait_slice))
     if not pools or budget <= 0:
         return False
     since: dict[str, str] = {}
     for pool in pools:
         name = tf.gpupool_name(spec, pool)
-        found = cluster.get(tf.TF, "GPUPool", None, name)
-        since[name] = str(((found or {}).get("metadata") or {}).get("resourceVersion") or "")
+        version = (seen or {}).get(pool, "")
+        if not version:
+            found = cluster.get(tf.TF, "GPUPool", None, name)
+            version = str(((found or {}).get("metadata") or {}).get("resourceVersion") or "")
+        since[name] = version
     return cluster.wait_for_change(tf.TF, "GPUPool", None, since=since, timeout=budget)
