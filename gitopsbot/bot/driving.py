@@ -19,6 +19,7 @@ the cluster's Lease stops there, at the step boundary.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -38,6 +39,9 @@ from gitopsbot.core.journal import (
 )
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.operation import Action, Decision
+from gitopsbot.errors import GitOpsBotError
+
+log = logging.getLogger(__name__)
 
 # Rounds of pool decisions one pass may carry out: a finished phase lets the next phase or
 # pool open in the same pass (one save); bounded so a pass never runs on.
@@ -181,6 +185,44 @@ class DrivingMixin(PassBase):
         return PassResult(
             journal.cluster, str(outcome.state), f"{step.name}: {outcome.detail}", now
         )
+
+    def backed_up(
+        self, journal: Journal, spec: ClusterSpec, now: datetime
+    ) -> tuple[Journal, dict[str, bytes | None]]:
+        """``journal`` (a new operation, about to be recorded) with its backup step done and
+        the step after it started, and the backup's files: the operation's first record
+        carries them, one commit and one pass fewer before the first change (#13). Backup
+        only reads the cluster, so running it before anything is recorded is safe: killed
+        here, the next pass records the operation afresh. When it does not succeed at once
+        (the API answers an error, or the step would wait), ``journal`` comes back unchanged
+        and the step runs as usual after the record, with its retries and timeout."""
+        pending = next((s for s in journal.steps if not s.state.finished), None)
+        if (
+            journal.status is not OperationStatus.RUNNING
+            or pending is None
+            or pending.kind is not StepKind.BACKUP
+            or pending.state is not StepState.PENDING
+        ):
+            return journal, {}
+        try:
+            outcome = self.executor_for(spec).backup(journal, spec)
+        except GitOpsBotError as e:
+            log.info("%s: backup after the record: %s", journal.cluster, e)
+            return journal, {}
+        if outcome.state is not StepState.SUCCEEDED:
+            return journal, {}
+        done = replace(
+            pending,
+            state=StepState.SUCCEEDED,
+            started_at=now,
+            finished_at=now,
+            attempts=1,
+            detail=outcome.detail,
+        )
+        journal = journal.with_step(done)
+        if outcome.rollback_point is not None and journal.rollback_point is None:
+            journal = replace(journal, rollback_point=outcome.rollback_point)
+        return self._start_following(journal), dict(outcome.files)
 
     def _start_following(self, journal: Journal) -> Journal:
         """``journal`` with the next plain step started too, when nothing observed can change

@@ -245,13 +245,21 @@ class IntakeMixin(PassBase):
             log.warning("could not list merged pull requests: %s", e)
         return None
 
-    def _record_new(self, journal: Journal, message: str, head: str, commit: CommitInfo) -> Journal:
-        """Record the new operation first (from here ``status`` shows it and a restart
-        resumes it); then ask the forge which pull request merged ``commit``, and when that is
-        not the number the commit message named (a rebase merge names none), put it on the
-        journal in a follow-up save. Only then is it mirrored on its pull request and
+    def _record_new(
+        self,
+        journal: Journal,
+        message: str,
+        head: str,
+        commit: CommitInfo,
+        files: Mapping[str, bytes | None] | None = None,
+    ) -> Journal:
+        """Record the new operation first, with ``files`` (its backup's, when it ran before
+        the record); from here ``status`` shows it and a restart resumes it. Then ask the
+        forge which pull request merged ``commit``, and when that is not the number the
+        commit message named (a rebase merge names none), put it on the journal in a
+        follow-up save. Only then is it mirrored on its pull request and
         announced, so both name the right one."""
-        self.store.save(journal, message, seen=head)
+        self.store.save(journal, message, seen=head, files=files)
         merged = self._merged_by(commit)
         if merged is not None and merged != journal.pr_number:
             journal = replace(journal, pr_number=merged)
@@ -308,7 +316,9 @@ class IntakeMixin(PassBase):
             message = f"{placed.kind} {placed.op_id} {placed.failure}"[:300]
             self._record_new(placed, message, head, commit)
             return PassResult(spec.name, "blocked", placed.failure)
-        self._record_new(placed, f"{placed.kind} {placed.op_id} started", head, commit)
+        placed, files = self.backed_up(placed, spec, now)
+        message = f"{placed.kind} {placed.op_id} started" + ("; backup succeeded" if files else "")
+        self._record_new(placed, message, head, commit, files)
         return PassResult(spec.name, "started", placed.op_id, next_at=now)
 
 

@@ -244,3 +244,10 @@ class PassBase:
     ) -> PassResult:
         """On failure (``bot.reverts.RevertsMixin.remediate``)."""
         raise NotImplementedError
+
+    def backed_up(
+        self, journal: Journal, spec: ClusterSpec, now: datetime
+    ) -> tuple[Journal, dict[str, bytes | None]]:
+        """A new operation's backup run before its first record
+        (``bot.driving.DrivingMixin.backed_up``)."""
+        raise NotImplementedError

@@ -105,10 +105,10 @@ def test_a_whole_upgrade_costs_one_commit_per_transition(env: Env) -> None:
     # Before issue #13 every plain step cost two commits ("X started", "X succeeded"): 18;
     # then 15 (BEFORE_READ_ONLY_STARTS). backup runs without a "started" commit (it only
     # reads), a finished pool opens the next one in the same pass and commit, and the last
-    # pool's end starts verify.
+    # pool's end starts verify. The backup runs before the operation's first record and is
+    # recorded with it, with crds's start.
     assert made == [
-        f"lab: upgrade {journal.op_id} started",
-        "lab: backup succeeded; crds started",
+        f"lab: upgrade {journal.op_id} started; backup succeeded; crds started",
         "lab: crds succeeded; helm-upgrade started",
         "lab: helm-upgrade succeeded; controller-ready started",
         "lab: controller-ready succeeded",
@@ -120,7 +120,7 @@ def test_a_whole_upgrade_costs_one_commit_per_transition(env: Env) -> None:
         "lab: verify succeeded",
         f"lab: upgrade {journal.op_id} succeeded",
     ]
-    assert (len(BEFORE_READ_ONLY_STARTS), len(made)) == (15, 12)
+    assert (len(BEFORE_READ_ONLY_STARTS), len(made)) == (15, 11)
     # Every step still has its start recorded, and in order: a start never follows its end.
     for s in journal.steps:
         assert s.state is StepState.SUCCEEDED and s.started_at is not None, s
