@@ -8,6 +8,7 @@ classes.
 
 from __future__ import annotations
 
+import functools
 import zoneinfo
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -238,10 +239,13 @@ def loop(
     jitter_seconds: int,
     workers: int,
     soonest_seconds: float = 0.5,
+    follow_up: Callable[[str], PassResult] | None = None,
 ) -> Scheduler:
-    """The long-running loop: one job per cluster (docs/executor.md)."""
+    """The long-running loop: one job per cluster (docs/executor.md). ``follow_up``: the pass
+    run when the previous one asked to come back at once, no webhook since (no fetch)."""
     return Scheduler(
         reconcile=reconcile,
+        follow_up=follow_up,
         clock=clock,
         interval_seconds=interval_seconds,
         jitter_seconds=jitter_seconds,
@@ -325,8 +329,10 @@ def build_bot(options: RunOptions) -> Bot:
         may_act=shards.held if shards is not None else None,
     )
     reconciler = wired.reconciler
+    follow_up = functools.partial(reconciler.reconcile, fetch=False)  # see bot.scheduler
     scheduler = loop(
         reconciler.reconcile if shards is None else shards.guarded(reconciler.reconcile),
+        follow_up=follow_up if shards is None else shards.guarded(follow_up),
         clock=clock,
         interval_seconds=bot_settings.poll_interval_seconds,
         jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),

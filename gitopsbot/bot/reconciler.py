@@ -57,20 +57,23 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
 
     # -- the pass -------------------------------------------------------------------------
 
-    def reconcile(self, cluster: str) -> PassResult:
+    def reconcile(self, cluster: str, *, fetch: bool = True) -> PassResult:
         """One pass. A pass that fails (an unreachable cluster, a kube context that does not
         exist, an unreadable fleet) is recorded on the state branch for ``status`` (once per
         distinct error), then raised to the scheduler; the next good pass clears it. Every log
-        line of the pass names the cluster (``bot.log_context``), none after it."""
-        with log_context.pass_of(cluster):
-            return self._reconcile(cluster)
+        line of the pass names the cluster (``bot.log_context``), none after it.
 
-    def _reconcile(self, cluster: str) -> PassResult:
+        ``fetch=False``: the pass does not fetch first (the scheduler's follow-up of a pass that
+        asked to come back at once, with no webhook since: ``bot.scheduler``)."""
+        with log_context.pass_of(cluster):
+            return self._reconcile(cluster, fetch=fetch)
+
+    def _reconcile(self, cluster: str, *, fetch: bool = True) -> PassResult:
         self.announcer.pass_started(cluster)
         began = self.clock.monotonic()
         try:
             with self.pass_reads():  # each release read once in the pass, forgotten after it
-                result = self._pass(cluster)
+                result = self._pass(cluster, fetch=fetch)
         except GitOpsBotError as e:
             self._record_failure(cluster, e)
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -121,9 +124,9 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
         if self.store.record_manual_revision(cluster, found) and found is not None:
             log.warning("%s: %s", cluster, found.describe())
 
-    def _pass(self, cluster: str) -> PassResult:
+    def _pass(self, cluster: str, *, fetch: bool = True) -> PassResult:
         now = self.clock.now()
-        if self.fetch:
+        if self.fetch and fetch:
             self.repo.fetch()
         if cluster not in self._shown:
             # After a restart: the last transition may have been recorded but not yet posted.

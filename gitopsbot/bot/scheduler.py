@@ -9,6 +9,19 @@ can start) runs again in the same job; a webhook calls ``nudge`` to run now. ``s
 stops taking new passes and waits for running ones, so the bot stops at a step boundary: a
 pass records its transition before it returns.
 
+A repeat due only to "at once" (no nudge during the pass before) calls ``follow_up(cluster)``
+instead, when given: the bot's ``reconcile(cluster, fetch=False)``, the same pass without the
+fetch that starts it (#13: a round trip to the Git remote on the critical path between two
+steps, for nothing). Nothing new is there to fetch. The state branch's only writer is the
+cluster's Lease holder, this process, whose pushes move its own tracking ref (a push refused
+all the same fetches and replays, ``GitRepo.push``). The watched branch changes by a push,
+which a webhook announces: one arriving while a pass is in flight makes the next pass fetch
+(``nudge``). Without webhooks a push is still seen as soon as before (within a poll
+interval): the first pass of every job run (periodic tick or nudge) fetches; a job runs at
+most IMMEDIATE_PASSES follow-ups in a row; and once ``interval_seconds`` have passed since
+the job's last fetching pass began (passes that wait for the cluster take seconds each), the
+next repeat fetches again.
+
 Why ``shutdown`` does not call apscheduler's ``shutdown(wait=True)``: apscheduler 3 holds its
 job-store lock while it waits for running jobs, and a pass ending with a "come back at" moves
 its job (``get_job``/``modify_job``), which needs that lock: a deadlock. So once stopping, no
@@ -62,6 +75,7 @@ class Scheduler:
         *,
         reconcile: Callable[[str], PassResult],
         clock: Clock,
+        follow_up: Callable[[str], PassResult] | None = None,
         interval_seconds: int = 30,
         jitter_seconds: int = 5,
         workers: int = 4,
@@ -70,9 +84,12 @@ class Scheduler:
         heartbeat_seconds: float = 5.0,
     ) -> None:
         self._reconcile = reconcile
+        # A pass following at once from the previous one, no webhook since: see the docstring.
+        self._follow_up = follow_up or reconcile
         self._clock = clock
         self.workers = workers  # passes of different clusters that may run at once
         self._interval = max(interval_seconds, 1)
+        self._interval_delta = timedelta(seconds=self._interval)
         self._jitter = jitter_seconds
         self._soonest = timedelta(seconds=soonest_seconds)
         self._scheduler = BackgroundScheduler(
@@ -197,21 +214,34 @@ class Scheduler:
             # would skip a second instance, and the event must not wait for the next tick. A
             # pass that asks to come back at once (a step done, the next one can start) also
             # runs again here, up to IMMEDIATE_PASSES in a row; past that the floor applies.
+            # Such a repeat, with no nudge during the pass before, is a follow-up: it does not
+            # fetch (safe: at most IMMEDIATE_PASSES in a row, then the next job run fetches; a
+            # webhook during a follow-up makes the next pass fetch; the state branch's only
+            # writer is the Lease holder, and a refused push replays after a fetch anyway; see
+            # the module docstring). The first pass of a job run (tick or nudge), a repeat for
+            # a nudge (a webhook: maybe a new commit), and a repeat an interval or more after
+            # the job's last fetching pass began all fetch.
             immediate = 0
+            run = self._reconcile
+            fetched_at = self._clock.now()  # when the last pass that fetched began
             while True:
                 with self._lock:
                     self._running.add(cluster)
                     self._nudged.discard(cluster)
                 with log_context.pass_of(cluster):  # its lines name the cluster, none after
-                    result = self._pass(cluster)
+                    result = self._pass(cluster, run)
                 at_once = result is not None and self._at_once(result)
                 immediate = immediate + 1 if at_once else 0
                 with self._lock:
                     self._running.discard(cluster)
-                    again = cluster in self._nudged
-                again = again or (at_once and immediate <= IMMEDIATE_PASSES)
+                    nudged = cluster in self._nudged
+                again = nudged or (at_once and immediate <= IMMEDIATE_PASSES)
                 if not again or self.stopping:
                     break
+                if nudged or self._clock.now() - fetched_at >= self._interval_delta:
+                    run, fetched_at = self._reconcile, self._clock.now()
+                else:
+                    run = self._follow_up
         finally:
             with self._lock:
                 self._running.discard(cluster)
@@ -222,9 +252,10 @@ class Scheduler:
     def _at_once(self, result: PassResult) -> bool:
         return result.next_at is not None and result.next_at <= self._clock.now()
 
-    def _pass(self, cluster: str) -> PassResult | None:
+    def _pass(self, cluster: str, run: Callable[[str], PassResult]) -> PassResult | None:
+        """One pass through ``run`` (``reconcile`` or ``follow_up``), failures logged."""
         try:
-            result = self._reconcile(cluster)
+            result = run(cluster)
         except TransientError as e:
             log.warning("%s: pass failed, will retry: %s", cluster, e)
             return None

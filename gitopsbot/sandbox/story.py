@@ -523,6 +523,7 @@ class BotRunner:
         # bot clock's "come back at" into real time.
         self.scheduler = app.loop(
             self._pass,
+            follow_up=self._follow_up,  # no fetch, as ``gitopsbot run`` wires it
             clock=ShiftedClock(),  # offset 0: real time
             interval_seconds=self.settings.poll_interval_seconds,
             jitter_seconds=0,
@@ -553,12 +554,12 @@ class BotRunner:
         ):
             self.scheduler.nudge()
 
-    def _pass(self, cluster: str) -> PassResult:
+    def _pass(self, cluster: str, *, fetch: bool = True) -> PassResult:
         with self._busy:
             if self.stopped.is_set():
                 return PassResult(cluster, "stopped")
             try:
-                result = self.reconciler.reconcile(cluster)
+                result = self.reconciler.reconcile(cluster, fetch=fetch)
             except Crash:
                 self.stopped.set()  # the process "died": no further pass
                 return PassResult(cluster, "crashed")
@@ -575,6 +576,10 @@ class BotRunner:
                 # No "come back at" once stopping: see stop().
                 return replace(result, next_at=None)
             return replace(result, next_at=result.next_at - self.world.clock.offset)
+
+    def _follow_up(self, cluster: str) -> PassResult:
+        """The scheduler's pass right after one that asked to come back at once: no fetch."""
+        return self._pass(cluster, fetch=False)
 
     def start(self) -> BotRunner:
         if self.receiver is not None:

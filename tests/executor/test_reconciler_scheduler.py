@@ -1,18 +1,28 @@
 """The scheduler (real apscheduler 3, threads): one job per cluster, never two passes of one
 cluster at once, a nudge runs a pass now, a pass asking to come back sooner is brought
 forward, clusters added/removed, and shutdown waits for the running pass (step boundary).
+A pass following at once from the previous one, no webhook since, does not fetch (#13: a real
+Reconciler on a real mirror whose fetches are counted).
 No timed assertions: events with generous timeouts only guard against hangs."""
 
 from __future__ import annotations
 
 import threading
+import zoneinfo
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.bot.reconciler import PassResult
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.reconciler import PassResult, Reconciler
 from gitopsbot.bot.scheduler import IMMEDIATE_PASSES, Scheduler
+from gitopsbot.bot.shared_repo import SharedRepo
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.model import BotSettings
+from gitopsbot.fleetrepo import load_fleet
+from tests.executor.conftest import Env, fleet_files
 
 
 class WallClock:
@@ -306,3 +316,181 @@ def test_a_pass_always_asking_for_now_does_not_spin() -> None:
         assert _passes_until_quiet(s, rec) == IMMEDIATE_PASSES + 1
     finally:
         s.shutdown(wait=True)
+
+
+# -- follow-ups: a pass right after one that asked to come back at once does not fetch (#13) --
+
+
+def counted_reconciler(env: Env) -> tuple[Reconciler, SharedRepo]:
+    """The executor tests' reconciler (``Env.reconciler``) over a mirror shared as ``gitopsbot
+    run`` shares it: ``SharedRepo.fetches`` counts the fetches that reached the remote."""
+    repo = SharedRepo(env.repo("counted"))  # the mirror's first fetch is not counted
+    secrets = type("NoSecrets", (), {"resolve_all": lambda self, refs: {}})()
+    executor = Executor(cluster=env.cluster, helm=env.helm, secrets=secrets)
+    reconciler = Reconciler(
+        repo=repo,
+        store=JournalStore(repo, branch="gitopsbot/state"),
+        executor_for=lambda spec: executor,
+        gate=env.gate(repo),  # type: ignore[arg-type]
+        clock=env.clock,
+        load_fleet=load_fleet,
+        resolve_tz=zoneinfo.ZoneInfo,
+        settings=BotSettings(),
+        forge=env.forge,
+    )
+    return reconciler, repo
+
+
+class CountedPasses:
+    """The scheduler's two callables over a real Reconciler: ``reconcile`` (a fetching pass)
+    and ``follow_up`` (``reconcile(cluster, fetch=False)``, as ``gitopsbot run`` wires it).
+    ``calls`` records, per pass, which callable ran and whether the remote was fetched. The
+    answer each pass gives the scheduler is scripted: ``answers`` (True: come back at once;
+    past its end: not). Pass number ``hold`` waits for ``gate`` after its work is done."""
+
+    def __init__(self, env: Env, answers: list[bool], *, hold: int | None = None) -> None:
+        self.reconciler, self.repo = counted_reconciler(env)
+        self.answers = answers
+        self.hold = hold
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, bool]] = []
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def reconcile(self, cluster: str) -> PassResult:
+        return self._pass("reconcile", cluster, fetch=True)
+
+    def follow_up(self, cluster: str) -> PassResult:
+        return self._pass("follow_up", cluster, fetch=False)
+
+    def _pass(self, name: str, cluster: str, *, fetch: bool) -> PassResult:
+        before = self.repo.fetches
+        result = self.reconciler.reconcile(cluster, fetch=fetch)
+        fetched = self.repo.fetches > before
+        with self.lock:
+            index = len(self.calls)
+        if index == self.hold:
+            self.entered.set()
+            assert self.gate.wait(10)
+        with self.lock:
+            self.calls.append((name, fetched))
+            at_once = index < len(self.answers) and self.answers[index]
+        return replace(result, next_at=datetime.now(UTC) if at_once else None)
+
+    def wait_for(self, s: Scheduler, passes: int) -> list[tuple[str, bool]]:
+        """Bounded wait (guards a hang, asserts no speed) for that many passes and the job's
+        end; then what ran."""
+        for _ in range(3000):
+            with self.lock:
+                done = len(self.calls) >= passes
+            if done and not s.busy:
+                break
+            threading.Event().wait(0.01)
+        with self.lock:
+            return list(self.calls)
+
+
+def _scheduled(passes: CountedPasses, clock: WallClock | None = None) -> Scheduler:
+    s = Scheduler(
+        reconcile=passes.reconcile,
+        follow_up=passes.follow_up,
+        clock=clock or WallClock(),
+        interval_seconds=3600,  # no tick during the test: only the job runs it starts
+        soonest_seconds=3600,
+        workers=1,
+    )
+    s.set_clusters(["lab"])
+    s.start()
+    return s
+
+
+REFETCH, FOLLOW_UP = ("reconcile", True), ("follow_up", False)
+
+
+def test_a_pass_following_one_that_asked_to_come_back_at_once_does_not_fetch(
+    env: Env,
+) -> None:
+    passes = CountedPasses(env, [True, True])
+    s = _scheduled(passes)
+    try:
+        calls = passes.wait_for(s, 3)
+    finally:
+        s.shutdown(wait=True)
+    # The job run's first pass fetches; the two that follow at once do not.
+    assert calls == [REFETCH, FOLLOW_UP, FOLLOW_UP]
+    assert passes.repo.fetches == 1
+
+
+def test_a_webhook_during_a_follow_up_makes_the_next_pass_fetch(env: Env) -> None:
+    passes = CountedPasses(env, [True, True, True], hold=1)  # hold the first follow-up
+    s = _scheduled(passes)
+    try:
+        assert passes.entered.wait(10)
+        s.nudge("lab")  # a push announced while the follow-up is in flight
+        passes.gate.set()
+        calls = passes.wait_for(s, 4)
+    finally:
+        s.shutdown(wait=True)
+    # The pass after the nudge fetches though its predecessor also asked for "at once"; the
+    # one after it, with no webhook in between, follows up again.
+    assert calls == [REFETCH, FOLLOW_UP, REFETCH, FOLLOW_UP]
+    assert passes.repo.fetches == 2
+
+
+def test_the_first_pass_of_a_job_run_fetches_even_after_a_run_still_asking_for_now(
+    env: Env,
+) -> None:
+    # The first job run ends at IMMEDIATE_PASSES follow-ups, its last pass still asking to
+    # come back at once; the next job run (here a webhook's nudge) starts with a fetch.
+    first_run = 1 + IMMEDIATE_PASSES
+    passes = CountedPasses(env, [True] * first_run)
+    s = _scheduled(passes)
+    try:
+        assert len(passes.wait_for(s, first_run)) == first_run
+        for _ in range(100):  # a nudge racing the job's end is skipped: nudge again
+            s.nudge("lab")
+            if len(passes.wait_for(s, first_run + 1)) > first_run:
+                break
+        calls = passes.wait_for(s, first_run + 1)
+    finally:
+        s.shutdown(wait=True)
+    assert calls[:first_run] == [REFETCH] + [FOLLOW_UP] * IMMEDIATE_PASSES
+    assert len(calls) > first_run
+    assert set(calls[first_run:]) == {REFETCH}
+
+
+class ShiftedWallClock(WallClock):
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def now(self) -> datetime:
+        return super().now() + self.offset
+
+
+def test_follow_ups_fetch_again_once_an_interval_passed_since_the_last_fetch(env: Env) -> None:
+    # Passes that wait for the cluster take seconds each: without webhooks a push must still
+    # be seen within a poll interval, as between job runs.
+    clock = ShiftedWallClock()
+    passes = CountedPasses(env, [True, True, True], hold=1)
+    s = _scheduled(passes, clock)
+    try:
+        assert passes.entered.wait(10)
+        clock.offset = timedelta(seconds=3600)  # the follow-up took the whole interval
+        passes.gate.set()
+        calls = passes.wait_for(s, 4)
+    finally:
+        s.shutdown(wait=True)
+    assert calls == [REFETCH, FOLLOW_UP, REFETCH, FOLLOW_UP]
+
+
+def test_reconcile_without_fetch_does_not_fetch(env: Env) -> None:
+    reconciler, repo = counted_reconciler(env)
+    reconciler.reconcile("lab")
+    assert repo.fetches == 1
+    env.merge_pr(7, "hypervisor hv:2", fleet_files("1.0.0", "hv:2"))
+    unseen = reconciler.reconcile("lab", fetch=False)
+    assert repo.fetches == 1
+    assert unseen.action == "idle"  # the merge is not in the mirror: not fetched
+    seen = reconciler.reconcile("lab")
+    assert repo.fetches == 2
+    assert seen.action != "idle", seen  # fetched: the merge becomes an operation
