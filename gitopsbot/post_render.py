@@ -7,8 +7,9 @@ with the Python interpreter as executable; helm 4: a bot-private ``postrenderer/
 
 Why a module of its own: ``python -m gitopsbot`` builds the whole command line, which imports
 every command (kubernetes client, httpx, pygit2, apscheduler) and costs about a second of CPU
-per upgrade (#13). This module imports ``core.postrender`` and the standard library only;
-``tests/executor/test_post_render_start.py`` keeps it so.
+per upgrade (#13). This module imports ``core.postrender`` and the standard library only,
+and reads the policy with ``decode_policy_document``, so neither ``core.model`` nor PyYAML
+is loaded; ``tests/executor/test_post_render_start.py`` keeps it so.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gitopsbot.core.postrender import PostRenderError, decode_policy, rewrite_manifests
+from gitopsbot.core.postrender import PostRenderError, decode_policy_document, rewrite_manifests
 
 HELP = "Helm post-renderer: pin the Git rollout policy, switches closed (internal)"
 DESCRIPTION = (
@@ -43,7 +44,7 @@ def run(policy_file: str) -> int:
     unreadable. helm aborts the upgrade on non-zero, so a broken policy never lands."""
     path = Path(policy_file)
     try:
-        policy = decode_policy(path.read_text(encoding="utf-8"), source=str(path))
+        policy = decode_policy_document(path.read_text(encoding="utf-8"), source=str(path))
         result = rewrite_manifests(sys.stdin.read(), policy)
     except OSError as e:
         sys.stderr.write(f"gitopsbot post-render: cannot read {path}: {e.strerror}\n")

@@ -13,6 +13,12 @@ Pure: text in, text out. Documents other than TensorFusionClusters are returned 
 byte; a TensorFusionCluster is re-serialised with ruamel's round-trip dumper (comments kept).
 The policy travels to the ``gitopsbot post-render`` subprocess as a small JSON document
 (``encode_policy`` / ``decode_policy``).
+
+Start-up (#13): the post-renderer process (``gitopsbot/post_render.py``) reads the policy
+with ``decode_policy_document`` into the small ``PostRender*`` values below, which carry
+just what the rewrite needs; ``core.model`` (and PyYAML, through ``core.yaml_bounds``) is
+imported only by ``decode_policy``, which the bot side calls, and for annotations.
+``tests/executor/test_post_render_start.py`` keeps it so.
 """
 
 from __future__ import annotations
@@ -20,15 +26,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
-from ruamel.yaml.util import load_yaml_guess_indent
 
-from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
+if TYPE_CHECKING:
+    from gitopsbot.core.model import PoolPolicy, RolloutPolicy
 
 TFC_KIND = "TensorFusionCluster"
 TFC_GROUP = "tensor-fusion.ai"
@@ -43,8 +48,10 @@ class PostRenderError(ValueError):
     """The manifests or the policy document cannot be understood; helm gets a non-zero exit."""
 
 
-@dataclass(frozen=True, slots=True)
-class PostRenderResult:
+# Results and values here are NamedTuples, not dataclasses: immutable all the same, and the
+# post-renderer process then never imports ``dataclasses`` (with ``inspect``, 7-12 ms of its
+# start, #13); each dataclass defined also costs about half a millisecond.
+class PostRenderResult(NamedTuple):
     text: str
     # (TensorFusionCluster name, pool name) for each pool rewritten.
     rewritten: tuple[tuple[str, str], ...]
@@ -53,6 +60,31 @@ class PostRenderResult:
     unmatched_pools: tuple[str, ...]
     # Pools the Git policy names that no rendered TensorFusionCluster has.
     missing_pools: tuple[str, ...]
+
+
+class PostRenderWindow(NamedTuple):
+    """``MaintenanceWindow``'s fields as the policy document carries them."""
+
+    cron: str
+    duration_seconds: int
+    timezone: str
+
+
+class PostRenderPool(NamedTuple):
+    """The ``PoolPolicy`` fields the policy document carries (``encode_policy``)."""
+
+    name: str
+    batch_percentage: int
+    batch_interval_seconds: int
+    max_duration_seconds: int | None
+    maintenance_window: PostRenderWindow | None
+
+
+class PostRenderPolicy(NamedTuple):
+    """The policy document, decoded without ``core.model``: what ``rewrite_manifests``
+    needs, in the post-renderer process (``decode_policy_document``)."""
+
+    pools: tuple[PostRenderPool, ...]
 
 
 def go_duration(seconds: int) -> str:
@@ -71,7 +103,7 @@ def go_duration(seconds: int) -> str:
     return "".join(parts)
 
 
-def rolling_update_policy(pool: PoolPolicy | None) -> dict[str, Any]:
+def rolling_update_policy(pool: PoolPolicy | PostRenderPool | None) -> dict[str, Any]:
     """The ``nodePoolRollingUpdatePolicy`` the bot wants Helm to apply for ``pool``:
     every switch closed; batch settings from Git; window and deadline for the record only
     (R21: the controller ignores them, the bot enforces them)."""
@@ -87,10 +119,11 @@ def rolling_update_policy(pool: PoolPolicy | None) -> dict[str, Any]:
     return policy
 
 
-def rewrite_manifests(manifests: str, policy: RolloutPolicy) -> PostRenderResult:
+def rewrite_manifests(manifests: str, policy: RolloutPolicy | PostRenderPolicy) -> PostRenderResult:
     """Rewrite every TensorFusionCluster in a multi-document YAML stream (helm's rendered
     manifests) to ``policy``; everything else is kept byte for byte."""
-    pools = {p.name: p for p in policy.pools}
+    pools: dict[str, PoolPolicy | PostRenderPool] = {p.name: p for p in policy.pools}
+    yamls = _Yamls()
     rewritten: list[tuple[str, str]] = []
     unmatched: list[str] = []
     chunks = _split(manifests)
@@ -99,17 +132,17 @@ def rewrite_manifests(manifests: str, policy: RolloutPolicy) -> PostRenderResult
         if TFC_KIND not in chunk.body:
             out.append(chunk.separator + chunk.body)
             continue
-        doc, style = _load(chunk.body, chunk.index)
+        doc, style = _load(yamls, chunk.body, chunk.number)
         if not _is_tfc(doc):
             out.append(chunk.separator + chunk.body)
             continue
         name = str(doc.get("metadata", {}).get("name", ""))
-        for pool_name in _rewrite_tfc(doc, pools, chunk.index):
+        for pool_name in _rewrite_tfc(doc, pools, chunk.number):
             if pool_name in pools:
                 rewritten.append((name, pool_name))
             else:
                 unmatched.append(pool_name)
-        text = _dump(doc, style, trailing_newline=chunk.body.endswith("\n"))
+        text = _dump(yamls, doc, style, trailing_newline=chunk.body.endswith("\n"))
         out.append(chunk.separator + text)
     seen = {pool for _, pool in rewritten}
     missing = tuple(name for name in pools if name not in seen)
@@ -139,7 +172,36 @@ def encode_policy(policy: RolloutPolicy) -> str:
 
 
 def decode_policy(text: str, *, source: str = "<policy>") -> RolloutPolicy:
-    """Inverse of ``encode_policy``. PostRenderError names ``source`` and the field."""
+    """Inverse of ``encode_policy``. PostRenderError names ``source`` and the field.
+
+    Imports ``core.model`` on call: the post-renderer process uses
+    ``decode_policy_document`` and never loads it."""
+    from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
+
+    pools = []
+    for pool in decode_policy_document(text, source=source).pools:
+        window = pool.maintenance_window
+        pools.append(
+            PoolPolicy(
+                name=pool.name,
+                batch_percentage=pool.batch_percentage,
+                batch_interval_seconds=pool.batch_interval_seconds,
+                max_duration_seconds=pool.max_duration_seconds,
+                maintenance_window=None
+                if window is None
+                else MaintenanceWindow(
+                    cron=window.cron,
+                    duration_seconds=window.duration_seconds,
+                    timezone=window.timezone,
+                ),
+            )
+        )
+    return RolloutPolicy(pools=tuple(pools))
+
+
+def decode_policy_document(text: str, *, source: str = "<policy>") -> PostRenderPolicy:
+    """``decode_policy`` without ``core.model``: the same checks and messages, into the
+    values ``rewrite_manifests`` needs (the post-renderer process's start, #13)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -150,10 +212,10 @@ def decode_policy(text: str, *, source: str = "<policy>") -> RolloutPolicy:
     if not isinstance(raw_pools, list):
         raise PostRenderError(f"{source}: pools: expected a list")
     pools = [_decode_pool(entry, f"{source}: pools[{i}]") for i, entry in enumerate(raw_pools)]
-    return RolloutPolicy(pools=tuple(pools))
+    return PostRenderPolicy(pools=tuple(pools))
 
 
-def _decode_pool(entry: Any, where: str) -> PoolPolicy:
+def _decode_pool(entry: Any, where: str) -> PostRenderPool:
     if not isinstance(entry, Mapping):
         raise PostRenderError(f"{where}: expected a mapping")
 
@@ -180,12 +242,12 @@ def _decode_pool(entry: Any, where: str) -> PoolPolicy:
         duration = raw_window.get("durationSeconds", 0)
         if not isinstance(duration, int):
             raise PostRenderError(f"{where}.maintenanceWindow.durationSeconds: expected an integer")
-        window = MaintenanceWindow(
+        window = PostRenderWindow(
             cron=raw_window["cron"],
             duration_seconds=duration,
             timezone=str(raw_window.get("timezone", "UTC")),
         )
-    return PoolPolicy(
+    return PostRenderPool(
         name=name,
         batch_percentage=percentage,
         batch_interval_seconds=interval or 0,
@@ -194,9 +256,8 @@ def _decode_pool(entry: Any, where: str) -> PoolPolicy:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Chunk:
-    index: int  # 0-based document number, for messages
+class _Chunk(NamedTuple):
+    number: int  # 0-based document number, for messages
     separator: str  # the "---..." line (with its newline) before the body, or ""
     body: str
 
@@ -225,21 +286,88 @@ def _yaml(style: tuple[int, int] = (2, 0)) -> YAML:
     return yaml
 
 
-def _load(body: str, index: int) -> tuple[Any, tuple[int, int]]:
+class _Yamls:
+    """The ruamel instances one ``rewrite_manifests`` call uses: one loader, one dumper per
+    list style, each built on first use (not shared between calls, so between threads)."""
+
+    def __init__(self) -> None:
+        self._loader: YAML | None = None
+        self._dumpers: dict[tuple[int, int], YAML] = {}
+
+    def loader(self) -> YAML:
+        if self._loader is None:
+            self._loader = _yaml()
+        return self._loader
+
+    def dumper(self, style: tuple[int, int]) -> YAML:
+        dumper = self._dumpers.get(style)
+        if dumper is None:
+            dumper = self._dumpers[style] = _yaml(style)
+        return dumper
+
+
+def _load(yamls: _Yamls, body: str, index: int) -> tuple[Any, tuple[int, int]]:
     """The document and its list style (sequence indent, dash offset), so the rewritten
     document keeps the chart's own ``- item`` indentation."""
     try:
-        doc = _yaml().load(body)
-        _, indent, dash = load_yaml_guess_indent(body)
+        doc = yamls.loader().load(body)
     except YAMLError as e:
         raise PostRenderError(f"rendered document {index + 1}: invalid YAML: {e}") from e
+    indent, dash = _guess_indent(body)
     style = (indent, dash) if dash and indent and indent > dash else (2, 0)
     return doc, style
 
 
-def _dump(doc: Any, style: tuple[int, int], *, trailing_newline: bool) -> str:
+def _guess_indent(text: str) -> tuple[int | None, int | None]:
+    """(indent, block sequence indent) as ruamel's ``util.load_yaml_guess_indent`` guesses
+    them, line for line (ruamel 0.19.1), without the second parse that function does."""
+
+    def leading_spaces(line: str) -> int:
+        idx = 0
+        while idx < len(line) and line[idx] == " ":
+            idx += 1
+        return idx
+
+    map_indent = None
+    indent = None
+    block_seq_indent = None
+    prev_line_key_only = None
+    key_indent = 0
+    for line in text.splitlines():
+        rline = line.rstrip()
+        lline = rline.lstrip()
+        if lline.startswith("- "):
+            l_s = leading_spaces(line)
+            block_seq_indent = l_s - key_indent
+            idx = l_s + 1
+            while line[idx] == " ":
+                idx += 1
+            if line[idx] == "#":  # comment after -
+                continue
+            indent = idx - key_indent
+            break
+        if map_indent is None and prev_line_key_only is not None and rline:
+            idx = 0
+            while line[idx] in " -":
+                idx += 1
+            if idx > prev_line_key_only:
+                map_indent = idx - prev_line_key_only
+        if rline.endswith(":"):
+            key_indent = leading_spaces(line)
+            idx = 0
+            while line[idx] == " ":
+                idx += 1
+            prev_line_key_only = idx
+            continue
+        prev_line_key_only = None
+    if indent is None and map_indent is not None:
+        indent = map_indent
+    return indent, block_seq_indent
+
+
+def _dump(yamls: _Yamls, doc: Any, style: tuple[int, int], *, trailing_newline: bool) -> str:
     stream = _TextSink()
-    _yaml(style).dump(doc, stream)
+    yamls.dumper(style).dump(doc, stream)
     text = "".join(stream.parts)
     return text if trailing_newline else text.rstrip("\n")
 
@@ -261,7 +389,9 @@ def _is_tfc(doc: Any) -> bool:
     return str(doc.get("apiVersion", "")).split("/", 1)[0] == TFC_GROUP
 
 
-def _rewrite_tfc(doc: Any, pools: Mapping[str, PoolPolicy], index: int) -> list[str]:
+def _rewrite_tfc(
+    doc: Any, pools: Mapping[str, PoolPolicy | PostRenderPool], index: int
+) -> list[str]:
     """Rewrite the policy of every pool in ``doc`` in place; returns the pool names."""
     spec = doc.get("spec")
     gpu_pools = spec.get("gpuPools") if isinstance(spec, Mapping) else None

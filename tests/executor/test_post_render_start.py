@@ -2,9 +2,11 @@
 
 Covers: importing ``gitopsbot.post_render`` (what ``python -m gitopsbot.post_render`` runs)
 loads ``core.postrender``'s own imports and the standard library, and nothing else: no
-kubernetes client, httpx, pygit2, apscheduler, no command line or other command; the fast
-entry and ``gitopsbot post-render`` give the same output, messages and exit codes (0, 1, 2,
-and argparse's 2 without ``--policy``).
+kubernetes client, httpx, pygit2, apscheduler, no command line or other command; neither
+the import nor the run of ``python -m gitopsbot.post_render`` (its ``-X importtime`` list)
+loads ``core.model``, ``core.yaml_bounds`` or PyYAML (``yaml``); the fast entry and
+``gitopsbot post-render`` give the same output, messages and exit codes (0, 1, 2, and
+argparse's 2 without ``--policy``).
 """
 
 from __future__ import annotations
@@ -39,10 +41,15 @@ OTHER_GITOPSBOT = (
     "gitopsbot.sandbox",
     "gitopsbot.settings",
 )
-# ruamel: the rewrite's round-trip YAML. yaml (PyYAML): core.postrender -> core.model ->
-# core.yaml_bounds (YamlLimits), about 10 ms, with its libyaml extension's Cython runtime
+# The bot's vocabulary and PyYAML (core.model -> core.yaml_bounds -> yaml, about 25 ms of
+# start): the post-renderer reads its policy with core.postrender.decode_policy_document.
+NOT_FOR_THE_POST_RENDERER = ("gitopsbot.core.model", "gitopsbot.core.yaml_bounds", "yaml", "_yaml")
+# ruamel: the rewrite's round-trip YAML, with its extension's Cython runtime
 # (cython_runtime, _cython_<version>); the only third-party modules allowed.
-THIRD_PARTY_ALLOWED = {"ruamel", "yaml", "_ruamel_yaml", "cython_runtime"}
+THIRD_PARTY_ALLOWED = {"ruamel", "_ruamel_yaml", "cython_runtime"}
+
+OLD = [sys.executable, "-m", "gitopsbot", "post-render"]
+NEW = [sys.executable, "-m", "gitopsbot.post_render"]
 
 
 def _top(name: str) -> str:
@@ -57,6 +64,39 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
 def loaded() -> dict[str, set[str]]:
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     return {k: set(v) for k, v in json.loads(done.stdout).items()}
+
+
+@pytest.fixture(scope="module")
+def imported_by_the_process(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    """Every module ``python -m gitopsbot.post_render --policy FILE`` imports while it
+    rewrites STREAM, lazy imports inside functions included (``-X importtime``)."""
+    policy = tmp_path_factory.mktemp("start") / "policy.json"
+    policy.write_text(encode_policy(POLICY), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *NEW[1:], "--policy", str(policy)],
+        input=STREAM, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "autoUpdateHypervisor: false" in done.stdout
+    rows = [line.split("|") for line in done.stderr.splitlines()]
+    return {
+        row[2].strip()
+        for row in rows
+        if len(row) == 3 and row[0].startswith("import time:") and "[us]" not in row[0]
+    }
+
+
+def test_entry_imports_neither_the_model_nor_pyyaml(loaded: dict[str, set[str]]) -> None:
+    assert sorted(m for m in loaded["entry"] if _under(m, NOT_FOR_THE_POST_RENDERER)) == []
+
+
+def test_post_render_process_imports_neither_the_model_nor_pyyaml(
+    imported_by_the_process: set[str],
+) -> None:
+    assert "gitopsbot.core.postrender" in imported_by_the_process  # the list is read right
+    assert "ruamel.yaml" in imported_by_the_process
+    found = sorted(m for m in imported_by_the_process if _under(m, NOT_FOR_THE_POST_RENDERER))
+    assert found == []
 
 
 def test_entry_imports_no_client_library(loaded: dict[str, set[str]]) -> None:
@@ -93,10 +133,6 @@ def test_third_party_packages_are_those_core_postrender_needs(
     third = {m for m in third if not m.startswith("_cython_")}
     assert third <= THIRD_PARTY_ALLOWED, sorted(third - THIRD_PARTY_ALLOWED)
     assert "ruamel" in third
-
-
-OLD = [sys.executable, "-m", "gitopsbot", "post-render"]
-NEW = [sys.executable, "-m", "gitopsbot.post_render"]
 
 
 def _both(args: list[str], stdin: str) -> tuple[subprocess.CompletedProcess[str], ...]:

@@ -3,7 +3,9 @@
 Covers: every pool's switches closed and batch settings from Git; pools absent from Git get
 closed switches only; other documents kept byte for byte; a missing policy block created;
 Go duration formatting; the policy document round trip and its located errors; the
-``gitopsbot post-render`` command on stdin/stdout.
+``gitopsbot post-render`` command on stdin/stdout; a sample render's output byte for byte
+as before the post-renderer's start work (#13), and the policy values read without
+``core.model``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
+from ruamel.yaml.util import load_yaml_guess_indent
 
 from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
 from gitopsbot.core.postrender import (
     PostRenderError,
+    _guess_indent,
     decode_policy,
+    decode_policy_document,
     encode_policy,
     go_duration,
     rewrite_manifests,
@@ -243,3 +248,230 @@ def test_indented_list_style_is_kept_so_only_policy_lines_change() -> None:
                    "nodePoolRollingUpdatePolicy:")  # fmt: skip
     assert changed, "nothing was rewritten"
     assert all(any(k in line for k in policy_keys) for line in changed), changed
+
+
+# A multi-document render with comments, quotes, flow style, anchors, both list styles, a
+# "--- # comment" separator, an empty document and a last document without a newline.
+SAMPLE_RENDER = """\
+# a comment before the first separator
+--- # Source: tensor-fusion/templates/serviceaccount.yaml
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: tf   # trailing comment
+---
+# Source: tensor-fusion/templates/tensorfusioncluster.yaml
+apiVersion: tensor-fusion.ai/v1
+kind: TensorFusionCluster
+metadata:
+  name: tensor-fusion
+  annotations:
+    note: 'single quoted'   # kept
+    long: "a long double-quoted string that is much longer than eighty characters, so it must never be folded by the dumper"
+spec:
+  # the pools the chart renders
+  gpuPools:
+    - name: shared   # the default pool
+      isDefault: true
+      specTemplate:
+        capacityConfig: {minResources: {tflops: "0"}}
+        nodeManagerConfig:
+          defaultVendor: NVIDIA
+          nodeSelector: &selector
+            nodeSelectorTerms:
+              - matchExpressions:
+                  - key: gpu
+                    operator: In
+                    values: ["true"]
+          nodePoolRollingUpdatePolicy:
+            # chart defaults
+            autoUpdateHypervisor: true
+            batchInterval: 10m
+            batchPercentage: 100
+            maxDuration: 10m
+            maintenanceWindow:
+              includes:
+                - 2 2 * * *
+    - name: training
+      specTemplate:
+        nodeManagerConfig:
+          nodeSelector: *selector
+          nodePoolRollingUpdatePolicy: {autoUpdateHypervisor: true, batchPercentage: 20}
+    - name: unlisted
+      specTemplate:
+        capacityConfig: {}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: mentions
+data:
+  text: |
+    kind: TensorFusionCluster
+    apiVersion: tensor-fusion.ai/v1
+---
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: last
+spec:
+  ports:
+  - port: 80
+---
+# Source: other/templates/tensorfusioncluster.yaml
+apiVersion: tensor-fusion.ai/v1
+kind: TensorFusionCluster
+metadata:
+  name: second
+spec:
+  gpuPools:
+  - name: training   # dash at the key's indent
+    specTemplate:
+      nodeManagerConfig:
+        nodePoolRollingUpdatePolicy:
+          autoUpdateWorker: true
+          batchInterval: 1s
+          batchPercentage: 5"""  # noqa: E501
+
+# What rewrite_manifests(SAMPLE_RENDER, POLICY) wrote at 785f739, before the post-renderer
+# was made to load one parse per document and to reuse its ruamel instances (#13).
+SAMPLE_REWRITTEN = """\
+# a comment before the first separator
+--- # Source: tensor-fusion/templates/serviceaccount.yaml
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: tf   # trailing comment
+---
+# Source: tensor-fusion/templates/tensorfusioncluster.yaml
+apiVersion: tensor-fusion.ai/v1
+kind: TensorFusionCluster
+metadata:
+  name: tensor-fusion
+  annotations:
+    note: 'single quoted'   # kept
+    long: "a long double-quoted string that is much longer than eighty characters, so it must never be folded by the dumper"
+spec:
+  # the pools the chart renders
+  gpuPools:
+    - name: shared   # the default pool
+      isDefault: true
+      specTemplate:
+        capacityConfig: {minResources: {tflops: "0"}}
+        nodeManagerConfig:
+          defaultVendor: NVIDIA
+          nodeSelector: &selector
+            nodeSelectorTerms:
+              - matchExpressions:
+                  - key: gpu
+                    operator: In
+                    values: ["true"]
+          nodePoolRollingUpdatePolicy:
+            # chart defaults
+            autoUpdateHypervisor: false
+            batchInterval: 1m30s
+            batchPercentage: 10
+            maxDuration: 2h
+            maintenanceWindow:
+              includes:
+                - 0 3 * * 6
+            autoUpdateWorker: false
+            autoUpdateClient: false
+    - name: training
+      specTemplate:
+        nodeManagerConfig:
+          nodeSelector: *selector
+          nodePoolRollingUpdatePolicy: {autoUpdateHypervisor: false, batchPercentage: 50, autoUpdateWorker: false, autoUpdateClient: false, batchInterval: 30s}
+    - name: unlisted
+      specTemplate:
+        capacityConfig: {}
+        nodeManagerConfig:
+          nodePoolRollingUpdatePolicy:
+            autoUpdateHypervisor: false
+            autoUpdateWorker: false
+            autoUpdateClient: false
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: mentions
+data:
+  text: |
+    kind: TensorFusionCluster
+    apiVersion: tensor-fusion.ai/v1
+---
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: last
+spec:
+  ports:
+  - port: 80
+---
+# Source: other/templates/tensorfusioncluster.yaml
+apiVersion: tensor-fusion.ai/v1
+kind: TensorFusionCluster
+metadata:
+  name: second
+spec:
+  gpuPools:
+  - name: training   # dash at the key's indent
+    specTemplate:
+      nodeManagerConfig:
+        nodePoolRollingUpdatePolicy:
+          autoUpdateWorker: false
+          batchInterval: 30s
+          batchPercentage: 50
+          autoUpdateHypervisor: false
+          autoUpdateClient: false"""  # noqa: E501
+
+
+def test_sample_render_output_is_byte_identical_to_before() -> None:
+    result = rewrite_manifests(SAMPLE_RENDER, POLICY)
+    assert result.text == SAMPLE_REWRITTEN
+    assert result.rewritten == (
+        ("tensor-fusion", "shared"),
+        ("tensor-fusion", "training"),
+        ("second", "training"),
+    )
+    assert result.unmatched_pools == ("unlisted",)
+    assert result.missing_pools == ("ghost",)
+    # The post-renderer process's policy values (no core.model) rewrite alike.
+    document = decode_policy_document(encode_policy(POLICY))
+    assert rewrite_manifests(SAMPLE_RENDER, document) == result
+
+
+def test_policy_document_without_the_model_carries_what_decode_policy_does() -> None:
+    text = encode_policy(POLICY)
+    document = decode_policy_document(text, source="policy.json")
+    decoded = decode_policy(text, source="policy.json")
+    assert len(document.pools) == len(decoded.pools) == 3
+    for light, full in zip(document.pools, decoded.pools, strict=True):
+        assert light.name == full.name
+        assert light.batch_percentage == full.batch_percentage
+        assert light.batch_interval_seconds == full.batch_interval_seconds
+        assert light.max_duration_seconds == full.max_duration_seconds
+        window = full.maintenance_window
+        assert light.maintenance_window == (
+            None if window is None else (window.cron, window.duration_seconds, window.timezone)
+        )
+    with pytest.raises(PostRenderError, match=r"policy.json: pools\[0\].name"):
+        decode_policy_document('{"format": "gitopsbot.post-render/v1", "pools": [{}]}',
+                               source="policy.json")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(TFC, id="dash-at-key-indent"),
+        pytest.param(SAMPLE_RENDER.split("---\n")[1], id="indented-dashes"),
+        pytest.param(CONFIGMAP, id="no-list"),
+        pytest.param("a:\n  -   # comment\n    b\n  - c\n", id="comment-after-dash"),
+        pytest.param("a:\n    b: 1\n", id="mapping-indent-only"),
+    ],
+)
+def test_indent_guess_matches_ruamels_without_a_second_parse(text: str) -> None:
+    _, indent, dash = load_yaml_guess_indent(text)
+    assert _guess_indent(text) == (indent, dash)
