@@ -101,7 +101,11 @@ class DrivingMixin(PassBase):
         if not self.may_act(name):  # the Lease was lost or is being given up: stop here
             return PassResult(name, "paused", f"lease not held: {decision.action} not carried out")
         if decision.action is Action.START:
-            self.save(replace(journal, status=OperationStatus.RUNNING), f"{journal.op_id} started")
+            started, files = self.backed_up(
+                replace(journal, status=OperationStatus.RUNNING), spec, now
+            )
+            message = f"{journal.op_id} started" + ("; backup succeeded" if files else "")
+            self.save(started, message, files=files)
             return PassResult(name, "started", journal.op_id, now)
         if decision.action is Action.FINISH:
             done = replace(journal, status=OperationStatus.SUCCEEDED)

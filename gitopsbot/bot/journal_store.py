@@ -218,11 +218,15 @@ class JournalStore:
             and f"{s.name} started" not in message
         ]
 
-    def start(self, journal: Journal, message: str) -> str:
-        """Make a (formerly queued) operation the current one; the queue slot empties."""
+    def start(
+        self, journal: Journal, message: str, files: Mapping[str, bytes | None] | None = None
+    ) -> str:
+        """Make a (formerly queued) operation the current one; the queue slot empties.
+        ``files`` (its backup's) go in the same commit."""
         base = cluster_dir(journal.cluster)
         return self.commit(
             {
+                **(files or {}),
                 f"{base}/journal.yaml": journal_mod.dumps(journal).encode(),
                 f"{base}/queued.yaml": None,
             },

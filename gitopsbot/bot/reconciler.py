@@ -159,7 +159,11 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
                 gone = {f"clusters/{cluster}/queued.yaml": None}
                 self.save(promoted, f"{promoted.op_id} {promoted.failure}"[:300], files=gone)
                 return PassResult(cluster, "blocked", promoted.failure)
-            self.store.start(promoted, f"{promoted.kind} {promoted.op_id} started")
+            files: dict[str, bytes | None] = {}
+            if spec is not None:  # its backup in the same commit (``backed_up``)
+                promoted, files = self.backed_up(promoted, spec, now)
+            message = f"{promoted.kind} {promoted.op_id} started"
+            self.store.start(promoted, message + ("; backup succeeded" if files else ""), files)
             self.mirror(promoted)
             return PassResult(cluster, "started", promoted.op_id, next_at=now)
         return self.advance(current, now)

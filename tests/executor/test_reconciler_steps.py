@@ -198,7 +198,17 @@ def test_merge_outside_every_window_waits_and_says_when(env: Env) -> None:
     assert rec.reconcile("lab").action == "queued"
     env.clock.t = env.clock.t.replace(hour=3, minute=0)
     assert rec.reconcile("lab").action == "started"
-    assert rec.store.current("lab").status is OperationStatus.RUNNING
+    started = rec.store.current("lab")
+    assert started.status is OperationStatus.RUNNING
+    assert rec.store.queued("lab") is None
+    # Its backup went into the commit that started it (#13), with the next step's start.
+    assert started.step("backup").state is StepState.SUCCEEDED
+    assert started.rollback_point is not None
+    assert started.step("helm-upgrade").state is StepState.RUNNING
+    head = env.repo("state-reader").head("gitopsbot/state")
+    reader = env.repo("state-reader")
+    assert "started; backup succeeded" in reader.log("gitopsbot/state", None, 1)[0].summary
+    assert reader.read(head, f"clusters/lab/backups/{started.op_id}/values.yaml") is not None
 
 
 def test_failed_verification_opens_a_revert_pull_request(env: Env) -> None:
