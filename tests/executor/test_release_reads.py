@@ -112,7 +112,8 @@ def test_no_pass_of_a_whole_upgrade_reads_the_release_twice(env: Env) -> None:
     for _ in range(30):
         current = rec.store.current("lab")
         running = current is not None and current.status is OperationStatus.RUNNING
-        pending = next_step(rec) if running else None  # the step this pass runs
+        # The step this pass runs; the intake's pass runs the backup too (#13).
+        pending = next_step(rec) if running else "intake and backup"
         before = len(env.helm.calls)
         rec.reconcile("lab")
         counted = reads(env.helm.calls[before:])
@@ -125,7 +126,14 @@ def test_no_pass_of_a_whole_upgrade_reads_the_release_twice(env: Env) -> None:
         if current is not None and not current.active:
             break
     assert current is not None and current.status is OperationStatus.SUCCEEDED
-    assert by_step["backup"] == {"history": 1, "get_values": 1, "upgrade": 0, "rollback": 0}
+    # The intake's policy read and the backup share one read of the release.
+    assert by_step["intake and backup"] == {
+        "history": 1,
+        "get_values": 1,
+        "upgrade": 0,
+        "rollback": 0,
+    }
+    assert "backup" not in by_step  # it ran with the first record
     assert by_step["crds"] == {"history": 0, "get_values": 0, "upgrade": 0, "rollback": 0}
 
 
