@@ -334,3 +334,28 @@ def test_a_binary_that_cannot_be_run_is_helm_failed(tmp_path: Path) -> None:
     with pytest.raises(HelmFailed, match=r"cannot run .*no-helm: No such file or directory"):
         helm.version  # noqa: B018 - the property runs helm
     assert not any((tmp_path / "home" / "run").iterdir())
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
+def test_exited_returns_once_the_child_ended_and_times_out_while_it_runs(
+    pidfd: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``exited`` (what ``wait`` blocks on) with a pidfd, and the polling fallback where
+    there is none: it returns when the child ends, leaves the reaping to ``wait``, and raises
+    TimeoutExpired on a child still running, which keeps running."""
+    if pidfd and not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd_open on this platform")
+    if not pidfd:
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    quick = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    children.exited(quick, 30.0)
+    assert quick.wait(timeout=0) == 3  # ended: reaped at once
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            children.exited(slow, 0.2)
+        assert slow.poll() is None  # still running
+    finally:
+        slow.kill()
+        slow.wait()
+    children.exited(slow, 5.0)  # ended and reaped already: returns
