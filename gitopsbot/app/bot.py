@@ -9,6 +9,7 @@ classes.
 from __future__ import annotations
 
 import functools
+import logging
 import zoneinfo
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,9 @@ def forge_secrets(fleet_settings: BotSettings) -> tuple[str, ...]:
     return tuple(out)
 
 
+log = logging.getLogger(__name__)
+
+
 @dataclass
 class Bot:
     reconciler: Reconciler
@@ -103,6 +107,14 @@ class Bot:
     health: HealthWatch | None = None
     notifier: Notifier | None = None  # chat webhooks (``notifications:``)
     events: EventRecorder | None = None  # Kubernetes Events (docs/events.md)
+
+    def flush(self) -> None:
+        """Push the state-branch records still waiting in the mirror (after the scheduler
+        stopped, before the Leases go: still as their holder)."""
+        try:
+            self.reconciler.store.flush()
+        except GitOpsBotError as e:
+            log.warning("state branch push at stop: %s", e)
 
     def close(self, timeout: float = 30.0) -> None:
         """Post what the pull-request mirror and the notifier still hold (after the

@@ -185,7 +185,14 @@ class DrivingMixin(PassBase):
             self.save(journal, f"{step.name} failed before changing anything: blocked")
             return PassResult(journal.cluster, "blocked", f"{step.name}: {outcome.detail}")
         journal = self._start_following(journal)
-        self.save(journal, f"{step.name} {outcome.state}", files=dict(outcome.files))
+        # Pushed with the next transition when only reads or pool changes follow
+        # (``operation.push_may_wait``); the pass's end pushes it unless it comes back at once.
+        self.save(
+            journal,
+            f"{step.name} {outcome.state}",
+            files=dict(outcome.files),
+            push=not operation.push_may_wait(journal),
+        )
         return PassResult(
             journal.cluster, str(outcome.state), f"{step.name}: {outcome.detail}", now
         )

@@ -47,6 +47,7 @@ class JournalStore:
         self._repo = repo
         self.branch = branch
         self._push = push
+        self._unpushed = False  # a commit not pushed yet (see ``flush``)
         # Journals by their file's bytes: a pass reads the current one several times, and a
         # YAML parse costs tens of milliseconds. Journals are frozen, so sharing is safe.
         self._parsed: dict[bytes, Journal] = {}
@@ -176,9 +177,12 @@ class JournalStore:
         *,
         files: Mapping[str, bytes | None] | None = None,
         seen: str | None = None,
+        push: bool = True,
     ) -> str:
         """Commit ``journal`` where its status puts it (queued.yaml for QUEUED, journal.yaml
-        otherwise; a superseded one goes to history) plus ``files``; push. Returns the sha."""
+        otherwise; a superseded one goes to history) plus ``files``; push, unless ``push`` is
+        False: then the commit waits in the mirror for the next push (any later commit's, or
+        ``flush``). Returns the sha."""
         base = cluster_dir(journal.cluster)
         text = journal_mod.dumps(journal).encode()
         out: dict[str, bytes | None] = dict(files or {})
@@ -194,7 +198,9 @@ class JournalStore:
             out[f"{base}/seen"] = (seen + "\n").encode()
         subject = message + "".join(f"; {name} started" for name in self._starts(journal, message))
         return self.commit(
-            out, f"{journal.cluster}: {subject}\n\nGitopsbot-Operation: {journal.op_id}"
+            out,
+            f"{journal.cluster}: {subject}\n\nGitopsbot-Operation: {journal.op_id}",
+            push=push,
         )
 
     def _starts(self, journal: Journal, message: str) -> list[str]:
@@ -233,11 +239,26 @@ class JournalStore:
             f"{journal.cluster}: {message}\n\nGitopsbot-Operation: {journal.op_id}",
         )
 
-    def commit(self, files: Mapping[str, bytes | None], message: str) -> str:
+    def commit(self, files: Mapping[str, bytes | None], message: str, *, push: bool = True) -> str:
         sha = self._repo.commit_files(self.branch, files, message, parent=None)
-        if self._push:
-            try:
-                self._repo.push(self.branch)
-            except TransientError as e:  # kept locally; the next transition pushes it
-                log.warning("state branch push deferred: %s", e)
+        self._unpushed = True
+        if push:
+            self.flush()
         return sha
+
+    def flush(self) -> None:
+        """Push the commits still only in the mirror (a save with ``push=False``, or a push
+        that failed transiently: the next transition pushes it)."""
+        if not self._push or not self._unpushed:
+            return
+        try:
+            self._repo.push(self.branch)
+        except TransientError as e:  # kept locally; the next transition pushes it
+            log.warning("state branch push deferred: %s", e)
+            return
+        self._unpushed = False
+
+    @property
+    def unpushed(self) -> bool:
+        """Commits wait in the mirror for a push."""
+        return self._push and self._unpushed

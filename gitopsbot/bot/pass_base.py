@@ -206,8 +206,9 @@ class PassBase:
         *,
         files: Mapping[str, bytes | None] | None = None,
         seen: str | None = None,
+        push: bool = True,
     ) -> Journal:
-        self.store.save(journal, message, files=files, seen=seen)
+        self.store.save(journal, message, files=files, seen=seen, push=push)
         self.mirror(journal)
         return journal
 

@@ -96,6 +96,13 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
             self.store.clear_pass_failure(cluster)
         except GitOpsBotError as e:  # the pass did its work; the record waits for the next
             log.warning("%s: could not clear the pass-failure record: %s", cluster, e)
+        # A record left in the mirror (``operation.push_may_wait``) is pushed now, unless the
+        # pass comes back at once: the next pass's first push carries it, a moment later.
+        if result.next_at is None or result.next_at > self.clock.now():
+            try:
+                self.store.flush()
+            except GitOpsBotError as e:  # refused: the next transition's push says so
+                log.warning("%s: state branch push: %s", cluster, e)
         return result
 
     def _record_failure(self, cluster: str, error: GitOpsBotError) -> None:

@@ -280,6 +280,7 @@ def run_forever(
         if receiver is not None:
             receiver.stop()
         bot.scheduler.shutdown(wait=True)  # graceful: at a step boundary
+        bot.flush()  # a record left for the next pass's push goes out now
         if bot.shards is not None:
             bot.shards.stop()  # released: the other replicas take the clusters at once
         bot.close()  # the pull requests show the last recorded transitions

@@ -257,6 +257,24 @@ def start_must_be_recorded(kind: StepKind) -> bool:
     return kind not in READ_ONLY_STEPS
 
 
+def push_may_wait(journal: Journal) -> bool:
+    """Whether the record of ``journal``, just after a step ended, may wait in the bot's
+    mirror for the next transition's push instead of being pushed before the bot goes on
+    (#13). True when what comes next only reads the cluster (a READ_ONLY_STEPS step) or
+    drives the pools (switch changes are recorded after they happen and recognised from the
+    cluster after a restart): lost in a crash, the record costs that read again, nothing
+    more. False when the next step changes the cluster (its start must be pushed before it
+    acts), when the operation ended, or when a step failed. Pure."""
+    if journal.status is not OperationStatus.RUNNING:
+        return False
+    if any(s.state is StepState.FAILED for s in journal.steps):
+        return False
+    pending = next((s for s in journal.steps if not s.state.finished), None)
+    if pending is None:
+        return False
+    return pending.kind in READ_ONLY_STEPS or pending.kind is StepKind.POOL_PHASE
+
+
 def following_step(journal: Journal) -> Step | None:
     """The plain step ``next_step`` would run next on this running journal whatever the
     observations, policy and windows (no failed step, the first unfinished step pending and

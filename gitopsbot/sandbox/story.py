@@ -119,11 +119,12 @@ class CrashingStore(JournalStore):
         *,
         files: Mapping[str, bytes | None] | None = None,
         seen: str | None = None,
+        push: bool = True,
     ) -> str:
         if self.crashed.is_set() or self.crash_on(message):
             self.crashed.set()
-            raise Crash(message)
-        return super().save(journal, message, files=files, seen=seen)
+            raise Crash(message)  # what waited in the mirror unpushed dies with it
+        return super().save(journal, message, files=files, seen=seen, push=push)
 
 
 @dataclass(frozen=True, slots=True)
