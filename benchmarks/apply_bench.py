@@ -86,11 +86,15 @@ class StepClock:
         self.seen_at: float | None = None
         self.done: dict[str, float] = {}
         self.states: dict[str, StepState] = {}
+        # When the record of controller-ready reached the remote: with the next transition's
+        # push (the first pool's opening), since only pool changes follow it (#13).
+        self.pushed_ready: float | None = None
         self.bot: BotRunner | None = None
 
     def expect(self, sha: str) -> None:
         self.sha, self.op_id = sha, operation_id(CLUSTER, sha)
         self.seen_at, self.done, self.states = None, {}, {}
+        self.pushed_ready = None
 
     def note(self, journal: Journal | None) -> None:
         now = time.monotonic()
@@ -115,6 +119,14 @@ class StepClock:
             return sha
 
         setattr(store, "save", timed_save)  # noqa: B010  (an instance attribute on purpose)
+        flush = store.flush
+
+        def timed_flush() -> None:
+            flush()
+            if READY in self.done and self.pushed_ready is None and not store.unpushed:
+                self.pushed_ready = time.monotonic()
+
+        setattr(store, "flush", timed_flush)  # noqa: B010  (every push goes through it)
 
     def __call__(self, result: PassResult, journal: Journal | None) -> None:
         bot = self.bot
@@ -267,9 +279,11 @@ def _cpu_branch(world: StoryWorld, n: int, cpu: str) -> int:
     return world.forge.new_pull(head=branch, base="main", title=f"cpu {cpu}", body="").number
 
 
-def bot_round(world: StoryWorld, sb: Sandbox, n: int, cpu: str) -> tuple[float, list[float]]:
-    """Merge → controller-ready recorded; returns it and the segments merge → first record →
-    each step finished (backup, crds if any, helm-upgrade, controller-ready)."""
+def bot_round(world: StoryWorld, sb: Sandbox, n: int, cpu: str) -> tuple[float, list[float], float]:
+    """Merge → controller-ready recorded (committed in the bot's mirror); returns it, the
+    segments merge → first record → each step finished (backup, crds if any, helm-upgrade,
+    controller-ready), and merge → that record on the remote (pushed with the first pool's
+    opening)."""
     clock = StepClock()
     bot = BotRunner(world, on_pass=clock, name=f"bot-{n}")
     clock.watch(bot)
@@ -298,7 +312,7 @@ def bot_round(world: StoryWorld, sb: Sandbox, n: int, cpu: str) -> tuple[float, 
         bot.stop()
     marks = [clock.seen_at or t0, *sorted(clock.done[s] for s in _up_to_ready(clock))]
     segments = [marks[0] - t0] + [b - a for a, b in itertools.pairwise(marks)]
-    return ready, segments
+    return ready, segments, (clock.pushed_ready or t0) - t0
 
 
 def _up_to_ready(clock: StepClock) -> list[str]:
@@ -329,13 +343,15 @@ def controller_ready(args: argparse.Namespace, world: StoryWorld, work: Path) ->
     print(f"merge -> controller ready: {args.rounds} bot and {args.rounds} by-hand rounds")
     print(f"  helm {sb.versions}; release {sb.release} in {sb.namespace}")
     bot_times: list[float] = []
+    pushed_times: list[float] = []
     hand_times: list[float] = []
     bot_parts: list[list[float]] = []
     hand_parts: dict[str, list[float]] = {}
     for i in range(args.rounds):
         cpu = f"{110 + 2 * i}m"
-        ready, segments = bot_round(world, sb, i, cpu)
+        ready, segments, pushed = bot_round(world, sb, i, cpu)
         bot_times.append(ready)
+        pushed_times.append(pushed)
         bot_parts.append(segments)
         before = sb.state()
         total, steps = sb.by_hand(f"{111 + 2 * i}m")
@@ -350,6 +366,10 @@ def controller_ready(args: argparse.Namespace, world: StoryWorld, work: Path) ->
     r50 = pct(bot_times, 50) / pct(hand_times, 50)
     r95 = pct(bot_times, 95) / pct(hand_times, 95)
     print(f"  ratio bot / by hand: p50 {r50:.2f}, p95 {r95:.2f} (target <= 1.3)")
+    print(f"  bot, controller-ready on the remote: {p50_p95(pushed_times)}")
+    q50 = pct(pushed_times, 50) / pct(hand_times, 50)
+    q95 = pct(pushed_times, 95) / pct(hand_times, 95)
+    print(f"    (pushed with the first pool's opening) ratio p50 {q50:.2f}, p95 {q95:.2f}")
     print("  where the bot's time goes (p50 per segment, recorded on the state branch):")
     if all(len(p) == len(bot_parts[0]) for p in bot_parts):
         for k, label in enumerate(names[: len(bot_parts[0])]):
