@@ -231,6 +231,7 @@ def run_once(bot: app.Bot) -> int:
             now = bot.reconciler.clock.now()
             if result.next_at is None or result.next_at > now:
                 break
+    bot.flush()  # the last pass may have left a record for the next pass's push
     bot.close()
     return status
 

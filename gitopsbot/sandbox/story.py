@@ -603,7 +603,9 @@ class BotRunner:
         self.stopped.set()
         self.scheduler.shutdown(wait=False)
         with self._busy:  # the in-flight pass has recorded its outcome
-            pass
+            crashed = isinstance(self.store, CrashingStore) and self.store.crashed.is_set()
+            if not crashed:  # as ``gitopsbot run`` stops: what waited is pushed
+                self.store.flush()
         self.wired.close()
         if self.receiver is not None:
             self.receiver.stop()

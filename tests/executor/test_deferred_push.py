@@ -155,3 +155,26 @@ def test_a_push_that_fails_transiently_keeps_the_record_for_the_next(
     rec.store.flush()
     assert not rec.store.unpushed
     assert "lab: helm-upgrade succeeded; controller-ready started" in remote_subjects(env)
+
+
+def test_run_once_pushes_what_its_last_pass_left(env: Env) -> None:
+    """``gitopsbot run --once`` stops after its passes; a record its last pass left for the
+    next push goes out before it exits."""
+    from gitopsbot import app
+    from gitopsbot.commands.run import run_once
+
+    rec = _to_helm_upgrade(env)
+    ran: list[str] = []
+    real = rec.reconcile
+
+    def one_pass_then_stop(cluster: str, **kw: object) -> object:
+        result = real(cluster)  # helm-upgrade: its record waits for the next push
+        ran.append(cluster)
+        return replace(result, next_at=None)  # as if the loop ended here
+
+    rec.reconcile = one_pass_then_stop  # type: ignore[method-assign]
+    bot = app.Bot(reconciler=rec, scheduler=None, clusters=("lab",))  # type: ignore[arg-type]
+    assert run_once(bot) == 0
+    assert ran == ["lab"]
+    assert not rec.store.unpushed
+    assert "lab: helm-upgrade succeeded; controller-ready started" in remote_subjects(env)
