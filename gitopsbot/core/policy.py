@@ -302,6 +302,11 @@ def restart_needed(
 
 
 def check_restart_only_change(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
+    if inp.target_chart is None:
+        # Without the target chart its images are unknown (a new controller image restarts the
+        # controller anyway) and the plan has no steps to add a restart to: CHART-NOT-IN-INDEX
+        # is the finding, not R24.
+        return []
     prefixes = tuple(str(p) for p in params.get("paths", ("dynamicConfig", "schedulerConfig")))
     hit = restart_needed(inp.values_diff, inp.images, prefixes)
     if not hit:
