@@ -143,8 +143,15 @@ cluster:
 
 def _rollout(f: StoryFleet) -> str:
     order = ", ".join(f.pools)
+    if f.window_opens is not None and len(f.pools) > 1:
+        what = (
+            "the first pool at once, the others in their maintenance window "
+            f'(cron "{window_cron(f.window_opens)}" UTC, {f.window_minutes}m).'
+        )
+    else:
+        what = "one pool after the other, in order; no pool has a maintenance window."
     lines = [
-        "# Pool rollouts: the first pool at once, the others in their maintenance window.",
+        f"# Pool rollouts: {what}",
         f"order: [{order}]",
         "maxParallelPools: 1",
         f"onFailure: {f.on_failure}",
