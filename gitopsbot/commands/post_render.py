@@ -15,9 +15,24 @@ from typing import Any
 
 from gitopsbot import post_render
 
+EPILOG = """\
+examples:
+  # what helm does during the bot's upgrades: the rendered chart through the pinned policy
+  echo '{"format": "gitopsbot.post-render/v1", "pools": [{"name": "shared",
+    "batchPercentage": 10, "batchIntervalSeconds": 120, "maxDurationSeconds": 7200}]}' > policy.json
+  helm template tf examples/charts/tensor-fusion-1.8.7 > rendered.yaml
+  gitopsbot post-render --policy policy.json < rendered.yaml | diff rendered.yaml -
+"""
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("post-render", help=post_render.HELP, description=post_render.DESCRIPTION)
+    p = sub.add_parser(
+        "post-render",
+        help=post_render.HELP,
+        description=post_render.DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     post_render.add_arguments(p)
     p.set_defaults(func=run)
 

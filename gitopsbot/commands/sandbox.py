@@ -22,6 +22,20 @@ from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox import environment as env
 from gitopsbot.sandbox.environment import SandboxState
 
+EPILOG = """\
+examples:
+  gitopsbot sandbox up                              # start it; prints how to reach it
+  gitopsbot sandbox up --pools 2 --foreground       # in this process, until Ctrl-C
+  gitopsbot sandbox down                            # stop it
+  gitopsbot sandbox up --help                       # all options of `up`
+"""
+
+DOWN_EPILOG = """\
+examples:
+  gitopsbot sandbox down                            # the sandbox in the default state dir
+  gitopsbot sandbox down --state-dir /tmp/sb        # the one started with this --state-dir
+"""
+
 UP_EPILOG = """\
 examples:
   gitopsbot sandbox up                              # 1 pool x 3 nodes, newest chart
@@ -39,6 +53,8 @@ def register(sub: Any) -> None:
         description="A local stand-in cluster: Kubernetes API emulator, TensorFusion controller "
         "simulator and chart repository on loopback, with the tensor-fusion test chart "
         "installed by real helm. See docs/sandbox.md.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = actions.add_parser(
@@ -58,7 +74,12 @@ def register(sub: Any) -> None:
         "--timeout", type=float, default=180.0, help="seconds to wait for readiness (default 180)"
     )
     up.set_defaults(func=run_up)
-    down = actions.add_parser("down", help="stop the sandbox started by `up`")
+    down = actions.add_parser(
+        "down",
+        help="stop the sandbox started by `up`",
+        epilog=DOWN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     down.add_argument("--state-dir", type=Path, default=None, help="as given to `up`")
     down.set_defaults(func=run_down)
     p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
