@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 from gitopsbot.bot import report
 from gitopsbot.core.journal import Journal, OperationStatus
-from gitopsbot.errors import ForgeError
+from gitopsbot.errors import ForgeError, ForgeNotFound
 from gitopsbot.ports.forge import Forge
 
 log = logging.getLogger(__name__)
@@ -34,9 +34,13 @@ def post(forge: Forge, journal: Journal) -> None:
         return
     try:
         if journal.pr_number is not None:
-            forge.upsert_comment(
-                journal.pr_number, marker=report.marker(journal), body=report.markdown(journal)
-            )
+            try:
+                forge.upsert_comment(
+                    journal.pr_number, marker=report.marker(journal), body=report.markdown(journal)
+                )
+            except ForgeNotFound as e:
+                _unknown_pull_request(forge, journal, journal.pr_number, e)
+                return
         forge.set_status(
             journal.desired_sha,
             state=report.commit_state(journal),
@@ -45,6 +49,37 @@ def post(forge: Forge, journal: Journal) -> None:
         )
     except ForgeError as e:
         log.warning("%s: could not mirror on PR #%s: %s", journal.cluster, journal.pr_number, e)
+
+
+# Operations whose pull request the forge does not know (a "#3" in a merge message that is
+# no pull request there): warned about once, then at DEBUG, since every transition of the
+# operation is posted again. Keyed by the forge's id, with the forge as the value so that id
+# is not reused while the entry lives; the oldest entries go first.
+_UNKNOWN_MAX = 256
+_unknown: OrderedDict[tuple[int, str, str, int], Forge] = OrderedDict()
+_unknown_lock = threading.Lock()
+
+
+def _unknown_pull_request(forge: Forge, journal: Journal, number: int, e: ForgeNotFound) -> None:
+    key = (id(forge), journal.cluster, journal.op_id, number)
+    with _unknown_lock:
+        first = _unknown.get(key) is not forge
+        _unknown[key] = forge
+        _unknown.move_to_end(key)
+        while len(_unknown) > _UNKNOWN_MAX:
+            _unknown.popitem(last=False)
+    if first:
+        log.warning(
+            "%s: could not mirror on PR #%s: %s; the forge does not know it (a number in the "
+            "commit message that is no pull request?), so %s is not shown there "
+            "(further attempts are logged at DEBUG)",
+            journal.cluster,
+            number,
+            e,
+            journal.op_id,
+        )
+    else:
+        log.debug("%s: could not mirror on PR #%s: %s", journal.cluster, number, e)
 
 
 class PullRequestMirror:
