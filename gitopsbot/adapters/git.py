@@ -90,6 +90,9 @@ class GitSettings:
     local mirror (created on first use). ``push_attempts``: pushes tried before giving up on a
     remote that keeps moving. ``timeout_seconds``: libgit2's connect and read timeouts
     (process-wide settings in libgit2; the last GitRepo created sets them).
+    ``extra_fetch_refspecs``: fetched besides ``+refs/heads/*:refs/remotes/origin/*`` on each
+    ``fetch`` (not stored in the mirror's config); empty for the bot. ``gitopsbot status
+    --fleet CLONE`` uses one to read a clone's own remote-tracking refs.
     """
 
     url: str
@@ -100,6 +103,7 @@ class GitSettings:
     push_attempts: int = 5
     # Connect and read timeouts of the transport: a hung remote must not stall the loop.
     timeout_seconds: float = 60.0
+    extra_fetch_refspecs: tuple[str, ...] = ()
 
 
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
@@ -310,9 +314,15 @@ class GitRepo:
     def fetch(self) -> None:
         callbacks = _Callbacks(self._settings.credentials, f"fetch ({self._url_for_messages})")
         with self._mapped("fetch"):
-            self._repo.remotes[_REMOTE].fetch(
-                callbacks=callbacks, prune=pygit2.enums.FetchPrune.PRUNE
-            )
+            remote = self._repo.remotes[_REMOTE]
+            if self._settings.extra_fetch_refspecs:
+                remote.fetch(
+                    [*remote.fetch_refspecs, *self._settings.extra_fetch_refspecs],
+                    callbacks=callbacks,
+                    prune=pygit2.enums.FetchPrune.PRUNE,
+                )
+            else:
+                remote.fetch(callbacks=callbacks, prune=pygit2.enums.FetchPrune.PRUNE)
         log.debug("fetched %s", self._url_for_messages)
 
     def head(self, branch: str) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gitopsbot import settings
@@ -22,6 +23,7 @@ from gitopsbot.adapters.git import (
     HttpsPassword,
     HttpsToken,
     SshKey,
+    redact,
 )
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
@@ -132,12 +134,87 @@ def read_fleet(repo: GitRepo, branch: str) -> Fleet:
     return load_fleet(repo.tree(head))
 
 
-def open_state(url: str, cache: Path | None = None) -> tuple[JournalStore, BotSettings]:
-    """A read-only view of the state branch (no push) for ``gitopsbot status``."""
-    repo = open_repo(url, cache or settings.cache_dir())
-    fleet_settings = BotSettings()
-    try:
-        fleet_settings = read_fleet(repo, "main").settings
-    except ConfigError:
-        pass
-    return JournalStore(repo, branch=fleet_settings.state_branch, push=False), fleet_settings
+# ``gitopsbot status --fleet CLONE`` reads what a person's clone has, with no network: its local
+# branches, and its remote-tracking refs (origin/*, as of its last ``git fetch``), which reach
+# the status mirror under ``CLONE_ORIGIN`` (``clone-origin/gitopsbot/state`` is the clone's
+# ``origin/gitopsbot/state``). A mirror of its own: the bot's mirrors never see these refs.
+CLONE_ORIGIN = "clone-origin/"
+CLONE_REFSPEC = f"+refs/remotes/origin/*:refs/remotes/origin/{CLONE_ORIGIN}*"
+
+
+@dataclass(frozen=True, slots=True)
+class StateView:
+    """What ``gitopsbot status`` reads: the state branch (read-only, no push), the fleet's
+    settings, and ``source``, one line saying which ref of which repository that is."""
+
+    store: JournalStore
+    settings: BotSettings
+    source: str
+
+
+def _clone_branch(repo: GitRepo, branch: str, *, newer: bool) -> str | None:
+    """The name to read ``branch`` of a clone by in its status mirror: the clone's local branch,
+    else its ``origin/<branch>``; with ``newer``, also ``origin/<branch>`` when the local branch
+    is behind it. None when the clone has neither."""
+    local, tracking = repo.head(branch), repo.head(CLONE_ORIGIN + branch)
+    if local is None:
+        return None if tracking is None else CLONE_ORIGIN + branch
+    if newer and tracking not in (None, local) and repo.is_ancestor(local, str(tracking)):
+        return CLONE_ORIGIN + branch
+    return branch
+
+
+def _read_settings(repo: GitRepo, branch: str | None) -> BotSettings:
+    if branch is not None:
+        try:
+            return read_fleet(repo, branch).settings
+        except ConfigError:
+            pass
+    return BotSettings()
+
+
+def open_state(url: str, cache: Path | None = None, *, clone: Path | None = None) -> StateView:
+    """A read-only view of the state branch (no push) for ``gitopsbot status``.
+
+    ``url`` is fetched now. With ``clone`` (``url`` is its file:// URL), the state branch is
+    the clone's local branch when it has one, else its ``origin/<state branch>``; the fleet's
+    settings (which name the state branch) come from its ``main``, or ``origin/main`` when that
+    is missing or newer."""
+    if clone is None:
+        repo = open_repo(url, cache or settings.cache_dir())
+        fleet_settings = _read_settings(repo, "main")
+        branch = fleet_settings.state_branch
+        where = redact(url)
+        if repo.head(branch) is None:
+            source = f"no {branch} on {where} (fetched now): the bot has recorded nothing yet"
+        else:
+            source = f"{branch} of {where} (fetched now)"
+        store = JournalStore(repo, branch=branch, push=False)
+        return StateView(store, fleet_settings, f"state: {source}")
+    key = hashlib.sha256(f"{url} {CLONE_REFSPEC}".encode()).hexdigest()[:16]
+    repo = GitRepo(
+        GitSettings(
+            url=url,
+            mirror_dir=(cache or settings.cache_dir()) / "mirrors" / key,
+            extra_fetch_refspecs=(CLONE_REFSPEC,),
+        )
+    )
+    repo.fetch()
+    fleet_settings = _read_settings(repo, _clone_branch(repo, "main", newer=True))
+    state = fleet_settings.state_branch
+    read = _clone_branch(repo, state, newer=False)
+    if read is None:
+        source = (
+            f"no {state} in {clone}: looked for the local branch {state} and origin/{state} "
+            "(none: has the bot run yet? run git fetch there)"
+        )
+        read = state
+    elif read == state:
+        source = f"{state} from the local branch {state} in {clone}"
+        tracking = repo.head(CLONE_ORIGIN + state)
+        if tracking not in (None, repo.head(state)):
+            source += f" (origin/{state} differs: the local branch wins)"
+    else:
+        source = f"{state} from origin/{state} in {clone} (as of your last git fetch)"
+    store = JournalStore(repo, branch=read, push=False)
+    return StateView(store, fleet_settings, f"state: {source}")

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from gitopsbot import app
@@ -15,12 +16,18 @@ from gitopsbot.errors import ConfigError, GitOpsBotError
 
 EXAMPLES = """\
 examples:
-  gitopsbot status --fleet .                       # every cluster
+  gitopsbot status --fleet .                       # every cluster, from this clone
   gitopsbot status --fleet . --cluster staging     # one cluster, every step
   gitopsbot status --fleet-url https://... --watch # live progress while a rollout runs
 
+  git clone https://git.example.com/acme/gpu-fleet.git
+  gitopsbot status --fleet gpu-fleet               # state: ... from origin/gitopsbot/state ...
+
 Reads only Git (the bot's state branch): it works from any machine with read access and
-never talks to a cluster. exit status: 0 printed, 1 unknown cluster, 2 Git unavailable.
+never talks to a cluster. --fleet PATH reads the clone as it is, without the network: its
+local state branch if it has one, else origin/<state branch> as of its last `git fetch`.
+--fleet-url URL fetches the branch now. The first line says which ref it read.
+exit status: 0 printed, 1 unknown cluster, 2 Git unavailable.
 """
 
 
@@ -76,7 +83,8 @@ def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str
 def run(args: argparse.Namespace) -> int:
     try:
         url = app.fleet_url(url=args.fleet_url, path=args.fleet)
-        store, _ = app.open_state(url)
+        clone = Path(args.fleet).resolve() if args.fleet else None
+        view = app.open_state(url, clone=clone)
     except ConfigError as e:
         sys.stderr.write(f"gitopsbot status: {e}\n")
         return 1
@@ -84,18 +92,20 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gitopsbot status: {e}\n")
         return 2
     try:
-        return show(store, args)
+        return show(view.store, args, view.source)
     except GitOpsBotError as e:  # Git went away while watching: a message, not a traceback
         sys.stderr.write(f"gitopsbot status: {e}\n")
         return 1 if isinstance(e, ConfigError) else 2
 
 
-def show(store: JournalStore, args: argparse.Namespace) -> int:
+def show(store: JournalStore, args: argparse.Namespace, source: str = "") -> int:
+    """Print ``source`` (which ref is read: the first line) and each cluster's state; with
+    ``--watch``, again every ``--interval`` seconds."""
     while True:
         text, code = render(store, args.cluster, datetime.now(UTC))
         if args.watch and sys.stdout.isatty():
             sys.stdout.write("\x1b[2J\x1b[H")  # clear and home: a live display
-        sys.stdout.write(text)
+        sys.stdout.write(f"{source}\n{text}" if source else text)
         sys.stdout.flush()
         if not args.watch or code:
             return code
