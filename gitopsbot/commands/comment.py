@@ -8,7 +8,7 @@ from typing import Any
 
 from gitopsbot.commands.propose import add_fleet_options, proposer, wire
 from gitopsbot.core.policy import Decision
-from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError
+from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
 EXAMPLES = """\
 examples:
@@ -20,8 +20,8 @@ The plan compares the watched branch (baseline) with the request's branch (desir
 One comment per cluster and request, edited in place on every run; the gitopsbot/policy
 status on the request's head fails when policy denies. Forge and token come from
 gitopsbot.yaml's forge: section (the token through its env or file reference).
-exit status: 0 posted (1 with --check when not allowed), 1 bad fleet files or settings,
-2 Git, forge or chart repository unavailable.
+exit status: 0 posted (1 with --check when not allowed), 1 bad fleet files or settings (the
+forge token's variable unset), 2 bad options, Git, forge or chart repository unavailable.
 """
 
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         wiring = wire(args)
         pr, plan = proposer(wiring, args.branch, args.chart_dir).comment(args.cluster, args.pr)
-    except (ConfigError, FleetError) as e:
+    except (ConfigError, SecretUnavailable) as e:  # the forge token's reference is a setting
         sys.stderr.write(f"gitopsbot comment: {e}\n")
         return 1
     except GitOpsBotError as e:

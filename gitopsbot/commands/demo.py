@@ -22,6 +22,7 @@ from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox.story import (
     GIT_PASSWORD,
     GIT_USER,
+    MARKER,
     STATE_BRANCH,
     StoryOptions,
     StoryWorld,
@@ -36,7 +37,8 @@ examples:
   gitopsbot -v demo                      # with the bot's log on stderr
 
 exit status: 0 the story ran to the end, 1 a step of it failed or the sandbox could not start,
-2 bad options, 130 interrupted (Ctrl-C).
+2 bad options (--nodes below 1, a --state-dir it did not make and is not empty), 130
+interrupted (Ctrl-C or SIGTERM).
 """
 
 
@@ -74,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write("gitopsbot demo: --nodes must be at least 1\n")
         return 2
     state_dir = (args.state_dir or settings.cache_dir() / "demo").resolve()
+    refused = _refuse_state_dir(state_dir)
+    if refused:  # before anything starts or says it is starting
+        sys.stderr.write(f"gitopsbot demo: --state-dir {state_dir}: {refused}\n")
+        return 2
     options = StoryOptions(state_dir=state_dir, nodes=args.nodes)
     # SIGTERM (and SIGINT where a parent shell ignored it) stops the story like Ctrl-C: the
     # finally blocks stop the bot and the sandbox.
@@ -90,6 +96,16 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         sys.stdout.flush()
+
+
+def _refuse_state_dir(state_dir: Path) -> str:
+    """Why the demo may not use ``state_dir`` ("" when it may): it empties only a directory
+    an earlier demo made (its marker file), never anything else."""
+    if state_dir.exists() and not state_dir.is_dir():
+        return "not a directory"
+    if state_dir.is_dir() and any(state_dir.iterdir()) and not (state_dir / MARKER).exists():
+        return "not empty and not a story directory (give an empty or new one)"
+    return ""
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

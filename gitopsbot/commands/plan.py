@@ -47,7 +47,7 @@ release's repository over HTTP unless --chart-dir (or GITOPSBOT_CHARTS, paths se
 A chart version the repository (or --chart-dir) does not have still gives a plan: no steps,
 and the CHART-NOT-IN-INDEX deny.
 exit status: 0 plan printed (1 with --check when denied or unacknowledged), 1 bad fleet files
-or policy, 2 chart repository or Git unavailable.
+or policy, 2 bad options, chart repository or Git unavailable.
 """
 
 

@@ -22,6 +22,9 @@ examples:
     "batchPercentage": 10, "batchIntervalSeconds": 120, "maxDurationSeconds": 7200}]}' > policy.json
   helm template tf examples/charts/tensor-fusion-1.8.7 > rendered.yaml
   gitopsbot post-render --policy policy.json < rendered.yaml | diff rendered.yaml -
+
+exit status: 0 manifests written, 1 the manifests or the policy cannot be understood, 2 the
+policy file cannot be read (helm aborts the upgrade on non-zero).
 """
 
 

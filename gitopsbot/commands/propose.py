@@ -19,7 +19,7 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.bot.proposer import PassReport
 from gitopsbot.commands.plan import add_chart_dir
-from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError
+from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError, SecretUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,9 @@ proposals.scope allows (patch, minor, major; pinned: none), skipping app-major c
 and appVersion regressions (F5), and opens one pull request per cluster bumping
 chart.version and setting cluster.hypervisorImage explicitly (R4), with the plan as body.
 Git over HTTPS authenticates with GITOPSBOT_GIT_TOKEN when set.
-exit status: 0 pass done, 1 bad fleet files or settings, 2 Git, forge or chart repository
-unavailable (or a proposal failed).
+exit status: 0 pass done, 1 bad fleet files or settings (the forge token's variable unset,
+--fleet a working copy), 2 bad options, Git, forge or chart repository unavailable (or a
+proposal failed).
 """
 
 
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         refuse_working_copy(args.fleet)
         wiring = wire(args)
-    except (ConfigError, FleetError) as e:
+    except (ConfigError, SecretUnavailable) as e:  # the forge token's reference is a setting
         sys.stderr.write(f"gitopsbot propose: {e}\n")
         return 1
     except GitOpsBotError as e:

@@ -12,7 +12,7 @@ from typing import Any
 
 from gitopsbot import app
 from gitopsbot.bot.lease_keeper import LeaseTiming
-from gitopsbot.errors import ConfigError, GitOpsBotError
+from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ idle or waiting (for a window, the controller, a queued change), then exits.
 works on an even share of the clusters, and a dead replica's clusters move to the others
 within one lease duration (15 s). Identity: --identity, else $POD_NAME, else the host name,
 plus a random suffix. A webhook wakes only the clusters this replica holds (docs/leases.md).
-exit status: 0 stopped cleanly, 1 bad fleet or settings, 2 Git or the cluster unavailable.
+exit status: 0 stopped cleanly, 1 bad fleet or settings (a secret it names unset, no helm),
+2 bad options, Git or a cluster unavailable (docs/commands.md#exit-statuses).
 """
 
 # Passes per cluster in --once before giving up on "immediately due" work.
@@ -155,17 +156,17 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         sys.stderr.write(f"gitopsbot run: --workers {args.workers}: give 1 or more\n")
-        return 1
+        return 2
     if args.once and args.leases_namespace:
         sys.stderr.write("gitopsbot run: --once works alone; --leases-namespace is for `run`\n")
-        return 1
+        return 2
     try:
         timing = LeaseTiming(
             args.lease_duration, args.lease_renew_deadline, args.lease_retry_period
         )
     except ValueError as e:
         sys.stderr.write(f"gitopsbot run: lease timing: {e}\n")
-        return 1
+        return 2
     try:
         options = app.RunOptions(
             fleet_url=app.fleet_url(url=args.fleet_url, path=args.fleet),
@@ -185,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             lease_timing=timing,
         )
         bot = app.build_bot(options)
-    except ConfigError as e:
+    except (ConfigError, SecretUnavailable) as e:  # a secret reference is a setting too
         sys.stderr.write(f"gitopsbot run: {e}\n")
         return 1
     except GitOpsBotError as e:

@@ -43,6 +43,9 @@ examples:
   export KUBECONFIG=~/.cache/gitopsbot/sandbox/kubeconfig
   kubectl get gpupools
   gitopsbot sandbox down
+
+exit status: 0 ready (`sandbox down`: stopped, or nothing running), 1 a sandbox already running
+from the state directory, 2 bad options (docs/commands.md#exit-statuses).
 """
 
 

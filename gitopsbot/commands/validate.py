@@ -27,7 +27,8 @@ Checks every file (located messages: file:line:column: field: problem), secret-l
 literals, and the policy rules that can be judged without a cluster (R5, R13, F3, batch size,
 team path rules...). With --chart-dir, also the chart's values.schema.json and the index: a
 chart version not there is CHART-NOT-IN-INDEX, located at chart.version in release.yaml.
-exit status: 0 clean (warnings allowed), 1 any problem, deny or unacknowledged rule.
+exit status: 0 clean (warnings allowed), 1 any problem, deny or unacknowledged rule, 2 bad
+options.
 """
 
 

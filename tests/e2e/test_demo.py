@@ -78,6 +78,8 @@ def test_demo_command_reports_the_refusal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "precious.txt").write_text("keep me\n")
-    assert cli_main(["demo", "--state-dir", str(tmp_path)]) == 1
-    assert "not empty and not a story directory" in capsys.readouterr().err
+    assert cli_main(["demo", "--state-dir", str(tmp_path)]) == 2  # bad options
+    out = capsys.readouterr()
+    assert "not empty and not a story directory" in out.err
+    assert out.out == ""  # refused before anything starts, or says it is starting
     assert (tmp_path / "precious.txt").exists()

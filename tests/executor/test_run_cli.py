@@ -223,7 +223,7 @@ def test_missing_forge_token_names_file_line_and_field(
     env.human.commit("forge settings", {"gitopsbot.yaml": FORGE_SETTINGS})
     monkeypatch.setenv("GITOPSBOT_CACHE", str(env.tmp / "cli-cache"))
     monkeypatch.delenv("TEST_RUN_FORGE_TOKEN", raising=False)
-    assert main(["run", "--fleet-url", env.url, "--once"]) != 0
+    assert main(["run", "--fleet-url", env.url, "--once"]) == 1  # bad settings
     err = capsys.readouterr().err
     line = FORGE_SETTINGS.splitlines().index("    env: TEST_RUN_FORGE_TOKEN") + 1
     assert err == (
@@ -334,7 +334,7 @@ def test_any_bot_error_is_one_line_for_run_and_status(
 
 
 def test_workers_must_be_positive(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--fleet-url", env.url, "--once", "--workers", "0"]) == 1
+    assert main(["run", "--fleet-url", env.url, "--once", "--workers", "0"]) == 2  # bad options
     assert "--workers 0: give 1 or more" in capsys.readouterr().err
 
 

@@ -179,7 +179,7 @@ def test_run_refuses_leases_with_once_and_a_deadline_not_below_the_duration(
     from gitopsbot.cli import main
 
     base = ["run", "--fleet-url", "file:///nowhere", "--leases-namespace", "ops"]
-    assert main([*base, "--once"]) == 1
+    assert main([*base, "--once"]) == 2  # bad options (docs/commands.md#exit-statuses)
     assert "--once works alone" in capsys.readouterr().err
-    assert main([*base, "--lease-duration", "10", "--lease-renew-deadline", "10"]) == 1
+    assert main([*base, "--lease-duration", "10", "--lease-renew-deadline", "10"]) == 2
     assert "renew deadline must be shorter" in capsys.readouterr().err
