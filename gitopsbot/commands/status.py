@@ -27,7 +27,8 @@ Reads only Git (the bot's state branch): it works from any machine with read acc
 never talks to a cluster. --fleet PATH reads the clone as it is, without the network: its
 local state branch if it has one, else origin/<state branch> as of its last `git fetch`.
 --fleet-url URL fetches the branch now. The first line says which ref it read.
-exit status: 0 printed, 1 unknown cluster, 2 Git unavailable.
+exit status: 0 printed, 1 unknown cluster or --fleet not a Git repository, 2 bad options or Git
+unavailable (docs/commands.md#exit-statuses).
 """
 
 
