@@ -39,8 +39,8 @@ def post(forge: Forge, journal: Journal) -> None:
                     journal.pr_number, marker=report.marker(journal), body=report.markdown(journal)
                 )
             except ForgeNotFound as e:
+                # The status below is on the commit, which the forge knows: still set it.
                 _unknown_pull_request(forge, journal, journal.pr_number, e)
-                return
         forge.set_status(
             journal.desired_sha,
             state=report.commit_state(journal),

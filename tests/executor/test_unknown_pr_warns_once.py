@@ -44,6 +44,8 @@ def test_an_unknown_pull_request_warns_once(env: Env, caplog: pytest.LogCaptureF
     [warning] = _warnings(caplog)
     assert "does not know it" in warning and journal.op_id in warning
     assert _debugs(caplog), "the later attempts are still logged, at DEBUG"
+    # The merge commit's status is still set: the forge knows the commit, not the number.
+    assert any(sha == journal.desired_sha for sha, _ in env.forge.statuses), env.forge.statuses
 
 
 def test_the_background_mirror_warns_once_too(env: Env, caplog: pytest.LogCaptureFixture) -> None:
