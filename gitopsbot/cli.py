@@ -23,6 +23,7 @@ COMMANDS = (
     "status",
     "demo",
     "post_render",
+    "tools",
 )
 
 EPILOG = """\
@@ -32,6 +33,7 @@ examples:
   gitopsbot plan --cluster staging --fleet examples/fleet
   gitopsbot --log-format json run --fleet-url URL  # JSON log lines; also run ... --log-format
   gitopsbot -v plan --cluster staging --fleet examples/fleet   # INFO log lines of any command
+  eval "$(gitopsbot tools --fetch --shell)"        # the pinned helm and kubectl on PATH
   gitopsbot <command> --help                       # more on one command
 
 logs: stderr, text by default (--log-format json or $GITOPSBOT_LOG_FORMAT=json: one JSON object

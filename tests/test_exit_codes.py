@@ -471,6 +471,29 @@ def _sandbox_down(ctx: Ctx) -> Call:
     return Call(["sandbox", "down", "--state-dir", str(ctx.tmp / "sbx")])
 
 
+@case("tools: every tool asked for is in the cache: paths printed")
+def _tools_printed(ctx: Ctx) -> Call:
+    return Call(["tools"], env={"GITOPSBOT_CACHE": str(ctx.binaries["helm4"].parents[3])})
+
+
+@case("tools: a tool not fetched yet, without `--fetch`")
+def _tools_missing(ctx: Ctx) -> Call:
+    return Call(["tools", "--shell", "kubectl"])  # the base environment's cache is empty
+
+
+@case("tools: bad options (an unknown tool name)")
+def _tools_unknown(ctx: Ctx) -> Call:
+    return Call(["tools", "helm2"])
+
+
+@case("tools: `--fetch` and the fetch fails")
+def _tools_fetch_fails(ctx: Ctx) -> Call:
+    # pip finds nothing: no index, and an empty directory for --find-links (no network used).
+    (ctx.tmp / "no-wheels").mkdir()
+    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(ctx.tmp / "no-wheels")}
+    return Call(["tools", "--fetch", "kubectl"], env={**pip, "PIP_CONFIG_FILE": os.devnull})
+
+
 POLICY = (
     '{"format": "gitopsbot.post-render/v1", "pools": [{"name": "shared", "batchPercentage": 10, '
     '"batchIntervalSeconds": 120, "maxDurationSeconds": 7200}]}'

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import tarfile
 import tempfile
 import threading
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -70,7 +72,7 @@ _ENSURING = threading.Lock()
 
 def _ensure(tool: Tool, cache: Path) -> Path:
     pin = PINS[tool]
-    slot = cache / "bin" / pin.package.replace("==", "-")
+    slot = _slot(pin, cache)
     target = slot / pin.member
     if target.is_file() and _sha256(target) == pin.sha256:
         return target
@@ -90,6 +92,45 @@ def _ensure(tool: Tool, cache: Path) -> Path:
 
 def ensure_all(cache: Path) -> dict[Tool, Path]:
     return {tool: ensure(tool, cache) for tool in PINS}
+
+
+def _slot(pin: Pin, cache: Path) -> Path:
+    return cache / "bin" / pin.package.replace("==", "-")
+
+
+def cached(tool: Tool, cache: Path) -> Path | None:
+    """The verified ``tool`` if the cache has it; never fetches (``gitopsbot tools``)."""
+    pin = PINS[tool]
+    target = _slot(pin, cache) / pin.member
+    with _ENSURING:
+        return target if target.is_file() and _sha256(target) == pin.sha256 else None
+
+
+# The names each pinned binary gets in the PATH directory: both helms are called ``helm`` in
+# their packages, so helm 4 (what --download-binaries runs) is ``helm`` and helm 3 ``helm3``.
+PATH_NAMES: dict[Tool, tuple[str, ...]] = {
+    "helm4": ("helm", "helm4"),
+    "helm3": ("helm3",),
+    "kubectl": ("kubectl",),
+}
+
+
+def path_directory(found: Mapping[Tool, Path], cache: Path) -> Path:
+    """One directory to put on PATH, with a symlink per name (``PATH_NAMES``) of each tool in
+    ``found``; links of other tools are left as they are."""
+    directory = cache / "bin" / "path"
+    directory.mkdir(parents=True, exist_ok=True)
+    for tool, target in found.items():
+        for name in PATH_NAMES[tool]:
+            link = directory / name
+            if link.is_symlink() and os.readlink(link) == str(target):
+                continue
+            # Replaced, not rewritten: a shell running the old link never sees it missing.
+            partial = directory / f".{name}.{os.getpid()}.partial"
+            partial.unlink(missing_ok=True)
+            partial.symlink_to(target)
+            partial.replace(link)
+    return directory
 
 
 # (path, size, mtime) → digest: hashing ~60 MB per call would dominate tests that call ensure()

@@ -10,6 +10,7 @@ it starts is stopped before it exits, on success, error or Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 import threading
@@ -116,14 +117,18 @@ def _hold(world: StoryWorld) -> None:
     """--keep: print how to reach everything, then wait for Ctrl-C."""
     assert world.sandbox is not None and world.forge is not None
     authed = world.fleet_url.replace("http://", f"http://{GIT_USER}:{GIT_PASSWORD}@", 1)
+    q = shlex.quote
+    # Each command works as printed in another shell with gitopsbot on PATH: the first line
+    # puts the pinned helm 4 and kubectl there (`gitopsbot tools`).
     print(
-        "\nthe sandbox stays up until Ctrl-C (the bot is stopped):\n"
-        f"  export KUBECONFIG={world.kubeconfig}\n"
+        "\nthe sandbox stays up until Ctrl-C (the bot is stopped); in another shell:\n"
+        '  eval "$(gitopsbot tools --fetch --shell helm4 kubectl)"\n'
+        f"  export KUBECONFIG={q(str(world.kubeconfig))}\n"
         "  kubectl get tensorfusionclusters,gpupools,gpunodes\n"
         "  helm -n tensor-fusion-sys history tensor-fusion-sys\n"
-        f"  git clone {authed}   # branches main and {STATE_BRANCH}\n"
+        f"  git clone {q(authed)}   # branches main and {STATE_BRANCH}\n"
         f"  curl -H 'Authorization: token sandbox-forge-token' "
-        f"{world.forge.api_url}/repos/acme/fleet/issues/1/comments\n",
+        f"{q(world.forge.api_url + '/repos/acme/fleet/issues/1/comments')}\n",
         flush=True,
     )
     try:
