@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,13 @@ class FleetCredentials:
         return f"FleetCredentials(git_username={self.git_username!r}, ***)"
 
 
+# The forge service of each set of credentials, so the Git service started with the same
+# ones can hand it the repository (weak: a stopped sandbox's forge is not kept alive).
+_FORGES: weakref.WeakValueDictionary[FleetCredentials, FleetForgeService] = (
+    weakref.WeakValueDictionary()
+)
+
+
 class FleetGitService:
     """The Git remote; ``url`` is the fleet repository's clone URL once started."""
 
@@ -63,6 +71,7 @@ class FleetGitService:
         self.remote = GitRemote(
             root, username=credentials.git_username, password=credentials.git_password
         )
+        self.credentials = credentials
         self.url = ""
 
     def start(self) -> FleetGitService:
@@ -78,6 +87,9 @@ class FleetGitService:
             self.remote.stop()
             raise
         self.url = self.remote.repo_url(FLEET_REPO)
+        forge = _FORGES.get(self.credentials)
+        if forge is not None:
+            forge.follow(self.remote, bare)
         return self
 
     def _write_source(self, files: Mapping[str, str]) -> Path:
@@ -99,6 +111,12 @@ class FleetForgeService:
     def __init__(self, credentials: FleetCredentials) -> None:
         self.forge = GitHubForge(token=credentials.forge_token, owner=OWNER, repo=REPO)
         self.url = ""
+        _FORGES[credentials] = self
+
+    def follow(self, remote: GitRemote, bare: Path) -> None:
+        """Track the fleet repository ``bare``, served by ``remote``."""
+        self.forge.attach_repo(bare)
+        remote.on_push.append(lambda name: self.forge.pushed() if name == bare.name else None)
 
     def start(self) -> FleetForgeService:
         self.forge.start()

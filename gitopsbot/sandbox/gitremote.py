@@ -6,7 +6,8 @@ request bodies are decoded here, since git and libgit2 send both for large pushe
 ``create_fleet_repo`` makes a bare repository from a directory with the ``git`` CLI (the
 sandbox does not import pygit2); ``protect_branch`` installs an ``update`` hook that refuses
 pushes to a branch, as a forge's protected branch does (hooks run over smart HTTP and for the
-git CLI's local pushes; libgit2's own file:// transport runs none).
+git CLI's local pushes; libgit2's own file:// transport runs none). ``on_push`` callbacks run
+after every push over HTTP (a local forge follows the repository with one).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, ClassVar
@@ -68,6 +69,8 @@ class GitRemote:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.requests = 0  # served requests, for tests that want to see traffic
+        # Called with the repository's name (``fleet.git``) after each push over HTTP.
+        self.on_push: list[Callable[[str], None]] = []
 
     @property
     def url(self) -> str:
@@ -228,6 +231,13 @@ class _Handler(BaseHTTPRequestHandler):
         drain.join()
         if errors and errors[0]:
             log.debug("git http-backend: %s", errors[0].decode(errors="replace").strip())
+        if self.command == "POST" and parts.path.endswith("/git-receive-pack"):
+            name = parts.path.strip("/").rsplit("/", 1)[0]
+            for callback in list(remote.on_push):
+                try:
+                    callback(name)
+                except Exception:  # a follower's bug must not fail the push that is done
+                    log.exception("gitremote: on_push callback failed for %s", name)
 
     _decoded = False
 

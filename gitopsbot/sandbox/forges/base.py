@@ -2,7 +2,13 @@
 
 Each provider module (github.py, gitlab.py, gitea.py) adds its routes and its JSON shapes.
 Requests are served by a stdlib ThreadingHTTPServer in a daemon thread; state is guarded by
-one lock. ``log`` records every request; ``counted_requests`` excludes 304 answers, which
+one lock. With a Git repository attached (``attach_repo``: the sandbox Git remote's bare
+repository), pull requests follow it as on a real forge: a request's head sha is its branch's
+tip, refreshed when the branch is pushed again; a merge (the provider's merge endpoint, or
+``merge``) makes a real commit there and moves the base branch; and a request whose head
+commits reach the base branch by a plain push shows merged too. Without one, ``merge`` only
+records a made-up merge commit sha (the forge contract tests need no Git). ``log`` records
+every request; ``counted_requests`` excludes 304 answers, which
 GitHub documents as free against the primary rate limit for authorized conditional requests.
 """
 
@@ -19,8 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+from gitopsbot.sandbox.forges.gitrepo import BaseMoved, ForgeRepo, MergeConflict
 
 Json = Any
 
@@ -38,6 +47,7 @@ class Pull:
     state: str = "open"  # open | closed (merged is a closed request with merged_at)
     merged_at: datetime | None = None
     merge_commit_sha: str = ""
+    squash_commit_sha: str = ""
     labels: list[str] = field(default_factory=list)
     approvers: list[str] = field(default_factory=list)
     mergeable: bool = True
@@ -189,6 +199,8 @@ class LocalForge:
         self.labels: dict[str, int] = {}
         self.log: list[LoggedRequest] = []
         self.faults: list[Fault] = []
+        self.git: ForgeRepo | None = None
+        self._undelivered: list[Pull] = []  # merged, announcement not yet sent
         self._ids = 100
         self._routes: list[tuple[str, re.Pattern[str], Route]] = []
         self._server: ThreadingHTTPServer | None = None
@@ -240,19 +252,121 @@ class LocalForge:
         with self.lock:
             return sum(1 for r in self.log if r.status != 304)
 
-    def merge(self, number: int, *, at: datetime | None = None) -> Pull:
-        """Simulate a person clicking "Merge": records merged_at and the merge commit sha,
-        then delivers the provider's merged event to every registered webhook."""
+    def merge(self, number: int, *, at: datetime | None = None, method: str = "merge") -> Pull:
+        """Simulate a person clicking "Merge": with a Git repository attached, a real merge
+        (``merge_pull``); else it records merged_at and a made-up merge commit sha. Then the
+        provider's merged event goes to every registered webhook."""
         with self.lock:
             pr = self.pulls[number]
-            when = at or now_utc()
-            pr.state, pr.merged_at, pr.updated_at = "closed", when, when
-            pr.merge_commit_sha = hashlib.sha1(f"merge {number} {when}".encode()).hexdigest()
-            hooks = list(self.hooks)
-        for url, secret in hooks:
-            headers, body = self.merged_event(pr, secret)
-            self._deliver(url, headers, body)
+            if self.git is not None:
+                self.merge_pull(pr, method=method)
+            else:
+                when = at or now_utc()
+                sha = hashlib.sha1(f"merge {number} {when}".encode()).hexdigest()
+                self._set_merged(pr, sha, when)
+        self.deliver_merged()
         return pr
+
+    # -- the Git repository behind the forge -------------------------------------------------
+    def attach_repo(self, git_dir: Path) -> None:
+        """Follow the bare repository ``git_dir`` (see the module docstring)."""
+        with self.lock:
+            self.git = ForgeRepo(git_dir)
+            self.sync()
+
+    def pushed(self) -> None:
+        """Called after a push to the repository: refresh heads, detect merges by push, and
+        announce them."""
+        with self.lock:
+            self.sync()
+        self.deliver_merged()
+
+    def sync(self) -> None:
+        """Refresh every open request's head sha from its branch, and mark merged those whose
+        head the base branch now contains (a person merged locally and pushed, as GitHub
+        detects). Call with the lock held; ``deliver_merged`` announces them after."""
+        if self.git is None:
+            return
+        tips = self.git.branches()
+        for pr in self.pulls.values():
+            if pr.state != "open":
+                continue
+            tip = tips.get(pr.head)
+            if tip and tip != pr.head_sha:
+                pr.head_sha, pr.updated_at = tip, now_utc()
+            base = tips.get(pr.base)
+            if base and self.git.contains(pr.head_sha, base):
+                self._set_merged(pr, self.git.landing_commit(pr.head_sha, base), now_utc())
+
+    def merge_pull(
+        self,
+        pr: Pull,
+        *,
+        method: str,
+        sha: str = "",
+        message: str = "",
+        squash_message: str = "",
+    ) -> Pull:
+        """Merge ``pr`` in the Git repository by ``method`` (gitrepo.ForgeRepo.merge), refused
+        through ``merge_refused`` as the provider answers: "closed" (not open), "sha" (``sha``
+        is not the head), "conflict" (does not merge cleanly, or the base moved meanwhile).
+        Call with the lock held."""
+        assert self.git is not None
+        self.sync()
+        if pr.state != "open":
+            raise self.merge_refused("closed", pr)
+        if sha and sha != pr.head_sha:
+            raise self.merge_refused("sha", pr)
+        base = self.git.tip(pr.base)
+        if base is None or not pr.mergeable:
+            raise self.merge_refused("conflict", pr)
+        try:
+            done = self.git.merge(
+                base=pr.base,
+                head_sha=pr.head_sha,
+                method=method,
+                message=message or self.merge_message(pr),
+                squash_message=squash_message or self.squash_message(pr),
+                expect_base=base,
+            )
+        except (MergeConflict, BaseMoved):
+            raise self.merge_refused("conflict", pr) from None
+        pr.squash_commit_sha = done.squash_sha
+        self._set_merged(pr, self.merge_commit_of(method, done.sha, done.squash_sha), now_utc())
+        return pr
+
+    def _set_merged(self, pr: Pull, merge_commit_sha: str, when: datetime) -> None:
+        pr.state, pr.merged_at, pr.updated_at = "closed", when, when
+        pr.merge_commit_sha = merge_commit_sha
+        self._undelivered.append(pr)
+
+    def deliver_merged(self) -> None:
+        """Send the merged event of every request merged since the last call (outside the
+        lock: a receiver may call back)."""
+        with self.lock:
+            merged, self._undelivered = self._undelivered, []
+            hooks = list(self.hooks)
+        for pr in merged:
+            for url, secret in hooks:
+                headers, body = self.merged_event(pr, secret)
+                self._deliver(url, headers, body)
+
+    def merge_message(self, pr: Pull) -> str:
+        """The provider's default merge commit message."""
+        return f"Merge pull request #{pr.number} from {self.owner}/{pr.head}\n\n{pr.title}"
+
+    def squash_message(self, pr: Pull) -> str:
+        """The provider's default squash commit message."""
+        return f"{pr.title} (#{pr.number})\n\n{pr.body}".rstrip() + "\n"
+
+    def merge_commit_of(self, method: str, tip: str, squash: str) -> str:
+        """What the provider reports as the merge commit (GitHub: the new base tip for every
+        method: the merge commit, the squash commit, the last rebased commit)."""
+        return tip
+
+    def merge_refused(self, why: str, pr: Pull) -> Answer:
+        """The provider's answer to a merge refused for ``why`` (see ``merge_pull``)."""
+        raise NotImplementedError
 
     def add_webhook(self, url: str, secret: str) -> None:
         with self.lock:
@@ -292,6 +406,13 @@ class LocalForge:
             number = max([0, *self.pulls, *(c.number for c in self.comments.values())]) + 1
             now = now_utc()
             sha = hashlib.sha1(f"{head} {number}".encode()).hexdigest()
+            if self.git is not None:
+                tip, base_tip = self.git.tip(head), self.git.tip(base)
+                if tip is None or base_tip is None:
+                    raise self.create_refused("branch", head if tip is None else base)
+                if self.git.contains(tip, base_tip):
+                    raise self.create_refused("no-commits", head)
+                sha = tip
             pr = Pull(number, head, base, title, body, sha, now, now)
             self.pulls[number] = pr
             return pr
@@ -319,6 +440,11 @@ class LocalForge:
         return c
 
     # -- for subclasses --------------------------------------------------------------------
+    def create_refused(self, why: str, branch: str) -> Answer:
+        """The provider's answer to a create from or into a branch the repository does not
+        have (``why`` "branch"), or with nothing to merge ("no-commits")."""
+        return Answer(422, {"message": f"{why}: {branch}"})
+
     def add_routes(self) -> None:
         raise NotImplementedError
 
@@ -403,9 +529,13 @@ class LocalForge:
             if m and verb == method:
                 try:
                     with self.lock:
+                        # Pushes reach the Git remote, not the forge: look before answering.
+                        self.sync()
                         reply = fn(Request(method, parts.path, query, body, m))
                 except Answer as a:
                     return Reply(a.status, a.body, a.headers)
+                finally:
+                    self.deliver_merged()
                 if fault is not None:  # status 0: the work is done, the answer is lost
                     return Reply(0, None)
                 if reply.page is not None:

@@ -6,6 +6,11 @@ tests): pulls and statuses with a Link header and X-Total-Count, labels and revi
 X-Total-Count only (no Link), and an issue's comments not at all; a second open pull
 request for the same head and base is refused with 409 "pull request already exists for these
 targets"; 401 on a bad token. Gitea sends no rate-limit headers (proxies in front may 429).
+``POST /pulls/{n}/merge`` merges (``Do``: merge, squash, rebase, rebase-merge; the merge
+commit's ``MergeTitleField``/``MergeMessageField``; ``head_commit_id`` must be the head when
+given) and answers 200 with no body; refused with 405 (closed or already merged), 409 (the
+head moved: ``head_commit_id`` is not the head; or a conflict). ``GET /pulls/{n}/merge`` is
+204 when merged, 404 when not.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class GiteaForge(LocalForge):
         self.route("POST", repo + r"/pulls", self.create_pull)
         self.route("GET", repo + r"/pulls/(\d+)", self.get_pull)
         self.route("PATCH", repo + r"/pulls/(\d+)", self.update_pull)
+        self.route("POST", repo + r"/pulls/(\d+)/merge", self.merge_route)
+        self.route("GET", repo + r"/pulls/(\d+)/merge", self.merged_check)
         self.route("GET", repo + r"/pulls/(\d+)/reviews", self.list_reviews)
         self.route("GET", repo + r"/issues/(\d+)/comments", self.list_comments)
         self.route("POST", repo + r"/issues/(\d+)/comments", self.create_comment)
@@ -158,6 +165,49 @@ class GiteaForge(LocalForge):
             pr.state = body["state"]
         pr.updated_at = now_utc()
         return Reply(201, self.pull_json(pr))  # Gitea answers an edit with 201
+
+    def merge_route(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        body = req.body or {}
+        method = body.get("Do") or ""
+        if method not in ("merge", "squash", "rebase", "rebase-merge"):
+            raise Answer(422, {"message": "[Do]: Required", "url": ""})
+        if self.git is None:
+            raise self.merge_refused("conflict", pr)
+        title, detail = body.get("MergeTitleField"), body.get("MergeMessageField")
+        message = f"{title}\n\n{detail or ''}".rstrip() + "\n" if title else ""
+        self.merge_pull(
+            pr,
+            method=method,
+            sha=str(body.get("head_commit_id") or ""),
+            message=message,
+            squash_message=message,
+        )
+        return Reply(200, None)
+
+    def merged_check(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        if pr.merged_at is None:
+            raise Answer(404, self.not_found_body())
+        return Reply(204, None)
+
+    def merge_refused(self, why: str, pr: Pull) -> Answer:
+        if why == "closed":
+            return Answer(405, {"message": "The PR is closed or already merged", "url": ""})
+        if why == "sha":
+            return Answer(409, {"message": "head out of date", "url": ""})
+        return Answer(409, {"message": "merge conflict", "url": ""})
+
+    def create_refused(self, why: str, branch: str) -> Answer:
+        if why == "no-commits":
+            return Answer(422, {"message": "no commits between base and head", "url": ""})
+        return Answer(404, {"message": f"branch {branch} does not exist", "url": ""})
+
+    def merge_message(self, pr: Pull) -> str:
+        return f"Merge pull request '{pr.title}' (#{pr.number}) from {pr.head} into {pr.base}\n"
+
+    def squash_message(self, pr: Pull) -> str:
+        return f"{pr.title} (#{pr.number})\n\n{pr.body}".rstrip() + "\n"
 
     def list_reviews(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))

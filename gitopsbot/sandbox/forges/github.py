@@ -4,6 +4,10 @@ Pulls, issue comments, commit statuses, labels and reviews under /repos/{owner}/
 Lists paginate with ``page``/``per_page`` and a Link header; a second open pull request for
 the same head and base is refused with 422 "A pull request already exists for owner:branch.";
 bodies above 65,536 characters are refused with 422; 401 on a bad token.
+``PUT /pulls/{n}/merge`` merges (``merge_method`` merge, squash or rebase; ``sha`` must be the
+head when given) and answers ``{"sha", "merged", "message"}``; refused with 405 "Pull Request
+is not mergeable" (closed, merged, conflicting), 409 "Head branch was modified. Review and try
+the merge again." (``sha`` is not the head), 422 for an unknown ``merge_method``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class GitHubForge(LocalForge):
         self.route("POST", repo + r"/pulls", self.create_pull)
         self.route("GET", repo + r"/pulls/(\d+)", self.get_pull)
         self.route("PATCH", repo + r"/pulls/(\d+)", self.update_pull)
+        self.route("PUT", repo + r"/pulls/(\d+)/merge", self.merge_route)
+        self.route("GET", repo + r"/pulls/(\d+)/merge", self.merged_check)
         self.route("GET", repo + r"/pulls/(\d+)/reviews", self.list_reviews)
         self.route("GET", repo + r"/issues/(\d+)/comments", self.list_comments)
         self.route("POST", repo + r"/issues/(\d+)/comments", self.create_comment)
@@ -74,6 +80,31 @@ class GitHubForge(LocalForge):
         if field:
             error = {"resource": "PullRequest", "code": "missing_field", "field": field}
         return Answer(422, {"message": "Validation Failed", "errors": [error], "status": "422"})
+
+    def merge_refused(self, why: str, pr: Pull) -> Answer:
+        if why == "sha":
+            message = "Head branch was modified. Review and try the merge again."
+            return Answer(409, {"message": message, "documentation_url": DOCS, "status": "409"})
+        return Answer(
+            405,
+            {
+                "message": "Pull Request is not mergeable",
+                "documentation_url": DOCS,
+                "status": "405",
+            },
+        )
+
+    def create_refused(self, why: str, branch: str) -> Answer:
+        if why == "no-commits":
+            return self.invalid(f"No commits between {branch} and its base")
+        return Answer(
+            422,
+            {
+                "message": "Validation Failed",
+                "errors": [{"resource": "PullRequest", "field": "head", "code": "invalid"}],
+                "status": "422",
+            },
+        )
 
     # -- shapes ----------------------------------------------------------------------------
     def pull_json(self, pr: Pull, *, full: bool) -> Json:
@@ -159,6 +190,39 @@ class GitHubForge(LocalForge):
             pr.state = body["state"]
         pr.updated_at = now_utc()
         return Reply(200, self.pull_json(pr, full=True))
+
+    def merge_route(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        body = req.body or {}
+        method = body.get("merge_method") or "merge"
+        if method not in ("merge", "squash", "rebase"):
+            raise self.invalid("", "merge_method")
+        if self.git is None:
+            raise self.merge_refused("conflict", pr)
+        title, detail = body.get("commit_title"), body.get("commit_message")
+        message = squash = ""
+        if title or detail:  # GitHub: the title replaces the first line, the message the rest
+            default = (self.squash_message if method == "squash" else self.merge_message)(pr)
+            first, _, rest = default.partition("\n\n")
+            message = squash = f"{title or first}\n\n{detail if detail is not None else rest}"
+        self.merge_pull(
+            pr, method=method, sha=body.get("sha") or "", message=message, squash_message=squash
+        )
+        return Reply(
+            200,
+            {
+                "sha": pr.merge_commit_sha,
+                "merged": True,
+                "message": "Pull Request successfully merged",
+            },
+        )
+
+    def merged_check(self, req: Request) -> Reply:
+        """204 when merged, 404 when not (GitHub's "check if a pull request has been merged")."""
+        pr = self.pull(int(req.match.group(1)))
+        if pr.merged_at is None:
+            raise Answer(404, self.not_found_body())
+        return Reply(204, None)
 
     def list_reviews(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))

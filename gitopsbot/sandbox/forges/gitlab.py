@@ -5,6 +5,12 @@ Merge requests, notes, commit statuses, labels and approvals under
 X-Page / X-Next-Page / X-Total / Link headers; a second open merge request from the same
 source branch is refused with 409; re-posting a commit status in the state it already has is
 refused with 400 "Cannot transition status"; 401 on a bad token.
+``PUT /merge_requests/:iid/merge`` merges by the project's merge method (``merge_method``:
+``merge`` a merge commit, ``rebase_merge`` a merge commit only when the source branch holds the
+target's tip, ``ff`` fast-forward only), squashing first when ``squash`` is true (with a merge
+commit: a squash commit, then the merge commit of it), and answers the merge request; refused
+with 405 (not open), 409 "SHA does not match HEAD of source branch: …" (``sha`` given and not
+the head), 422 "Branch cannot be merged" (conflicts, or a fast-forward is not possible).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class GitLabForge(LocalForge):
     api_prefix = "/api/v4"
     rate_header_prefix = "RateLimit-"
     etags = False
+    merge_method = "merge"  # the project setting: merge | rebase_merge | ff
 
     def merged_event(self, pr: Pull, secret: str) -> tuple[dict[str, str], bytes]:
         attrs = self.mr_json(pr) | {
@@ -56,6 +63,7 @@ class GitLabForge(LocalForge):
         self.route("POST", project + r"/merge_requests", self.create_mr)
         self.route("GET", mr, self.get_mr)
         self.route("PUT", mr, self.update_mr)
+        self.route("PUT", mr + r"/merge", self.merge_route)
         self.route("GET", mr + r"/approvals", self.approvals)
         self.route("GET", mr + r"/notes", self.list_notes)
         self.route("POST", mr + r"/notes", self.create_note)
@@ -113,7 +121,7 @@ class GitLabForge(LocalForge):
             "labels": list(pr.labels),
             "sha": pr.head_sha,
             "merge_commit_sha": pr.merge_commit_sha or None,
-            "squash_commit_sha": None,
+            "squash_commit_sha": pr.squash_commit_sha or None,
             "detailed_merge_status": "mergeable" if pr.mergeable else "conflict",
             "web_url": f"{self.url}/{self.owner}/{self.repo}/-/merge_requests/{pr.number}",
         }
@@ -187,6 +195,62 @@ class GitLabForge(LocalForge):
             pr.state = "closed"
         pr.updated_at = now_utc()
         return Reply(200, self.mr_json(pr))
+
+    def merge_route(self, req: Request) -> Reply:
+        pr = self.pull(int(req.match.group(1)))
+        body = req.body or {}
+        squash = body.get("squash") in (True, "true")
+        if self.git is None:
+            raise self.merge_refused("conflict", pr)
+        if self.merge_method in ("rebase_merge", "ff"):
+            self.sync()
+            base = self.git.tip(pr.base)
+            if pr.state == "open" and (base is None or not self.git.contains(base, pr.head_sha)):
+                raise self.merge_refused("conflict", pr)  # "fast-forward merge is not possible"
+        method = {
+            ("merge", False): "merge",
+            ("merge", True): "squash-merge",
+            ("rebase_merge", False): "merge",
+            ("rebase_merge", True): "squash-merge",
+            ("ff", False): "ff",
+            ("ff", True): "squash",
+        }[(self.merge_method, squash)]
+        self.merge_pull(
+            pr,
+            method=method,
+            sha=str(body.get("sha") or ""),
+            message=str(body.get("merge_commit_message") or ""),
+            squash_message=str(body.get("squash_commit_message") or ""),
+        )
+        return Reply(200, self.mr_json(pr))
+
+    def merge_refused(self, why: str, pr: Pull) -> Answer:
+        if why == "closed":
+            return Answer(405, {"message": "405 Method Not Allowed"})
+        if why == "sha":
+            return Answer(
+                409, {"message": f"SHA does not match HEAD of source branch: {pr.head_sha}"}
+            )
+        return Answer(422, {"message": "Branch cannot be merged"})
+
+    def create_refused(self, why: str, branch: str) -> Answer:
+        if why == "no-commits":
+            return Answer(409, {"message": ["No commits between the source and target branch"]})
+        return Answer(400, {"message": {"source_branch": [f"{branch} does not exist"]}})
+
+    def merge_message(self, pr: Pull) -> str:
+        return (
+            f"Merge branch '{pr.head}' into '{pr.base}'\n\n{pr.title}\n\n"
+            f"See merge request {self.owner}/{self.repo}!{pr.number}"
+        )
+
+    def squash_message(self, pr: Pull) -> str:
+        return pr.title
+
+    def merge_commit_of(self, method: str, tip: str, squash: str) -> str:
+        # A fast-forward makes no merge commit: GitLab reports none (the squash commit, if
+        # any, is squash_commit_sha).
+        return "" if method in ("ff", "squash") else tip
 
     def approvals(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))
