@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from gitopsbot.core import rollout
+from gitopsbot.core import gantt, phase_view, timeline
 from gitopsbot.core.forge_types import CommitState
-from gitopsbot.core.journal import Journal, OperationStatus, PhaseState, StepState
+from gitopsbot.core.journal import Journal, OperationStatus, PhaseState, Step, StepState
 
 ICON = {
     StepState.PENDING: "·",
@@ -53,6 +53,17 @@ def bar(progress: int, width: int = 20) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
+def step_times(step: Step, now: datetime | None) -> str:
+    """``02:01:03 +12s``: when a step started and how long it took (or runs so far), UTC."""
+    if step.started_at is None:
+        return ""
+    end = step.finished_at or now
+    took = ""
+    if end is not None:
+        took = f" +{timeline.format_duration(max(int((end - step.started_at).total_seconds()), 0))}"
+    return f"{step.started_at:%H:%M:%S}{took}"
+
+
 def lines(journal: Journal, now: datetime | None = None) -> list[str]:
     """Plain-text lines for a terminal."""
     out = [
@@ -65,15 +76,13 @@ def lines(journal: Journal, now: datetime | None = None) -> list[str]:
     if journal.queue.superseded_by:
         out.append(f"  superseded by {journal.queue.superseded_by}")
     for step in journal.steps:
-        text = f"  {ICON[step.state]} {step.name:<32} {step.state}"
+        out.append(f"  {ICON[step.state]} {step.name:<32} {step.state:<9} {step_times(step, now)}")
         phase = journal.phase(step.name)
-        if phase.state is not PhaseState.PENDING:
-            text += f"  {bar(phase.progress)} {phase.progress:>3}% {phase.state}"
-            if now is not None and phase.started_at is not None:
-                text += f" open {int(rollout.active_seconds(phase, now))}s"
+        if phase.state is not PhaseState.PENDING and now is not None:
+            shown = phase_view.view(phase, step, now)
+            out.append(f"      {bar(phase.progress)} {phase.state} · {shown.summary(now)}")
         if step.detail:
-            text += f"  {step.detail}"
-        out.append(text)
+            out.append(f"      {step.detail}")
     if journal.failure:
         out.append(f"  failure: {journal.failure}")
     if journal.remediation:
@@ -84,14 +93,29 @@ def lines(journal: Journal, now: datetime | None = None) -> list[str]:
     return out
 
 
+def as_of(journal: Journal) -> datetime:
+    """The journal's last recorded moment: the comment is written right after that save,
+    so its elapsed times and ETAs are as of then, and the text is the same for the same
+    journal (no clock here; a re-post of an unchanged journal changes nothing)."""
+    times = [journal.created_at]
+    for s in journal.steps:
+        times += [t for t in (s.started_at, s.finished_at) if t is not None]
+    for p in journal.phases:
+        times += [t for t in (p.started_at, p.opened_at, p.last_progress_at) if t is not None]
+    return max(times)
+
+
 def markdown(journal: Journal) -> str:
-    rows = ["| step | state | detail |", "|---|---|---|"]
+    now = as_of(journal)
+    rows = ["| step | state | started | detail |", "|---|---|---|---|"]
     for step in journal.steps:
         phase = journal.phase(step.name)
         detail = step.detail.replace("|", "\\|").replace("\n", " ")
         if phase.state is not PhaseState.PENDING:
-            detail = f"{phase.progress}% ({phase.state}) {detail}"
-        rows.append(f"| `{step.name}` | {ICON[step.state]} {step.state} | {detail} |")
+            shown = phase_view.view(phase, step, now).summary(now)
+            detail = f"{phase.state}: {shown}" + (f" — {detail}" if detail else "")
+        when = step_times(step, now)
+        rows.append(f"| `{step.name}` | {ICON[step.state]} {step.state} | {when} | {detail} |")
     head = f"### gitopsbot: {journal.kind} of `{journal.cluster}` — **{journal.status}**"
     extra = []
     if journal.status is OperationStatus.QUEUED and journal.queue.queued_until:
@@ -108,4 +132,7 @@ def markdown(journal: Journal) -> str:
     if journal.verdicts:
         listed = "\n".join(f"- `{line}`" for line in journal.verdicts)
         extra.append(f"Policy at apply:\n{listed}")
-    return "\n\n".join([head, f"Operation `{journal.op_id}`", *extra, "\n".join(rows)])
+    chart = gantt.actual(journal, now)
+    table = "\n".join(rows)
+    as_said = f"Operation `{journal.op_id}`, as of {now:%Y-%m-%d %H:%M:%S} UTC"
+    return "\n\n".join([head, as_said, *extra, table, *([chart] if chart else [])])

@@ -118,6 +118,24 @@ class PhaseProgress:
     last_progress_at: datetime | None = None  # when progress last changed (or the switch opened)
     halt_reason: str = ""
     canary_done: bool = False  # the canary batch ran and was verified
+    # What a person is shown (core.phase_view): the batch settings pinned when the switch
+    # last opened, the pool's size as last observed, the window and deadline in force, and
+    # when each progress value was first seen. Recorded only with a change the bot records
+    # anyway (an open, a progress step), so they add no commit.
+    batch_percentage: int = 0  # the batchPercentage pinned at the last open
+    batch_interval_seconds: int = 0
+    total: int = 0  # nodes (hypervisor), workloads (worker) or pods (client) in the pool
+    window_closes_at: datetime | None = None  # the window's end as seen at the last open
+    max_duration_seconds: int | None = None
+    marks: tuple[ProgressMark, ...] = ()  # each progress value and when it was first seen
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressMark:
+    """The moment the bot first saw ``progress`` (a batch finished, or the switch opened)."""
+
+    progress: int
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,12 +289,32 @@ def to_dict(j: Journal) -> dict[str, Any]:
                 "last_progress_at": _time(p.last_progress_at),
                 "halt_reason": p.halt_reason,
                 "canary_done": p.canary_done,
+                **_phase_view_fields(p),
             }
             for p in j.phases
         ],
         # Written only when present: journals without verdicts keep their exact bytes.
         **({"verdicts": list(j.verdicts)} if j.verdicts else {}),
     }
+
+
+def _phase_view_fields(p: PhaseProgress) -> dict[str, Any]:
+    """The display fields, written only when set: journals of phases recorded before them
+    (or never opened) keep their exact bytes."""
+    out: dict[str, Any] = {}
+    if p.batch_percentage:
+        out["batch_percentage"] = p.batch_percentage
+    if p.batch_interval_seconds:
+        out["batch_interval_seconds"] = p.batch_interval_seconds
+    if p.total:
+        out["total"] = p.total
+    if p.window_closes_at is not None:
+        out["window_closes_at"] = _time(p.window_closes_at)
+    if p.max_duration_seconds is not None:
+        out["max_duration_seconds"] = p.max_duration_seconds
+    if p.marks:
+        out["marks"] = [{"progress": m.progress, "at": _time(m.at)} for m in p.marks]
+    return out
 
 
 def _created(d: Mapping[str, Any]) -> datetime:
@@ -332,6 +370,17 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
                 last_progress_at=_parse_time(p.get("last_progress_at")),
                 halt_reason=str(p.get("halt_reason", "")),
                 canary_done=bool(p.get("canary_done", False)),
+                batch_percentage=int(p.get("batch_percentage", 0)),
+                batch_interval_seconds=int(p.get("batch_interval_seconds", 0)),
+                total=int(p.get("total", 0)),
+                window_closes_at=_parse_time(p.get("window_closes_at")),
+                max_duration_seconds=None
+                if p.get("max_duration_seconds") is None
+                else int(p["max_duration_seconds"]),
+                marks=tuple(
+                    ProgressMark(int(m["progress"]), _created({"created_at": m["at"]}))
+                    for m in p.get("marks") or ()
+                ),
             )
             for p in d.get("phases") or ()
         ),

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from gitopsbot.core import gantt
 from gitopsbot.core.crd_diff import CrdChange, CrdChangeKind
 from gitopsbot.core.model import Location
 from gitopsbot.core.plan import Plan
@@ -215,6 +216,9 @@ def render_markdown(plan: Plan) -> str:
         out += _table(
             ("pool", "nodes", "component", "batches", "estimate", "window", "notes"), rows
         )
+        chart = gantt.planned([p.timeline for p in plan.pool_phases])
+        if chart:
+            out += ["", chart]
     else:
         out.append("No pools in the rollout policy.")
     if plan.schema_problems:

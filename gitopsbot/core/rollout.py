@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from gitopsbot.core import windows
-from gitopsbot.core.journal import PhaseProgress, PhaseState
+from gitopsbot.core.journal import PhaseProgress, PhaseState, ProgressMark
 from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
 
 # How often to look again while a rollout runs, when nothing sooner is due.
@@ -81,6 +81,13 @@ class PoolObservation:
     # The GPUPool's resourceVersion as observed: a wait for the pool to move compares with
     # it, so a change between this observation and the wait is not missed.
     version: str = ""
+    # What the component's batches count, when not nodes: TensorFusionWorkloads (worker) or
+    # client pods (client) of the pool (facts §3.5, §3.6); None: the nodes.
+    units: int | None = None
+
+    @property
+    def total(self) -> int:
+        return self.nodes if self.units is None else self.units
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +123,30 @@ def _closed(phase: PhaseProgress, now: datetime, state: PhaseState) -> PhaseProg
     return replace(phase, state=state, opened_at=None, open_seconds=int(active_seconds(phase, now)))
 
 
+# Marks kept per phase: a batchPercentage of 1 makes 100 steps; a progress reset (the
+# template changed mid-rollout) may add more. The first mark (the start) is always kept.
+MAX_MARKS = 128
+
+
+def _marked(phase: PhaseProgress, progress: int, now: datetime) -> tuple[ProgressMark, ...]:
+    if phase.marks and phase.marks[-1].progress == progress:
+        return phase.marks
+    marks = (*phase.marks, ProgressMark(progress, now))
+    return marks if len(marks) <= MAX_MARKS else (marks[0], *marks[-(MAX_MARKS - 1) :])
+
+
 def _track(phase: PhaseProgress, observed: PoolObservation, now: datetime) -> PhaseProgress:
+    """Progress as observed; the pool's size and a mark go with a progress change only, so
+    a client pod count that moves while pods are replaced records nothing by itself."""
     value = observed.progress or 0
     if value != phase.progress:
-        return replace(phase, progress=value, last_progress_at=now)
+        return replace(
+            phase,
+            progress=value,
+            last_progress_at=now,
+            total=observed.total,
+            marks=_marked(phase, value, now),
+        )
     return phase
 
 
@@ -176,14 +203,21 @@ def decide_phase(
 
     if not observed.switch_open:
         state = PhaseState.CANARY if canary else PhaseState.ROLLING
+        batch = policy.canary_batch_percentage if canary else policy.batch_percentage
         opened = replace(
             phase,
             state=state,
             started_at=phase.started_at or now,
             opened_at=now,
             last_progress_at=now,  # the stall clock starts when the switch opens
+            # what `status` and the pull request show (core.phase_view)
+            batch_percentage=batch,
+            batch_interval_seconds=policy.batch_interval_seconds,
+            total=observed.total,
+            window_closes_at=windows.closes_at(window, now),
+            max_duration_seconds=policy.max_duration_seconds,
+            marks=_marked(phase, phase.progress, now),
         )
-        batch = policy.canary_batch_percentage if canary else policy.batch_percentage
         return PhaseDecision(
             PhaseAction.OPEN_SWITCH, opened, f"{state} at {batch}%", batch_percentage=batch
         )

@@ -65,7 +65,21 @@ def observe_pool(
         pending_nodes=pending,
         current=current,
         version=str((gpupool.get("metadata") or {}).get("resourceVersion") or ""),
+        units=_units(cluster, spec, pool, component),
     )
+
+
+def _units(cluster: Cluster, spec: ClusterSpec, pool: str, component: Component) -> int | None:
+    """What a worker or client batch counts, as the controller counts it (facts §3.5,
+    §3.6): the pool's TensorFusionWorkloads, or its TensorFusion-enabled pods, in every
+    namespace. None for the hypervisor: its batches count the nodes."""
+    label = f"{tf.GROUP}/gpupool={tf.gpupool_name(spec, pool)}"
+    if component is Component.WORKER:
+        return len(cluster.list(tf.TF, "TensorFusionWorkload", label_selector=label))
+    if component is Component.CLIENT:
+        enabled = f"{tf.GROUP}/enabled=true,{label}"
+        return len(cluster.list("v1", "Pod", label_selector=enabled))
+    return None
 
 
 def _stale(

@@ -1,0 +1,177 @@
+"""What a person is shown of a pool's rollout: batch, units done, elapsed time, ETA, window and
+deadline, from one recorded phase (``journal.PhaseProgress``) and "now".
+
+The same numbers feed ``gitopsbot status`` (and its live view), the demo, the progress log
+of ``gitopsbot run`` and the pull request comment, so they never disagree.
+
+The arithmetic is the controller's (facts §3.2, ``core.timeline``): a batch is
+``ceil(pct × total / 100)`` units, progress climbs in steps of ``pct`` to 100, and after the
+batch that reached ``progress`` the controller has replaced
+``min(total, progress // pct × batch size)`` units. The canary batch (``state`` canary)
+runs at its own percentage before the rest.
+
+The ETA is the steps left times the time per step: observed (the mean gap between the
+progress marks, switch-open time only) once a step finished, else the plan's estimate
+(readiness + ``max(batchInterval, 3s)``). It counts switch-open time: a closed window
+adds to it, and the view says when the window closes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from gitopsbot.core import rollout, timeline
+from gitopsbot.core.journal import PhaseProgress, PhaseState, Step
+from gitopsbot.core.model import Component
+
+UNIT = {
+    Component.HYPERVISOR: ("node", "nodes"),
+    Component.WORKER: ("workload", "workloads"),
+    Component.CLIENT: ("pod", "pods"),
+}
+ROLLING_STATES = (PhaseState.CANARY, PhaseState.ROLLING)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseView:
+    """One pool phase as shown. Counts are 0 and times None when not known yet."""
+
+    step: str
+    pool: str
+    component: Component | None
+    state: PhaseState
+    progress: int
+    batch: int  # the batch running now (1-based), or the last one when done; 0: not started
+    batches: int  # batches in this phase at the pinned percentage (the canary not counted)
+    batch_size: int
+    canary: bool  # the batch running is the canary batch
+    done: int  # units replaced, as the controller counts them
+    total: int
+    unit: str  # "nodes", "workloads", "pods"
+    elapsed_seconds: int | None  # since the switch first opened
+    eta_seconds: int | None  # to 100 %, switch-open time; None when done or unknown
+    window_closes_at: datetime | None
+    deadline_left_seconds: int | None  # maxDuration minus switch-open time
+    paced: bool  # the ETA comes from observed batches (else from the plan's estimate)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (PhaseState.DONE, PhaseState.HALTED)
+
+    def summary(self, now: datetime) -> str:
+        """One line, e.g. ``batch 2/3 of 2 nodes · 2/3 nodes done · 67 % · 1m10s · ETA 40s``."""
+        parts: list[str] = []
+        if self.canary:
+            parts.append(f"canary batch of {_count(self.batch_size, self.unit)}")
+        elif self.batches:
+            size = f" of {_count(self.batch_size, self.unit)}" if self.batch_size else ""
+            parts.append(f"batch {self.batch}/{self.batches}{size}")
+        if self.total:
+            parts.append(f"{self.done}/{self.total} {self.unit} done")
+        parts.append(f"progress {self.progress}%")
+        if self.elapsed_seconds is not None:
+            parts.append(f"elapsed {timeline.format_duration(self.elapsed_seconds)}")
+        if self.eta_seconds is not None and not self.finished:
+            guess = "" if self.paced else " (planned)"
+            what = "canary ETA" if self.canary else "ETA"
+            parts.append(f"{what} {timeline.format_duration(self.eta_seconds)}{guess}")
+        closes = self.window_closes_at
+        if closes is not None and closes > now and not self.finished:
+            left = int((closes - now).total_seconds())
+            parts.append(
+                f"window closes {closes:%H:%M %Z}".rstrip()
+                + f" (in {timeline.format_duration(left)})"
+            )
+        if self.deadline_left_seconds is not None and not self.finished:
+            parts.append(f"deadline {timeline.format_duration(self.deadline_left_seconds)} left")
+        return " · ".join(parts)
+
+
+def _count(n: int, unit: str) -> str:
+    return f"{n} {unit[:-1] if n == 1 else unit}"
+
+
+def step_seconds(phase: PhaseProgress, component: Component | None) -> float:
+    """The plan's time for one progress step: readiness + the controller's requeue."""
+    ready = timeline.DEFAULT_READINESS_SECONDS.get(component or Component.HYPERVISOR, 60)
+    return ready + max(phase.batch_interval_seconds, timeline.MIN_STEP_SECONDS)
+
+
+def observed_step_seconds(phase: PhaseProgress) -> float | None:
+    """The mean wall time between progress marks after the first, when any: a batch's
+    duration as this pool has shown it (a window closing between two marks inflates it;
+    acceptable for an estimate, and said as "observed")."""
+    rising = [m for m in phase.marks if m.progress > 0]
+    first = phase.marks[0] if phase.marks else None
+    if first is None or not rising:
+        return None
+    steps = len([m for m in phase.marks[1:] if m.progress > 0])
+    span = (rising[-1].at - first.at).total_seconds()
+    return span / steps if steps and span > 0 else None
+
+
+def view(phase: PhaseProgress, step: Step, now: datetime) -> PhaseView:
+    pct = phase.batch_percentage if 0 < phase.batch_percentage <= 100 else 0
+    total = phase.total
+    canary = phase.state in (PhaseState.CANARY, PhaseState.CANARY_VERIFY)
+    batches = timeline.progress_steps(pct) if pct else 0
+    size = timeline.batch_size(pct, total) if pct else 0
+    finished_batches = phase.progress // pct if pct else 0
+    if canary:
+        done = min(total, size) if phase.progress > 0 else 0
+        batch = 1
+    else:
+        done = min(total, finished_batches * size) if pct else 0
+        if phase.state is PhaseState.DONE:
+            done, batch = total, batches
+        else:
+            batch = (
+                min(finished_batches + 1, batches) if phase.state is not PhaseState.PENDING else 0
+            )
+    observed = observed_step_seconds(phase)
+    per_step = observed if observed is not None else step_seconds(phase, step.component)
+    eta: int | None = None
+    if pct and phase.state in (*ROLLING_STATES, PhaseState.PAUSED):
+        # The canary batch's own: the rest's pace is known once it ran.
+        left_steps = 1 if canary else max(batches - finished_batches, 0)
+        since = 0.0
+        last = phase.marks[-1].at if phase.marks else phase.last_progress_at
+        if phase.opened_at is not None and last is not None:
+            since = max((now - max(last, phase.opened_at)).total_seconds(), 0.0)
+        eta = max(math.ceil(left_steps * per_step - min(since, per_step)), 0)
+    deadline: int | None = None
+    if phase.max_duration_seconds is not None and phase.started_at is not None:
+        deadline = max(int(phase.max_duration_seconds - rollout.active_seconds(phase, now)), 0)
+    elapsed = None
+    if phase.started_at is not None:
+        end = step.finished_at if step.finished_at and phase.state is PhaseState.DONE else now
+        elapsed = max(int((end - phase.started_at).total_seconds()), 0)
+    window = phase.window_closes_at if phase.opened_at is not None else None
+    return PhaseView(
+        step=step.name,
+        pool=step.pool,
+        component=step.component,
+        state=phase.state,
+        progress=phase.progress,
+        batch=batch,
+        batches=batches,
+        batch_size=size,
+        canary=canary,
+        done=done,
+        total=total,
+        unit=UNIT[step.component][1] if step.component else "nodes",
+        elapsed_seconds=elapsed,
+        eta_seconds=eta,
+        window_closes_at=window,
+        deadline_left_seconds=deadline,
+        paced=observed is not None,
+    )
+
+
+def finish_at(view_: PhaseView, now: datetime) -> datetime | None:
+    """When the phase is expected to reach 100 % if its switch stays open."""
+    if view_.eta_seconds is None:
+        return None
+    return now + timedelta(seconds=view_.eta_seconds)
