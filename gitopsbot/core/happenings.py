@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from gitopsbot.core import phase_view
 from gitopsbot.core.journal import (
     Journal,
     OperationKind,
@@ -205,6 +206,10 @@ def _phase(before: PhaseProgress | None, after: PhaseProgress, journal: Journal)
     else:
         kind, detail = HappeningKind.POOL_PROGRESS, str(after.state)
     at = after.last_progress_at or after.opened_at or after.started_at
+    if kind is not HappeningKind.POOL_HALTED and at is not None:
+        # batch, units done and ETA as of the change: the one line a log, an Event or a
+        # chat message gives per change (core.phase_view)
+        detail += " · " + phase_view.view(after, step, at).summary(at)
     return [_of(journal, kind, at=at, step=step, progress=after.progress, detail=detail)]
 
 

@@ -33,12 +33,14 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from gitopsbot import app
+from gitopsbot.bot import report
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.proposer import Proposal
 from gitopsbot.bot.shared_repo import SharedRepo
+from gitopsbot.core import phase_view
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.core.model import BotSettings
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
@@ -460,15 +462,20 @@ class Progress:
             self.seen[key] = j.status
             extra = f" until {j.queue.queued_until:%H:%M:%S}" if j.queue.queued_until else ""
             self.say(f"{j.kind} {j.op_id}: {j.status}{extra}")
+        now = report.as_of(j)
         for s in j.steps:
             state = str(s.state)
+            shown = ""
             if s.pool:
                 ph = j.phase(s.name)
+                if ph.state is not PhaseState.PENDING:
+                    # one line per batch: "rolling · batch 2/2 of 2 nodes · 2/3 nodes done …"
+                    shown = f" · {phase_view.view(ph, s, now).summary(now)}"
                 state = f"{ph.state} {ph.progress}%" if not s.state.finished else state
             if self.seen.get(f"{j.op_id}:{s.name}") != state:
                 self.seen[f"{j.op_id}:{s.name}"] = state
                 detail = f" — {s.detail}" if s.detail and s.state.finished else ""
-                self.say(f"  {s.name}: {state}{detail}"[:160])
+                self.say(f"  {s.name}: {state}{shown}{detail}"[:220])
         if j.status is OperationStatus.FAILED and j.failure:
             key = f"{j.op_id}:failure"
             if self.seen.get(key) != j.failure:
