@@ -19,6 +19,7 @@ from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
 )
 from gitopsbot.adapters.git import GitRepo as GitRepo  # re-exported: the sandbox's types
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.terminal import LiveScreen as LiveScreen  # re-exported: status --watch
 from gitopsbot.adapters.tools import ToolSet as ToolSet  # re-exported: the sandbox's types
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.app.bot import (

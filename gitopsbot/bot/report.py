@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from gitopsbot.core import gantt, phase_view, timeline
 from gitopsbot.core.forge_types import CommitState
 from gitopsbot.core.journal import Journal, OperationStatus, PhaseState, Step, StepState
+from gitopsbot.core.phase_view import StepRow
 
 ICON = {
     StepState.PENDING: "·",
@@ -64,8 +66,46 @@ def step_times(step: Step, now: datetime | None) -> str:
     return f"{step.started_at:%H:%M:%S}{took}"
 
 
-def lines(journal: Journal, now: datetime | None = None) -> list[str]:
-    """Plain-text lines for a terminal."""
+def step_rows(journal: Journal, now: datetime | None) -> list[StepRow]:
+    rows = []
+    for step in journal.steps:
+        row = StepRow(ICON[step.state], step.name, step.state, step_times(step, now), step.detail)
+        phase = journal.phase(step.name)
+        if phase.state is not PhaseState.PENDING and now is not None:
+            shown = phase_view.view(phase, step, now).summary(now)
+            row = replace(row, progress=phase.progress, phase_state=str(phase.state), summary=shown)
+        rows.append(row)
+    return rows
+
+
+def change_lines(journal: Journal, now: datetime, seen: dict[str, str]) -> list[str]:
+    """The lines of ``journal`` that changed since ``seen`` (updated): its status, and each
+    step whose state or progress moved, with the batch summary. For logs and CI, where a
+    redrawn screen would repeat everything at every refresh."""
+    out = []
+    head = f"{journal.cluster}/{journal.op_id}"
+    status = f"{journal.kind} {journal.status}"
+    if seen.get(head) != status:
+        seen[head] = status
+        out.append(f"{head}: {status}" + (f": {journal.failure}" if journal.failure else ""))
+    for row in step_rows(journal, now):
+        key = f"{head}/{row.name}"
+        if seen.get(key) == row.change:
+            continue
+        first = key not in seen
+        seen[key] = row.change
+        if first and row.state is StepState.PENDING:
+            continue  # not started: nothing happened yet
+        text = f"{head}: {row.icon} {row.name} {row.state}"
+        if row.summary:
+            text += f" · {row.phase_state} · {row.summary}"
+        elif row.times:
+            text += f" {row.times}"
+        out.append(text)
+    return out
+
+
+def head_lines(journal: Journal) -> list[str]:
     out = [
         f"{journal.cluster}: {journal.kind} {journal.op_id} — {journal.status}"
         + (f" (PR #{journal.pr_number})" if journal.pr_number else ""),
@@ -75,14 +115,11 @@ def lines(journal: Journal, now: datetime | None = None) -> list[str]:
         out.append(f"  expected start {journal.queue.queued_until.isoformat()}")
     if journal.queue.superseded_by:
         out.append(f"  superseded by {journal.queue.superseded_by}")
-    for step in journal.steps:
-        out.append(f"  {ICON[step.state]} {step.name:<32} {step.state:<9} {step_times(step, now)}")
-        phase = journal.phase(step.name)
-        if phase.state is not PhaseState.PENDING and now is not None:
-            shown = phase_view.view(phase, step, now)
-            out.append(f"      {bar(phase.progress)} {phase.state} · {shown.summary(now)}")
-        if step.detail:
-            out.append(f"      {step.detail}")
+    return out
+
+
+def tail_lines(journal: Journal) -> list[str]:
+    out = []
     if journal.failure:
         out.append(f"  failure: {journal.failure}")
     if journal.remediation:
@@ -91,6 +128,22 @@ def lines(journal: Journal, now: datetime | None = None) -> list[str]:
         out.append("  policy at apply:")
         out.extend(f"    {line}" for line in journal.verdicts)
     return out
+
+
+def row_lines(rows: list[StepRow]) -> list[str]:
+    out = []
+    for row in rows:
+        out.append(f"  {row.icon} {row.name:<32} {row.state:<9} {row.times}".rstrip())
+        if row.progress is not None:
+            out.append(f"      {bar(row.progress)} {row.phase_state} · {row.summary}")
+        if row.detail:
+            out.append(f"      {row.detail}")
+    return out
+
+
+def lines(journal: Journal, now: datetime | None = None) -> list[str]:
+    """Plain-text lines for a terminal."""
+    return [*head_lines(journal), *row_lines(step_rows(journal, now)), *tail_lines(journal)]
 
 
 def as_of(journal: Journal) -> datetime:

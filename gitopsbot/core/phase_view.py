@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gitopsbot.core import rollout, timeline
-from gitopsbot.core.journal import PhaseProgress, PhaseState, Step
+from gitopsbot.core.journal import PhaseProgress, PhaseState, Step, StepState
 from gitopsbot.core.model import Component
 
 UNIT = {
@@ -87,6 +87,26 @@ class PhaseView:
         if self.deadline_left_seconds is not None and not self.finished:
             parts.append(f"deadline {timeline.format_duration(self.deadline_left_seconds)} left")
         return " · ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One step as shown (built by ``bot.report.step_rows``, drawn by ``status``):
+    ``progress`` and ``summary`` for a pool phase that started, else None and ""."""
+
+    icon: str
+    name: str
+    state: StepState
+    times: str
+    detail: str
+    progress: int | None = None
+    phase_state: str = ""
+    summary: str = ""
+
+    @property
+    def change(self) -> str:
+        """What a change is told by: the states and the progress, not the clocks."""
+        return f"{self.name} {self.state} {self.phase_state} {self.progress}"
 
 
 def _count(n: int, unit: str) -> str:
