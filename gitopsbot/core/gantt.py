@@ -110,20 +110,27 @@ def actual(journal: Journal, now: datetime) -> str:
         body.append(f"    section {_name(s.name)}")
         marks = list(phase.marks)
         shown = phase_view.view(phase, s, now)
-        for i, (a, b) in enumerate(itertools.pairwise(marks)):
-            if i >= MAX_BARS:
-                break
+        pairs = list(itertools.pairwise(marks))
+        if len(pairs) > MAX_BARS:  # folded, as planned() folds: the chart stays readable
+            a, b = marks[0], marks[-1]
+            pairs = [(a, b)]
+        for a, b in pairs:
             start, end = int(a.at.timestamp()), int(b.at.timestamp())
             body.append(f"    to {b.progress}% :done, {start}, {max(end, start + 1)}")
         last = int((marks[-1].at if marks else phase.started_at).timestamp())
+        until = max(stamp, last + 1)
         if phase.state is PhaseState.HALTED:
-            body.append(f"    halted at {phase.progress}% :crit, {last}, {max(stamp, last + 1)}")
+            body.append(f"    halted at {phase.progress}% :crit, {last}, {until}")
+        elif phase.state is PhaseState.PAUSED:
+            body.append(f"    paused, window closed :{last}, {until}")
+        elif phase.state is PhaseState.CANARY_VERIFY:
+            body.append(f"    verifying the canary :active, {last}, {until}")
         elif not shown.finished:
-            body.append(f"    rolling now :active, {last}, {max(stamp, last + 1)}")
-            if shown.eta_seconds:
-                body.append(f"    ETA to 100% :{stamp}, {stamp + shown.eta_seconds}")
-        if phase.window_closes_at is not None and not shown.finished:
-            closes = int(phase.window_closes_at.timestamp())
+            body.append(f"    rolling now :active, {last}, {until}")
+        if shown.eta_seconds and phase.state is not PhaseState.PAUSED:
+            body.append(f"    ETA to 100% :{stamp}, {stamp + shown.eta_seconds}")
+        if shown.window_closes_at is not None and not shown.finished:
+            closes = int(shown.window_closes_at.timestamp())
             body.append(f"    window closes :milestone, {closes}, {closes}")
     if not body:
         return ""

@@ -10,10 +10,10 @@ batch that reached ``progress`` the controller has replaced
 ``min(total, progress // pct × batch size)`` units. The canary batch (``state`` canary)
 runs at its own percentage before the rest.
 
-The ETA is the steps left times the time per step: observed (the mean gap between the
-progress marks, switch-open time only) once a step finished, else the plan's estimate
-(readiness + ``max(batchInterval, 3s)``). It counts switch-open time: a closed window
-adds to it, and the view says when the window closes.
+The ETA is the steps left times the time per step: observed (the mean wall time between
+the progress marks) once a step finished, else the plan's estimate (readiness +
+``max(batchInterval, 3s)``, no wait before the first batch). It is switch-open time: a
+window that closes first adds to it, and the view says when the window closes.
 """
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ def step_seconds(phase: PhaseProgress, component: Component | None) -> float:
 
 def observed_step_seconds(phase: PhaseProgress) -> float | None:
     """The mean wall time between progress marks after the first, when any: a batch's
-    duration as this pool has shown it (a window closing between two marks inflates it;
-    acceptable for an estimate, and said as "observed")."""
+    duration as this pool has shown it. Wall time: a window closing between two marks
+    inflates it (the marks record when, not how long the switch was open)."""
     rising = [m for m in phase.marks if m.progress > 0]
     first = phase.marks[0] if phase.marks else None
     if first is None or not rising:
@@ -138,7 +138,8 @@ def view(phase: PhaseProgress, step: Step, now: datetime) -> PhaseView:
     canary = phase.state in (PhaseState.CANARY, PhaseState.CANARY_VERIFY)
     batches = timeline.progress_steps(pct) if pct else 0
     size = timeline.batch_size(pct, total) if pct else 0
-    finished_batches = phase.progress // pct if pct else 0
+    # Progress is capped at 100 (facts §3.2): at 100 every batch ran, whatever pct divides.
+    finished_batches = (batches if phase.progress >= 100 else phase.progress // pct) if pct else 0
     if canary:
         done = min(total, size) if phase.progress > 0 else 0
         batch = 1
@@ -160,7 +161,12 @@ def view(phase: PhaseProgress, step: Step, now: datetime) -> PhaseView:
         last = phase.marks[-1].at if phase.marks else phase.last_progress_at
         if phase.opened_at is not None and last is not None:
             since = max((now - max(last, phase.opened_at)).total_seconds(), 0.0)
-        eta = max(math.ceil(left_steps * per_step - min(since, per_step)), 0)
+        # Before the first batch finished, no requeue wait precedes it (the plan's estimate:
+        # steps × readiness + (steps − 1) × wait, core.timeline).
+        first = 0.0
+        if observed is None and finished_batches == 0 and left_steps:
+            first = max(phase.batch_interval_seconds, timeline.MIN_STEP_SECONDS)
+        eta = max(math.ceil(left_steps * per_step - first - min(since, per_step)), 0)
     deadline: int | None = None
     if phase.max_duration_seconds is not None and phase.started_at is not None:
         deadline = max(int(phase.max_duration_seconds - rollout.active_seconds(phase, now)), 0)

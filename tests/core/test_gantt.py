@@ -339,15 +339,6 @@ def test_actual_sanitises_names() -> None:
     assert_mermaid_safe(block)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "gantt.actual draws only the first MAX_BARS mark-to-mark bars and drops the rest "
-        "without folding them (planned folds them into one bar): with more than 13 marks "
-        "the chart has an undrawn gap from the 12th bar's end to the last mark, where "
-        "'rolling now' starts, and the most recent batches are the ones missing"
-    ),
-)
 def test_actual_covers_every_batch_past_max_bars() -> None:
     marks = tuple(ProgressMark(p, at(100 + p * 10)) for p in range(21))  # 0..20 % at 1 %
     ph = rolling(progress=20, batch_percentage=1, total=100, marks=marks)
@@ -355,3 +346,17 @@ def test_actual_covers_every_batch_past_max_bars() -> None:
     done = [line for line in lines if ":done," in line]
     last_mark = int(marks[-1].at.timestamp())
     assert done[-1].endswith(f", {last_mark}")
+
+
+def test_a_paused_phase_is_not_drawn_as_rolling_and_its_past_window_is_not_shown() -> None:
+    paused = rolling(
+        state=PhaseState.PAUSED,
+        opened_at=None,
+        open_seconds=100,
+        window_closes_at=at(200),
+    )
+    lines = tasks(gantt.actual(op((pool_step(),), (paused,)), at(5000)))
+    assert any(line.startswith("paused, window closed :") for line in lines), lines
+    assert not any("rolling now" in line or ":active" in line for line in lines), lines
+    assert not any("window closes" in line for line in lines), lines
+    assert not any(line.startswith("ETA") for line in lines), lines
