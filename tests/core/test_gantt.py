@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from gitopsbot.core import gantt, timeline
 from gitopsbot.core.journal import (
     Journal,
