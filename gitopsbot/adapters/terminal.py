@@ -22,9 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gitopsbot.core.phase_view import StepRow
-
-# A frame is what one refresh shows: lines and blocks of step rows, in order.
-Frame = Sequence[str | Sequence[StepRow]]
+from gitopsbot.ports.screen import Frame
 
 _STATE_STYLE = {
     "succeeded": "green",
@@ -75,10 +73,16 @@ class LiveScreen:
     """A region of the terminal redrawn in place. Use as a context manager; on exit the
     last frame stays on screen."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, *, below_stderr: bool = False) -> None:
+        """``below_stderr``: what the process writes to standard error (``run``'s log lines)
+        scrolls above the region instead of breaking it."""
         self._console = Console(file=out, force_terminal=True, highlight=False)
         self._live = Live(
-            console=self._console, auto_refresh=False, transient=False, redirect_stderr=False
+            console=self._console,
+            auto_refresh=False,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=below_stderr,
         )
 
     def __enter__(self) -> LiveScreen:

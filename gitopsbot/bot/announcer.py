@@ -33,6 +33,12 @@ class Announcer:
         with self._lock:
             self._last[journal.cluster] = journal
 
+    def latest(self) -> dict[str, Journal]:
+        """Each cluster's journal as last announced (or seen): what ``run``'s live view
+        draws (``bot.live_board``)."""
+        with self._lock:
+            return dict(self._last)
+
     def announce(self, journal: Journal) -> tuple[Happening, ...]:
         """Tell every listener what changed since the journal last announced; returns it."""
         with self._lock:
