@@ -11,7 +11,8 @@ Each concrete class has a *family* (where the error came from, with its context)
     │
     ├── ChartError         family: chart repository, index, archive
     ├── GitError           family: NonFastForward (transient), GitAuthError, PushRefused
-    │                      (permanent), ...
+    │                      (permanent), GitInterrupted (transient: Ctrl-C stopped a transfer),
+    │                      ...
     ├── ForgeError         family: ForgeRateLimited, ForgeServerError, ForgeConflict (transient);
     │                      ForgeNotFound, ForgeUnauthorized (permanent)
     ├── KubeError          family: KubeConflict, KubeServerError, KubeTooManyRequests
@@ -134,6 +135,12 @@ class PushRefused(GitError, PermanentError):
 
 class GitFailed(GitError, PermanentError):
     """Any other Git failure."""
+
+
+class GitInterrupted(GitError, TransientError):
+    """A fetch or push stopped at its next callback because the command is being
+    interrupted (Ctrl-C), in a thread other than the main one (which gets KeyboardInterrupt):
+    nothing is wrong with the remote; the next pass, if any, does it again."""
 
 
 class ForgeError(GitOpsBotError):

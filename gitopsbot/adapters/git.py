@@ -19,6 +19,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import CredentialType, FileMode, ObjectType, SortMode
 
+from gitopsbot.adapters import interrupts
 from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.core.observed_git import CommitInfo
 from gitopsbot.errors import (
@@ -112,7 +113,12 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
 
 
 class _Callbacks(pygit2.RemoteCallbacks):
-    """Credentials offered once per operation: a second request means they were refused."""
+    """Credentials offered once per operation: a second request means they were refused.
+
+    Every callback first asks ``interrupts.check_transfer``: after a Ctrl-C that aborts, the
+    transfer stops at its next callback, through pygit2's own error channel (see
+    adapters/interrupts.py for why a signal must not raise in here by itself).
+    ``said``: the remote's sideband text (a refused push's reason)."""
 
     def __init__(self, credentials: Credentials | None, where: str) -> None:
         super().__init__()
@@ -120,10 +126,27 @@ class _Callbacks(pygit2.RemoteCallbacks):
         self._where = where
         self.asked = 0
         self.rejected: list[tuple[str, str]] = []
+        self.said: list[str] = []
+
+    def sideband_progress(self, string: str) -> None:
+        interrupts.check_transfer()
+        self.said.append(string)
+
+    def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
+        interrupts.check_transfer()
+
+    def push_transfer_progress(
+        self, objects_pushed: int, total_objects: int, bytes_pushed: int
+    ) -> None:
+        interrupts.check_transfer()
+
+    def update_tips(self, refname: str, old: pygit2.Oid, new: pygit2.Oid) -> None:
+        interrupts.check_transfer()
 
     def credentials(
         self, url: str, username_from_url: str | None, allowed_types: CredentialType
     ) -> pygit2.Username | pygit2.UserPass | pygit2.Keypair:
+        interrupts.check_transfer()
         self.asked += 1
         cred = self._credentials
         if cred is None:
@@ -152,6 +175,7 @@ class _Callbacks(pygit2.RemoteCallbacks):
         return pygit2.UserPass(cred.username, cred.password)
 
     def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
+        interrupts.check_transfer()
         # libgit2 says whether the TLS certificate or SSH host key is trusted (for SSH: found
         # in ~/.ssh/known_hosts); pygit2 gives no certificate to check ourselves.
         if valid:
@@ -463,9 +487,8 @@ class GitRepo:
             self._settings.credentials, f"push {branch} ({self._url_for_messages})"
         )
         # The remote's own words (a hook's stderr arrives as "remote:" sideband text): the
-        # reason a push was refused. pygit2 looks the callback up on the instance.
-        said: list[str] = []
-        callbacks.sideband_progress = said.append  # type: ignore[method-assign,assignment]
+        # reason a push was refused.
+        said = callbacks.said
         ref = f"refs/heads/{branch}"
         try:
             with self._mapped(f"push {branch}"):

@@ -14,6 +14,7 @@ so). The commands and the sandbox get everything they run with from here:
 
 from __future__ import annotations
 
+from gitopsbot.adapters import interrupts as interrupts  # re-exported: Ctrl-C, every command
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )

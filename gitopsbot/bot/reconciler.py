@@ -33,7 +33,7 @@ from gitopsbot.bot.reverts import (
 )
 from gitopsbot.core import manual_revision, merge_queue
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.errors import GitOpsBotError
+from gitopsbot.errors import GitInterrupted, GitOpsBotError
 
 log = logging.getLogger(__name__)
 # How often an idle cluster's release is looked at for a revision made outside the bot.
@@ -75,7 +75,8 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
             with self.pass_reads():  # each release read once in the pass, forgotten after it
                 result = self._pass(cluster, fetch=fetch)
         except GitOpsBotError as e:
-            self._record_failure(cluster, e)
+            if not isinstance(e, GitInterrupted):  # Ctrl-C, not a failing pass: no record
+                self._record_failure(cluster, e)
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             self.announcer.pass_finished(
                 cluster,

@@ -47,7 +47,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from gitopsbot.bot import log_context
 from gitopsbot.bot.reconciler import PassResult
-from gitopsbot.errors import GitOpsBotError, TransientError
+from gitopsbot.errors import GitInterrupted, GitOpsBotError, TransientError
 from gitopsbot.ports.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -256,6 +256,9 @@ class Scheduler:
         """One pass through ``run`` (``reconcile`` or ``follow_up``), failures logged."""
         try:
             result = run(cluster)
+        except GitInterrupted as e:  # Ctrl-C stopped its Git transfer: the process is ending
+            log.info("%s: pass stopped: %s", cluster, e)
+            return None
         except TransientError as e:
             log.warning("%s: pass failed, will retry: %s", cluster, e)
             return None

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import signal
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from gitopsbot import settings
+from gitopsbot import app, settings
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox.story import (
     GIT_PASSWORD,
@@ -82,11 +80,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gitopsbot demo: --state-dir {state_dir}: {refused}\n")
         return 2
     options = StoryOptions(state_dir=state_dir, nodes=args.nodes)
-    # SIGTERM (and SIGINT where a parent shell ignored it) stops the story like Ctrl-C: the
-    # finally blocks stop the bot and the sandbox.
-    signal.signal(signal.SIGTERM, _interrupt)
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, _interrupt)
+    # Ctrl-C and SIGTERM (also where a parent shell ignored SIGINT): KeyboardInterrupt at a
+    # safe point, Git transfers of the bot's threads stopped; the finally blocks stop the bot
+    # and the sandbox. A second one exits at once: the sandbox's servers and helm die with it.
+    app.interrupts.install(
+        "demo",
+        message="stopping everything it started (Ctrl-C again to force)",
+        force_message="the sandbox's processes die with it",
+    )
     try:
         return play(options, out=sys.stdout, keep=_hold if args.keep else None)
     except KeyboardInterrupt:
@@ -107,10 +108,6 @@ def _refuse_state_dir(state_dir: Path) -> str:
     if state_dir.is_dir() and any(state_dir.iterdir()) and not (state_dir / MARKER).exists():
         return "not empty and not a story directory (give an empty or new one)"
     return ""
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def _hold(world: StoryWorld) -> None:
@@ -134,4 +131,5 @@ def _hold(world: StoryWorld) -> None:
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
+        app.interrupts.settle()  # the way --keep ends: exit 0
         print("\nstopping the sandbox")
