@@ -37,7 +37,8 @@ examples:
 
 exit status: 0 the story ran to the end, 1 a step of it failed or the sandbox could not start,
 2 bad options (--nodes below 1, a --state-dir it did not make and is not empty), 130
-interrupted (Ctrl-C or SIGTERM).
+interrupted (Ctrl-C or SIGTERM: everything it started is stopped within seconds; a second
+Ctrl-C exits at once). --keep: Ctrl-C after the story stops the sandbox, exit 0.
 """
 
 
