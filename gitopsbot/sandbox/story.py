@@ -286,26 +286,21 @@ class StoryWorld:
             target.write_text(text)
         self.remote.create_fleet_repo("fleet", source)
         self.fleet_url = self.remote.repo_url("fleet")
+        # The forge follows the repository: heads are the pushed tips, merges real commits.
+        self.forge.attach_repo(self.remote.root / "fleet.git")
+        forge = self.forge
+        self.remote.on_push.append(lambda _name: forge.pushed())
         authed = self.fleet_url.replace("http://", f"http://{GIT_USER}:{GIT_PASSWORD}@", 1)
         git("clone", "--quiet", authed, str(self.human), cwd=self.state_dir)
 
     # -- what a person does ----------------------------------------------------------------
 
     def merge(self, number: int) -> str:
-        """Merge pull request ``number`` as the forge's button would: a merge commit on main
-        pushed to the remote, then the forge's "merged" webhook. Returns the merge commit."""
+        """Merge pull request ``number`` as the forge's button does: the forge makes the merge
+        commit on main in the remote and calls the "merged" webhooks. Returns the merge
+        commit."""
         assert self.forge is not None
-        pr = self.forge.pull(number)
-        h = self.human
-        git("fetch", "--quiet", "origin", cwd=h)
-        git("checkout", "--quiet", "main", cwd=h)
-        git("merge", "--quiet", "--ff-only", "origin/main", cwd=h)
-        message = f"Merge pull request #{number} from {OWNER}/{pr.head}\n\n{pr.title}"
-        git("merge", "--quiet", "--no-ff", "-m", message, f"origin/{pr.head}", cwd=h)
-        git("push", "--quiet", "origin", "main", cwd=h)
-        sha = git("rev-parse", "HEAD", cwd=h).strip()
-        self.forge.merge(number)  # the local forge records it and calls the webhooks
-        return sha
+        return self.forge.merge(number).merge_commit_sha
 
     def revert(self, sha: str) -> str:
         """``git revert`` of a merge commit (first parent), pushed to main."""
@@ -708,8 +703,8 @@ def play(
             f"pull request #{proposal.number} opened: '{world.forge.pull(proposal.number).title}' "
             f"(plan decision: {proposal.decision}; the plan is its body and its plan comment)"
         )
-        for line in world.forge.pull(proposal.number).body.splitlines()[:12]:
-            say(f"    | {line}"[:150])
+        for line in plan_summary(world.forge.pull(proposal.number).body):
+            say(f"    | {line}"[:150])  # a long row shortened, never dropped
 
         say(f"merging pull request #{proposal.number} (a person clicks Merge; webhook to the bot)")
         merge_sha = world.merge(proposal.number)
@@ -777,6 +772,25 @@ def _image_summary(images: dict[str, list[str]]) -> str:
             tag = image.rsplit(":", 1)[-1]
             counts[tag] = counts.get(tag, 0) + 1
     return ", ".join(f"{n} on {tag}" for tag, n in sorted(counts.items())) or "none"
+
+
+def plan_summary(body: str) -> list[str]:
+    """The pull request body's lines up to the plan's first section (``### Policy``...):
+    the proposal, the plan's heading and its whole deployed/target table; no HTML comment,
+    no run of blank lines."""
+    lines: list[str] = []
+    in_plan = False
+    for line in body.splitlines():
+        if line.startswith("## "):
+            in_plan = True
+        elif in_plan and line.startswith("### "):
+            break
+        if line.startswith("<!--") or (not line.strip() and (not lines or not lines[-1])):
+            continue
+        lines.append(line.rstrip())
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
 
 
 def _where_to_look(world: StoryWorld, number: int, out: TextIO) -> None:
