@@ -30,11 +30,14 @@ EPILOG = """\
 examples:
   gitopsbot demo                                   # the whole story in a local sandbox
   gitopsbot validate examples/fleet                # check a fleet repository
-  gitopsbot plan --cluster staging --fleet examples/fleet
-  gitopsbot --log-format json run --fleet-url URL  # JSON log lines; also run ... --log-format
-  gitopsbot -v plan --cluster staging --fleet examples/fleet   # INFO log lines of any command
+  gitopsbot plan --cluster staging --fleet examples/fleet --chart-dir examples/charts/repo
+  gitopsbot --log-format json run --once --fleet-url <fleet-url>   # JSON log lines (or after run)
+  gitopsbot -v validate examples/fleet             # INFO log lines of any command
   eval "$(gitopsbot tools --fetch --shell)"        # the pinned helm and kubectl on PATH
   gitopsbot <command> --help                       # more on one command
+
+<...> is yours to fill in (a URL, a path, a name); a comment `needs ...` says what an example
+needs besides a local sandbox (tests/test_help_examples.py runs every other one).
 
 logs: stderr, text by default (--log-format json or $GITOPSBOT_LOG_FORMAT=json: one JSON object
 per line with cluster, operation and step); WARNING and up, and INFO of gitopsbot under `run`;

@@ -12,9 +12,9 @@ from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
 EXAMPLES = """\
 examples:
-  GITOPSBOT_FORGE_TOKEN=... gitopsbot comment --cluster staging --pr 42 \\
-      --fleet-url https://github.com/acme/fleet.git
-  gitopsbot comment --cluster staging --pr 42 --fleet . --chart-dir examples/charts/repo
+  GITOPSBOT_FORGE_TOKEN=<forge-token> gitopsbot comment --cluster <cluster> --pr <pr> \\
+      --fleet-url <fleet-url>
+  gitopsbot comment --cluster <cluster> --pr <pr> --fleet . --chart-dir examples/charts/repo
 
 The plan compares the watched branch (baseline) with the request's branch (desired state).
 One comment per cluster and request, edited in place on every run; the gitopsbot/policy

@@ -37,9 +37,9 @@ examples:
   # offline, with the example charts shipped in the repository
   gitopsbot plan --cluster staging --fleet examples/fleet --chart-dir examples/charts/repo
   # what a pull request changes: baseline main, proposal the PR branch
-  gitopsbot plan --cluster production --fleet . --from origin/main --to HEAD
+  gitopsbot plan --cluster <cluster> --fleet . --from origin/main --to HEAD
   # machine-readable, and exit 1 unless policy allows the change
-  gitopsbot plan --cluster production --output json --check
+  gitopsbot plan --cluster <cluster> --output json --check
 
 Without --from the baseline is "nothing deployed" (a first install). Charts come from the
 release's repository over HTTP unless --chart-dir (or GITOPSBOT_CHARTS, paths separated by

@@ -21,7 +21,8 @@ examples:
   echo '{"format": "gitopsbot.post-render/v1", "pools": [{"name": "shared",
     "batchPercentage": 10, "batchIntervalSeconds": 120, "maxDurationSeconds": 7200}]}' > policy.json
   helm template tf examples/charts/tensor-fusion-1.8.7 > rendered.yaml
-  gitopsbot post-render --policy policy.json < rendered.yaml | diff rendered.yaml -
+  gitopsbot post-render --policy policy.json < rendered.yaml > post-rendered.yaml
+  diff rendered.yaml post-rendered.yaml          # exit 1: they differ, the pools' switches closed
 
 exit status: 0 manifests written, 1 the manifests or the policy cannot be understood, 2 the
 policy file cannot be read (helm aborts the upgrade on non-zero).

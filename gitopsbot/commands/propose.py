@@ -26,13 +26,14 @@ log = logging.getLogger(__name__)
 EXAMPLES = """\
 examples:
   # one pass against the fleet repository, forge and token from its gitopsbot.yaml
-  GITOPSBOT_FORGE_TOKEN=... gitopsbot propose --once --fleet-url https://github.com/acme/fleet.git
+  GITOPSBOT_FORGE_TOKEN=<forge-token> gitopsbot propose --once --fleet-url <fleet-url>
   # offline, charts from disk, proposals as branches with PLAN.md (no forge API); --fleet is
-  # a BARE repository (git clone --bare ~/src/gpu-fleet ~/src/gpu-fleet.git): the bot pushes
-  # branches, and Git's local transport cannot push into a working copy
-  gitopsbot propose --once --fleet ~/src/gpu-fleet.git --chart-dir examples/charts/repo --git-only
+  # a BARE repository: the bot pushes branches, and Git's local transport cannot push into a
+  # working copy
+  git clone --bare . ../gpu-fleet.git               # in a working copy of the fleet
+  gitopsbot propose --once --fleet ../gpu-fleet.git --chart-dir examples/charts/repo --git-only
   # keep watching: a pass every proposals.interval (gitopsbot.yaml)
-  gitopsbot propose --fleet-url https://github.com/acme/fleet.git
+  gitopsbot propose --fleet-url <fleet-url>         # until Ctrl-C
 
 Each pass reads each cluster's chart repository index, picks the newest version its
 proposals.scope allows (patch, minor, major; pinned: none), skipping app-major changes (R2)

@@ -18,17 +18,22 @@ log = logging.getLogger(__name__)
 
 EXAMPLES = """\
 examples:
-  gitopsbot run --fleet-url https://git.example.com/acme/gpu-fleet.git
-  gitopsbot run --fleet ~/src/gpu-fleet.git --cluster staging --once   # a bare clone; one round
-  GITOPSBOT_GIT_TOKEN=... gitopsbot run --fleet-url https://... --kubeconfig ~/.kube/fleet
-  gitopsbot run --fleet-url https://... --webhook-listen 0.0.0.0:8080   # forge webhooks too
-  gitopsbot run --fleet-url https://... --metrics-listen 0.0.0.0:9090   # /metrics /healthz /readyz
-  gitopsbot run --fleet-url https://... --helm /opt/helm3/helm --kubectl /usr/bin/kubectl
-  gitopsbot run --fleet ~/src/gpu-fleet.git --download-binaries   # pinned helm 4 + kubectl
-  gitopsbot run --fleet-url https://... --in-cluster   # in a pod: its ServiceAccount
-  gitopsbot run --fleet-url https://... --leases-namespace gitopsbot   # replicas share the fleet
-  gitopsbot run --fleet-url https://... --leases-namespace ops --leases-kubeconfig ~/.kube/mgmt
-  gitopsbot run --fleet-url https://... --log-format json   # log lines as JSON (docs/logging.md)
+  gitopsbot run --fleet-url <fleet-url>             # until Ctrl-C (or SIGTERM)
+  gitopsbot run --fleet <bare-clone> --cluster <cluster> --once   # a bare clone; one round
+  GITOPSBOT_GIT_TOKEN=<git-token> gitopsbot run --once --fleet-url <fleet-url> \\
+      --kubeconfig <kubeconfig>
+  # until Ctrl-C, with: forge webhooks; /metrics /healthz /readyz; log lines as JSON
+  # (docs/logging.md); Leases in the cluster of another kubeconfig (replicas share the fleet)
+  gitopsbot run --fleet-url <fleet-url> --webhook-listen 0.0.0.0:8080
+  gitopsbot run --fleet-url <fleet-url> --metrics-listen 0.0.0.0:9090
+  gitopsbot run --fleet-url <fleet-url> --log-format json
+  gitopsbot run --fleet-url <fleet-url> --leases-namespace default --leases-kubeconfig <kubeconfig>
+
+  eval "$(gitopsbot tools --fetch --shell)"         # the pinned helm (4), helm3 and kubectl
+  gitopsbot run --once --fleet-url <fleet-url> --helm helm3 --kubectl kubectl   # names or paths
+  gitopsbot run --once --fleet <bare-clone> --download-binaries   # pinned helm 4 + kubectl
+  gitopsbot run --fleet-url <fleet-url> --in-cluster   # its ServiceAccount; needs a pod
+  gitopsbot run --fleet-url <fleet-url> --leases-namespace gitopsbot   # replicas; needs a pod
 
 helm and kubectl: --helm/--kubectl, else $GITOPSBOT_HELM/$GITOPSBOT_KUBECTL, else the pinned
 ones with --download-binaries, else PATH (helm 3 or 4; `gitopsbot status` shows which).

@@ -25,8 +25,8 @@ from gitopsbot.sandbox.environment import SandboxState
 EPILOG = """\
 examples:
   gitopsbot sandbox up                              # start it; prints how to reach it
-  gitopsbot sandbox up --pools 2 --foreground       # in this process, until Ctrl-C
   gitopsbot sandbox down                            # stop it
+  gitopsbot sandbox up --pools 2 --foreground       # in this process, until Ctrl-C
   gitopsbot sandbox up --help                       # all options of `up`
 """
 
@@ -34,14 +34,19 @@ DOWN_EPILOG = """\
 examples:
   gitopsbot sandbox down                            # the sandbox in the default state dir
   gitopsbot sandbox down --state-dir /tmp/sb        # the one started with this --state-dir
+
+exit status: 0 stopped, or nothing running, 1 its state file unreadable or it would not stop
+(docs/commands.md#exit-statuses).
 """
 
 UP_EPILOG = """\
 examples:
-  gitopsbot sandbox up                              # 1 pool x 3 nodes, newest chart
   gitopsbot sandbox up --pools 2 --nodes 50 --chart-version 1.8.0
+  eval "$(gitopsbot tools --fetch --shell helm4 kubectl)"   # the pinned helm and kubectl
   export KUBECONFIG=~/.cache/gitopsbot/sandbox/kubeconfig
   kubectl get gpupools
+  gitopsbot sandbox down
+  gitopsbot sandbox up                              # 1 pool x 3 nodes, newest chart
   gitopsbot sandbox down
 
 exit status: 0 ready (`sandbox down`: stopped, or nothing running), 1 a sandbox already running

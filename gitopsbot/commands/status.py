@@ -17,10 +17,10 @@ from gitopsbot.errors import ConfigError, GitOpsBotError
 EXAMPLES = """\
 examples:
   gitopsbot status --fleet .                       # every cluster, from this clone
-  gitopsbot status --fleet . --cluster staging     # one cluster, every step
-  gitopsbot status --fleet-url https://... --watch # live progress while a rollout runs
+  gitopsbot status --fleet . --cluster <cluster>   # one cluster, every step
+  gitopsbot status --fleet-url <fleet-url> --watch # live progress until Ctrl-C
 
-  git clone https://git.example.com/acme/gpu-fleet.git
+  git clone <fleet-url> gpu-fleet
   gitopsbot status --fleet gpu-fleet               # state: ... from origin/gitopsbot/state ...
 
 Reads only Git (the bot's state branch): it works from any machine with read access and

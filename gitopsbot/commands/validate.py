@@ -21,7 +21,7 @@ EXAMPLES = """\
 examples:
   gitopsbot validate                      # the fleet repository in the current directory
   gitopsbot validate examples/fleet
-  gitopsbot validate . --chart-dir charts/ # also check values against values.schema.json
+  gitopsbot validate . --chart-dir examples/charts/repo   # also values.schema.json, the index
 
 Checks every file (located messages: file:line:column: field: problem), secret-looking
 literals, and the policy rules that can be judged without a cluster (R5, R13, F3, batch size,

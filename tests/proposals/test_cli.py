@@ -130,7 +130,8 @@ def test_help_example_uses_a_bare_repository() -> None:
         for line in EXAMPLES.splitlines()
         if line.startswith("  gitopsbot") and "--fleet " in line
     )
-    assert "--fleet ~/src/gpu-fleet.git" in example
+    assert "--fleet ../gpu-fleet.git" in example
+    assert "  git clone --bare . ../gpu-fleet.git" in EXAMPLES  # the bare repository it names
 
 
 @pytest.mark.slow
