@@ -42,6 +42,10 @@ needs besides a local sandbox (tests/test_help_examples.py runs every other one)
 logs: stderr, text by default (--log-format json or $GITOPSBOT_LOG_FORMAT=json: one JSON object
 per line with cluster, operation and step); WARNING and up, and INFO of gitopsbot under `run`;
 -v INFO, -vv DEBUG (docs/logging.md).
+
+Ctrl-C (or SIGTERM): any command stops at a safe point, exit 130; run and propose's loop stop
+after the running pass (0), status --watch ends (0); a second Ctrl-C exits at once
+(docs/commands.md#interrupts).
 """
 
 
@@ -104,13 +108,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         sys.stderr.write(f"gitopsbot {args.command}: {e}\n")
         return 1
+    # Ctrl-C: KeyboardInterrupt at a safe point (never inside a pygit2 callback), exit 130;
+    # a second one forces. run, propose's loop and status --watch choose their own way.
+    # An error or status after an aborting Ctrl-C is the interrupt's doing (EINTR): 130 too.
+    restore = app.interrupts.install(args.command)
     try:
-        result: int = args.func(args)
-    except GitOpsBotError as e:
-        # The safety net: commands report their own errors, but none may end in a traceback.
-        sys.stderr.write(f"gitopsbot {args.command}: {e}\n")
-        return 1 if isinstance(e, ConfigError) else 2
+        try:
+            result: int = args.func(args)
+        except GitOpsBotError as e:
+            if app.interrupts.aborted():
+                raise KeyboardInterrupt from None
+            # The safety net: commands report their own errors, but none may end in a traceback.
+            sys.stderr.write(f"gitopsbot {args.command}: {e}\n")
+            return 1 if isinstance(e, ConfigError) else 2
+        if app.interrupts.aborted():
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\ngitopsbot {args.command}: interrupted\n")
+        return app.interrupts.EXIT_INTERRUPTED
     finally:
+        restore()
         if undo is not None:  # main() called again in one process starts afresh
             undo()
     return result

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from gitopsbot import app
@@ -42,7 +40,8 @@ chart.version and setting cluster.hypervisorImage explicitly (R4), with the plan
 Git over HTTPS authenticates with GITOPSBOT_GIT_TOKEN when set.
 exit status: 0 pass done, 1 bad fleet files or settings (the forge token's variable unset,
 --fleet a working copy), 2 bad options, Git, forge or chart repository unavailable (or a
-proposal failed).
+proposal failed). Without --once, Ctrl-C stops after the running pass (0); a second one exits
+at once (130).
 """
 
 
@@ -137,12 +136,14 @@ def one_pass(wiring: Wiring, args: argparse.Namespace) -> int:
 def loop(wiring: Wiring, args: argparse.Namespace) -> int:
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.warning("signal %s: stopping after the running pass", signum)
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    # SIGINT/SIGTERM: the running pass finishes (its pull request opened or not), then exit
+    # 0; a second signal exits at once (130).
+    app.interrupts.install(
+        "propose",
+        graceful=True,
+        message="stopping after the running pass (Ctrl-C again to force)",
+        on_first=lambda signum: stop.set(),
+    )
     interval = wiring.settings.proposals.interval_seconds
     print(f"gitopsbot propose: a pass every {interval}s (Ctrl-C to stop)", flush=True)
     while not stop.is_set():

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
-from types import FrameType
 from typing import Any
 
 from gitopsbot import app
@@ -42,16 +40,19 @@ kubeconfigSecret (a Secret in the bot's namespace), or neither: in a pod, its Se
 (no kubeconfig needed); elsewhere the kubeconfig's current context (docs/cluster-access.md).
 
 Each cluster gets its own job: a pass every pollInterval (gitopsbot.yaml) with jitter; a pass
-runs at most one step and records it on the state branch. SIGINT/SIGTERM stop the loop after
-the running pass has recorded (a step boundary). --once runs passes until every cluster is
-idle or waiting (for a window, the controller, a queued change), then exits.
+runs at most one step and records it on the state branch. SIGINT/SIGTERM (Ctrl-C) stop the
+loop after the running pass has recorded (a step boundary), and say so; a second one exits at
+once (130), leaving the running step as a crash would (the next run resumes it). --once runs
+passes until every cluster is idle or waiting (for a window, the controller, a queued change),
+then exits.
 --leases-namespace NS: several replicas share the fleet through Kubernetes Leases in NS
 (one per cluster, one per replica; RBAC: get, list, create, update on leases): each replica
 works on an even share of the clusters, and a dead replica's clusters move to the others
 within one lease duration (15 s). Identity: --identity, else $POD_NAME, else the host name,
 plus a random suffix. A webhook wakes only the clusters this replica holds (docs/leases.md).
 exit status: 0 stopped cleanly, 1 bad fleet or settings (a secret it names unset, no helm),
-2 bad options, Git or a cluster unavailable (docs/commands.md#exit-statuses).
+2 bad options, Git or a cluster unavailable, 130 forced by a second Ctrl-C
+(docs/commands.md#exit-statuses, #interrupts).
 """
 
 # Passes per cluster in --once before giving up on "immediately due" work.
@@ -223,10 +224,22 @@ def run(args: argparse.Namespace) -> int:
     return run_forever(bot, receiver, metrics, json_lines=json_lines)
 
 
+FORCED = "the running step is left as a crash leaves it; the next run resumes it"
+
+
 def run_once(bot: app.Bot) -> int:
+    # Ctrl-C: the pass in flight finishes and records; no pass starts after it.
+    app.interrupts.install(
+        "run",
+        graceful=True,
+        message="stopping at the next step boundary (Ctrl-C again to force)",
+        force_message=FORCED,
+    )
     status = 0
     for cluster in bot.clusters:
         for _ in range(ONCE_LIMIT):
+            if app.interrupts.requested():
+                break
             try:
                 result = bot.reconciler.reconcile(cluster)
             except GitOpsBotError as e:
@@ -239,6 +252,8 @@ def run_once(bot: app.Bot) -> int:
                 break
     bot.flush()  # the last pass may have left a record for the next pass's push
     bot.close()
+    if app.interrupts.requested():
+        print(f"gitopsbot run: {app.interrupts.signal_name()}: stopped cleanly at a step boundary")
     return status
 
 
@@ -260,15 +275,11 @@ def run_forever(
         else:
             print(f"gitopsbot run: {text}", flush=True)
 
-    received: list[int] = []
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.warning("signal %s: stopping after the running passes", signum)
-        received.append(signum)
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    # SIGINT/SIGTERM: stop taking passes; the ones in flight record their step first. A
+    # second signal exits at once (130).
+    app.interrupts.install(
+        "run", graceful=True, on_first=lambda signum: stop.set(), force_message=FORCED
+    )
     if bot.shards is None:
         bot.scheduler.set_clusters(bot.clusters)
     bot.scheduler.start()
@@ -283,6 +294,11 @@ def run_forever(
         say(f"metrics at {metrics.url}/metrics")
     try:
         stop.wait()
+        why = app.interrupts.signal_name() or "stop"
+        say(
+            f"{why}: stopping at the next step boundary: the running passes record their step "
+            "first (Ctrl-C again to force)"
+        )
     finally:
         if receiver is not None:
             receiver.stop()
@@ -293,6 +309,5 @@ def run_forever(
         bot.close()  # the pull requests show the last recorded transitions
         if metrics is not None:  # last: the probes answered "stopping" meanwhile
             metrics.stop()
-    why = signal.Signals(received[0]).name if received else "stop"
     say(f"{why}: stopped cleanly at a step boundary")
     return 0

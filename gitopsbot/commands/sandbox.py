@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,8 @@ examples:
   gitopsbot sandbox down
 
 exit status: 0 ready (`sandbox down`: stopped, or nothing running), 1 a sandbox already running
-from the state directory, 2 bad options (docs/commands.md#exit-statuses).
+from the state directory, 2 bad options, 130 --foreground stopped by Ctrl-C
+(docs/commands.md#exit-statuses).
 """
 
 
@@ -118,7 +120,7 @@ def run_up(args: argparse.Namespace) -> int:
         shutil.rmtree(state_dir / "cluster", ignore_errors=True)
         shutil.rmtree(state_dir / "git", ignore_errors=True)  # the fleet repository
     if args.foreground:
-        return env.serve(options, on_ready=lambda s: print(env.connection_help(s), flush=True))
+        return _foreground(options)
     try:
         state = env.start_detached(options, timeout=args.timeout)
     except GitOpsBotError as e:
@@ -126,6 +128,20 @@ def run_up(args: argparse.Namespace) -> int:
         return 1
     print(env.connection_help(state))
     return 0
+
+
+def _foreground(options: env.SandboxOptions) -> int:
+    """--foreground: up until Ctrl-C or SIGTERM. The command line's handler raises
+    KeyboardInterrupt at a safe point, also while starting; the sandbox is stopped here
+    first, then the command line says `interrupted` and exits 130."""
+    sandbox = env.Sandbox(options)
+    try:
+        state = sandbox.start()
+        print(env.connection_help(state), flush=True)
+        while True:
+            time.sleep(3600)
+    finally:
+        sandbox.stop()
 
 
 def run_down(args: argparse.Namespace) -> int:

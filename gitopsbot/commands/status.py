@@ -27,8 +27,8 @@ Reads only Git (the bot's state branch): it works from any machine with read acc
 never talks to a cluster. --fleet PATH reads the clone as it is, without the network: its
 local state branch if it has one, else origin/<state branch> as of its last `git fetch`.
 --fleet-url URL fetches the branch now. The first line says which ref it read.
-exit status: 0 printed, 1 unknown cluster or --fleet not a Git repository, 2 bad options or Git
-unavailable (docs/commands.md#exit-statuses).
+exit status: 0 printed (--watch: ended by Ctrl-C), 1 unknown cluster or --fleet not a Git
+repository, 2 bad options or Git unavailable (docs/commands.md#exit-statuses).
 """
 
 
@@ -101,7 +101,22 @@ def run(args: argparse.Namespace) -> int:
 
 def show(store: JournalStore, args: argparse.Namespace, source: str = "") -> int:
     """Print ``source`` (which ref is read: the first line) and each cluster's state; with
-    ``--watch``, again every ``--interval`` seconds."""
+    ``--watch``, again every ``--interval`` seconds, until Ctrl-C: exit 0 at once."""
+    if not args.watch:
+        return _show(store, args, source)
+    try:
+        return _show(store, args, source)
+    except KeyboardInterrupt:  # raised at a safe point, never inside a fetch (cli.py)
+        pass
+    except GitOpsBotError:
+        if not app.interrupts.aborted():
+            raise
+        # Ctrl-C during a fetch: libgit2 fails at once (EINTR) before the handler runs.
+    app.interrupts.settle()  # the way a watch ends: 0
+    return 0
+
+
+def _show(store: JournalStore, args: argparse.Namespace, source: str) -> int:
     while True:
         text, code = render(store, args.cluster, datetime.now(UTC))
         if args.watch and sys.stdout.isatty():
@@ -110,8 +125,5 @@ def show(store: JournalStore, args: argparse.Namespace, source: str = "") -> int
         sys.stdout.flush()
         if not args.watch or code:
             return code
-        try:
-            time.sleep(args.interval)
-            store.refresh()
-        except KeyboardInterrupt:
-            return 0
+        time.sleep(args.interval)
+        store.refresh()

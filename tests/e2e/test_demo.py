@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.cli import main as cli_main
-from gitopsbot.sandbox.story import StoryError, StoryOptions, StoryWorld, play
+from gitopsbot.sandbox.story import StoryError, StoryOptions, StoryWorld, plan_summary, play
 
 
 def _listening(port: int) -> bool:
@@ -30,9 +30,12 @@ def test_demo_story_runs_to_the_end_and_leaves_nothing_running(tmp_path: Path) -
     before = set(threading.enumerate())
     out = io.StringIO()
     ports: set[int] = set()
+    bodies: list[str] = []
 
     def remember(world: StoryWorld) -> None:  # called with everything still up
         assert world.sandbox is not None and world.sandbox.state is not None
+        assert world.forge is not None
+        bodies.append(world.forge.pull(1).body)
         ports.update(world.sandbox.state.ports)
         for service in world.sandbox.services.values():
             ports.add(int(service.url.rsplit(":", 1)[1].split("/")[0]))
@@ -56,6 +59,14 @@ def test_demo_story_runs_to_the_end_and_leaves_nothing_running(tmp_path: Path) -
         "status gitopsbot/apply",
     ):
         assert expected in text, f"{expected!r} missing from:\n{text}"
+    # The plan's whole summary is shown, its deployed/target table to its last row (it was
+    # cut after the table's header).
+    summary = plan_summary(bodies[0])
+    rows = [line for line in summary if line.startswith("| ")]
+    assert any(r.startswith("| chart | 1.8.0 | 1.8.7 |") for r in rows), summary
+    assert any(r.startswith("| app |") for r in rows), summary
+    for line in summary:
+        assert f"    | {line}"[:150] in text, f"{line!r} missing from:\n{text}"
     assert len(ports) == 4  # API server, chart repository, Git remote, local GitHub
     assert not [p for p in ports if _listening(p)]
     deadline = time.monotonic() + 10
