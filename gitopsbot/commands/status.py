@@ -12,6 +12,7 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.bot import report
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.core.phase_view import StepRow
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
 EXAMPLES = """\
@@ -50,12 +51,16 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str, int]:
+def frame(
+    store: JournalStore, cluster: str | None, now: datetime
+) -> tuple[list[str | list[StepRow]], int]:
+    """What one refresh shows: lines, and each operation's steps as rows (drawn as text by
+    ``render``, as a live region with progress bars on a terminal)."""
     names = store.clusters()
     if cluster is not None and cluster not in names:
         known = ", ".join(names) or "none yet"
-        return f"cluster {cluster!r} has no record on the state branch (known: {known})\n", 1
-    out: list[str] = []
+        return [f"cluster {cluster!r} has no record on the state branch (known: {known})"], 1
+    out: list[str | list[StepRow]] = []
     for name in [cluster] if cluster else names:
         current = store.current(name)
         if current is None:
@@ -63,7 +68,9 @@ def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str
                 f"{name}: no operation yet (watching since {(store.seen(name) or '?')[:12]})"
             )
         else:
-            out.extend(report.lines(current, now))
+            out.extend(report.head_lines(current))
+            out.append(report.step_rows(current, now))
+            out.extend(report.tail_lines(current))
         manual = store.manual_revision(name)
         if manual is not None:
             out.append(f"  ⚠ {manual.describe()}")
@@ -78,7 +85,15 @@ def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str
     tools = store.tools()  # recorded by `gitopsbot run` at start (docs/cluster-access.md)
     if tools is not None:
         out.append(tools.describe())
-    return "\n".join(out) + "\n", 0
+    return out, 0
+
+
+def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str, int]:
+    items, code = frame(store, cluster, now)
+    out: list[str] = []
+    for item in items:
+        out.extend([item] if isinstance(item, str) else report.row_lines(item))
+    return "\n".join(out) + "\n", code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,13 +132,52 @@ def show(store: JournalStore, args: argparse.Namespace, source: str = "") -> int
 
 
 def _show(store: JournalStore, args: argparse.Namespace, source: str) -> int:
-    while True:
+    if not args.watch:
         text, code = render(store, args.cluster, datetime.now(UTC))
-        if args.watch and sys.stdout.isatty():
-            sys.stdout.write("\x1b[2J\x1b[H")  # clear and home: a live display
         sys.stdout.write(f"{source}\n{text}" if source else text)
-        sys.stdout.flush()
-        if not args.watch or code:
-            return code
+        return code
+    if sys.stdout.isatty():
+        return _watch_live(store, args, source)
+    return _watch_lines(store, args, source)
+
+
+def _watch_live(store: JournalStore, args: argparse.Namespace, source: str) -> int:
+    """A terminal: one region redrawn in place (adapters/terminal.py)."""
+    with app.LiveScreen(sys.stdout) as screen:
+        while True:
+            items, code = frame(store, args.cluster, datetime.now(UTC))
+            screen.draw([source, *items] if source else items)
+            if code:
+                return code
+            time.sleep(args.interval)
+            store.refresh()
+
+
+def _watch_lines(store: JournalStore, args: argparse.Namespace, source: str) -> int:
+    """Logs and CI: everything once, then one time-stamped line per change."""
+    text, code = render(store, args.cluster, datetime.now(UTC))
+    sys.stdout.write(f"{source}\n{text}" if source else text)
+    sys.stdout.flush()
+    if code:
+        return code
+    seen: dict[str, str] = {}
+    _changes(store, args.cluster, seen)  # what was just printed in full
+    while True:
         time.sleep(args.interval)
         store.refresh()
+        now = datetime.now(UTC)
+        for line in _changes(store, args.cluster, seen, now):
+            sys.stdout.write(f"{now:%H:%M:%S} {line}\n")
+        sys.stdout.flush()
+
+
+def _changes(
+    store: JournalStore, cluster: str | None, seen: dict[str, str], now: datetime | None = None
+) -> list[str]:
+    out: list[str] = []
+    when = now or datetime.now(UTC)
+    for name in [cluster] if cluster else store.clusters():
+        current = store.current(name)
+        if current is not None:
+            out.extend(report.change_lines(current, when, seen))
+    return out
