@@ -121,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # The safety net: commands report their own errors, but none may end in a traceback.
             sys.stderr.write(f"gitopsbot {args.command}: {e}\n")
             return 1 if isinstance(e, ConfigError) else 2
-        if app.interrupts.aborted():
-            raise KeyboardInterrupt
+        if app.interrupts.aborted() and result != app.interrupts.EXIT_INTERRUPTED:
+            raise KeyboardInterrupt  # (a command returning 130 has said so itself)
     except KeyboardInterrupt:
         sys.stderr.write(f"\ngitopsbot {args.command}: interrupted\n")
         return app.interrupts.EXIT_INTERRUPTED

@@ -278,6 +278,8 @@ def test_one_sigint_stops_the_demo_and_everything_it_started(
     assert_clean(demo.stderr)
     assert "stopping everything it started (Ctrl-C again to force)" in demo.stderr
     assert "interrupted; everything it started is stopped" in demo.stderr
+    said = [ln for ln in demo.stderr.splitlines() if ln.startswith("gitopsbot demo: interr")]
+    assert len(said) == 1, demo.stderr  # said once
     assert survivors(started.stop()) == []
     with pytest.raises(ProcessLookupError):  # its process group is empty
         os.killpg(demo.proc.pid, 0)
