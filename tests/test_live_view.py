@@ -130,9 +130,9 @@ class Reader:
     def text(self) -> str:
         return self.data.decode("utf-8", "replace")
 
-    def wait_for(self, needle: str, timeout: float = 30) -> None:
+    def wait_for(self, needle: str, timeout: float = 30, *, regex: bool = False) -> None:
         deadline = time.monotonic() + timeout
-        while needle not in self.text():
+        while not (re.search(needle, self.text()) if regex else needle in self.text()):
             if time.monotonic() > deadline:
                 raise AssertionError(f"{needle!r} not shown within {timeout}s:\n{self.text()}")
             time.sleep(0.05)

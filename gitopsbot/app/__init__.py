@@ -41,6 +41,9 @@ from gitopsbot.app.bot import (
 from gitopsbot.app.bot import (
     forge_secrets as forge_secrets,
 )
+from gitopsbot.app.bot import (  # re-exported: run on a terminal
+    live_view as live_view,
+)
 from gitopsbot.app.bot import (
     loop as loop,
 )

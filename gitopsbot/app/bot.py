@@ -8,11 +8,13 @@ classes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import zoneinfo
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from gitopsbot.adapters import logs as log_output
 from gitopsbot.adapters import tools as tool_lookup
@@ -26,6 +28,7 @@ from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
 from gitopsbot.adapters.secrets import SecretResolver
+from gitopsbot.adapters.terminal import LiveScreen
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.app.clusters import (
     apply_gate,
@@ -46,6 +49,7 @@ from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.gauges import PassGauges
 from gitopsbot.bot.health import HealthWatch
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.live_board import LiveBoard
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.progress_log import ProgressLog
@@ -179,6 +183,22 @@ class Wired:
             self.notifier.close(min(timeout, 10.0))
         if self.events is not None:
             self.events.close(min(timeout, 5.0))
+
+
+@contextlib.contextmanager
+def live_view(bot: Bot, out: TextIO) -> Iterator[None]:
+    """``run`` on a terminal: the operations it drives, redrawn in place at the bottom of
+    ``out`` (``bot.live_board``), while its own lines and its log scroll above."""
+    with LiveScreen(out, below_output=True) as screen:
+        announcer = bot.reconciler.announcer
+        board = LiveBoard(announcer.latest, screen, bot.reconciler.clock)
+        board.start()
+        announcer.listeners.append(board)  # drawn after each transition, not only each second
+        try:
+            yield
+        finally:
+            announcer.listeners.remove(board)
+            board.stop()
 
 
 def wire_reconciler(

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from gitopsbot.bot import report
+from gitopsbot.core.happenings import Happening
 from gitopsbot.core.journal import Journal
 from gitopsbot.core.phase_view import StepRow
 from gitopsbot.ports.clock import Clock
@@ -40,7 +41,9 @@ def board_frame(journals: Mapping[str, Journal], clock: Clock) -> Frame:
 
 
 class LiveBoard:
-    """Draws ``latest()`` on ``screen`` every REFRESH_SECONDS until ``stop``."""
+    """Draws ``latest()`` on ``screen`` every REFRESH_SECONDS, and at once after each
+    announced transition (it is a ``ports.observers.Listener``: a batch that lasts less than
+    the refresh is still drawn), until ``stop``."""
 
     def __init__(
         self, latest: Callable[[], Mapping[str, Journal]], screen: Screen, clock: Clock
@@ -49,13 +52,18 @@ class LiveBoard:
         self._screen = screen
         self._clock = clock
         self._stop = threading.Event()
+        self._nudge = threading.Event()
         self._thread = threading.Thread(target=self._run, name="live-board", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def happened(self, happening: Happening) -> None:
+        self._nudge.set()  # on the pass's thread: only a flag, the drawing is the board's
+
     def stop(self) -> None:
         self._stop.set()
+        self._nudge.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
@@ -66,5 +74,7 @@ class LiveBoard:
             except Exception:  # a display never stops the bot: the log lines still flow
                 log.exception("live view failed; the log goes on without it")
                 return
-            if self._stop.wait(REFRESH_SECONDS):
+            self._nudge.wait(REFRESH_SECONDS)
+            self._nudge.clear()
+            if self._stop.is_set():
                 return

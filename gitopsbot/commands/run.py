@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import threading
@@ -292,8 +293,16 @@ def run_forever(
         say(f"webhooks at {receiver.url}/webhooks/<provider>")
     if metrics is not None:  # started by the caller
         say(f"metrics at {metrics.url}/metrics")
+    # On a terminal (text log), the operations are redrawn in place below the log lines
+    # (docs/progress.md); in a container or a pipe, the log's one line per change is all.
+    live = (
+        app.live_view(bot, sys.stderr)
+        if not json_lines and sys.stderr.isatty()
+        else contextlib.nullcontext()
+    )
     try:
-        stop.wait()
+        with live:
+            stop.wait()
         why = app.interrupts.signal_name() or "stop"
         say(
             f"{why}: stopping at the next step boundary: the running passes record their step "
