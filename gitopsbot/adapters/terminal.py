@@ -73,16 +73,16 @@ class LiveScreen:
     """A region of the terminal redrawn in place. Use as a context manager; on exit the
     last frame stays on screen."""
 
-    def __init__(self, out: TextIO, *, below_stderr: bool = False) -> None:
-        """``below_stderr``: what the process writes to standard error (``run``'s log lines)
-        scrolls above the region instead of breaking it."""
+    def __init__(self, out: TextIO, *, below_output: bool = False) -> None:
+        """``below_output``: what the process prints to standard output and error (``run``'s
+        own lines and its log) scrolls above the region instead of breaking it."""
         self._console = Console(file=out, force_terminal=True, highlight=False)
         self._live = Live(
             console=self._console,
             auto_refresh=False,
             transient=False,
-            redirect_stdout=False,
-            redirect_stderr=below_stderr,
+            redirect_stdout=below_output,
+            redirect_stderr=below_output,
         )
 
     def __enter__(self) -> LiveScreen:
