@@ -51,6 +51,9 @@ def test_demo_story_runs_to_the_end_and_leaves_nothing_running(tmp_path: Path) -
         "helm-upgrade: succeeded",
         "pool/shared/hypervisor: succeeded",
         "pool/pool-2/hypervisor: succeeded",
+        # batches and progress, one line per batch (docs/progress.md)
+        "pool/shared/hypervisor: rolling 0% · batch 1/2 of 2 nodes · 0/3 nodes done · progress 0%",
+        "batch 2/2 of 2 nodes · 3/3 nodes done · progress 100%",
         "verify: succeeded",
         "rollback: succeeded — revision 1 was not rendered by the bot",
         "rollback succeeded; hypervisors now: 6 on 2.13.0",

@@ -203,6 +203,12 @@ def test_forge_shows_one_plan_comment_and_success(upgraded: Upgraded) -> None:
     assert len(plans) == 1, upgraded.comments
     applies = [c for c in upgraded.comments if "upgrade of `sandbox`" in c]
     assert len(applies) == 1 and "succeeded" in applies[0]
+    # The pool phases' batch lines and the operation as it happened, drawn as a Mermaid
+    # Gantt chart (docs/progress.md); the plan comment carries the planned one.
+    assert "batch 2/2 of 2 nodes · 3/3 nodes done · progress 100%" in applies[0], applies[0]
+    assert "```mermaid\ngantt" in applies[0] and "section pool/shared/hypervisor" in applies[0]
+    assert "to 100% :done," in applies[0]
+    assert "```mermaid\ngantt" in plans[0] and "hypervisor batch 1/2" in plans[0], plans[0]
     apply_states = [st for sha, ctx, st in upgraded.statuses if ctx == "gitopsbot/apply"]
     merge_states = [
         st
