@@ -8,8 +8,9 @@ an operation as it happened: each step from its start to its end (a running one 
 a pool phase's batches from the progress marks the bot recorded (``core.phase_view``), and
 what is left as the ETA predicts it.
 
-Times are Unix seconds (``dateFormat X``); the plan has no date, so it starts at 0 and the
-axis reads as elapsed time.
+Times are Unix milliseconds (``dateFormat x``: Mermaid reads a task's start in ``X`` as
+milliseconds but its end as seconds, so seconds cannot be used); the plan has no date, so it
+starts at 0 and the axis reads as elapsed time.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ _UNSAFE = re.compile(r"[:#;\n\r`]")
 MAX_BARS = 12
 
 
+def _span(start: int, end: int) -> str:
+    """A task's start and end, given in seconds, as ``dateFormat x`` reads them."""
+    return f"{start * 1000}, {end * 1000}"
+
+
 def _name(text: str) -> str:
     return _UNSAFE.sub(" ", text).strip() or "step"
 
@@ -39,7 +45,7 @@ def _block(title: str, axis: str, body: Sequence[str]) -> str:
             "```mermaid",
             "gantt",
             f"    title {_name(title)}",
-            "    dateFormat X",
+            "    dateFormat x",
             f"    axisFormat {axis}",
             *body,
             "```",
@@ -53,10 +59,10 @@ def _bars(prefix: str, count: int, each: int, start: int, tag: str = "") -> tupl
     t = start
     tags = f"{tag}, " if tag else ""
     if count > MAX_BARS:
-        out.append(f"    {prefix} batches 1-{count} :{tags}{t}, {t + count * each}")
+        out.append(f"    {prefix} batches 1-{count} :{tags}{_span(t, t + count * each)}")
         return out, t + count * each
     for i in range(1, count + 1):
-        out.append(f"    {prefix} batch {i}/{count} :{tags}{t}, {t + each}")
+        out.append(f"    {prefix} batch {i}/{count} :{tags}{_span(t, t + each)}")
         t += each
     return out, t
 
@@ -75,17 +81,17 @@ def planned(pools: Sequence[PoolTimeline]) -> str:
             steps = ph.batches + (1 if ph.canary_batch_size else 0)
             each = max(ph.estimate_seconds // steps, 1) if steps else 0
             if ph.canary_batch_size:
-                body.append(f"    {ph.component.value} canary :active, {t}, {t + each}")
+                body.append(f"    {ph.component.value} canary :active, {_span(t, t + each)}")
                 t += each
             bars, t = _bars(ph.component.value, ph.batches, each, t)
             body.extend(bars)
         if pool.window_seconds is not None:
             body.append(
-                f"    maintenance window length :done, {start}, {start + pool.window_seconds}"
+                f"    maintenance window length :done, {_span(start, start + pool.window_seconds)}"
             )
         if pool.max_duration_seconds is not None:
             at = start + pool.max_duration_seconds
-            body.append(f"    maxDuration :milestone, crit, {at}, {at}")
+            body.append(f"    maxDuration :milestone, crit, {_span(at, at)}")
     if not body:
         return ""
     return _block("planned rollout, estimates, pools one after another", "%H:%M:%S", body)
@@ -102,7 +108,7 @@ def actual(journal: Journal, now: datetime) -> str:
         assert s.started_at is not None
         end = int((s.finished_at or now).timestamp())
         start = int(s.started_at.timestamp())
-        body.append(f"    {_name(s.name)} :{_tag(s.state)}{start}, {max(end, start + 1)}")
+        body.append(f"    {_name(s.name)} :{_tag(s.state)}{_span(start, max(end, start + 1))}")
     for s in journal.steps:
         phase = journal.phase(s.name)
         if not s.pool or phase.state is PhaseState.PENDING or phase.started_at is None:
@@ -116,22 +122,22 @@ def actual(journal: Journal, now: datetime) -> str:
             pairs = [(a, b)]
         for a, b in pairs:
             start, end = int(a.at.timestamp()), int(b.at.timestamp())
-            body.append(f"    to {b.progress}% :done, {start}, {max(end, start + 1)}")
+            body.append(f"    to {b.progress}% :done, {_span(start, max(end, start + 1))}")
         last = int((marks[-1].at if marks else phase.started_at).timestamp())
         until = max(stamp, last + 1)
         if phase.state is PhaseState.HALTED:
-            body.append(f"    halted at {phase.progress}% :crit, {last}, {until}")
+            body.append(f"    halted at {phase.progress}% :crit, {_span(last, until)}")
         elif phase.state is PhaseState.PAUSED:
-            body.append(f"    paused, window closed :{last}, {until}")
+            body.append(f"    paused, window closed :{_span(last, until)}")
         elif phase.state is PhaseState.CANARY_VERIFY:
-            body.append(f"    verifying the canary :active, {last}, {until}")
+            body.append(f"    verifying the canary :active, {_span(last, until)}")
         elif not shown.finished:
-            body.append(f"    rolling now :active, {last}, {until}")
+            body.append(f"    rolling now :active, {_span(last, until)}")
         if shown.eta_seconds and phase.state is not PhaseState.PAUSED:
-            body.append(f"    ETA to 100% :{stamp}, {stamp + shown.eta_seconds}")
+            body.append(f"    ETA to 100% :{_span(stamp, stamp + shown.eta_seconds)}")
         if shown.window_closes_at is not None and not shown.finished:
             closes = int(shown.window_closes_at.timestamp())
-            body.append(f"    window closes :milestone, {closes}, {closes}")
+            body.append(f"    window closes :milestone, {_span(closes, closes)}")
     if not body:
         return ""
     return _block(f"{journal.kind} {journal.op_id} as it happened", "%H:%M", body)
