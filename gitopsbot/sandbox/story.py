@@ -706,33 +706,9 @@ def play(
         for line in plan_summary(world.forge.pull(proposal.number).body):
             say(f"    | {line}"[:150])  # a long row shortened, never dropped
 
-        say(f"merging pull request #{proposal.number} (a person clicks Merge; webhook to the bot)")
-        merge_sha = world.merge(proposal.number)
-        upgrade = wait_for(
-            world,
-            finished_op(OperationKind.UPGRADE),
-            what="the upgrade to finish",
-            timeout=240,
-        )
-        if upgrade.status is not OperationStatus.SUCCEEDED:
-            say(f"the upgrade failed: {upgrade.failure}")
-            return 1
-        images = world.hypervisor_images()
-        say(f"upgrade succeeded; hypervisors now: {_image_summary(images)}")
-
-        say(f"reverting the merge ({merge_sha[:12]}) with `git revert -m 1` pushed to main")
-        world.revert(merge_sha)
-        bot.scheduler.nudge()  # the local forge sends no push events; a real one would
-        rollback = wait_for(
-            world,
-            finished_op(OperationKind.ROLLBACK),
-            what="the rollback to finish",
-            timeout=240,
-        )
-        if rollback.status is not OperationStatus.SUCCEEDED:
-            say(f"the rollback failed: {rollback.failure}")
-            return 1
-        say(f"rollback succeeded; hypervisors now: {_image_summary(world.hypervisor_images())}")
+        code = _merge_and_revert(world, bot, proposal, progress)
+        if code:
+            return code
         bot.stop()
         _where_to_look(world, proposal.number, out)
         if keep is not None:
@@ -742,6 +718,43 @@ def play(
         if bot is not None:
             bot.stop()
         world.stop()
+
+
+def _merge_and_revert(
+    world: StoryWorld, bot: BotRunner, proposal: Proposal, progress: Progress
+) -> int:
+    """The story's middle: merge, the upgrade, the revert, the rollback. 0 when both
+    succeeded, else 1 (said)."""
+    say = progress.say
+    assert world.forge is not None
+    say(f"merging pull request #{proposal.number} (a person clicks Merge; webhook to the bot)")
+    merge_sha = world.merge(proposal.number)
+    upgrade = wait_for(
+        world,
+        finished_op(OperationKind.UPGRADE),
+        what="the upgrade to finish",
+        timeout=240,
+    )
+    if upgrade.status is not OperationStatus.SUCCEEDED:
+        say(f"the upgrade failed: {upgrade.failure}")
+        return 1
+    images = world.hypervisor_images()
+    say(f"upgrade succeeded; hypervisors now: {_image_summary(images)}")
+
+    say(f"reverting the merge ({merge_sha[:12]}) with `git revert -m 1` pushed to main")
+    world.revert(merge_sha)
+    bot.scheduler.nudge()  # the local forge sends no push events; a real one would
+    rollback = wait_for(
+        world,
+        finished_op(OperationKind.ROLLBACK),
+        what="the rollback to finish",
+        timeout=240,
+    )
+    if rollback.status is not OperationStatus.SUCCEEDED:
+        say(f"the rollback failed: {rollback.failure}")
+        return 1
+    say(f"rollback succeeded; hypervisors now: {_image_summary(world.hypervisor_images())}")
+    return 0
 
 
 def wait_baseline(world: StoryWorld, timeout: float = 60) -> None:
