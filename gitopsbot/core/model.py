@@ -181,6 +181,8 @@ class ClusterSpec:
     # Where other settings are written, keyed "<file>:<dotted path>", e.g.
     # "rollout.yaml:pools.training.phases" (for located policy verdicts such as F3).
     locations: Mapping[str, Location] = field(default_factory=dict)
+    # ``labels:`` of release.yaml: what promotion waves select on (core.promotion).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 ForgeKind = Literal["github", "gitlab", "gitea", "git-only"]
@@ -244,6 +246,40 @@ class NotificationTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class WaveSelector:
+    """Which clusters a wave takes: every criterion given must match (an empty one matches
+    nothing, so the reader refuses it)."""
+
+    environment: Environment | None = None
+    names: tuple[str, ...] = ()  # glob patterns (fnmatch); any one matches
+    labels: Mapping[str, str] = field(default_factory=dict)  # all must match
+
+
+@dataclass(frozen=True, slots=True)
+class Wave:
+    """One ``waves[i]`` entry of gitopsbot.yaml: a step of promotion (docs/fleet-repo.md)."""
+
+    name: str
+    clusters: WaveSelector
+    soak_seconds: int = 0
+    # False: only a chart version change waits for the earlier waves; True: a values-only
+    # change waits too.
+    gate_values: bool = False
+    line: int = 0  # where it is written, for messages
+
+
+@dataclass(frozen=True, slots=True)
+class FailedVersion:
+    """One ``failedVersions[i]`` entry: a chart version a person (or, later, the bot after a
+    rollback) marked as failed. ``wave`` empty: failed for every cluster."""
+
+    version: str
+    wave: str = ""
+    reason: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class BotSettings:
     """``gitopsbot.yaml``."""
 
@@ -259,6 +295,9 @@ class BotSettings:
     limits: YamlLimits = DEFAULT_LIMITS
     # Chat and JSON webhooks told of halts, failures, rollbacks, blocks, successes.
     notifications: tuple[NotificationTarget, ...] = ()
+    # Promotion (core.promotion): the ordered waves, and chart versions marked as failed.
+    waves: tuple[Wave, ...] = ()
+    failed_versions: tuple[FailedVersion, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

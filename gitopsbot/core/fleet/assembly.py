@@ -120,7 +120,7 @@ def _cluster(
     problems.sort(key=lambda p: (p.file, p.line, p.column))
     if problems or release is None:
         return None, problems
-    spec, environment = release
+    spec, environment, labels = release
     return (
         ClusterSpec(
             name=name,
@@ -133,6 +133,7 @@ def _cluster(
             files=tuple(f"{directory}/{f}" for f in CLUSTER_FILES if f in files),
             values_locations=values_locations,
             locations=locations,
+            labels=labels,
         ),
         [],
     )

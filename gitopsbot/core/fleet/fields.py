@@ -317,6 +317,33 @@ class FieldReader:
             where.append(at)
         return tuple(items), where
 
+    def labels(self, node: LocatedMap, key: str, prefix: str) -> dict[str, str]:
+        """A mapping of string keys to string values (``labels:`` of a wave or of release.yaml);
+        a number or boolean value is refused rather than turned into text, so ``tier: 1`` and
+        ``tier: "1"`` cannot silently differ."""
+        fld = join(prefix, key)
+        if node.get(key) is None:
+            return {}
+        labels = self.mapping(node[key], fld, self.value_at(node, key))
+        if labels is None:
+            return {}
+        out: dict[str, str] = {}
+        for name, value in labels.items():
+            if not isinstance(name, str) or not name.strip():
+                self.add(self.key_at(labels, name), fld, "a label name must be a non-empty string")
+                continue
+            if not isinstance(value, str):
+                hint = "quote it" if isinstance(value, bool | int | float) else ""
+                self.add(
+                    self.value_at(labels, name),
+                    f"{fld}.{name}",
+                    f"a label value must be a string, got {kind_of(value)}",
+                    hint,
+                )
+                continue
+            out[name] = value
+        return out
+
 
 def join(prefix: str, key: object) -> str:
     return f"{prefix}.{key}" if prefix else str(key)

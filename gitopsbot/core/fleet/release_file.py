@@ -15,7 +15,14 @@ from gitopsbot.core.model import (
     ReleaseSpec,
 )
 
-_RELEASE_KEYS = ("chart", "release", "kubeContext", "kubeconfigSecret", "environment")
+_RELEASE_KEYS = (
+    "chart",
+    "release",
+    "kubeContext",
+    "kubeconfigSecret",
+    "environment",
+    "labels",
+)
 _KUBECONFIG_SECRET_KEYS = ("name", "key")
 # A Secret's name (DNS-1123 subdomain) and a key of its data.
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -27,13 +34,14 @@ _ENVIRONMENTS = tuple(e.value for e in Environment)
 
 def read_release(
     r: FieldReader, doc: Any, locations: dict[str, Location] | None = None
-) -> tuple[ReleaseSpec, Environment] | None:
+) -> tuple[ReleaseSpec, Environment, dict[str, str]] | None:
+    """The release, the cluster's environment and its ``labels:`` (what waves select on)."""
     top = r.mapping(doc, "", (1, 1))
     if top is None:
         return None
     if locations is not None:
         # Where each value sits, for messages: "release.yaml:chart.version" → file, line.
-        for key in ("kubeContext", "kubeconfigSecret", "environment"):
+        for key in ("kubeContext", "kubeconfigSecret", "environment", "labels"):
             if key in top:
                 locations[f"{RELEASE_FILE}:{key}"] = r.loc(r.value_at(top, key))
         for section in ("chart", "release"):
@@ -86,6 +94,7 @@ def read_release(
     env = r.choice(top, "environment", "", "", _ENVIRONMENTS, required=False)
     kube_context = r.string(top, "kubeContext", "")
     kubeconfig_secret = _kubeconfig_secret(r, top, kube_context)
+    labels = r.labels(top, "labels", "")
     if len(r.problems) > before:
         return None
     spec = ReleaseSpec(
@@ -97,7 +106,7 @@ def read_release(
         kube_context=kube_context,
         kubeconfig_secret=kubeconfig_secret,
     )
-    return spec, Environment(env)
+    return spec, Environment(env), labels
 
 
 def _kubeconfig_secret(

@@ -9,6 +9,7 @@ from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
 from gitopsbot.core.fleet.notifications_file import read_notifications
+from gitopsbot.core.fleet.waves_settings import read_failed_versions, read_waves
 from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedMap, YamlLimits
 from gitopsbot.core.model import (
     BotSettings,
@@ -28,6 +29,8 @@ _SETTINGS_KEYS = (
     "git",
     "limits",
     "notifications",
+    "waves",
+    "failedVersions",
 )
 _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
@@ -100,6 +103,8 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     git = _git_access(r, r.section(top, "git", "", _GIT_KEYS))
     limits = _limits(r, r.section(top, "limits", "", _LIMIT_KEYS))
     notifications = read_notifications(r, top)
+    waves = read_waves(r, top)
+    failed_versions = read_failed_versions(r, top, waves)
     kind = r.choice(forge, "kind", "forge", fd.kind, _FORGE_KINDS)
     repository = r.string(forge, "repository", "forge", fd.repository)
     if kind != "git-only" and "repository" not in forge and forge:
@@ -120,6 +125,8 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         git=git,
         limits=limits,
         notifications=notifications,
+        waves=waves,
+        failed_versions=failed_versions,
         proposals=ProposalSettings(
             enabled=r.boolean(props, "enabled", "proposals", pd.enabled),
             scope=r.choice(props, "scope", "proposals", pd.scope, _SCOPES),  # type: ignore[arg-type]
