@@ -3,12 +3,15 @@ the model, and every bad input refused with file, line, column and field."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from gitopsbot.core.fleet.settings_file import parse_settings
 from gitopsbot.core.model import Environment, FailedVersion, Wave, WaveSelector
+from gitopsbot.core.promotion import fleet_by_wave
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import load_fleet
 from tests.fleet.fleet_testing import MemoryTree
@@ -229,3 +232,19 @@ def test_bad_release_labels_are_located(
     first = len(example_files[path].rstrip("\n").splitlines())  # the line before labels:
     found = [(p.file, p.line - first, p.column, p.message) for p in info.value.problems]
     assert found == [(path, *at, message)], str(info.value)
+
+
+def test_doc_example_sorts_the_example_fleet(example_files: dict[str, str]) -> None:
+    """docs/fleet-repo.md's Waves snippets: the labelled production cluster is a canary
+    (first wave that matches wins), so the production wave is left empty."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fleet-repo.md").read_text()
+    section = doc.split("### Waves\n", 1)[1].split("\n### ", 1)[0]
+    files = dict(example_files)
+    files.update(re.findall(r"<!-- file: (\S+) -->\n```yaml\n(.*?)```", section, re.S))
+    fleet = load_fleet(MemoryTree(files))
+    by_wave = fleet_by_wave(fleet.settings.waves, fleet.clusters.values())
+    assert [(m.wave.name if m.wave else None, m.clusters) for m in by_wave] == [
+        ("staging", ("staging",)),
+        ("canary", ("production",)),
+        ("production", ()),
+    ]
