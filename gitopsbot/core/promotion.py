@@ -165,11 +165,14 @@ def judge(
     failed_versions: tuple[FailedVersion, ...],
     now: datetime,
     revert: bool = False,
+    deployed: str = "",
 ) -> PromotionDecision:
     """May ``target`` get ``version`` (for a values-only change: the version it runs) now?
 
-    ``clusters`` is the whole fleet; ``evidence`` holds what is known per cluster (a
-    cluster without an entry has never been applied by the bot)."""
+    ``clusters`` is the whole fleet, ``target`` one of them; ``evidence`` holds what is
+    known per cluster (a cluster without an entry has never been applied by the bot).
+    ``deployed``: the chart version Helm reports on the target, when the caller read it;
+    else the evidence's version tells whether the change is a downgrade."""
     fleet = {c.name: c for c in clusters}
     spec = fleet[target]
     wave = wave_of(waves, spec)
@@ -185,7 +188,7 @@ def judge(
 
     if revert:
         return decide(True, "a revert is never held by waves")
-    running = evidence[target].chart_version if target in evidence else ""
+    running = deployed or (evidence[target].chart_version if target in evidence else "")
     if change is ChangeKind.CHART and _older(version, running):
         return decide(True, f"a downgrade ({running} → {version}) is never held by waves")
     index = waves.index(wave) if wave else -1

@@ -8,6 +8,7 @@ by the name pattern ``prod-*``, no soak); and a development cluster no wave sele
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -58,8 +59,8 @@ FLEET = (
 CANARIES = ("prod-canary-a", "prod-canary-b")
 
 
-def on(name: str, version: str, at: datetime, **rest: object) -> ClusterEvidence:
-    return ClusterEvidence(name, version, verified_at=at, **rest)  # type: ignore[arg-type]
+def on(name: str, version: str, at: datetime, **rest: Any) -> ClusterEvidence:
+    return ClusterEvidence(name, version, verified_at=at, **rest)
 
 
 def settled(now: datetime) -> dict[str, ClusterEvidence]:
@@ -80,6 +81,7 @@ def ask(
     failed: tuple[FailedVersion, ...] = (),
     waves: tuple[Wave, ...] = WAVES,
     revert: bool = False,
+    deployed: str = "",
 ) -> PromotionDecision:
     return judge(
         waves=waves,
@@ -91,6 +93,7 @@ def ask(
         failed_versions=failed,
         now=now,
         revert=revert,
+        deployed=deployed,
     )
 
 
@@ -288,6 +291,9 @@ def test_downgrade_is_never_held() -> None:
     assert d.message == "a downgrade (1.8.7 → 1.8.6) is never held by waves"
     # Moving forward from the same evidence is held.
     assert not ask("prod-eu1", ev, T0, version="1.8.8").allowed
+    # What Helm reports wins over the state branch (a release the bot never applied).
+    assert ask("prod-eu1", {}, T0, version=OLD, deployed=NEW).allowed
+    assert not ask("prod-eu1", {}, T0, version=OLD).allowed
 
 
 def test_revert_is_never_held() -> None:
