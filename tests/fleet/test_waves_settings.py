@@ -195,6 +195,14 @@ def test_duplicate_name_reported_even_when_the_entry_has_other_faults() -> None:
     assert problems[0].startswith("gitopsbot.yaml:4:11: waves[1].name: duplicate wave name")
 
 
+def test_failed_version_may_name_a_wave_with_faults_of_its_own() -> None:
+    text = (
+        "waves:\n  - name: canary\n    soak: 1d\n"
+        "failedVersions:\n  - {version: 1.8.7, wave: canary}\n"
+    )
+    assert [p.split(": ")[1] for p in _problems(text)] == ["waves[0].clusters", "waves[0].soak"]
+
+
 def test_release_labels_are_read(example_files: dict[str, str], tree_with: Tree) -> None:
     path = "clusters/production/release.yaml"
     text = example_files[path] + 'labels:\n  tier: canary\n  region: "eu"\n'

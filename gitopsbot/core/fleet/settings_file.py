@@ -104,7 +104,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     limits = _limits(r, r.section(top, "limits", "", _LIMIT_KEYS))
     notifications = read_notifications(r, top)
     waves = read_waves(r, top)
-    failed_versions = read_failed_versions(r, top, waves)
+    failed_versions = read_failed_versions(r, top)
     kind = r.choice(forge, "kind", "forge", fd.kind, _FORGE_KINDS)
     repository = r.string(forge, "repository", "forge", fd.repository)
     if kind != "git-only" and "repository" not in forge and forge:

@@ -45,12 +45,17 @@ def read_waves(r: FieldReader, top: LocatedMap) -> tuple[Wave, ...]:
     return tuple(waves)
 
 
-def read_failed_versions(
-    r: FieldReader, top: LocatedMap, waves: tuple[Wave, ...]
-) -> tuple[FailedVersion, ...]:
+def read_failed_versions(r: FieldReader, top: LocatedMap) -> tuple[FailedVersion, ...]:
     """``failedVersions:``: a bare version fails it everywhere; ``{version, wave, reason}``
     fails it from that wave on. A person clears a mark by removing it."""
-    names = tuple(w.name for w in waves)
+    # Every name written under waves:, even of a wave with faults of its own: those are
+    # reported there, and "no wave is named" here would only mislead.
+    declared = top.get("waves")
+    names = tuple(
+        w["name"]
+        for w in (declared if isinstance(declared, LocatedList) else ())
+        if isinstance(w, LocatedMap) and isinstance(w.get("name"), str)
+    )
     out: list[FailedVersion] = []
     for i, (item, at) in enumerate(_list(r, top, "failedVersions")):
         fld = f"failedVersions[{i}]"
