@@ -299,9 +299,13 @@ def bot_round(world: StoryWorld, sb: Sandbox, n: int, cpu: str) -> tuple[float, 
         git("merge", "--quiet", "--ff-only", "origin/main", cwd=h)
         git("merge", "--quiet", "--no-ff", "-m", f"Merge pull request #{number}", f"cpu-{n}", cwd=h)
         clock.expect(git("rev-parse", "HEAD", cwd=h).strip())
+        # The forge sees the merge in the push and sends its "merged" webhook from there (as
+        # GitHub does for a merge pushed by hand): the round is timed from that delivery.
+        hooked = rb.time_merged_webhook(world.forge)
         git("push", "--quiet", "origin", "main", cwd=h)
-        t0 = time.monotonic()
-        world.forge.merge(number)  # the "merged" webhook
+        # The remote runs its push callbacks once the push's answer is sent: wait for them.
+        rb._wait(lambda: bool(hooked), 30, f"the merged webhook of #{number}", step=0.001)
+        t0 = hooked[0]
         rb._wait(lambda: clock.ready() is not None, 240, "controller-ready", step=0.005)
         if clock.states[READY] is not StepState.SUCCEEDED:
             raise SystemExit(f"round {n}: controller-ready {clock.states[READY]}")

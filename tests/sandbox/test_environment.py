@@ -354,7 +354,8 @@ def test_foreground_runs_until_interrupted(tmp_path: Path) -> None:
         state = json.loads((state_dir / "sandbox.json").read_text())
         assert state["pid"] == proc.pid and all(_port_open(p) for p in state["ports"])
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        # 130 as for every interrupted command (docs/commands.md, "Exit status").
+        assert proc.wait(timeout=30) == 130
     finally:
         if proc.poll() is None:
             proc.kill()
