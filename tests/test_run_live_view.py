@@ -148,3 +148,38 @@ def test_run_in_a_pipe_logs_one_line_per_batch_and_no_escape_codes(
     batches = [line for line in text.splitlines() if "pool shared hypervisor at" in line]
     assert any("batch 1/2 of 2 nodes · 0/3 nodes done · progress 0%" in b for b in batches), text
     assert any("3/3 nodes done · progress 100%" in b or "succeeded" in b for b in text.splitlines())
+
+
+def test_the_demo_on_a_terminal_redraws_the_rollout_below_its_story(tmp_path: Path) -> None:
+    """The demo (docs/demo.md) in a real pty: its story lines scroll, the operation is
+    redrawn below them with the pools' bars, and it still ends with 0."""
+    (tmp_path / "home").mkdir()
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 220, 0, 0))
+    env = _env(tmp_path, TERM="xterm-256color")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitopsbot", "demo", "--state-dir", str(tmp_path / "demo")],
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    out = Reader(master)
+    try:
+        code = proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out.wait_for("where to look:", timeout=10)
+        os.close(master)
+    text = out.text()
+    assert code == 0, text[-3000:]
+    assert re.search(r"\x1b\[\d*A", text), "the region is never redrawn in place"
+    bars = [line for line in text.splitlines() if BAR in line and "pool/" not in line]
+    assert any("batch" in line and "nodes done" in line for line in bars), "no bar lines"
+    assert "upgrade succeeded; hypervisors now: 6 on 2.15.0" in text
+    assert "rollback succeeded; hypervisors now: 6 on 2.13.0" in text
+    assert "Traceback" not in text

@@ -186,12 +186,13 @@ class Wired:
 
 
 @contextlib.contextmanager
-def live_view(bot: Bot, out: TextIO) -> Iterator[None]:
-    """``run`` on a terminal: the operations it drives, redrawn in place at the bottom of
-    ``out`` (``bot.live_board``), while its own lines and its log scroll above."""
+def live_view(reconciler: Reconciler, out: TextIO) -> Iterator[None]:
+    """``run`` (and the demo) on a terminal: the operations ``reconciler`` drives, redrawn in
+    place at the bottom of ``out`` (``bot.live_board``), while what the process prints to
+    standard output and error scrolls above."""
     with LiveScreen(out, below_output=True) as screen:
-        announcer = bot.reconciler.announcer
-        board = LiveBoard(announcer.latest, screen, bot.reconciler.clock)
+        announcer = reconciler.announcer
+        board = LiveBoard(announcer.latest, screen, reconciler.clock)
         board.start()
         announcer.listeners.append(board)  # drawn after each transition, not only each second
         try:

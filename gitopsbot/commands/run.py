@@ -296,7 +296,7 @@ def run_forever(
     # On a terminal (text log), the operations are redrawn in place below the log lines
     # (docs/progress.md); in a container or a pipe, the log's one line per change is all.
     live = (
-        app.live_view(bot, sys.stderr)
+        app.live_view(bot.reconciler, sys.stderr)
         if not json_lines and sys.stderr.isatty()
         else contextlib.nullcontext()
     )

@@ -20,10 +20,12 @@ story's names and waits, and are read together.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -706,7 +708,15 @@ def play(
         for line in plan_summary(world.forge.pull(proposal.number).body):
             say(f"    | {line}"[:150])  # a long row shortened, never dropped
 
-        code = _merge_and_revert(world, bot, proposal, progress)
+        # On a terminal, the operation is redrawn in place below the story's lines
+        # (docs/progress.md); the lines go through sys.stdout, which the view keeps above it.
+        live = contextlib.ExitStack()
+        if out.isatty():
+            live.enter_context(app.live_view(bot.reconciler, out))
+            progress.out = cast(TextIO, _Stdout())
+        with live:
+            code = _merge_and_revert(world, bot, proposal, progress)
+        progress.out = out
         if code:
             return code
         bot.stop()
@@ -718,6 +728,17 @@ def play(
         if bot is not None:
             bot.stop()
         world.stop()
+
+
+class _Stdout:
+    """Writes to whatever ``sys.stdout`` is now: under the live view, its proxy that prints
+    above the redrawn region."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
 
 
 def _merge_and_revert(
