@@ -27,7 +27,7 @@ from gitopsbot.bot import log_context
 from gitopsbot.bot.pass_base import PassBase, PassResult
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
-from gitopsbot.core import operation, rollout
+from gitopsbot.core import operation, pause, rollout
 from gitopsbot.core.journal import (
     Journal,
     OperationStatus,
@@ -39,7 +39,7 @@ from gitopsbot.core.journal import (
 )
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.operation import Action, Decision
-from gitopsbot.errors import GitOpsBotError
+from gitopsbot.errors import ConfigError, GitOpsBotError
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,38 @@ class DrivingMixin(PassBase):
             return PassResult(journal.cluster, "failed", failed.failure)
         executor = self.executor_for(spec)
         observations = self._observe(journal, spec, executor)
+        holds = self.pause_holds(journal)
         decision = operation.next_step(
-            journal, observations, now, policy=spec.rollout, pool_windows=self.pool_windows(spec)
+            journal,
+            observations,
+            now,
+            policy=spec.rollout,
+            pool_windows=self.pool_windows(spec),
+            holds=holds,
         )
-        return self.carry_out(decision, journal, spec, executor, now, observations)
+        return self.carry_out(decision, journal, spec, executor, now, observations, holds)
+
+    def pause_holds(self, journal: Journal) -> pause.Holds:
+        """Who holds which pools now (docs/pause.md): ``paused:`` in rollout.yaml at the
+        watched branch's head, read each pass so an edit reaches the running operation.
+        When the head's fleet does not load, the holds the journal recorded stay."""
+        head = self.repo.head(self.settings.watched_branch)
+        if head is None:
+            return pause.NONE
+        try:
+            spec = self.spec_at(head, journal.cluster)
+        except ConfigError as e:
+            log.warning(
+                "%s: pauses kept as recorded: the fleet at %s: %s",
+                journal.cluster,
+                head[:12],
+                str(e).splitlines()[:1],
+            )
+            return pause.recorded(journal)
+        if spec is None:
+            return pause.NONE
+        where = f"clusters/{journal.cluster}/rollout.yaml at {head[:12]}"
+        return pause.from_policy(spec.rollout, where)
 
     def _observe(
         self, journal: Journal, spec: ClusterSpec, executor: Executor
@@ -92,6 +120,7 @@ class DrivingMixin(PassBase):
         executor: Executor,
         now: datetime,
         observations: operation.Observations | None = None,
+        holds: pause.Holds = pause.NONE,
     ) -> PassResult:
         name = journal.cluster
         if decision.action is Action.IDLE:
@@ -114,7 +143,7 @@ class DrivingMixin(PassBase):
         if decision.action is Action.REMEDIATE:
             return self.remediate(journal, spec, decision.reason or decision.step, now)
         if decision.action is Action.DRIVE_POOLS:
-            return self.drive_pools(decision, journal, spec, executor, now, observations)
+            return self.drive_pools(decision, journal, spec, executor, now, observations, holds)
         return self.run_step(journal.step(decision.step), journal, spec, executor, now)
 
     def run_step(
@@ -260,6 +289,7 @@ class DrivingMixin(PassBase):
         executor: Executor,
         now: datetime,
         observations: operation.Observations | None = None,
+        holds: pause.Holds = pause.NONE,
     ) -> PassResult:
         """Carry out ``decision``'s switch changes and checks, and record them in one save.
         A phase that finished lets the next phase or pool open: observed again and decided
@@ -279,6 +309,7 @@ class DrivingMixin(PassBase):
                     now,
                     policy=spec.rollout,
                     pool_windows=self.pool_windows(spec),
+                    holds=holds,
                 )
                 if again.action is not Action.DRIVE_POOLS:
                     break
@@ -358,6 +389,7 @@ class DrivingMixin(PassBase):
                     phase = replace(phase, state=PhaseState.HALTED, halt_reason=pd.reason)
                 else:
                     phase = replace(phase, canary_done=True, state=PhaseState.ROLLING)
+            hold_moved = phase.paused_by != journal.phase(ref.step).paused_by  # held, let go
             if step.state is StepState.PENDING and phase.state is not PhaseState.PENDING:
                 step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
             if phase.state is PhaseState.DONE:
@@ -366,8 +398,11 @@ class DrivingMixin(PassBase):
             elif pd.action is rollout.PhaseAction.HALT:
                 step = replace(step, state=StepState.FAILED, finished_at=now, detail=pd.reason)
                 journal = replace(journal, failure=f"{step.name}: {pd.reason}")
-            elif pd.reason and pd.action is not rollout.PhaseAction.WAIT:
+            elif pd.reason and (pd.action is not rollout.PhaseAction.WAIT or hold_moved):
                 step = replace(step, detail=pd.reason)
+            note = f"{ref.step} {pd.action} {phase.progress}%"
+            if hold_moved:
+                note += f" ({phase.paused_by or 'resumed'})"
             journal = journal.with_step(step).with_phase(phase)
-            notes.append(f"{ref.step} {pd.action} {phase.progress}%")
+            notes.append(note)
         return journal, advanced

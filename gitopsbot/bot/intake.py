@@ -17,8 +17,9 @@ from typing import Any
 
 from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
-from gitopsbot.core import merge_queue, operation
+from gitopsbot.core import merge_queue, operation, pause
 from gitopsbot.core.commit_classes import desired_paths, reverted_shas
+from gitopsbot.core.fleet.layout import ROLLOUT_FILE
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.errors import ConfigError, ForgeError
@@ -53,10 +54,15 @@ class IntakeMixin(PassBase):
             return PassResult(cluster, "baseline", head)
         commits = self.repo.log(self.settings.watched_branch, seen, LOG_LIMIT)
         touching = [c for c in commits if self._touches(c, cluster)]
+        # A pause or resume in rollout.yaml reaches the running operation from the head
+        # (``DrivingMixin.pause_holds``): it is no change to apply, nor one to queue.
+        pauses = [c for c in touching if self._pause_only(c, cluster)]
+        touching = [c for c in touching if c not in pauses]
         if not touching:
+            what = "pause edits" if pauses else "nothing new"
             self.store.commit(
                 {f"clusters/{cluster}/seen": (head + "\n").encode()},
-                f"{cluster}: nothing new up to {head[:12]}",
+                f"{cluster}: {what} up to {head[:12]}",
             )
             return None
         newest = touching[-1]
@@ -137,6 +143,24 @@ class IntakeMixin(PassBase):
         if match is None:
             return None
         return self.store.history(failed.cluster, match.group(1))
+
+    def _pause_only(self, commit: CommitInfo, cluster: str) -> bool:
+        """``commit`` changes, of ``cluster``'s files, only ``paused:`` in its rollout.yaml
+        (core.pause.pause_only)."""
+        prefix = f"clusters/{cluster}/"
+        if not commit.parents:
+            return False
+        paths = [p for p in self.repo.diff_paths(commit.parents[0], commit.sha)]
+        if [p for p in paths if p.startswith(prefix)] != [prefix + ROLLOUT_FILE]:
+            return False
+        try:
+            before = self.spec_at(commit.parents[0], cluster)
+            after = self.spec_at(commit.sha, cluster)
+        except ConfigError:
+            return False
+        if before is None or after is None:
+            return False
+        return pause.pause_only(before.rollout, after.rollout)
 
     def _touches(self, commit: CommitInfo, cluster: str) -> bool:
         prefix = f"clusters/{cluster}/"

@@ -128,7 +128,8 @@ def actual(journal: Journal, now: datetime) -> str:
         if phase.state is PhaseState.HALTED:
             body.append(f"    halted at {phase.progress}% :crit, {_span(last, until)}")
         elif phase.state is PhaseState.PAUSED:
-            body.append(f"    paused, window closed :{_span(last, until)}")
+            why = "held by a person" if phase.paused_by else "window closed"
+            body.append(f"    paused, {why} :{_span(last, until)}")
         elif phase.state is PhaseState.CANARY_VERIFY:
             body.append(f"    verifying the canary :active, {_span(last, until)}")
         elif not shown.finished:

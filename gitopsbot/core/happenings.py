@@ -202,7 +202,7 @@ def _phase(before: PhaseProgress | None, after: PhaseProgress, journal: Journal)
     if after.state is PhaseState.HALTED:
         kind, detail = HappeningKind.POOL_HALTED, after.halt_reason
     elif after.state is PhaseState.PAUSED:
-        kind, detail = HappeningKind.POOL_PAUSED, "the maintenance window closed"
+        kind, detail = HappeningKind.POOL_PAUSED, after.paused_by or "the maintenance window closed"
     else:
         kind, detail = HappeningKind.POOL_PROGRESS, str(after.state)
     at = after.last_progress_at or after.opened_at or after.started_at

@@ -73,7 +73,7 @@ class PhaseState(StrEnum):
     CANARY = "canary"  # first small batch running (canaryBatchPercentage)
     CANARY_VERIFY = "canary-verify"  # switch closed after the canary batch; verifying
     ROLLING = "rolling"  # switch open, controller rolling
-    PAUSED = "paused"  # window closed: switch closed, resumes in the next window
+    PAUSED = "paused"  # window closed or held (paused_by): switch closed until it may open
     DONE = "done"
     HALTED = "halted"  # deadline passed or stalled: switch closed, alert raised
 
@@ -128,6 +128,8 @@ class PhaseProgress:
     window_closes_at: datetime | None = None  # the window's end as seen at the last open
     max_duration_seconds: int | None = None
     marks: tuple[ProgressMark, ...] = ()  # each progress value and when it was first seen
+    # Who holds the phase and why (core.pause): a person's pause, not a closed window.
+    paused_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +316,8 @@ def _phase_view_fields(p: PhaseProgress) -> dict[str, Any]:
         out["max_duration_seconds"] = p.max_duration_seconds
     if p.marks:
         out["marks"] = [{"progress": m.progress, "at": _time(m.at)} for m in p.marks]
+    if p.paused_by:
+        out["paused_by"] = p.paused_by
     return out
 
 
@@ -381,6 +385,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
                     ProgressMark(int(m["progress"]), _created({"created_at": m["at"]}))
                     for m in p.get("marks") or ()
                 ),
+                paused_by=str(p.get("paused_by", "")),
             )
             for p in d.get("phases") or ()
         ),

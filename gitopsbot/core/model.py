@@ -72,6 +72,8 @@ class PoolPolicy:
     nodes: int = 0
     # Canary: the first batch at this percentage, then a pause for verification (0 = off).
     canary_batch_percentage: int = 0
+    # A person holds this pool (docs/pause.md): read from the watched branch's head each pass.
+    paused: bool = False
 
     def switch(self, component: Component) -> bool:
         return {
@@ -98,6 +100,8 @@ class RolloutPolicy:
     controller_ready_timeout_seconds: int = 180
     # Acknowledgements for "requires acknowledgement" rules: rule id -> reason.
     acknowledgements: Mapping[str, str] = field(default_factory=dict)
+    # A person holds every pool of the cluster (docs/pause.md).
+    paused: bool = False
 
     def ordered_pools(self) -> tuple[PoolPolicy, ...]:
         by_name = {p.name: p for p in self.pools}

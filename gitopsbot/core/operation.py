@@ -21,7 +21,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from gitopsbot.core import rollout, windows
+from gitopsbot.core import pause, rollout, windows
 from gitopsbot.core.journal import (
     Journal,
     OperationKind,
@@ -217,8 +217,10 @@ def next_step(
     *,
     policy: RolloutPolicy,
     pool_windows: Mapping[str, windows.Window | None],
+    holds: pause.Holds = pause.NONE,
 ) -> Decision:
-    """What the reconciler should do next for this journal. Pure."""
+    """What the reconciler should do next for this journal. ``holds``: the pools a person
+    holds (core.pause), read by the caller from the watched branch's head. Pure."""
     if journal is None or not journal.active:
         return Decision(Action.IDLE)
     if journal.status is OperationStatus.QUEUED:
@@ -234,7 +236,7 @@ def next_step(
         return Decision(Action.FINISH)
     if pending.kind is not StepKind.POOL_PHASE:
         return Decision(Action.RUN_STEP, step=pending.name)
-    return _drive_pools(journal, observations, now, policy, pool_windows)
+    return _drive_pools(journal, observations, now, policy, pool_windows, holds)
 
 
 # Steps that only read the cluster (backup writes only the state branch, with its outcome).
@@ -297,6 +299,7 @@ def _drive_pools(
     now: datetime,
     policy: RolloutPolicy,
     pool_windows: Mapping[str, windows.Window | None],
+    holds: pause.Holds,
 ) -> Decision:
     refs = [
         rollout.PhaseRef(s.name, s.pool, s.component)
@@ -324,6 +327,7 @@ def _drive_pools(
             phase=journal.phase(ref.step),
             now=now,
             window=pool_windows.get(ref.pool),
+            held=holds.reason(ref.pool),
         )
         decided.append((ref, d))
         if d.until is not None:

@@ -158,8 +158,10 @@ def decide_phase(
     phase: PhaseProgress,
     now: datetime,
     window: windows.Window | None,
+    held: str = "",
 ) -> PhaseDecision:
-    """The next action for ``component`` of ``policy``'s pool (see the module docstring)."""
+    """The next action for ``component`` of ``policy``'s pool (see the module docstring).
+    ``held``: why a person holds the pool (core.pause), "" when nobody does."""
     if phase.state is PhaseState.HALTED:
         return PhaseDecision(PhaseAction.HALT, phase, phase.halt_reason, close=observed.switch_open)
     if phase.state is PhaseState.DONE:
@@ -181,6 +183,11 @@ def decide_phase(
         return PhaseDecision(
             PhaseAction.HALT, halted, reason, close=observed.switch_open, halt=kind
         )
+
+    if held:
+        return _hold(policy, phase, observed, now, held)
+    if phase.paused_by:  # the hold is gone: resume below (the switch opens again)
+        phase = replace(phase, paused_by="")
 
     if not windows.is_open(window, now):
         opens = windows.next_open(window, now)
@@ -228,6 +235,32 @@ def decide_phase(
     return PhaseDecision(
         PhaseAction.WAIT, phase, "rolling", until=_next_look(policy, phase, now, window)
     )
+
+
+def _hold(
+    policy: PoolPolicy, phase: PhaseProgress, observed: PoolObservation, now: datetime, held: str
+) -> PhaseDecision:
+    """A held phase: close the switch (the controller finishes the batch in flight, R22) and
+    wait, looking again a POLL later for the hold to go. A finished canary batch is still
+    verified first (CANARY_VERIFY keeps its state), so a resume does not run it again."""
+    until = now + POLL
+    canary = policy.canary_batch_percentage > 0 and not phase.canary_done
+    if canary and phase.state is PhaseState.CANARY_VERIFY:
+        return PhaseDecision(
+            PhaseAction.VERIFY_CANARY, replace(phase, paused_by=held), "canary batch finished"
+        )
+    if observed.switch_open:
+        state = PhaseState.PAUSED
+        if canary and phase.state is PhaseState.CANARY and phase.progress:
+            state = PhaseState.CANARY_VERIFY
+        closed = replace(_closed(phase, now, state), paused_by=held)
+        return PhaseDecision(PhaseAction.CLOSE_SWITCH, closed, f"paused: {held}", until=until)
+    keep = (PhaseState.PENDING, PhaseState.CANARY_VERIFY)
+    state = phase.state if phase.state in keep else PhaseState.PAUSED
+    if phase.opened_at is not None:  # recorded open, found closed (a restart): stop its clock
+        phase = _closed(phase, now, state)
+    waiting = replace(phase, state=state, paused_by=held)
+    return PhaseDecision(PhaseAction.WAIT, waiting, f"paused: {held}", until=until)
 
 
 def _halt(

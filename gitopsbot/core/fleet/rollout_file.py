@@ -26,6 +26,7 @@ _ROLLOUT_KEYS = (
     "onFailure",
     "controllerReadyTimeout",
     "acknowledgements",
+    "paused",
     "pools",
 )
 _POOL_KEYS = (
@@ -40,6 +41,7 @@ _POOL_KEYS = (
     "phases",
     "nodes",
     "canaryBatchPercentage",
+    "paused",
 )
 _WINDOW_KEYS = ("cron", "duration", "timeZone")
 _ON_FAILURE = ("rollback", "revert-pr", "halt")
@@ -169,6 +171,7 @@ def _pool(
         canary_batch_percentage=r.integer(
             node, "canaryBatchPercentage", fld, d.canary_batch_percentage, low=0, high=100
         ),
+        paused=r.boolean(node, "paused", fld, d.paused),
     )
 
 
@@ -243,4 +246,5 @@ def read_rollout(
             top, "controllerReadyTimeout", "", d.controller_ready_timeout_seconds
         ),
         acknowledgements=acks,
+        paused=r.boolean(top, "paused", "", d.paused),
     )

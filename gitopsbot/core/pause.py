@@ -1,0 +1,82 @@
+"""Holds: a person's pause of a cluster's or a pool's rollout (docs/pause.md).
+
+A hold keeps a pool's switch closed: at the next batch boundary the bot closes it (the
+controller finishes the batch in flight, R22) and the phase is recorded PAUSED with the
+hold's reason; when the hold goes, the bot opens the switch again. Closed-switch time never
+counts toward ``maxDuration`` (``rollout.active_seconds`` counts open time only).
+
+Holds come from ``rollout.yaml`` (``paused:`` at the top or per pool), read from the
+watched branch's head each pass, not from the operation's commit: a pause must reach the
+running operation, not queue behind it. A commit that changes only those fields therefore
+starts no operation of its own (``pause_only``).
+
+Pure: policies in, values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from gitopsbot.core.journal import Journal
+from gitopsbot.core.model import RolloutPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Holds:
+    """Who holds what: ``cluster`` (every pool) and ``pools`` (pool name → reason); an
+    empty reason is no hold."""
+
+    cluster: str = ""
+    pools: Mapping[str, str] = field(default_factory=dict)
+
+    def reason(self, pool: str) -> str:
+        """Why ``pool`` is held ("" when it is not)."""
+        return self.cluster or self.pools.get(pool, "")
+
+    def __bool__(self) -> bool:
+        return bool(self.cluster or any(self.pools.values()))
+
+
+NONE = Holds()
+
+
+def from_policy(policy: RolloutPolicy, where: str) -> Holds:
+    """The holds ``rollout.yaml`` asks for; ``where`` names the file and commit, so the
+    record says where the pause came from (``git log`` of that file says who)."""
+    cluster = f"paused in Git ({where})" if policy.paused else ""
+    pools = {p.name: f"paused in Git ({where}, pool {p.name})" for p in policy.pools if p.paused}
+    return Holds(cluster, pools)
+
+
+def merged(*holds: Holds) -> Holds:
+    """Every hold of ``holds``: a pool is held while any source holds it."""
+    cluster = "; ".join(h.cluster for h in holds if h.cluster)
+    pools: dict[str, str] = {}
+    for h in holds:
+        for pool, why in h.pools.items():
+            if why:
+                pools[pool] = f"{pools[pool]}; {why}" if pool in pools else why
+    return Holds(cluster, pools)
+
+
+def _unpaused(policy: RolloutPolicy) -> RolloutPolicy:
+    return replace(
+        policy, paused=False, pools=tuple(replace(p, paused=False) for p in policy.pools)
+    )
+
+
+def pause_only(before: RolloutPolicy, after: RolloutPolicy) -> bool:
+    """Whether ``after`` differs from ``before`` in its ``paused`` fields and nothing else:
+    such a commit starts no operation (the running one reads the holds from the head)."""
+    return before != after and _unpaused(before) == _unpaused(after)
+
+
+def recorded(journal: Journal) -> Holds:
+    """The holds ``journal`` recorded on its phases (kept when the head cannot be read)."""
+    pools = {
+        step.pool: journal.phase(step.name).paused_by
+        for step in journal.steps
+        if step.pool and journal.phase(step.name).paused_by
+    }
+    return Holds(pools=pools)
