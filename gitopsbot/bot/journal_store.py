@@ -93,6 +93,13 @@ class JournalStore:
                 return current
         return found
 
+    def history_names(self, cluster: str) -> list[str]:
+        """The file names under ``history/`` (``<op id>.yaml``), for the evidence of waves."""
+        head = self._repo.head(self.branch)
+        if head is None:
+            return []
+        return sorted(self._repo.tree(head).list(f"{cluster_dir(cluster)}/history"))
+
     def seen(self, cluster: str) -> str | None:
         data = self._read(f"{cluster_dir(cluster)}/seen")
         return data.decode().strip() or None if data is not None else None

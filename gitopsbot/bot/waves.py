@@ -1,0 +1,146 @@
+"""Waves at apply time and on the plan (issue 14): the evidence read from the state branch.
+
+The decision is ``core.promotion`` (through ``core.promotion_gate``); here the journals of
+every cluster are read from the state branch (``JournalStore``: ``journal.yaml``,
+``queued.yaml``, ``history/``), each operation's chart version from the fleet repository at
+its desired commit (``version_of``), and the result turned into verdicts.
+
+Fail closed: a state branch that is missing or a journal that does not parse gives no
+evidence, and a change that needs evidence (a later wave's chart change) is denied with the
+reason; a change that needs none (the first wave, an unwaved cluster, a revert, a downgrade)
+passes as it would anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.core import promotion_gate
+from gitopsbot.core.journal import Journal
+from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.core.policy import Verdict
+from gitopsbot.core.promotion import ClusterEvidence, PromotionDecision
+from gitopsbot.errors import GitOpsBotError
+from gitopsbot.fleetrepo import find_cluster
+from gitopsbot.ports.repo import Repo
+
+log = logging.getLogger(__name__)
+
+
+class EvidenceUnreadable(Exception):
+    """The state branch cannot say what the earlier waves run."""
+
+
+def journals(store: JournalStore, cluster: str) -> list[Journal]:
+    """Every recorded operation of ``cluster``: history, the current one, the queued one."""
+    found: list[Journal] = []
+    head = store.head()
+    if head is None:
+        return found
+    for name in store.history_names(cluster):
+        if name.endswith(".yaml"):
+            j = store.history(cluster, name.removesuffix(".yaml"))
+            if j is not None:
+                found.append(j)
+    for j in (store.current(cluster), store.queued(cluster)):
+        if j is not None:
+            found.append(j)
+    return found
+
+
+def read_evidence(
+    store: JournalStore, clusters: Iterable[str], version_of: Callable[[Journal], str]
+) -> dict[str, ClusterEvidence]:
+    """Evidence per cluster. Raises EvidenceUnreadable (the branch is missing, a journal
+    does not parse, Git fails)."""
+    try:
+        if store.head() is None:
+            raise EvidenceUnreadable(f"no {store.branch} branch: the bot has recorded nothing")
+        return {
+            name: promotion_gate.evidence_from(name, journals(store, name), version_of)
+            for name in clusters
+        }
+    except (ValueError, GitOpsBotError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise EvidenceUnreadable(f"{store.branch}: {first}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class WaveJudgement:
+    decision: PromotionDecision | None  # None: waves not configured
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def soak_ends_at(self) -> datetime | None:
+        return self.decision.soak_ends_at if self.decision is not None else None
+
+
+def judge(
+    *,
+    store: JournalStore,
+    settings: BotSettings,
+    clusters: Mapping[str, ClusterSpec],
+    spec: ClusterSpec,
+    before: str,
+    now: datetime,
+    version_of: Callable[[Journal], str],
+    revert: bool = False,
+) -> WaveJudgement:
+    """The ``WAVES`` verdict for ``spec``'s change (none when it may go)."""
+    if not promotion_gate.applies(settings):
+        return WaveJudgement(None, ())
+    problem = ""
+    try:
+        evidence = read_evidence(store, clusters, version_of)
+    except EvidenceUnreadable as e:
+        evidence, problem = {}, str(e)
+
+    def decide(found: Mapping[str, ClusterEvidence]) -> PromotionDecision:
+        return promotion_gate.decide_change(
+            settings=settings,
+            clusters=clusters.values(),
+            evidence=found,
+            spec=spec,
+            before=before,
+            now=now,
+            revert=revert,
+        )
+
+    decision = decide(evidence)
+    if problem and not decision.allowed and decision.failed is None:
+        log.warning("%s: waves: %s", spec.name, problem)
+        held = promotion_gate.unreadable(problem)
+        return WaveJudgement(decision, (held,))
+    found = promotion_gate.verdict(decision, spec)
+    return WaveJudgement(decision, (found,) if found is not None else ())
+
+
+def judge_plan(
+    repo: Repo, fleet: Fleet, desired: ClusterSpec, *, before: str, now: datetime | None = None
+) -> WaveJudgement:
+    """The waves' verdict for a request's plan: ``fleet`` is the watched branch's (its
+    settings and clusters decide), ``desired`` the cluster as the request leaves it,
+    ``before`` the chart version the watched branch names. The evidence is read from the
+    fleet repository's state branch as fetched; each operation's version from ``repo``."""
+    store = JournalStore(repo, branch=fleet.settings.state_branch, push=False)
+
+    def version_of(journal: Journal) -> str:
+        try:
+            spec = find_cluster(repo.tree(journal.desired_sha), journal.cluster)
+        except GitOpsBotError:
+            return ""
+        return spec.release.version if spec is not None else ""
+
+    return judge(
+        store=store,
+        settings=fleet.settings,
+        clusters=fleet.clusters,
+        spec=desired,
+        before=before,
+        now=now or datetime.now(UTC),
+        version_of=version_of,
+    )

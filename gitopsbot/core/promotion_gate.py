@@ -1,0 +1,218 @@
+"""Waves wired in (issue 14): the evidence from journals, and the gate as a policy verdict.
+
+``core.promotion`` decides on ``ClusterEvidence``; this module derives that evidence from the
+state branch's journals (read by ``bot.waves``) and turns a decision into the ``WAVES``
+verdict that the plan comment shows and the apply gate blocks on, like any deny.
+
+Evidence, walking a cluster's operations oldest first (blocked and superseded ones changed
+nothing and are skipped):
+
+- the cluster's chart version is that of its latest operation whose release step took effect
+  (a succeeded operation; a running or failed one whose ``helm-upgrade`` or ``rollback`` step
+  succeeded). A new version restarts the soak (``verified_at`` cleared).
+- "verified" is the ``verify`` step SUCCEEDED, at its ``finished_at`` (an operation without a
+  verify step that succeeded: its last step's end).
+- trouble is a FAILED operation ("failed"), a phase HALTED ("halted") or a ROLLBACK operation
+  ("rolled back"), at the latest time the journal records; the soak of the version counts
+  again from the first verification after it. A rollback's trouble concerns the version it
+  left (that of the operation it reverts).
+- an operation queued or running is in flight.
+
+Pure: journals and a chart version per operation in, values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime
+
+from gitopsbot.core.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    PhaseState,
+    StepKind,
+    StepState,
+)
+from gitopsbot.core.model import BotSettings, ClusterSpec, Location
+from gitopsbot.core.plan import Plan
+from gitopsbot.core.policy import Outcome, Severity, Verdict, decide
+from gitopsbot.core.promotion import ChangeKind, ClusterEvidence, PromotionDecision, judge
+
+RULE_ID = "WAVES"  # the verdict's rule id: on the plan, in a blocked journal's verdicts
+PROCEDURE = "waves"
+DESCRIPTION = "A chart version reaches a wave only after the earlier waves ran it, soaked."
+
+
+def evidence_from(
+    cluster: str, journals: Iterable[Journal], version_of: Callable[[Journal], str]
+) -> ClusterEvidence:
+    """What ``cluster``'s operations say, for ``core.promotion.judge``. ``version_of`` gives
+    the chart version an operation's desired commit names ("" when unreadable)."""
+    ops = sorted({j.op_id: j for j in journals}.values(), key=lambda j: (j.created_at, j.op_id))
+    by_id = {j.op_id: j for j in ops}
+    e = ClusterEvidence(cluster)
+    for j in ops:
+        if j.status in (OperationStatus.BLOCKED, OperationStatus.SUPERSEDED):
+            continue
+        if j.status in (OperationStatus.QUEUED, OperationStatus.RUNNING):
+            e = replace(e, in_flight=True)
+        if _took_effect(j):
+            version = version_of(j)
+            if version != e.chart_version:
+                e = replace(e, chart_version=version, verified_at=None)
+        e = replace(e, op_id=j.op_id)
+        trouble = _trouble(j)
+        if trouble:
+            concerned = version_of(j)
+            if j.kind is OperationKind.ROLLBACK:
+                undone = by_id.get(j.reverts_op)
+                concerned = version_of(undone) if undone is not None else ""
+                if not concerned and j.rollback_point is not None:
+                    concerned = j.rollback_point.chart_version
+            e = replace(
+                e,
+                trouble=trouble,
+                trouble_at=_last_time(j),
+                trouble_version=concerned,
+                verified_at=None,
+            )
+        verified = _verified_at(j)
+        if verified is not None and (e.trouble_at is None or verified >= e.trouble_at):
+            e = replace(
+                e,
+                verified_at=e.verified_at or verified,
+                last_verified_at=verified,
+            )
+    return e
+
+
+def _took_effect(j: Journal) -> bool:
+    if j.status is OperationStatus.SUCCEEDED:
+        return True
+    release_steps = (StepKind.HELM_UPGRADE, StepKind.ROLLBACK)
+    return any(s.kind in release_steps and s.state is StepState.SUCCEEDED for s in j.steps)
+
+
+def _trouble(j: Journal) -> str:
+    if j.kind is OperationKind.ROLLBACK:
+        return "rolled back"
+    if any(p.state is PhaseState.HALTED for p in j.phases):
+        return "halted"
+    if j.status is OperationStatus.FAILED:
+        return "failed"
+    return ""
+
+
+def _verified_at(j: Journal) -> datetime | None:
+    verify = [s for s in j.steps if s.kind is StepKind.VERIFY]
+    if verify:
+        done = [s.finished_at for s in verify if s.state is StepState.SUCCEEDED and s.finished_at]
+        return max(done) if done and all(s.state is StepState.SUCCEEDED for s in verify) else None
+    if j.status is OperationStatus.SUCCEEDED:
+        ends = [s.finished_at for s in j.steps if s.finished_at is not None]
+        return max(ends) if ends else j.created_at
+    return None
+
+
+def _last_time(j: Journal) -> datetime:
+    times = [j.created_at]
+    for s in j.steps:
+        times.extend(t for t in (s.started_at, s.finished_at) if t is not None)
+    for p in j.phases:
+        times.extend(t for t in (p.started_at, p.last_progress_at) if t is not None)
+    return max(times)
+
+
+# -- the gate ---------------------------------------------------------------------------------
+
+
+def applies(settings: BotSettings) -> bool:
+    """Whether waves can hold anything: without waves and failedVersions the gate is silent
+    (and nothing is read from the state branch)."""
+    return bool(settings.waves or settings.failed_versions)
+
+
+def decide_change(
+    *,
+    settings: BotSettings,
+    clusters: Iterable[ClusterSpec],
+    evidence: Mapping[str, ClusterEvidence],
+    spec: ClusterSpec,
+    before: str,
+    now: datetime,
+    revert: bool = False,
+) -> PromotionDecision:
+    """The promotion decision for ``spec``'s change. ``before``: the chart version the
+    cluster runs (Helm's, or the baseline's), "" when nothing is deployed: then the change is
+    a chart change."""
+    target = spec.release.version
+    change = ChangeKind.VALUES if before and before == target else ChangeKind.CHART
+    fleet = {c.name: c for c in clusters}
+    fleet[spec.name] = spec  # the change's own files (a new cluster, new labels) decide
+    return judge(
+        waves=settings.waves,
+        clusters=fleet.values(),
+        evidence=evidence,
+        target=spec.name,
+        version=target,
+        change=change,
+        failed_versions=settings.failed_versions,
+        now=now,
+        revert=revert,
+        deployed=before,
+    )
+
+
+def verdict(decision: PromotionDecision, spec: ClusterSpec) -> Verdict | None:
+    """The ``WAVES`` deny when the decision holds the change; None when it may go."""
+    if decision.allowed:
+        return None
+    where = spec.locations.get("release.yaml:chart.version")
+    if decision.failed is not None:
+        where = Location("gitopsbot.yaml", decision.failed.line, 0)
+    return _deny(decision.message, where)
+
+
+def unreadable(reason: str) -> Verdict:
+    """Fail closed: the evidence could not be read, so no wave may be judged passed."""
+    return _deny(
+        f"held: the promotion evidence cannot be read ({reason}); nothing is applied until it can",
+        None,
+    )
+
+
+def _deny(message: str, where: Location | None) -> Verdict:
+    return Verdict(
+        rule_id=RULE_ID,
+        severity=Severity.DENY,
+        outcome=Outcome.DENIED,
+        procedure=PROCEDURE,
+        message=message,
+        description=DESCRIPTION,
+        location=where,
+    )
+
+
+def with_verdicts(plan: Plan, extra: Iterable[Verdict]) -> Plan:
+    """``plan`` with ``extra`` verdicts added and its decision folded again."""
+    more = tuple(extra)
+    if not more:
+        return plan
+    verdicts = (*plan.verdicts, *more)
+    return replace(plan, verdicts=verdicts, decision=decide(verdicts))
+
+
+def held_only_by_waves(verdict_lines: Iterable[str]) -> bool:
+    """A blocked journal's verdict lines (``core.apply_gate.verdict_line``): every blocking
+    one is the ``WAVES`` deny, so the block lifts by itself once the earlier waves soak (the
+    bot judges it again on later passes). A hold by a failed-version mark does not: a person
+    removes the mark in Git, and that commit is a new change."""
+    blocking = [
+        line for line in verdict_lines if f" {Outcome.DENIED}: " in line or "needs-ack" in line
+    ]
+    return bool(blocking) and all(
+        f" {RULE_ID} {Outcome.DENIED}: " in line and "marked failed" not in line
+        for line in blocking
+    )
