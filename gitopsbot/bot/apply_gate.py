@@ -24,7 +24,7 @@ from gitopsbot.core.journal import Journal, OperationKind
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.observed import DeployedState, HelmReleaseInfo
 from gitopsbot.core.plan import make_plan
-from gitopsbot.core.policy import load_rules
+from gitopsbot.core.policy import Verdict, load_rules
 from gitopsbot.errors import ChartInvalid, ChartNotFound
 from gitopsbot.ports.charts import ChartSource
 
@@ -71,8 +71,15 @@ class ApplyGate:
         self._builtin = tuple(builtin_documents)
         self._policies_at = policies_at
 
-    def judge(self, journal: Journal, spec: ClusterSpec, deployed: Deployed) -> Journal:
-        """``journal`` with the gate's verdicts: BLOCKED when they block. Raises
+    def judge(
+        self,
+        journal: Journal,
+        spec: ClusterSpec,
+        deployed: Deployed,
+        extra: Sequence[Verdict] = (),
+    ) -> Journal:
+        """``journal`` with the gate's verdicts, ``extra`` ones (the waves', ``bot.waves``)
+        among them: BLOCKED when they block. Raises
         ChartUnavailable (retry later) and ConfigError (the fleet's rules do not parse:
         recorded by the caller like any unreadable fleet)."""
         rel = spec.release
@@ -117,7 +124,7 @@ class ApplyGate:
             rules=rules,
             chart_problem=problem,
         )
-        result = apply_gate.judge(plan.verdicts, spec)
+        result = apply_gate.judge((*plan.verdicts, *extra), spec)
         judged = apply_gate.admit(journal, result)
         if not result.allowed:
             log.warning("%s: %s", journal.cluster, judged.failure)

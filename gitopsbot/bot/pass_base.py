@@ -16,15 +16,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 
-from gitopsbot.bot import pr_mirror
+from gitopsbot.bot import pr_mirror, waves
 from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.release_reads import PassReads
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import windows
-from gitopsbot.core.journal import Journal, OperationStatus, PhaseState
+from gitopsbot.core import promotion_gate, windows
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.core.policy import Verdict
 from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.files import FileTree
@@ -112,6 +113,8 @@ class PassBase:
         self._shown: set[str] = set()  # clusters whose running operation was re-posted
         self._pr_retried: dict[str, datetime] = {}  # cluster → last revert-PR retry
         self._release_checked: dict[str, datetime] = {}  # cluster → last manual-revision check
+        # cluster → when the soak that holds its change ends (``wave_verdicts``), if one does
+        self.held_until: dict[str, datetime | None] = {}
 
     # -- the executor, and what a pass has read -------------------------------------------
 
@@ -189,7 +192,8 @@ class PassBase:
         """``journal`` as the policy gate leaves it (BLOCKED when refused). Fleet rules that
         do not parse at the operation's commit block it too, with their error."""
         try:
-            return self.gate.judge(journal, spec, deployed)
+            extra = self.wave_verdicts(journal, spec, deployed)
+            return self.gate.judge(journal, spec, deployed, extra)
         except ConfigError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             return replace(
@@ -198,6 +202,41 @@ class PassBase:
                 failure=f"blocked: the policy rules do not load at "
                 f"{journal.desired_sha[:12]}: {first}"[:600],
             )
+
+    def wave_verdicts(
+        self, journal: Journal, spec: ClusterSpec, deployed: Deployed
+    ) -> tuple[Verdict, ...]:
+        """The ``WAVES`` deny when promotion holds the change (``bot.waves``); the soak's
+        end is kept for the pass's "come back at" (``held_until``)."""
+        try:
+            fleet = self.fleet_at(journal.desired_sha)
+        except ConfigError as e:
+            if not promotion_gate.applies(self.settings):
+                # Another cluster's files are broken, and the bot runs without waves: the
+                # change is judged by its own files only, as before waves.
+                return ()
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            return (promotion_gate.unreadable(f"the fleet does not load: {first}"),)
+        found = waves.judge(
+            store=self.store,
+            settings=fleet.settings,
+            clusters=fleet.clusters,
+            spec=spec,
+            before=deployed.info.chart_version if deployed.info is not None else "",
+            now=self.clock.now(),
+            version_of=self._chart_version_of,
+            revert=journal.kind is OperationKind.ROLLBACK,
+        )
+        self.held_until[journal.cluster] = found.soak_ends_at
+        return found.verdicts
+
+    def _chart_version_of(self, journal: Journal) -> str:
+        """The chart version an operation's desired commit names ("" when unreadable)."""
+        try:
+            spec = self.spec_at(journal.desired_sha, journal.cluster)
+        except ConfigError:
+            return ""
+        return spec.release.version if spec is not None else ""
 
     def save(
         self,

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gitopsbot.baseline import load_fleet_baseline
+from gitopsbot.bot import waves
 from gitopsbot.core import proposals as core
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
@@ -32,6 +33,7 @@ from gitopsbot.core.model import ClusterSpec, Fleet, Location
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import Plan, make_plan
 from gitopsbot.core.policy import Rule, load_rules
+from gitopsbot.core.promotion_gate import with_verdicts
 from gitopsbot.core.proposals import (
     ClusterDecision,
     ClusterInput,
@@ -341,10 +343,12 @@ class Proposer:
         index: ChartIndex | None,
         rules: Rules,
         secret_literals: Mapping[str, Location] | None = None,
+        fleet: Fleet | None = None,
     ) -> Plan:
         """The plan of moving ``spec`` (the watched branch) to ``desired`` (a proposal or any
         request's branch). ``secret_literals``: literals the watched branch still holds in
-        the cluster's values.yaml (masked in ``spec``), for the plan's note."""
+        the cluster's values.yaml (masked in ``spec``), for the plan's note. ``fleet`` (the
+        watched branch's): the plan carries the waves' verdict (``bot.waves``)."""
         rel = spec.release
         current = self.charts.chart(rel.chart_repo_url, rel.chart_name, rel.version)
         # A version the repository lacks is a CHART-NOT-IN-INDEX verdict on the request, not
@@ -364,7 +368,7 @@ class Proposer:
             source=f"git:{self.watched_branch}",
             secret_literals=dict(secret_literals or {}),
         )
-        return make_plan(
+        plan = make_plan(
             deployed=deployed,
             desired=desired,
             target_chart=target,
@@ -373,6 +377,10 @@ class Proposer:
             rules=rules,
             chart_problem=problem,
         )
+        if fleet is None:
+            return plan
+        found = waves.judge_plan(self.repo, fleet, desired, before=rel.version)
+        return with_verdicts(plan, found.verdicts)
 
     def comment(self, cluster: str, number: int) -> tuple[PullRequestInfo, Plan]:
         """Post (or edit in place) the plan comment of ``cluster`` on request ``number``, and
@@ -400,7 +408,12 @@ class Proposer:
         rules = load_rules([*self._policy_documents, *fleet.policy_documents])
         index = self.charts.index(desired.release.chart_repo_url)
         plan = self.plan_for(
-            spec, desired, index=index, rules=rules, secret_literals=literals.get(cluster)
+            spec,
+            desired,
+            index=index,
+            rules=rules,
+            secret_literals=literals.get(cluster),
+            fleet=fleet,
         )
         self.forge.upsert_comment(number, marker=plan_marker(cluster), body=render_markdown(plan))
         state, description = core.policy_status(plan.decision)
@@ -452,7 +465,7 @@ class Proposer:
             _Overlay(self.repo.tree(base), edits) if needs_commit else self.repo.tree(base)
         )
         desired = load_cluster(desired_tree, d.cluster)
-        plan = self.plan_for(spec, desired, index=index, rules=rules)
+        plan = self.plan_for(spec, desired, index=index, rules=rules, fleet=fleet)
         body = core.proposal_body(
             d,
             chart=rel.chart_name,

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from gitopsbot.bot import log_context
 from gitopsbot.bot.driving import DrivingMixin
+from gitopsbot.bot.held import HeldMixin
 from gitopsbot.bot.intake import IntakeMixin
 from gitopsbot.bot.pass_base import LOG_LIMIT, SPEC_CACHE, PassResult
 from gitopsbot.bot.reverts import (
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
+class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin, HeldMixin):
     """Drives every cluster's operations. Ports are injected; ``executor_for`` builds the
     executor of a cluster (its Cluster and Helm ports) from the cluster's spec."""
 
@@ -149,6 +150,8 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin):
         current = self.store.current(cluster)
         if current is not None and current.kind is OperationKind.ROLLBACK:
             self._retry_revert_pr(current, now)
+        if self.held_by_waves(current) and current is not None:
+            return self.retry_held(current, now)
         if current is None or not current.active:
             queued = self.store.queued(cluster)
             if queued is None:

@@ -113,7 +113,7 @@ def judge(
     decision = decide(evidence)
     if problem and not decision.allowed and decision.failed is None:
         log.warning("%s: waves: %s", spec.name, problem)
-        held = promotion_gate.unreadable(problem)
+        held = promotion_gate.unreadable(problem, decision)
         return WaveJudgement(decision, (held,))
     found = promotion_gate.verdict(decision, spec)
     return WaveJudgement(decision, (found,) if found is not None else ())

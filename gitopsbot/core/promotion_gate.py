@@ -175,12 +175,11 @@ def verdict(decision: PromotionDecision, spec: ClusterSpec) -> Verdict | None:
     return _deny(decision.message, where)
 
 
-def unreadable(reason: str) -> Verdict:
-    """Fail closed: the evidence could not be read, so no wave may be judged passed."""
-    return _deny(
-        f"held: the promotion evidence cannot be read ({reason}); nothing is applied until it can",
-        None,
-    )
+def unreadable(reason: str, decision: PromotionDecision | None = None) -> Verdict:
+    """Fail closed: the evidence could not be read, so no wave may be judged passed.
+    ``decision``: the one made without evidence, whose holds the message names too."""
+    held = f"; without evidence: {decision.message}" if decision is not None else ""
+    return _deny(f"held: the promotion evidence cannot be read ({reason}){held}", None)
 
 
 def _deny(message: str, where: Location | None) -> Verdict:

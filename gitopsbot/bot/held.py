@@ -1,0 +1,53 @@
+"""A change held by waves is judged again on later passes, and starts once it may.
+
+A change the ``WAVES`` deny blocked (and nothing else blocked: ``core.promotion_gate.
+held_only_by_waves``) lifts by itself when the earlier waves have soaked, unlike a policy
+deny, which waits for a new commit. So while it is the cluster's latest operation and nothing
+is queued, every pass judges it again through the whole gate (policy rules and waves, against
+what is deployed now); the pass comes back when the soak that holds it ends.
+
+Crash-safe by construction: the BLOCKED journal on the state branch is all there is to
+resume. A bot killed after judging and before recording the start judges again on its next
+pass; the start is recorded in one commit with the backup, as for a new operation.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime
+
+from gitopsbot.bot.pass_base import PassBase, PassResult
+from gitopsbot.core import promotion_gate
+from gitopsbot.core.journal import Journal, OperationStatus
+
+log = logging.getLogger(__name__)
+
+
+class HeldMixin(PassBase):
+    def held_by_waves(self, journal: Journal | None) -> bool:
+        return (
+            journal is not None
+            and journal.status is OperationStatus.BLOCKED
+            and promotion_gate.held_only_by_waves(journal.verdicts)
+            and self.store.queued(journal.cluster) is None
+        )
+
+    def retry_held(self, held: Journal, now: datetime) -> PassResult:
+        cluster = held.cluster
+        spec = self.spec_at(held.desired_sha, cluster)
+        if spec is None:
+            return PassResult(cluster, "idle")
+        fresh = replace(held, status=OperationStatus.RUNNING, failure="", verdicts=())
+        judged = self.judged(fresh, spec, self.read_deployed(spec))
+        if judged.status is OperationStatus.BLOCKED:
+            if (judged.failure, judged.verdicts) != (held.failure, held.verdicts):
+                self.save(judged, f"{judged.op_id} still {judged.failure}"[:300])
+            return PassResult(cluster, "held", judged.failure, next_at=self.held_until.get(cluster))
+        started, files = self.backed_up(judged, spec, now)
+        message = f"{started.kind} {started.op_id} started: the earlier waves have soaked"
+        if files:
+            message += "; backup succeeded"
+        self.save(started, message, files=files)
+        log.info("%s: %s", cluster, message)
+        return PassResult(cluster, "started", started.op_id, next_at=now)

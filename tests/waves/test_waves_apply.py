@@ -1,0 +1,199 @@
+"""Waves at apply time, through the reconciler, real Git (fleet and state branch) and the
+real apply gate: a chart bump merged for a staging cluster and a production cluster at once.
+The production cluster's operation is blocked by the WAVES deny (naming the staging cluster
+and, later, when its soak ends), judged again on later passes, and starts by itself once
+staging ran the version, verified, for the soak. Each cluster has its own fake cluster and
+Helm (``World``, tests/executor/conftest.py)."""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.reconciler import Reconciler
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.journal import Journal, OperationStatus
+from gitopsbot.core.model import BotSettings
+from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.ports.helm import ChartRef
+from gitopsbot.testing import FakeCluster, FakeHelm
+from tests.executor.conftest import (
+    CRD,
+    NS,
+    RELEASE,
+    Env,
+    World,
+    fleet_files,
+    load_fleet_dir,
+    make_env,
+)
+
+M = timedelta(minutes=1)
+WAVES = (
+    "watchedBranch: main\nstateBranch: gitopsbot/state\n"
+    "waves:\n"
+    "  - name: staging\n    clusters:\n      environment: staging\n    soak: 10m\n"
+    "  - name: production\n    clusters:\n      environment: production\n"
+)
+
+
+def two_clusters(version: str, image: str = "hv:1") -> dict[str, str]:
+    """``lab`` in production, ``stage`` in staging, both at ``version``."""
+    files = fleet_files(version, image)
+    out = {"gitopsbot.yaml": WAVES}
+    for name, env in (("lab", "production"), ("stage", "staging")):
+        for base in ("release.yaml", "values.yaml", "rollout.yaml"):
+            text = files[f"clusters/lab/{base}"]
+            if base == "release.yaml":
+                text = text.replace("environment: staging", f"environment: {env}")
+            out[f"clusters/{name}/{base}"] = text
+    return out
+
+
+class Fleet2:
+    def __init__(self, tmp_path: Path) -> None:
+        self.env: Env = make_env(tmp_path)
+        self.env.human.commit("two waves", two_clusters("1.0.0"))
+        # The staging cluster: its own fake API server and Helm, installed by hand at 1.0.0.
+        self.stage_cluster = FakeCluster()
+        self.stage_world = World(self.stage_cluster)
+        charts = {v: tmp_path / "charts" / v / "tensor-fusion" for v in ("1.0.0", "1.1.0")}
+        self.stage_helm = FakeHelm(
+            on_deploy=self.stage_world.deploy, clock=self.env.clock.now, charts=charts
+        )
+        spec = load_fleet_dir(self.env.human.path).clusters["stage"]
+        self.stage_helm.upgrade(
+            release=RELEASE,
+            namespace=NS,
+            chart=ChartRef.of(spec.release),
+            version="1.0.0",
+            values=spec.values,
+            description="install by hand",
+            post_render_policy=spec.rollout,
+        )
+        self.stage_cluster.apply_crds({"gpupools.yaml": CRD})
+
+    def reconciler(self) -> Reconciler:
+        env = self.env
+        repo = env.repo()
+        secrets = type("NoSecrets", (), {"resolve_all": lambda self, refs: {}})()
+        executors = {
+            "lab": Executor(cluster=env.cluster, helm=env.helm, secrets=secrets),
+            "stage": Executor(cluster=self.stage_cluster, helm=self.stage_helm, secrets=secrets),
+        }
+        return Reconciler(
+            repo=repo,
+            store=JournalStore(repo, branch="gitopsbot/state"),
+            executor_for=lambda spec: executors[spec.name],
+            gate=env.gate(repo),
+            clock=env.clock,
+            load_fleet=load_fleet,
+            resolve_tz=zoneinfo.ZoneInfo,
+            settings=BotSettings(),
+            forge=env.forge,
+        )
+
+    def drive_stage(self, rec: Reconciler) -> Journal:
+        for _ in range(60):
+            rec.reconcile("stage")
+            self.stage_world.tick()
+            current = rec.store.current("stage")
+            if current is not None and not current.active:
+                return current
+            self.env.clock.t += M
+        raise AssertionError(f"stage not finished: {rec.store.current('stage')}")
+
+    def drive_lab(self, rec: Reconciler) -> Journal:
+        for _ in range(60):
+            rec.reconcile("lab")
+            self.env.world.tick()
+            current = rec.store.current("lab")
+            if current is not None and not current.active:
+                return current
+            self.env.clock.t += M
+        raise AssertionError(f"lab not finished: {rec.store.current('lab')}")
+
+
+@pytest.fixture
+def fleet2(tmp_path: Path) -> Fleet2:
+    return Fleet2(tmp_path)
+
+
+def test_production_waits_for_staging_then_starts_after_the_soak(fleet2: Fleet2) -> None:
+    env = fleet2.env
+    rec = fleet2.reconciler()
+    assert rec.reconcile("lab").action == "baseline"
+    assert rec.reconcile("stage").action == "baseline"
+    env.merge_pr(8, "chart 1.1.0 everywhere", two_clusters("1.1.0", "hv:2"))
+
+    # Production first: blocked, nothing applied, the message names the staging cluster.
+    upgrades = env.helm.calls.count("upgrade")
+    result = rec.reconcile("lab")
+    assert result.action == "blocked", result
+    held = rec.store.current("lab")
+    assert held is not None and held.status is OperationStatus.BLOCKED
+    assert "WAVES denied" in held.failure
+    assert "wave production waits for wave staging: stage not on 1.1.0 yet" in (held.failure)
+    assert env.helm.calls.count("upgrade") == upgrades
+    line = next(v for v in held.verdicts if "WAVES" in v)
+    assert line.startswith("clusters/lab/release.yaml:"), line
+
+    # Judged again on the next pass: still held, nothing new recorded.
+    head = rec.store.head()
+    assert rec.reconcile("lab").action == "held"
+    assert rec.store.head() == head
+
+    # Staging runs the version to the end, verified.
+    done = fleet2.drive_stage(rec)
+    assert done.status is OperationStatus.SUCCEEDED, done.failure
+    verified = done.step("verify").finished_at
+    assert verified is not None
+
+    # Production is held by the soak now: the message says when it ends.
+    result = rec.reconcile("lab")
+    assert result.action == "held"
+    held = rec.store.current("lab")
+    ends = verified + timedelta(minutes=10)
+    assert f"soak ends {ends:%H:%M} UTC" in held.failure, held.failure
+    assert result.next_at == ends  # the scheduler comes back when the soak ends
+    assert env.helm.calls.count("upgrade") == upgrades
+
+    # The soak is over: the same operation starts by itself and runs to the end.
+    env.clock.t = ends
+    result = rec.reconcile("lab")
+    assert result.action == "started", result
+    finished = fleet2.drive_lab(rec)
+    assert finished.status is OperationStatus.SUCCEEDED, finished.failure
+    assert finished.op_id == held.op_id
+    assert env.helm.status(RELEASE, NS).chart_version == "1.1.0"
+
+
+def test_a_rollback_in_staging_holds_production(fleet2: Fleet2) -> None:
+    env = fleet2.env
+    rec = fleet2.reconciler()
+    rec.reconcile("lab")
+    rec.reconcile("stage")
+    sha = env.human.commit(
+        "stage: chart 1.1.0",
+        {
+            **two_clusters("1.0.0"),
+            **{k: v for k, v in two_clusters("1.1.0", "hv:2").items() if "/stage/" in k},
+        },
+    )
+    assert fleet2.drive_stage(rec).status is OperationStatus.SUCCEEDED
+    env.human.revert(sha)
+    back = fleet2.drive_stage(rec)
+    assert back.kind.value == "rollback" and back.status is OperationStatus.SUCCEEDED
+
+    env.human.pull()
+    env.human.commit(
+        "lab: chart 1.1.0", {k: v for k, v in two_clusters("1.1.0", "hv:2").items() if "/lab/" in k}
+    )
+    env.clock.t += timedelta(hours=5)  # long past any soak
+    assert rec.reconcile("lab").action == "blocked"
+    held = rec.store.current("lab")
+    assert "stage rolled back at" in held.failure, held.failure

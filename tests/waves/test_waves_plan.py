@@ -1,0 +1,102 @@
+"""Waves on a pull request's plan comment (``gitopsbot comment``'s ``Proposer.comment``),
+against a real Git remote, the local GitHub server and a chart repository on loopback: the
+WAVES deny names the staging cluster still missing, then, once the state branch records
+staging verified on the version, when its soak ends; the status on the request fails."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.core import operation
+from gitopsbot.core.journal import OperationStatus, StepState
+from gitopsbot.core.model import RolloutPolicy
+from tests.proposals.conftest import TOKEN, World, charts, git, world_factory
+
+__all__ = ["charts", "world_factory"]  # fixtures, used by name
+
+WAVES = """
+waves:
+  - name: staging
+    clusters:
+      environment: staging
+    soak: 1h
+  - name: production
+    clusters:
+      environment: production
+"""
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GITOPSBOT_FORGE_TOKEN", TOKEN)
+    monkeypatch.delenv("GITOPSBOT_CHARTS", raising=False)
+
+
+def bump(world: World, work: Path, branch: str, cluster: str, version: str) -> str:
+    git("fetch", "--quiet", "origin", cwd=work)
+    git("checkout", "--quiet", "-B", branch, "origin/main", cwd=work)
+    release = work / "clusters" / cluster / "release.yaml"
+    release.write_text(release.read_text().replace("version: 1.8.0", f"version: {version}"))
+    git("commit", "--quiet", "-am", f"{cluster} to {version}", cwd=work)
+    git("push", "--quiet", "origin", branch, cwd=work)
+    return git("rev-parse", "HEAD", cwd=work).strip()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("env")
+def test_plan_comment_shows_the_wave_hold(
+    world_factory: Callable[..., World], tmp_path: Path
+) -> None:
+    world = world_factory(versions={"staging": "1.8.0", "production": "1.8.0"})
+    settings = world.show("main", "gitopsbot.yaml")
+    world.human_commit({"gitopsbot.yaml": settings + WAVES}, "waves")
+    work = tmp_path / "person"
+    git("clone", "--quiet", world.remote_url, str(work))
+    bump(world, work, "prod-1.8.3", "production", "1.8.3")
+    pr = world.forge().open_or_update_pull_request(
+        branch="prod-1.8.3", base="main", title="production 1.8.3", body="", marker="human"
+    )
+
+    # The bot has recorded nothing yet (no state branch): denied, fail closed, and why.
+    _, plan = world.proposer().comment("production", pr.number)
+    waves = [v for v in plan.verdicts if v.rule_id == "WAVES"]
+    assert len(waves) == 1 and waves[0].outcome.value == "denied"
+    message = waves[0].message
+    assert "the promotion evidence cannot be read (no gitopsbot/state branch" in message
+    assert "wave production waits for wave staging: staging not on 1.8.3 yet" in message
+    assert plan.decision.value == "denied"
+    (body,) = [c.body for c in world.forge_server.comments.values() if c.number == pr.number]
+    assert "staging not on 1.8.3 yet" in body
+    assert "failure" in {s.state for s in world.forge_server.statuses}
+
+    # Staging got 1.8.3 (merged on main) and the bot recorded it verified five minutes ago.
+    staging_sha = bump(world, work, "main", "staging", "1.8.3")
+    verified = datetime.now(UTC) - timedelta(minutes=5)
+    j = operation.new_operation(
+        kind=operation.OperationKind.UPGRADE,
+        cluster="staging",
+        desired_sha=staging_sha,
+        created_at=verified - timedelta(minutes=10),
+        policy=RolloutPolicy(),
+    )
+    steps = tuple(replace(s, state=StepState.SUCCEEDED, finished_at=verified) for s in j.steps)
+    repo = world.repo()
+    repo.fetch()
+    store = JournalStore(repo, branch="gitopsbot/state")
+    store.save(replace(j, status=OperationStatus.SUCCEEDED, steps=steps), "staging upgraded")
+
+    _, plan = world.proposer().comment("production", pr.number)
+    (waves,) = [v for v in plan.verdicts if v.rule_id == "WAVES"]
+    ends = verified + timedelta(hours=1)
+    fmt = "%H:%M UTC" if ends.date() == datetime.now(UTC).date() else "%Y-%m-%d %H:%M UTC"
+    expected = f"staging verified 1.8.3 at {verified:%H:%M} UTC, soak ends {ends:{fmt}}"
+    assert expected in waves.message, waves.message
+    (body,) = [c.body for c in world.forge_server.comments.values() if c.number == pr.number]
+    assert expected in body
