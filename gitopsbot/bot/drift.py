@@ -1,0 +1,147 @@
+"""The drift check of one cluster: read the cluster (never write), build what Git wants, and
+let ``core.drift`` compare them (docs/drift.md).
+
+Reads through the executor's ports: Helm's release (status, history, values: from Helm's
+storage, as every pass reads it), the TensorFusion CRDs, the TensorFusionCluster and its
+GPUPools, the controller Deployment. Secrets the bot would merge in are resolved through the
+executor's secret source only to be digested here; the values read from Helm are digested and
+masked by ``core.drift.observed_values`` before anything else sees them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gitopsbot.bot.steps.cluster_reads import crd_digest, pool_images
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core import drift, manual_revision
+from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.chart import Chart
+from gitopsbot.core.images import effective_images
+from gitopsbot.core.journal import Journal, OperationStatus, StepKind, StepState
+from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.postrender import rolling_update_policy
+from gitopsbot.errors import GitOpsBotError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DriftInputs:
+    """What Git and the state branch say about one cluster."""
+
+    spec: ClusterSpec
+    journal: Journal | None = None  # the cluster's current (or last) operation
+    chart: Chart | None = None  # Git's chart version, for the images it defaults
+
+
+def desired_state(spec: ClusterSpec, executor: Executor, inputs: DriftInputs) -> drift.DesiredState:
+    """What the bot would deploy and pin from Git for ``spec``."""
+    digests: dict[str, str] = {}
+    unresolved: list[str] = []
+    for ref in spec.credentials.secrets:
+        try:
+            resolved = executor.secrets.resolve_all([ref])
+        except GitOpsBotError as e:
+            log.info("%s: drift: secret at %s not resolved: %s", spec.name, ref.values_path, e)
+            unresolved.append(ref.values_path)
+            continue
+        digests.update({p: drift.secret_digest(v) for p, v in resolved.items()})
+    images = effective_images(spec.values, inputs.chart) if inputs.chart is not None else {}
+    return drift.DesiredState(
+        chart_version=spec.release.version,
+        values=spec.values,
+        secret_digests=digests,
+        secret_paths=_secret_paths(spec),
+        unresolved_secrets=tuple(unresolved),
+        crd_digest=_recorded_crds(inputs.journal),
+        pool_policies={p.name: rolling_update_policy(p) for p in spec.rollout.pools},
+        images={k: v for k, v in images.items() if v},
+    )
+
+
+def _secret_paths(spec: ClusterSpec) -> tuple[str, ...]:
+    refs = tuple(r.values_path for r in spec.credentials.secrets)
+    return (*spec.credentials.secret_paths, *refs)
+
+
+def _recorded_crds(journal: Journal | None) -> str:
+    """The CRD bundle digest the bot's last successful operation left (its CRDs step)."""
+    if journal is None or journal.status is not OperationStatus.SUCCEEDED:
+        return ""
+    for step in journal.steps:
+        if step.kind is StepKind.CRDS and step.state is StepState.SUCCEEDED and step.effect:
+            return step.effect.description
+    return ""
+
+
+def observed_state(
+    spec: ClusterSpec, executor: Executor, journal: Journal | None
+) -> drift.ObservedState:
+    """A snapshot of ``spec``'s cluster, read only."""
+    helm, cluster, rel = executor.helm, executor.cluster, spec.release
+    history = helm.history(rel.release_name, rel.namespace)
+    latest = history[-1] if history else None
+    if latest is None:
+        return drift.ObservedState(chart_version="")
+    values = helm.get_values(rel.release_name, rel.namespace)
+    tfc = cluster.get(tf.TF, "TensorFusionCluster", None, tf.tfc_name(spec))
+    tfc_policies = {
+        str(entry.get("name")): dict(tf.rolling_policy(tfc or {}, str(entry.get("name"))))
+        for entry in ((tfc or {}).get("spec") or {}).get("gpuPools") or []
+    }
+    gp_policies: dict[str, Mapping[str, Any] | None] = {}
+    gp_names: dict[str, str] = {}
+    for pool in spec.rollout.pools:
+        name = tf.gpupool_name(spec, pool.name)
+        gp_names[pool.name] = name
+        gpupool = cluster.get(tf.TF, "GPUPool", None, name)
+        if gpupool is not None:
+            manager = (gpupool.get("spec") or {}).get("nodeManagerConfig") or {}
+            gp_policies[pool.name] = dict(manager.get("nodePoolRollingUpdatePolicy") or {})
+    return drift.ObservedState(
+        chart_version=latest.chart_version,
+        revision=latest.revision,
+        values=drift.observed_values(values, _secret_paths(spec)),
+        crd_digest=crd_digest(cluster),
+        tfc_policies=tfc_policies,
+        gpupool_policies=gp_policies,
+        tfc_name=tf.tfc_name(spec),
+        gpupool_names=gp_names,
+        pool_images=pool_images(cluster, spec),
+        controller_image=_controller_image(executor, spec),
+        manual=manual_revision.detect(latest, journal),
+        operation_active=journal is not None and journal.active,
+    )
+
+
+def _controller_image(executor: Executor, spec: ClusterSpec) -> str:
+    found = executor.cluster.get(
+        "apps/v1", "Deployment", spec.release.namespace, tf.controller_name(spec)
+    )
+    containers = ((((found or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "containers"
+    ) or []
+    return str(containers[0].get("image") or "") if containers else ""
+
+
+def check(
+    inputs: DriftInputs, executor_for: Callable[[ClusterSpec], Executor]
+) -> drift.DriftReport:
+    """The drift of one cluster: read, then compare. Raises the adapters' errors (a cluster
+    that cannot be reached is no verdict)."""
+    executor = executor_for(inputs.spec)
+    observed = observed_state(inputs.spec, executor, inputs.journal)
+    desired = desired_state(inputs.spec, executor, inputs)
+    return drift.compare(inputs.spec.name, desired, observed)
+
+
+def summary_lines(reports: Mapping[str, drift.DriftReport | str]) -> list[str]:
+    """One line per cluster, for ``status``: its drift summary, or why it was not checked."""
+    out = []
+    for name, found in sorted(reports.items()):
+        out.append(found.summary() if isinstance(found, drift.DriftReport) else f"{name}: {found}")
+    return out

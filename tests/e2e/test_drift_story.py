@@ -1,0 +1,130 @@
+"""Drift in the sandbox (issue 14 part 2): after the bot's upgrade, a person's manual
+``helm upgrade --set`` and a hand edit of a GPUPool are each found by the drift check, with
+real helm, kubectl, git and the local forge."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gitopsbot import app
+from gitopsbot.bot import drift as drift_check
+from gitopsbot.core.drift import DriftReport
+from gitopsbot.core.journal import OperationKind
+from gitopsbot.fleetrepo import load_cluster
+from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, state_reader, wait_for
+from gitopsbot.sandbox.story_fleet import CLUSTER
+from tests.e2e.conftest import NS, RELEASE
+
+pytestmark = pytest.mark.slow
+
+
+def check(world: StoryWorld) -> DriftReport:
+    repo = world.git_repo("drift")
+    repo.fetch()
+    spec = load_cluster(repo.tree(repo.head("main") or "main"), CLUSTER)
+    journal = state_reader(world).current(CLUSTER)
+    charts = world.chart_source()
+    chart = charts.chart(spec.release.chart_repo_url, spec.release.chart_name, spec.release.version)
+    make = app.executor_factory(world.run_options(), world.tools())
+    return drift_check.check(drift_check.DriftInputs(spec, journal, chart), make)
+
+
+def test_manual_helm_upgrade_and_gpupool_edit_are_drift(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    binaries: dict[str, Path],
+) -> None:
+    world = make_world(window_lead_seconds=None)
+    bot = make_bot(world)
+    world.merge(world.propose().number)
+    wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=180)
+    bot.stop()
+    clean = check(world)
+    assert not clean.drifted, clean.lines()
+
+    # A person edits the pool's batch size by hand, where it lasts: in the TensorFusionCluster's
+    # pool template, which the controller copies to the GPUPool (R11).
+    where = "/spec/gpuPools/0/specTemplate/nodeManagerConfig/nodePoolRollingUpdatePolicy"
+    patch = f'[{{"op":"replace","path":"{where}/batchPercentage","value":80}}]'
+    kubectl(world, binaries["kubectl"], "patch", "tensorfusioncluster", "tensor-fusion",
+            "--type", "json", "-p", patch)  # fmt: skip
+    edited = wait_drift(world, 2)
+    assert [(i.what, i.where, i.desired, i.observed) for i in edited.items] == [
+        (
+            "pool-policy",
+            "TensorFusionCluster tensor-fusion pool shared: batchPercentage",
+            "50",
+            "80",
+        ),
+        ("pool-policy", "GPUPool tensor-fusion-shared: batchPercentage", "50", "80"),
+    ]
+    kubectl(world, binaries["kubectl"], "patch", "tensorfusioncluster", "tensor-fusion",
+            "--type", "json", "-p", patch.replace("80", "50"))  # fmt: skip
+    assert not wait_drift(world, 0).drifted
+
+    version = helm_chart_version(world)
+    world.helm("upgrade", RELEASE, "tensor-fusion", "--repo", world.chart_repo_url,
+               "--version", version, "--namespace", NS, "--reuse-values",
+               "--set", "controller.replicas=2", "--force-conflicts")  # fmt: skip
+    by_hand = check(world)
+    print("\n".join(by_hand.lines()))
+    assert [(i.what, i.where, i.observed) for i in by_hand.items if i.what == "values"] == [
+        ("values", "controller.replicas", "2")
+    ]
+    assert any(i.what == "revision" for i in by_hand.items)
+
+
+def wait_drift(world: StoryWorld, items: int, timeout: float = 30) -> DriftReport:
+    """The check once the controller has copied the template to the GPUPool."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check(world)
+        if len(found.items) == items or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def kubectl(world: StoryWorld, binary: Path, *args: str) -> str:
+    done = subprocess.run(
+        [str(binary), "--kubeconfig", str(world.kubeconfig), *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def helm_chart_version(world: StoryWorld) -> str:
+    listed = world.helm("list", "--namespace", NS, "--output", "json")
+    import json
+
+    (release,) = json.loads(listed)
+    return str(release["chart"]).rsplit("-", 1)[1]
+
+
+def test_gpupool_edited_while_the_controller_is_down_is_drift(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    binaries: dict[str, Path],
+) -> None:
+    """The controller reverts a GPUPool edit at once (R11); while it is down the edit stays,
+    and the check names the GPUPool."""
+    world = make_world(window_lead_seconds=None)
+    bot = make_bot(world)
+    world.merge(world.propose().number)
+    wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=180)
+    bot.stop()
+    assert world.sandbox is not None and world.sandbox.sim is not None
+    world.sandbox.sim.close()
+    world.sandbox.sim = None
+    patch = '{"spec":{"nodeManagerConfig":{"nodePoolRollingUpdatePolicy":{"batchPercentage":80}}}}'
+    kubectl(world, binaries["kubectl"], "patch", "gpupool", "tensor-fusion-shared",
+            "--type", "merge", "-p", patch)  # fmt: skip
+    edited = check(world)
+    assert [(i.what, i.where, i.desired, i.observed) for i in edited.items] == [
+        ("pool-policy", "GPUPool tensor-fusion-shared: batchPercentage", "50", "80")
+    ]
