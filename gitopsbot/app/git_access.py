@@ -31,6 +31,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.model import BotSettings, Fleet, SecretRef
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.ports.repo import Repo
 
 
 def fleet_url(*, url: str | None, path: str | None) -> str:
@@ -150,6 +151,10 @@ class StateView:
     store: JournalStore
     settings: BotSettings
     source: str
+    # The fleet at the watched branch (None: it does not load) and the repository it and the
+    # state branch are read from: ``status`` groups clusters by wave with them.
+    fleet: Fleet | None = None
+    repo: Repo | None = None
 
 
 def _clone_branch(repo: GitRepo, branch: str, *, newer: bool) -> str | None:
@@ -164,13 +169,13 @@ def _clone_branch(repo: GitRepo, branch: str, *, newer: bool) -> str | None:
     return branch
 
 
-def _read_settings(repo: GitRepo, branch: str | None) -> BotSettings:
+def _read_fleet(repo: GitRepo, branch: str | None) -> Fleet | None:
     if branch is not None:
         try:
-            return read_fleet(repo, branch).settings
+            return read_fleet(repo, branch)
         except ConfigError:
             pass
-    return BotSettings()
+    return None
 
 
 def open_state(url: str, cache: Path | None = None, *, clone: Path | None = None) -> StateView:
@@ -182,7 +187,8 @@ def open_state(url: str, cache: Path | None = None, *, clone: Path | None = None
     is missing or newer."""
     if clone is None:
         repo = open_repo(url, cache or settings.cache_dir())
-        fleet_settings = _read_settings(repo, "main")
+        fleet = _read_fleet(repo, "main")
+        fleet_settings = fleet.settings if fleet is not None else BotSettings()
         branch = fleet_settings.state_branch
         where = redact(url)
         if repo.head(branch) is None:
@@ -190,7 +196,7 @@ def open_state(url: str, cache: Path | None = None, *, clone: Path | None = None
         else:
             source = f"{branch} of {where} (fetched now)"
         store = JournalStore(repo, branch=branch, push=False)
-        return StateView(store, fleet_settings, f"state: {source}")
+        return StateView(store, fleet_settings, f"state: {source}", fleet, repo)
     key = hashlib.sha256(f"{url} {CLONE_REFSPEC}".encode()).hexdigest()[:16]
     repo = GitRepo(
         GitSettings(
@@ -200,7 +206,8 @@ def open_state(url: str, cache: Path | None = None, *, clone: Path | None = None
         )
     )
     repo.fetch()
-    fleet_settings = _read_settings(repo, _clone_branch(repo, "main", newer=True))
+    fleet = _read_fleet(repo, _clone_branch(repo, "main", newer=True))
+    fleet_settings = fleet.settings if fleet is not None else BotSettings()
     state = fleet_settings.state_branch
     read = _clone_branch(repo, state, newer=False)
     if read is None:
@@ -217,4 +224,4 @@ def open_state(url: str, cache: Path | None = None, *, clone: Path | None = None
     else:
         source = f"{state} from origin/{state} in {clone} (as of your last git fetch)"
     store = JournalStore(repo, branch=read, push=False)
-    return StateView(store, fleet_settings, f"state: {source}")
+    return StateView(store, fleet_settings, f"state: {source}", fleet, repo)

@@ -127,14 +127,6 @@ def judge_plan(
     ``before`` the chart version the watched branch names. The evidence is read from the
     fleet repository's state branch as fetched; each operation's version from ``repo``."""
     store = JournalStore(repo, branch=fleet.settings.state_branch, push=False)
-
-    def version_of(journal: Journal) -> str:
-        try:
-            spec = find_cluster(repo.tree(journal.desired_sha), journal.cluster)
-        except GitOpsBotError:
-            return ""
-        return spec.release.version if spec is not None else ""
-
     return judge(
         store=store,
         settings=fleet.settings,
@@ -142,5 +134,24 @@ def judge_plan(
         spec=desired,
         before=before,
         now=now or datetime.now(UTC),
-        version_of=version_of,
+        version_of=version_reader(repo),
     )
+
+
+def version_reader(repo: Repo) -> Callable[[Journal], str]:
+    """The chart version an operation's desired commit names in ``repo`` ("" when that
+    commit or its files cannot be read)."""
+
+    known: dict[tuple[str, str], str] = {}  # a commit's files never change
+
+    def version_of(journal: Journal) -> str:
+        key = (journal.desired_sha, journal.cluster)
+        if key not in known:
+            try:
+                spec = find_cluster(repo.tree(journal.desired_sha), journal.cluster)
+            except GitOpsBotError:
+                return ""  # not cached: Git may answer later
+            known[key] = spec.release.version if spec is not None else ""
+        return known[key]
+
+    return version_of

@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gitopsbot import app
 from gitopsbot.bot import report
+from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.core import promotion, promotion_gate
+from gitopsbot.core.journal import Journal
+from gitopsbot.core.model import Fleet
 from gitopsbot.core.phase_view import StepRow
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
@@ -51,35 +57,32 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+@dataclass(frozen=True, slots=True)
+class Waves:
+    """What grouping by wave needs: the fleet at the watched branch (its ``waves:`` and each
+    cluster's environment and labels) and the chart version of an operation's commit."""
+
+    fleet: Fleet
+    version_of: Callable[[Journal], str]
+
+
 def frame(
-    store: JournalStore, cluster: str | None, now: datetime
+    store: JournalStore, cluster: str | None, now: datetime, waves: Waves | None = None
 ) -> tuple[list[str | list[StepRow]], int]:
     """What one refresh shows: lines, and each operation's steps as rows (drawn as text by
-    ``render``, as a live region with progress bars on a terminal)."""
+    ``render``, as a live region with progress bars on a terminal). With ``waves`` (and the
+    fleet has ``waves:``), the clusters are grouped by wave, each wave headed by where its
+    clusters stand (``core.promotion_gate.wave_heading``)."""
     names = store.clusters()
     if cluster is not None and cluster not in names:
         known = ", ".join(names) or "none yet"
         return [f"cluster {cluster!r} has no record on the state branch (known: {known})"], 1
     out: list[str | list[StepRow]] = []
-    for name in [cluster] if cluster else names:
-        current = store.current(name)
-        if current is None:
-            out.append(
-                f"{name}: no operation yet (watching since {(store.seen(name) or '?')[:12]})"
-            )
-        else:
-            out.extend(report.head_lines(current))
-            out.append(report.step_rows(current, now))
-            out.extend(report.tail_lines(current))
-        manual = store.manual_revision(name)
-        if manual is not None:
-            out.append(f"  ⚠ {manual.describe()}")
-        failing = store.pass_failure(name)
-        if failing is not None:
-            out.append(f"  ⚠ {failing.describe()}")
-        queued = store.queued(name)
-        if queued is not None:
-            out.append(f"  next: {report.headline(queued)} ({queued.op_id})")
+    if cluster is None and waves is not None and waves.fleet.settings.waves:
+        out.extend(_by_wave(store, names, now, waves))
+    else:
+        for name in [cluster] if cluster else names:
+            out.extend(_cluster(store, name, now))
     if not out:
         out.append("no cluster has a record on the state branch yet")
     tools = store.tools()  # recorded by `gitopsbot run` at start (docs/cluster-access.md)
@@ -88,8 +91,61 @@ def frame(
     return out, 0
 
 
-def render(store: JournalStore, cluster: str | None, now: datetime) -> tuple[str, int]:
-    items, code = frame(store, cluster, now)
+def _by_wave(
+    store: JournalStore, names: list[str], now: datetime, waves: Waves
+) -> list[str | list[StepRow]]:
+    fleet = waves.fleet
+    groups = promotion.fleet_by_wave(fleet.settings.waves, fleet.clusters.values())
+    out: list[str | list[StepRow]] = []
+    try:
+        evidence = bot_waves.read_evidence(store, fleet.clusters, waves.version_of)
+    except bot_waves.EvidenceUnreadable as e:
+        out.append(f"waves: the evidence cannot be read ({e})")
+        evidence = {}
+    recorded = set(names)
+    for group in groups:
+        out.append(promotion_gate.wave_heading(group, evidence, now))
+        for name in group.clusters:
+            if name in recorded:
+                out.extend(_cluster(store, name, now))
+            else:
+                out.append(f"{name}: no record on the state branch yet")
+            held = promotion_gate.held_message(store.current(name))
+            if held:
+                out.append(f"  held by waves: {held}")
+    gone = [n for n in names if n not in fleet.clusters]
+    if gone:
+        out.append("not in the fleet on the watched branch:")
+        for name in gone:
+            out.extend(_cluster(store, name, now))
+    return out
+
+
+def _cluster(store: JournalStore, name: str, now: datetime) -> list[str | list[StepRow]]:
+    out: list[str | list[StepRow]] = []
+    current = store.current(name)
+    if current is None:
+        out.append(f"{name}: no operation yet (watching since {(store.seen(name) or '?')[:12]})")
+    else:
+        out.extend(report.head_lines(current))
+        out.append(report.step_rows(current, now))
+        out.extend(report.tail_lines(current))
+    manual = store.manual_revision(name)
+    if manual is not None:
+        out.append(f"  ⚠ {manual.describe()}")
+    failing = store.pass_failure(name)
+    if failing is not None:
+        out.append(f"  ⚠ {failing.describe()}")
+    queued = store.queued(name)
+    if queued is not None:
+        out.append(f"  next: {report.headline(queued)} ({queued.op_id})")
+    return out
+
+
+def render(
+    store: JournalStore, cluster: str | None, now: datetime, waves: Waves | None = None
+) -> tuple[str, int]:
+    items, code = frame(store, cluster, now, waves)
     out: list[str] = []
     for item in items:
         out.extend([item] if isinstance(item, str) else report.row_lines(item))
@@ -107,20 +163,25 @@ def run(args: argparse.Namespace) -> int:
     except GitOpsBotError as e:
         sys.stderr.write(f"gitopsbot status: {e}\n")
         return 2
+    waves = None
+    if view.fleet is not None and view.repo is not None:
+        waves = Waves(view.fleet, bot_waves.version_reader(view.repo))
     try:
-        return show(view.store, args, view.source)
+        return show(view.store, args, view.source, waves)
     except GitOpsBotError as e:  # Git went away while watching: a message, not a traceback
         sys.stderr.write(f"gitopsbot status: {e}\n")
         return 1 if isinstance(e, ConfigError) else 2
 
 
-def show(store: JournalStore, args: argparse.Namespace, source: str = "") -> int:
+def show(
+    store: JournalStore, args: argparse.Namespace, source: str = "", waves: Waves | None = None
+) -> int:
     """Print ``source`` (which ref is read: the first line) and each cluster's state; with
     ``--watch``, again every ``--interval`` seconds, until Ctrl-C: exit 0 at once."""
     if not args.watch:
-        return _show(store, args, source)
+        return _show(store, args, source, waves)
     try:
-        return _show(store, args, source)
+        return _show(store, args, source, waves)
     except KeyboardInterrupt:  # raised at a safe point, never inside a fetch (cli.py)
         pass
     except GitOpsBotError:
@@ -131,21 +192,25 @@ def show(store: JournalStore, args: argparse.Namespace, source: str = "") -> int
     return 0
 
 
-def _show(store: JournalStore, args: argparse.Namespace, source: str) -> int:
+def _show(
+    store: JournalStore, args: argparse.Namespace, source: str, waves: Waves | None = None
+) -> int:
     if not args.watch:
-        text, code = render(store, args.cluster, datetime.now(UTC))
+        text, code = render(store, args.cluster, datetime.now(UTC), waves)
         sys.stdout.write(f"{source}\n{text}" if source else text)
         return code
     if sys.stdout.isatty():
-        return _watch_live(store, args, source)
-    return _watch_lines(store, args, source)
+        return _watch_live(store, args, source, waves)
+    return _watch_lines(store, args, source, waves)
 
 
-def _watch_live(store: JournalStore, args: argparse.Namespace, source: str) -> int:
+def _watch_live(
+    store: JournalStore, args: argparse.Namespace, source: str, waves: Waves | None = None
+) -> int:
     """A terminal: one region redrawn in place (adapters/terminal.py)."""
     with app.LiveScreen(sys.stdout) as screen:
         while True:
-            items, code = frame(store, args.cluster, datetime.now(UTC))
+            items, code = frame(store, args.cluster, datetime.now(UTC), waves)
             screen.draw([source, *items] if source else items)
             if code:
                 return code
@@ -153,9 +218,11 @@ def _watch_live(store: JournalStore, args: argparse.Namespace, source: str) -> i
             store.refresh()
 
 
-def _watch_lines(store: JournalStore, args: argparse.Namespace, source: str) -> int:
+def _watch_lines(
+    store: JournalStore, args: argparse.Namespace, source: str, waves: Waves | None = None
+) -> int:
     """Logs and CI: everything once, then one time-stamped line per change."""
-    text, code = render(store, args.cluster, datetime.now(UTC))
+    text, code = render(store, args.cluster, datetime.now(UTC), waves)
     sys.stdout.write(f"{source}\n{text}" if source else text)
     sys.stdout.flush()
     if code:

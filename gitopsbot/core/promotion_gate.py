@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from gitopsbot.core.journal import (
     Journal,
@@ -38,7 +38,14 @@ from gitopsbot.core.journal import (
 from gitopsbot.core.model import BotSettings, ClusterSpec, Location
 from gitopsbot.core.plan import Plan
 from gitopsbot.core.policy import Outcome, Severity, Verdict, decide
-from gitopsbot.core.promotion import ChangeKind, ClusterEvidence, PromotionDecision, judge
+from gitopsbot.core.promotion import (
+    ChangeKind,
+    ClusterEvidence,
+    PromotionDecision,
+    WaveMembers,
+    _clock,
+    judge,
+)
 
 RULE_ID = "WAVES"  # the verdict's rule id: on the plan, in a blocked journal's verdicts
 PROCEDURE = "waves"
@@ -215,3 +222,71 @@ def held_only_by_waves(verdict_lines: Iterable[str]) -> bool:
         f" {RULE_ID} {Outcome.DENIED}: " in line and "marked failed" not in line
         for line in blocking
     )
+
+
+# -- status by wave ---------------------------------------------------------------------------
+
+
+def wave_heading(
+    members: WaveMembers, evidence: Mapping[str, ClusterEvidence], now: datetime
+) -> str:
+    """One line of ``status``: the wave, its soak, and where its clusters stand (the versions
+    they run, verified since when, the soak's end or trouble)."""
+    wave = members.wave
+    if wave is None:
+        head = "unwaved (not held by waves)"
+    else:
+        extras = [f"soak {_duration(wave.soak_seconds)}"]
+        if wave.gate_values:
+            extras.append("gateValues")
+        head = f"wave {wave.name} ({', '.join(extras)})"
+    if not members.clusters:
+        return f"{head}: selects no cluster"
+    soak = timedelta(seconds=wave.soak_seconds if wave is not None else 0)
+    versions = sorted({evidence.get(c, ClusterEvidence(c)).chart_version for c in members.clusters})
+    named = [v for v in versions if v]
+    runs = f"runs {', '.join(named)}" if named else "nothing applied by the bot yet"
+    if len(named) > 1 or (named and "" in versions):
+        runs = "mixed: " + ", ".join(
+            f"{c} {evidence.get(c, ClusterEvidence(c)).chart_version or 'nothing applied'}"
+            for c in members.clusters
+        )
+    states = [
+        _cluster_state(evidence.get(c, ClusterEvidence(c)), soak, now) for c in members.clusters
+    ]
+    return f"{head}: {runs}; " + "; ".join(states)
+
+
+def _cluster_state(e: ClusterEvidence, soak: timedelta, now: datetime) -> str:
+    if e.trouble_at is not None and (e.verified_at is None or e.trouble_at > e.verified_at):
+        return f"{e.cluster} {e.trouble} at {_clock(e.trouble_at, now)}"
+    if not e.chart_version:
+        return f"{e.cluster} —"
+    if e.in_flight:
+        return f"{e.cluster} change in flight"
+    if e.verified_at is None:
+        return f"{e.cluster} not verified"
+    ends = e.verified_at + soak
+    if now < ends:
+        return f"{e.cluster} verified {_clock(e.verified_at, now)}, soak ends {_clock(ends, now)}"
+    return f"{e.cluster} verified {_clock(e.verified_at, now)}, soaked"
+
+
+def held_message(journal: Journal | None) -> str:
+    """What holds a cluster's latest change, from its blocked journal's WAVES verdict ("" when
+    nothing holds it)."""
+    if journal is None or journal.status is not OperationStatus.BLOCKED:
+        return ""
+    marker = f" {RULE_ID} {Outcome.DENIED}: "
+    for line in journal.verdicts:
+        if marker in line:
+            return line.split(marker, 1)[1]
+    return ""
+
+
+def _duration(seconds: int) -> str:
+    if seconds and seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds and seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"

@@ -16,6 +16,7 @@ import pytest
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.cli import main
 from gitopsbot.core.journal import Journal, OperationStatus
 from gitopsbot.core.model import BotSettings
 from gitopsbot.fleetrepo import load_fleet
@@ -28,6 +29,7 @@ from tests.executor.conftest import (
     Env,
     World,
     fleet_files,
+    git,
     load_fleet_dir,
     make_env,
 )
@@ -123,7 +125,13 @@ def fleet2(tmp_path: Path) -> Fleet2:
     return Fleet2(tmp_path)
 
 
-def test_production_waits_for_staging_then_starts_after_the_soak(fleet2: Fleet2) -> None:
+def test_production_waits_for_staging_then_starts_after_the_soak(
+    fleet2: Fleet2,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(tmp_path / "cache"))
     env = fleet2.env
     rec = fleet2.reconciler()
     assert rec.reconcile("lab").action == "baseline"
@@ -162,6 +170,20 @@ def test_production_waits_for_staging_then_starts_after_the_soak(fleet2: Fleet2)
     assert result.next_at == ends  # the scheduler comes back when the soak ends
     assert env.helm.calls.count("upgrade") == upgrades
 
+    # `gitopsbot status --fleet CLONE` shows the fleet by wave, the hold under production.
+    git("fetch", "--quiet", "origin", cwd=env.human.path)
+    text = status_of(env.human.path, capsys)
+    lines = text.splitlines()
+    staging = next(i for i, line in enumerate(lines) if line.startswith("wave staging"))
+    production = next(i for i, line in enumerate(lines) if line.startswith("wave production"))
+    assert staging < production
+    assert lines[staging].startswith("wave staging (soak 10m): runs 1.1.0; stage verified "), text
+    assert lines[production] == (
+        "wave production (soak 0s): nothing applied by the bot yet; lab —"
+    ), text
+    held_line = next(line for line in lines[production:] if "held by waves" in line)
+    assert f"stage verified 1.1.0 at {verified:%H:%M} UTC, soak ends" in held_line, held_line
+
     # The soak is over: the same operation starts by itself and runs to the end.
     env.clock.t = ends
     result = rec.reconcile("lab")
@@ -170,6 +192,16 @@ def test_production_waits_for_staging_then_starts_after_the_soak(fleet2: Fleet2)
     assert finished.status is OperationStatus.SUCCEEDED, finished.failure
     assert finished.op_id == held.op_id
     assert env.helm.status(RELEASE, NS).chart_version == "1.1.0"
+    git("fetch", "--quiet", "origin", cwd=env.human.path)
+    text = status_of(env.human.path, capsys)
+    assert "wave production (soak 0s): runs 1.1.0; lab verified " in text, text
+    assert "held by waves" not in text
+
+
+def status_of(clone: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    assert main(["status", "--fleet", str(clone)]) == 0
+    return capsys.readouterr().out
 
 
 def test_a_rollback_in_staging_holds_production(fleet2: Fleet2) -> None:
