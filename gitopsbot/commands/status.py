@@ -105,14 +105,15 @@ def _by_wave(
     recorded = set(names)
     for group in groups:
         out.append(promotion_gate.wave_heading(group, evidence, now))
+        for name in group.clusters:  # why the wave's latest changes wait, first
+            held = promotion_gate.held_message(store.current(name))
+            if held:
+                out.append(f"  hold: {name}: {held}")
         for name in group.clusters:
             if name in recorded:
                 out.extend(_cluster(store, name, now))
             else:
                 out.append(f"{name}: no record on the state branch yet")
-            held = promotion_gate.held_message(store.current(name))
-            if held:
-                out.append(f"  held by waves: {held}")
     gone = [n for n in names if n not in fleet.clusters]
     if gone:
         out.append("not in the fleet on the watched branch:")

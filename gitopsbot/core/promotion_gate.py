@@ -230,8 +230,8 @@ def held_only_by_waves(verdict_lines: Iterable[str]) -> bool:
 def wave_heading(
     members: WaveMembers, evidence: Mapping[str, ClusterEvidence], now: datetime
 ) -> str:
-    """One line of ``status``: the wave, its soak, and where its clusters stand (the versions
-    they run, verified since when, the soak's end or trouble)."""
+    """One line of ``status``: the wave, its soak, and where each of its clusters stands (the
+    version it runs, verified since when, the soak's end, or its trouble)."""
     wave = members.wave
     if wave is None:
         head = "unwaved (not held by waves)"
@@ -243,33 +243,26 @@ def wave_heading(
     if not members.clusters:
         return f"{head}: selects no cluster"
     soak = timedelta(seconds=wave.soak_seconds if wave is not None else 0)
-    versions = sorted({evidence.get(c, ClusterEvidence(c)).chart_version for c in members.clusters})
-    named = [v for v in versions if v]
-    runs = f"runs {', '.join(named)}" if named else "nothing applied by the bot yet"
-    if len(named) > 1 or (named and "" in versions):
-        runs = "mixed: " + ", ".join(
-            f"{c} {evidence.get(c, ClusterEvidence(c)).chart_version or 'nothing applied'}"
-            for c in members.clusters
-        )
     states = [
         _cluster_state(evidence.get(c, ClusterEvidence(c)), soak, now) for c in members.clusters
     ]
-    return f"{head}: {runs}; " + "; ".join(states)
+    return f"{head}: " + "; ".join(states)
 
 
 def _cluster_state(e: ClusterEvidence, soak: timedelta, now: datetime) -> str:
     if e.trouble_at is not None and (e.verified_at is None or e.trouble_at > e.verified_at):
         return f"{e.cluster} {e.trouble} at {_clock(e.trouble_at, now)}"
     if not e.chart_version:
-        return f"{e.cluster} —"
+        return f"{e.cluster} nothing applied by the bot yet"
+    on = f"{e.cluster} {e.chart_version}"
     if e.in_flight:
-        return f"{e.cluster} change in flight"
+        return f"{on}, a change in flight"
     if e.verified_at is None:
-        return f"{e.cluster} not verified"
+        return f"{on}, not verified"
     ends = e.verified_at + soak
     if now < ends:
-        return f"{e.cluster} verified {_clock(e.verified_at, now)}, soak ends {_clock(ends, now)}"
-    return f"{e.cluster} verified {_clock(e.verified_at, now)}, soaked"
+        return f"{on} verified {_clock(e.verified_at, now)}, soak ends {_clock(ends, now)}"
+    return f"{on} verified {_clock(e.verified_at, now)}, soaked"
 
 
 def held_message(journal: Journal | None) -> str:

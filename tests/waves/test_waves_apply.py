@@ -177,12 +177,12 @@ def test_production_waits_for_staging_then_starts_after_the_soak(
     staging = next(i for i, line in enumerate(lines) if line.startswith("wave staging"))
     production = next(i for i, line in enumerate(lines) if line.startswith("wave production"))
     assert staging < production
-    assert lines[staging].startswith("wave staging (soak 10m): runs 1.1.0; stage verified "), text
-    assert lines[production] == (
-        "wave production (soak 0s): nothing applied by the bot yet; lab —"
-    ), text
-    held_line = next(line for line in lines[production:] if "held by waves" in line)
-    assert f"stage verified 1.1.0 at {verified:%H:%M} UTC, soak ends" in held_line, held_line
+    assert lines[staging].startswith("wave staging (soak 10m): stage 1.1.0 verified "), text
+    assert lines[production] == "wave production (soak 0s): lab nothing applied by the bot yet"
+    assert lines[production + 1] == (
+        f"  hold: lab: wave production waits for wave staging: stage verified 1.1.0 at "
+        f"{verified:%H:%M} UTC, soak ends {ends:%H:%M} UTC"
+    )
 
     # The soak is over: the same operation starts by itself and runs to the end.
     env.clock.t = ends
@@ -194,8 +194,8 @@ def test_production_waits_for_staging_then_starts_after_the_soak(
     assert env.helm.status(RELEASE, NS).chart_version == "1.1.0"
     git("fetch", "--quiet", "origin", cwd=env.human.path)
     text = status_of(env.human.path, capsys)
-    assert "wave production (soak 0s): runs 1.1.0; lab verified " in text, text
-    assert "held by waves" not in text
+    assert "wave production (soak 0s): lab 1.1.0 verified " in text, text
+    assert "hold:" not in text
 
 
 def status_of(clone: Path, capsys: pytest.CaptureFixture[str]) -> str:
