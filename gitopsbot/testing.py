@@ -27,6 +27,7 @@ from gitopsbot.core.forge_types import (
     COMMENT_LIMIT,
     CommentInfo,
     CommitState,
+    PullComment,
     PullRequestInfo,
     PullRequestState,
     check_marker,
@@ -83,6 +84,9 @@ class FakeForge:
     pulls: dict[int, PullRequestInfo] = field(default_factory=dict)
     comments: dict[int, list[CommentInfo]] = field(default_factory=dict)
     statuses: dict[tuple[str, str], FakeStatus] = field(default_factory=dict)
+    # People's comments (``say``): comment id → author; others are the bot's own.
+    authors: dict[int, str] = field(default_factory=dict)
+    writers: set[str] = field(default_factory=set)  # who may write to the repository
     _next_id: int = 1
 
     def _id(self) -> int:
@@ -189,6 +193,28 @@ class FakeForge:
         if comment:
             self.comments.setdefault(number, []).append(CommentInfo(id=self._id(), body=comment))
         self.pulls[number] = replace(pr, state=PullRequestState.CLOSED)
+
+    # -- ports.forge.ReadsComments -------------------------------------------------------
+    def list_comments(self, number: int, *, after: int = 0) -> list[PullComment]:
+        self._get(number)
+        found = [
+            PullComment(c.id, self.authors.get(c.id, "gitopsbot"), c.body)
+            for c in self.comments.get(number, [])
+            if c.id > after
+        ]
+        return sorted(found, key=lambda c: c.id)
+
+    def may_write(self, comment: PullComment) -> bool:
+        return comment.author in self.writers or comment.author == "gitopsbot"
+
+    # -- test controls --------------------------------------------------------------------
+    def say(self, number: int, user: str, body: str) -> CommentInfo:
+        """Simulate ``user`` commenting on request ``number``."""
+        self._get(number)
+        c = CommentInfo(id=self._id(), body=body)
+        self.comments.setdefault(number, []).append(c)
+        self.authors[c.id] = user
+        return c
 
     # -- test controls --------------------------------------------------------------------
     def merge(self, number: int, *, at: datetime | None = None) -> PullRequestInfo:

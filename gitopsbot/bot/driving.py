@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 
 from gitopsbot.bot import log_context
 from gitopsbot.bot.pass_base import PassBase, PassResult
+from gitopsbot.bot.pr_commands import take_commands
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
 from gitopsbot.core import operation, pause, rollout
@@ -64,8 +65,10 @@ class DrivingMixin(PassBase):
             self.save(failed, "failed: cluster missing")
             return PassResult(journal.cluster, "failed", failed.failure)
         executor = self.executor_for(spec)
+        in_git = self.pause_holds(journal)
+        journal = take_commands(self, journal, spec, in_git)  # /gitopsbot pause, resume, ...
+        holds = pause.merged(in_git, pause.from_comments(journal))
         observations = self._observe(journal, spec, executor)
-        holds = self.pause_holds(journal)
         decision = operation.next_step(
             journal,
             observations,
@@ -77,7 +80,7 @@ class DrivingMixin(PassBase):
         return self.carry_out(decision, journal, spec, executor, now, observations, holds)
 
     def pause_holds(self, journal: Journal) -> pause.Holds:
-        """Who holds which pools now (docs/pause.md): ``paused:`` in rollout.yaml at the
+        """Which pools Git holds now (docs/pause.md): ``paused:`` in rollout.yaml at the
         watched branch's head, read each pass so an edit reaches the running operation.
         When the head's fleet does not load, the holds the journal recorded stay."""
         head = self.repo.head(self.settings.watched_branch)

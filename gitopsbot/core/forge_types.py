@@ -65,6 +65,18 @@ class CommentInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PullComment:
+    """A comment on a request as the forge lists it, whoever wrote it: the author is the
+    forge's account (login; GitLab's numeric id too, which its member lookup takes)."""
+
+    id: int
+    author: str
+    body: str
+    created_at: datetime | None = None
+    author_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class MarkerTag:
     """A marker found in a text, with its part position when the text is one of several."""
 

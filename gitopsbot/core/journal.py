@@ -182,6 +182,13 @@ class Journal:
     # The policy gate's verdicts at apply time, one line each ("file:line: RULE outcome:
     # message"); the blocking ones made the operation BLOCKED.
     verdicts: tuple[str, ...] = ()
+    # Comment commands (docs/pause.md): the pauses they hold (pool → who and why; "*" the
+    # whole cluster), what was approved to go on, the last comment id handled (a restart
+    # never applies a comment twice) and one line per command handled.
+    holds: Mapping[str, str] = field(default_factory=dict)
+    approved: tuple[str, ...] = ()
+    comment_cursor: int = 0
+    commands: tuple[str, ...] = ()
 
     def step(self, name: str) -> Step:
         for s in self.steps:
@@ -297,7 +304,22 @@ def to_dict(j: Journal) -> dict[str, Any]:
         ],
         # Written only when present: journals without verdicts keep their exact bytes.
         **({"verdicts": list(j.verdicts)} if j.verdicts else {}),
+        **_command_fields(j),
     }
+
+
+def _command_fields(j: Journal) -> dict[str, Any]:
+    """Written only when set: journals without comment commands keep their exact bytes."""
+    out: dict[str, Any] = {}
+    if j.holds:
+        out["holds"] = dict(sorted(j.holds.items()))
+    if j.approved:
+        out["approved"] = list(j.approved)
+    if j.comment_cursor:
+        out["comment_cursor"] = j.comment_cursor
+    if j.commands:
+        out["commands"] = list(j.commands)
+    return out
 
 
 def _phase_view_fields(p: PhaseProgress) -> dict[str, Any]:
@@ -390,6 +412,10 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
             for p in d.get("phases") or ()
         ),
         verdicts=tuple(str(v) for v in d.get("verdicts") or ()),
+        holds={str(k): str(v) for k, v in (d.get("holds") or {}).items()},
+        approved=tuple(str(v) for v in d.get("approved") or ()),
+        comment_cursor=int(d.get("comment_cursor") or 0),
+        commands=tuple(str(v) for v in d.get("commands") or ()),
     )
 
 

@@ -74,6 +74,8 @@ class PoolPolicy:
     canary_batch_percentage: int = 0
     # A person holds this pool (docs/pause.md): read from the watched branch's head each pass.
     paused: bool = False
+    # "canary-batch": after this pool's verified canary batch, wait for /gitopsbot approve.
+    require_approval: str = ""
 
     def switch(self, component: Component) -> bool:
         return {
@@ -102,6 +104,8 @@ class RolloutPolicy:
     acknowledgements: Mapping[str, str] = field(default_factory=dict)
     # A person holds every pool of the cluster (docs/pause.md).
     paused: bool = False
+    # "canary-pool": after the canary pool is done, the others wait for /gitopsbot approve.
+    require_approval: str = ""
 
     def ordered_pools(self) -> tuple[PoolPolicy, ...]:
         by_name = {p.name: p for p in self.pools}

@@ -311,6 +311,9 @@ def _drive_pools(
         for s in journal.steps
         if s.kind is StepKind.POOL_PHASE
     }
+    # Approvals are decided here, on the journal as it is now: a canary pool finishing in
+    # one round of a pass holds the next pool in the next round.
+    holds = pause.merged(holds, pause.approval_holds(journal, policy))
     pools = {p.name: p for p in policy.pools}
     decided: list[tuple[rollout.PhaseRef, rollout.PhaseDecision]] = []
     waits: list[datetime] = []

@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gitopsbot.core.journal import Journal
+from gitopsbot.core.journal import Journal, StepKind, StepState
 from gitopsbot.core.model import RolloutPolicy
+
+CLUSTER = "*"  # the key of a comment's hold on the whole cluster (core.pr_commands)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,4 +81,61 @@ def recorded(journal: Journal) -> Holds:
         for step in journal.steps
         if step.pool and journal.phase(step.name).paused_by
     }
+    return Holds(pools=pools)
+
+
+def from_comments(journal: Journal) -> Holds:
+    """The holds comment commands put on ``journal`` (``/gitopsbot pause``)."""
+    pools = {k: v for k, v in journal.holds.items() if k != CLUSTER}
+    return Holds(journal.holds.get(CLUSTER, ""), pools)
+
+
+def awaiting(journal: Journal, policy: RolloutPolicy) -> dict[str, str]:
+    """Approvals the rollout waits for now (``requireApproval``), token → what waits, with
+    the canary's result. A token approved (``Journal.approved``) waits no more.
+
+    - ``canary-batch`` (a pool's): the phase ``pool/<pool>/<component>`` whose canary batch
+      passed verification, until approved;
+    - ``canary-pool`` (the cluster's): every other pool, once each phase of the canary pool
+      succeeded, until ``canary-pool:<pool>`` is approved."""
+    out: dict[str, str] = {}
+    pools = {p.name: p for p in policy.pools}
+    phases = [s for s in journal.steps if s.kind is StepKind.POOL_PHASE]
+    for step in phases:
+        pool = pools.get(step.pool)
+        phase = journal.phase(step.name)
+        if (
+            pool is not None
+            and pool.require_approval == "canary-batch"
+            and phase.canary_done
+            and not step.state.finished
+            and step.name not in journal.approved
+        ):
+            out[step.name] = (
+                f"the canary batch of pool {step.pool} ({step.component}) passed verification "
+                f"at {phase.progress}%"
+            )
+    canary = policy.canary_pool
+    token = f"canary-pool:{canary}"
+    if policy.require_approval == "canary-pool" and canary and token not in journal.approved:
+        ran = [s for s in phases if s.pool == canary]
+        rest = [s for s in phases if s.pool != canary and not s.state.finished]
+        if ran and rest and all(s.state is StepState.SUCCEEDED for s in ran):
+            result = "; ".join(f"{s.name}: {s.detail}" for s in ran if s.detail)
+            out[token] = f"the canary pool {canary} is done ({result or 'succeeded'})"
+    return out
+
+
+def approval_holds(journal: Journal, policy: RolloutPolicy) -> Holds:
+    """The pools held until ``awaiting`` is approved (``/gitopsbot approve``)."""
+    pools: dict[str, str] = {}
+    for token, what in awaiting(journal, policy).items():
+        held = (
+            [token.split("/")[1]]
+            if token.startswith("pool/")
+            else [s.pool for s in journal.steps if s.kind is StepKind.POOL_PHASE]
+        )
+        for pool in held:
+            if token.startswith("pool/") or pool != policy.canary_pool:
+                pools[pool] = f"awaiting approval: {what}; comment /gitopsbot approve to go on"
     return Holds(pools=pools)

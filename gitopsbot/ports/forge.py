@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from gitopsbot.core.forge_types import CommentInfo, CommitState, PullRequestInfo
+from gitopsbot.core.forge_types import CommentInfo, CommitState, PullComment, PullRequestInfo
 
 POLICY_CONTEXT = "gitopsbot/policy"
 
@@ -94,4 +94,22 @@ class RecordsRequestsInGit(Protocol):
         """path → content recording the request (and the ``POLICY_CONTEXT`` status of the
         commit carrying them). Committed on ``branch``, ``open_or_update_pull_request`` and
         ``set_status`` with the same arguments then write nothing."""
+        ...
+
+
+@runtime_checkable
+class ReadsComments(Protocol):
+    """Optional: a forge whose requests carry people's comments and that says who may write
+    to the repository (GitHub, GitLab, Gitea; not Git-only mode). The bot reads comment
+    commands (``/gitopsbot pause``) through it (docs/pause.md)."""
+
+    def list_comments(self, number: int, *, after: int = 0) -> list[PullComment]:
+        """Every comment of request ``number`` whose id is above ``after``, oldest first
+        (ids grow with time on every forge)."""
+        ...
+
+    def may_write(self, comment: PullComment) -> bool:
+        """Whether the forge says the comment's author may write to the repository: GitHub
+        and Gitea ``collaborators/{login}/permission`` is ``write`` or ``admin``, GitLab's
+        member access level is at least Developer (30). An unknown user is False."""
         ...

@@ -96,6 +96,26 @@ class Harness:
             pr = self.fake.pulls[number]
             self.fake.pulls[number] = replace(pr, approvals=pr.approvals + 1)
 
+    def grant(self, user: str, permission: str) -> None:
+        """``user`` gets ``permission`` (admin, write, read) on the repository."""
+        if self.real is not None:
+            self.real.grant(user, permission)
+        elif self.server is not None:
+            self.server.grant(user, permission)
+        else:
+            assert self.fake is not None
+            if permission in ("admin", "write"):
+                self.fake.writers.add(user)
+
+    def say(self, number: int, user: str, body: str) -> int:
+        """``user`` comments on request ``number``; the comment's id."""
+        if self.real is not None:
+            return self.real.say(number, user, body)
+        if self.server is not None:
+            return self.server.say(number, user, body).id
+        assert self.fake is not None
+        return self.fake.say(number, user, body).id
+
     def comments(self, number: int) -> list[str]:
         if self.real is not None:
             return [body for _id, body in self.real.comment_list(number)]

@@ -163,6 +163,29 @@ class RealGiteaRepo:
         return sum(1 for p in self._all("/pulls", "state=all") if p["head"]["ref"] == branch)
 
     # -- a person's clicks ---------------------------------------------------------------
+    def grant(self, user: str, permission: str, *, bot_admin: bool = True) -> None:
+        """``user`` (made on first use, with a token that may comment) gets ``permission``
+        on this repository. ``bot_admin``: the bot is made a repository admin too, since
+        Gitea tells a collaborator's permission only to an admin (or that collaborator)."""
+        if user not in self.site.tokens:
+            self.gitea.create_user(user)
+            self.site.tokens[user] = self.gitea.create_token(
+                user, ["write:repository", "write:issue"]
+            )
+        self.gitea.api("PUT", self._path(f"/collaborators/{user}"), {"permission": permission})
+        if bot_admin:
+            self.gitea.api("PUT", self._path("/collaborators/gitopsbot"), {"permission": "admin"})
+
+    def say(self, number: int, user: str, body: str) -> int:
+        """``user`` comments on request ``number`` (``grant`` made the account)."""
+        created = self.gitea.api(
+            "POST",
+            self._path(f"/issues/{number}/comments"),
+            {"body": body},
+            token=self.site.tokens[user],
+        )
+        return int(created["id"])
+
     def new_pull(self, *, head: str, base: str, title: str, body: str) -> int:
         """A request opened by the admin (somebody else than the bot)."""
         created = self.gitea.api(

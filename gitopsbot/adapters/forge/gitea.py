@@ -2,7 +2,9 @@
 
 Endpoints (under /repos/{owner}/{repo}): pulls (list/create/get/edit), pulls/{n}/reviews,
 issues/{n}/comments and issues/comments/{id}, issues/{n}/labels (by id; missing labels are
-created first through /labels), statuses/{sha}. Auth: ``Authorization: token <token>``.
+created first through /labels), statuses/{sha}, collaborators/{login}/permission (who may
+give a comment command; the bot's token must be a repository admin to ask).
+Auth: ``Authorization: token <token>``.
 A duplicate pull request is refused with 409 "pull request already exists for these targets".
 
 Pagination, as a real Gitea 1.27 answers (tests/forge, ``realgitea``): the pull list sends a
@@ -28,6 +30,7 @@ class GiteaForge(GitHubForge):
     filter on the pull list, its review states, and labels added by id."""
 
     KIND = "gitea"
+    WRITERS: ClassVar[frozenset[str]] = frozenset({"admin", "owner", "write"})
     PAGE: ClassVar[Mapping[str, str | int]] = {"limit": 50}
     MERGED_LIST: ClassVar[Mapping[str, str | int]] = {"sort": "recentupdate"}
 

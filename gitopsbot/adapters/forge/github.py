@@ -2,7 +2,8 @@
 
 Endpoints (all under /repos/{owner}/{repo}): pulls (list/create/get/update), pulls/{n}/reviews
 (approvals), issues/{n}/comments and issues/comments/{id} (the plan comment),
-issues/{n}/labels, statuses/{sha}. Auth: ``Authorization: Bearer <token>``.
+issues/{n}/labels, statuses/{sha}, collaborators/{login}/permission (who may give a comment
+command). Auth: ``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from gitopsbot.adapters.forge.provider import ForgeProvider
 from gitopsbot.core.forge_types import (
     CommentInfo,
     CommitState,
+    PullComment,
     PullRequestInfo,
     PullRequestState,
     find_marker,
 )
-from gitopsbot.errors import ForgeFailed
+from gitopsbot.errors import ForgeFailed, ForgeNotFound
 
 Json = Any
 
@@ -34,6 +36,8 @@ class GitHubForge(ForgeProvider):
     few differences overridden (page size parameter, pull filter, review states, labels)."""
 
     KIND = "github"
+    # ``permission`` values that may write (GitHub folds maintain into write).
+    WRITERS: ClassVar[frozenset[str]] = frozenset({"admin", "write"})
     PAGE: ClassVar[Mapping[str, str | int]] = {"per_page": 100}
     MERGED_LIST: ClassVar[Mapping[str, str | int]] = {"sort": "updated", "direction": "desc"}
 
@@ -156,3 +160,26 @@ class GitHubForge(ForgeProvider):
             if pr.merged_at is not None and pr.merged_at >= since:
                 found.append(pr)
         return sorted(found, key=lambda p: (p.merged_at, p.number))
+
+    # -- comment commands (ports.forge.ReadsComments) --------------------------------------
+    def list_comments(self, number: int, *, after: int = 0) -> list[PullComment]:
+        path = f"{self.repo}/issues/{number}/comments"
+        found = [
+            PullComment(
+                id=int(c["id"]),
+                author=str((c.get("user") or {}).get("login") or ""),
+                body=c.get("body") or "",
+                created_at=parse_time(c.get("created_at")),
+            )
+            for c in self.http.pages(path, dict(self.PAGE))
+        ]
+        return sorted((c for c in found if c.id > after), key=lambda c: c.id)
+
+    def may_write(self, comment: PullComment) -> bool:
+        if not comment.author:
+            return False
+        try:
+            data = self.http.get(f"{self.repo}/collaborators/{comment.author}/permission")
+        except ForgeNotFound:  # no such user, or not one the repository knows
+            return False
+        return str((data or {}).get("permission") or "") in self.WRITERS

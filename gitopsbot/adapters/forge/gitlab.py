@@ -2,7 +2,8 @@
 
 Endpoints (under /projects/{url-encoded path}): merge_requests (list/create/get/update;
 ``add_labels``, ``state_event=close``), merge_requests/{iid}/approvals, merge_requests/{iid}/notes,
-statuses/{sha}. Auth: ``PRIVATE-TOKEN``. GitLab has no ``error`` commit state: ERROR is sent as
+statuses/{sha}, members/all/{user id} (who may give a comment command). Auth: ``PRIVATE-TOKEN``.
+GitLab has no ``error`` commit state: ERROR is sent as
 ``failed``; re-posting an unchanged state is refused with 400 "Cannot transition status",
 which means the status is already what we want.
 """
@@ -20,11 +21,12 @@ from gitopsbot.adapters.forge.provider import ForgeProvider
 from gitopsbot.core.forge_types import (
     CommentInfo,
     CommitState,
+    PullComment,
     PullRequestInfo,
     PullRequestState,
     find_marker,
 )
-from gitopsbot.errors import ForgeFailed
+from gitopsbot.errors import ForgeFailed, ForgeNotFound
 
 Json = Any
 _STATES = {
@@ -33,6 +35,8 @@ _STATES = {
     CommitState.FAILURE: "failed",
     CommitState.ERROR: "failed",
 }
+# Developer and above may push (Maintainer 40, Owner 50): they may give comment commands.
+WRITE_ACCESS = 30
 _MERGEABLE = {"mergeable": True, "checking": None, "unchecked": None, "preparing": None}
 
 
@@ -144,3 +148,28 @@ class GitLabForge(ForgeProvider):
         found = [self._pull(m) for m in self.http.pages(f"{self.project}/merge_requests", params)]
         merged = [p for p in found if p.merged_at is not None and p.merged_at >= since]
         return sorted(merged, key=lambda p: (p.merged_at, p.number))
+
+    # -- comment commands (ports.forge.ReadsComments) --------------------------------------
+    def list_comments(self, number: int, *, after: int = 0) -> list[PullComment]:
+        params: dict[str, str | int] = {"sort": "asc", "order_by": "created_at", "per_page": 100}
+        found = [
+            PullComment(
+                id=int(n["id"]),
+                author=str((n.get("author") or {}).get("username") or ""),
+                author_id=int((n.get("author") or {}).get("id") or 0),
+                body=n.get("body") or "",
+                created_at=parse_time(n.get("created_at")),
+            )
+            for n in self.http.pages(f"{self._mr(number)}/notes", params)
+            if not n.get("system")
+        ]
+        return sorted((c for c in found if c.id > after), key=lambda c: c.id)
+
+    def may_write(self, comment: PullComment) -> bool:
+        if not comment.author_id:
+            return False
+        try:
+            member = self.http.get(f"{self.project}/members/all/{comment.author_id}")
+        except ForgeNotFound:  # not a member of the project or its groups
+            return False
+        return int((member or {}).get("access_level") or 0) >= WRITE_ACCESS

@@ -27,6 +27,7 @@ _ROLLOUT_KEYS = (
     "controllerReadyTimeout",
     "acknowledgements",
     "paused",
+    "requireApproval",
     "pools",
 )
 _POOL_KEYS = (
@@ -42,6 +43,7 @@ _POOL_KEYS = (
     "nodes",
     "canaryBatchPercentage",
     "paused",
+    "requireApproval",
 )
 _WINDOW_KEYS = ("cron", "duration", "timeZone")
 _ON_FAILURE = ("rollback", "revert-pr", "halt")
@@ -116,6 +118,21 @@ def _window(
     return MaintenanceWindow(cron=cron, duration_seconds=duration, timezone=tz)
 
 
+def _approval(r: FieldReader, node: LocatedMap, fld: str, only: str, needs: str) -> str:
+    """``requireApproval``: ``only`` (the one value allowed at this level), which needs the
+    canary named by ``needs`` to be set beside it (docs/pause.md)."""
+    value = r.choice(node, "requireApproval", fld, "", (only,))
+    if value and not node.get(needs):
+        r.add(
+            r.value_at(node, "requireApproval"),
+            join(fld, "requireApproval"),
+            f"'{value}' needs {join(fld, needs)}: there is no canary to approve",
+            f"set {needs}, or remove requireApproval",
+        )
+        return ""
+    return value
+
+
 def _pool(
     r: FieldReader,
     name: str,
@@ -172,6 +189,7 @@ def _pool(
             node, "canaryBatchPercentage", fld, d.canary_batch_percentage, low=0, high=100
         ),
         paused=r.boolean(node, "paused", fld, d.paused),
+        require_approval=_approval(r, node, fld, "canary-batch", "canaryBatchPercentage"),
     )
 
 
@@ -247,4 +265,5 @@ def read_rollout(
         ),
         acknowledgements=acks,
         paused=r.boolean(top, "paused", "", d.paused),
+        require_approval=_approval(r, top, "", "canary-pool", "canaryPool"),
     )

@@ -60,6 +60,7 @@ class Comment:
     body: str
     created_at: datetime
     updated_at: datetime
+    author: str = "gitopsbot"  # the token's user, unless a person said it (``say``)
 
 
 @dataclass(slots=True)
@@ -197,6 +198,10 @@ class LocalForge:
         self.comments: dict[int, Comment] = {}
         self.statuses: list[Status] = []
         self.labels: dict[str, int] = {}
+        # Accounts (login → id) and their repository permission: admin, write, read or none
+        # (GitHub's and Gitea's words; GitLab's access levels are mapped from them).
+        self.users: dict[str, int] = {"gitopsbot": 1}
+        self.permissions: dict[str, str] = {"gitopsbot": "admin"}
         self.log: list[LoggedRequest] = []
         self.faults: list[Fault] = []
         self.git: ForgeRepo | None = None
@@ -395,6 +400,28 @@ class LocalForge:
     def approve(self, number: int, user: str) -> None:
         with self.lock:
             self.pulls[number].approvers.append(user)
+
+    def say(self, number: int, user: str, body: str) -> Comment:
+        """Simulate ``user`` commenting on request ``number`` (the account is made if new)."""
+        with self.lock:
+            self.pull(number)
+            self.users.setdefault(user, len(self.users) + 1)
+            now = now_utc()
+            c = Comment(self.next_id(), number, body, now, now, author=user)
+            self.comments[c.id] = c
+            return c
+
+    def grant(self, user: str, permission: str) -> None:
+        """Give ``user`` a repository permission: admin, write, read or none."""
+        with self.lock:
+            self.users.setdefault(user, len(self.users) + 1)
+            self.permissions[user] = permission
+
+    def permission_of(self, user: str) -> str:
+        """The user's permission; 404 for an account the forge does not know."""
+        if user not in self.users:
+            raise Answer(404, self.not_found_body())
+        return self.permissions.get(user, "none")
 
     def next_id(self) -> int:
         with self.lock:

@@ -1,6 +1,7 @@
 """A local Gitea / Forgejo REST API v1 (the subset gitopsbot uses), per the Gitea swagger.
 
-Pulls, issue comments, labels, reviews and commit statuses under /api/v1/repos/{owner}/{repo}.
+Pulls, issue comments, labels, reviews, commit statuses and a collaborator's permission
+(``collaborators/{login}/permission``) under /api/v1/repos/{owner}/{repo}.
 Lists paginate with ``page``/``limit`` as a real Gitea 1.27 does (checked by the ``realgitea``
 tests): pulls and statuses with a Link header and X-Total-Count, labels and reviews with
 X-Total-Count only (no Link), and an issue's comments not at all; a second open pull
@@ -64,6 +65,7 @@ class GiteaForge(LocalForge):
         self.route("POST", repo + r"/issues/(\d+)/comments", self.create_comment)
         self.route("PATCH", repo + r"/issues/comments/(\d+)", self.update_comment)
         self.route("DELETE", repo + r"/issues/comments/(\d+)", self.delete_comment)
+        self.route("GET", repo + r"/collaborators/([^/]+)/permission", self.permission)
         self.route("GET", repo + r"/labels", self.list_labels)
         self.route("POST", repo + r"/labels", self.create_label)
         self.route("POST", repo + r"/issues/(\d+)/labels", self.add_labels)
@@ -120,7 +122,7 @@ class GiteaForge(LocalForge):
             "id": c.id,
             "body": c.body,
             "html_url": f"{self.url}/{self.owner}/{self.repo}/pulls/{c.number}#issuecomment-{c.id}",
-            "user": {"login": "gitopsbot"},
+            "user": {"login": c.author, "id": self.users.get(c.author, 0)},
             "created_at": iso(c.created_at),
             "updated_at": iso(c.updated_at),
         }
@@ -282,3 +284,8 @@ class GiteaForge(LocalForge):
             "description": st.description,
             "target_url": st.target_url,
         }
+
+    def permission(self, req: Request) -> Reply:
+        user = req.match.group(1)
+        level = self.permission_of(user)
+        return Reply(200, {"permission": level, "role_name": level, "user": {"login": user}})

@@ -1,6 +1,8 @@
 """A local GitHub REST API (the subset gitopsbot uses), per docs.github.com/rest.
 
-Pulls, issue comments, commit statuses, labels and reviews under /repos/{owner}/{repo}.
+Pulls, issue comments, commit statuses, labels, reviews and a collaborator's permission
+(``collaborators/{login}/permission``: admin, write, read or none; 404 for an unknown
+account) under /repos/{owner}/{repo}.
 Lists paginate with ``page``/``per_page`` and a Link header; a second open pull request for
 the same head and base is refused with 422 "A pull request already exists for owner:branch.";
 bodies above 65,536 characters are refused with 422; 401 on a bad token.
@@ -60,6 +62,7 @@ class GitHubForge(LocalForge):
         self.route("POST", repo + r"/issues/(\d+)/labels", self.add_labels)
         self.route("POST", repo + r"/statuses/([0-9a-f]{7,64})", self.create_status)
         self.route("GET", repo + r"/commits/([^/]+)/statuses", self.list_statuses)
+        self.route("GET", repo + r"/collaborators/([^/]+)/permission", self.permission)
 
     def not_found_body(self) -> Json:
         return {"message": "Not Found", "documentation_url": DOCS, "status": "404"}
@@ -137,7 +140,7 @@ class GitHubForge(LocalForge):
             "html_url": f"{self.url}/{self.owner}/{self.repo}/pull/{c.number}#issuecomment-{c.id}",
             "created_at": iso(c.created_at),
             "updated_at": iso(c.updated_at),
-            "user": {"login": "gitopsbot"},
+            "user": {"login": c.author, "id": self.users.get(c.author, 0)},
         }
 
     # -- routes ----------------------------------------------------------------------------
@@ -290,3 +293,8 @@ class GitHubForge(LocalForge):
             "description": st.description,
             "target_url": st.target_url or None,
         }
+
+    def permission(self, req: Request) -> Reply:
+        user = req.match.group(1)
+        level = self.permission_of(user)
+        return Reply(200, {"permission": level, "role_name": level, "user": {"login": user}})

@@ -1,7 +1,8 @@
 """A local GitLab REST API v4 (the subset gitopsbot uses), per docs.gitlab.com/ee/api.
 
-Merge requests, notes, commit statuses, labels and approvals under
-/api/v4/projects/{url-encoded path}. Lists paginate with ``page``/``per_page`` and the
+Merge requests, notes, commit statuses, labels, approvals and a member's access level
+(``members/all/:user_id``, 404 for a non-member) under /api/v4/projects/{url-encoded path}.
+Lists paginate with ``page``/``per_page`` and the
 X-Page / X-Next-Page / X-Total / Link headers; a second open merge request from the same
 source branch is refused with 409; re-posting a commit status in the state it already has is
 refused with 400 "Cannot transition status"; 401 on a bad token.
@@ -71,6 +72,7 @@ class GitLabForge(LocalForge):
         self.route("DELETE", mr + r"/notes/(\d+)", self.delete_note)
         self.route("POST", project + r"/statuses/([0-9a-f]{7,64})", self.create_status)
         self.route("GET", project + r"/repository/commits/([^/]+)/statuses", self.list_statuses)
+        self.route("GET", project + r"/members/all/(\d+)", self.member)
 
     def token_of(self, headers: dict[str, str]) -> str:
         return headers.get("private-token") or super().token_of(headers)
@@ -126,15 +128,14 @@ class GitLabForge(LocalForge):
             "web_url": f"{self.url}/{self.owner}/{self.repo}/-/merge_requests/{pr.number}",
         }
 
-    @staticmethod
-    def note_json(c: Comment) -> Json:
+    def note_json(self, c: Comment) -> Json:
         return {
             "id": c.id,
             "body": c.body,
             "system": False,
             "noteable_type": "MergeRequest",
             "noteable_iid": c.number,
-            "author": {"username": "gitopsbot"},
+            "author": {"username": c.author, "id": self.users.get(c.author, 0)},
             "created_at": iso(c.created_at),
             "updated_at": iso(c.updated_at),
         }
@@ -318,3 +319,14 @@ class GitLabForge(LocalForge):
             "description": st.description,
             "target_url": st.target_url or None,
         }
+
+    def member(self, req: Request) -> Reply:
+        """``GET /projects/:id/members/all/:user_id``: 404 unless a member (here: any
+        permission but none), with GitLab's access level."""
+        uid = int(req.match.group(1))
+        user = next((name for name, i in self.users.items() if i == uid), None)
+        level = self.permission_of(user) if user is not None else "none"
+        if level == "none":
+            raise Answer(404, {"message": "404 Not found"})
+        access = {"read": 20, "write": 30, "admin": 40}.get(level, 10)
+        return Reply(200, {"id": uid, "username": user, "access_level": access, "state": "active"})
