@@ -21,6 +21,7 @@ COMMANDS = (
     "comment",
     "run",
     "status",
+    "drift",
     "demo",
     "post_render",
     "tools",

@@ -432,6 +432,23 @@ def _status_git(ctx: Ctx) -> Call:
     return Call(["status", "--fleet-url", f"{CLOSED}/fleet.git"])
 
 
+@case("drift: a `--cluster` not in the fleet")
+def _drift_unknown(ctx: Ctx) -> Call:
+    return Call(["drift", "--fleet", str(ctx.fleet()), "--cluster", "nope"], env=ctx.tools())
+
+
+@case("drift: Git unavailable")
+def _drift_git(ctx: Ctx) -> Call:
+    return Call(["drift", "--fleet-url", f"{CLOSED}/fleet.git"], env=ctx.tools())
+
+
+@case("drift: a cluster not checked (its kubeconfig unusable)")
+def _drift_not_checked(ctx: Ctx) -> Call:
+    fleet = str(ctx.fleet())
+    argv = ["drift", "--fleet", fleet, "--kubeconfig", str(ctx.tmp / "no-such-kubeconfig")]
+    return Call(argv, env=ctx.tools())
+
+
 @case("demo: a step failed or the sandbox could not start (the bot's helm missing)")
 def _demo_failed(ctx: Ctx) -> Call:
     missing = str(ctx.tmp / "no-helm")

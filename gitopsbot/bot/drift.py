@@ -10,8 +10,9 @@ masked by ``core.drift.observed_values`` before anything else sees them.
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,12 +129,36 @@ def _controller_image(executor: Executor, spec: ClusterSpec) -> str:
     return str(containers[0].get("image") or "") if containers else ""
 
 
+class _ReadOnly:
+    """A port whose writes are refused: the drift check never changes the cluster."""
+
+    def __init__(self, port: Any, reads: frozenset[str]) -> None:
+        self._port, self._reads = port, reads
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name not in self._reads:
+            raise AttributeError(f"the drift check only reads: {name} is not allowed")
+        return getattr(self._port, name)
+
+
+_CLUSTER_READS = frozenset({"get", "list", "read_secret"})
+_HELM_READS = frozenset({"status", "history", "get_values"})
+
+
+def read_only(executor: Executor) -> Executor:
+    """``executor`` with ports that only read (a copy: the executor itself is shared)."""
+    found = copy.copy(executor)
+    found.cluster = _ReadOnly(executor.cluster, _CLUSTER_READS)
+    found.helm = _ReadOnly(executor.helm, _HELM_READS)
+    return found
+
+
 def check(
     inputs: DriftInputs, executor_for: Callable[[ClusterSpec], Executor]
 ) -> drift.DriftReport:
     """The drift of one cluster: read, then compare. Raises the adapters' errors (a cluster
     that cannot be reached is no verdict)."""
-    executor = executor_for(inputs.spec)
+    executor = read_only(executor_for(inputs.spec))
     observed = observed_state(inputs.spec, executor, inputs.journal)
     desired = desired_state(inputs.spec, executor, inputs)
     return drift.compare(inputs.spec.name, desired, observed)
@@ -144,4 +169,23 @@ def summary_lines(reports: Mapping[str, drift.DriftReport | str]) -> list[str]:
     out = []
     for name, found in sorted(reports.items()):
         out.append(found.summary() if isinstance(found, drift.DriftReport) else f"{name}: {found}")
+    return out
+
+
+def check_clusters(
+    specs: Sequence[ClusterSpec],
+    journal_for: Callable[[str], Journal | None],
+    chart_for: Callable[[ClusterSpec], Chart | None],
+    executor_for: Callable[[ClusterSpec], Executor],
+) -> dict[str, drift.DriftReport | str]:
+    """Each cluster's report, or why it could not be checked (its cluster or Helm
+    unavailable): one cluster's failure does not stop the others."""
+    out: dict[str, drift.DriftReport | str] = {}
+    for spec in specs:
+        try:
+            inputs = DriftInputs(spec, journal_for(spec.name), chart_for(spec))
+            out[spec.name] = check(inputs, executor_for)
+        except GitOpsBotError as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            out[spec.name] = f"not checked: {first}"[:300]
     return out

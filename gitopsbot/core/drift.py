@@ -155,6 +155,8 @@ def observed_values(values: Mapping[str, Any], secret_paths: Iterable[str] = ())
     extra = tuple(secret_paths)
     digests: dict[str, str] = {}
     for parts in leaf_paths(values):
+        if not parts:
+            continue  # no values at all
         path = secrets_mod.join_path(parts)
         leaf = get_path(values, parts)
         if leaf is None or leaf == "" or isinstance(leaf, bool):
@@ -173,6 +175,8 @@ def _show(value: Any) -> str:
 
 
 def _is_secret(path: str, desired: DesiredState, observed: ObservedState) -> bool:
+    if not path:
+        return False  # the whole tree (one side empty)
     return (
         path in desired.secret_digests
         or path in observed.values.secret_digests

@@ -170,3 +170,11 @@ def test_digest_changes_with_the_drift() -> None:
     b = drift.compare("s", _desired(), _observed(chart_version="1.8.1"))
     assert a.digest() != b.digest()
     assert a.digest() == drift.compare("s", _desired(), _observed(chart_version="1.8.0")).digest()
+
+
+def test_empty_values_on_either_side() -> None:
+    assert drift.observed_values({}).secret_digests == {}
+    report = drift.compare("s", _desired(values={}, secret_digests={}), _observed({}))
+    assert not report.drifted
+    (item,) = drift.compare("s", _desired(secret_digests={}), _observed({})).items
+    assert item.removed and item.where == "controller"

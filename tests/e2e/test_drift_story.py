@@ -4,6 +4,8 @@ real helm, kubectl, git and the local forge."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -13,14 +15,22 @@ import pytest
 
 from gitopsbot import app
 from gitopsbot.bot import drift as drift_check
+from gitopsbot.commands import drift as drift_command
 from gitopsbot.core.drift import DriftReport
 from gitopsbot.core.journal import OperationKind
 from gitopsbot.fleetrepo import load_cluster
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, state_reader, wait_for
+from gitopsbot.sandbox.story import (
+    BotRunner,
+    StoryWorld,
+    finished_op,
+    state_reader,
+    wait_for,
+)
 from gitopsbot.sandbox.story_fleet import CLUSTER
 from tests.e2e.conftest import NS, RELEASE
 
 pytestmark = pytest.mark.slow
+CANARY = "canary-enroll-0xC0FFEE-never-shown"
 
 
 def check(world: StoryWorld) -> DriftReport:
@@ -38,6 +48,8 @@ def test_manual_helm_upgrade_and_gpupool_edit_are_drift(
     make_world: Callable[..., StoryWorld],
     make_bot: Callable[..., BotRunner],
     binaries: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     world = make_world(window_lead_seconds=None)
     bot = make_bot(world)
@@ -46,6 +58,8 @@ def test_manual_helm_upgrade_and_gpupool_edit_are_drift(
     bot.stop()
     clean = check(world)
     assert not clean.drifted, clean.lines()
+    code, out, err = command(world, monkeypatch, capsys)
+    assert (code, out) == (0, f"{CLUSTER}: no drift\n"), err
 
     # A person edits the pool's batch size by hand, where it lasts: in the TensorFusionCluster's
     # pool template, which the controller copies to the GPUPool (R11).
@@ -70,13 +84,51 @@ def test_manual_helm_upgrade_and_gpupool_edit_are_drift(
     version = helm_chart_version(world)
     world.helm("upgrade", RELEASE, "tensor-fusion", "--repo", world.chart_repo_url,
                "--version", version, "--namespace", NS, "--reuse-values",
-               "--set", "controller.replicas=2", "--force-conflicts")  # fmt: skip
+               "--set", "controller.replicas=2", "--set", f"agent.enrollToken={CANARY}",
+               "--force-conflicts")  # fmt: skip
     by_hand = check(world)
-    print("\n".join(by_hand.lines()))
-    assert [(i.what, i.where, i.observed) for i in by_hand.items if i.what == "values"] == [
-        ("values", "controller.replicas", "2")
+    assert [(i.what, i.where, i.observed) for i in by_hand.items if i.what != "pool-policy"] == [
+        ("revision", "Helm revision 3", by_hand.items[0].observed),
+        ("values", "controller.replicas", "2"),
+        ("secret", "agent.enrollToken", "set (digest)"),
     ]
-    assert any(i.what == "revision" for i in by_hand.items)
+    assert "was made outside the bot" in by_hand.items[0].observed
+    # The helm upgrade rendered the chart's own pool policy again (F1): switches open.
+    assert ("pool-policy", "GPUPool tensor-fusion-shared: autoUpdateHypervisor", "true") in [
+        (i.what, i.where, i.observed) for i in by_hand.items
+    ]
+
+    # The command, as a person runs it: exit 1, the secret nowhere in its output.
+    code, out, err = command(world, monkeypatch, capsys, "--json")
+    assert code == 1, err
+    found = json.loads(out)["clusters"][0]
+    assert found["cluster"] == CLUSTER and found["drift"] is True
+    assert CANARY not in out + err
+    code, out, err = command(world, monkeypatch, capsys, "--cluster", CLUSTER)
+    assert code == 1 and "values: controller.replicas: Git (absent), cluster 2" in out
+    assert CANARY not in out + err
+
+
+def command(
+    world: StoryWorld,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+) -> tuple[int, str, str]:
+    """``gitopsbot drift --fleet ... --kubeconfig ...`` in this process."""
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(world.state_dir / "drift-cache"))
+    monkeypatch.setenv("GITOPSBOT_HELM", str(world.tools().helm))
+    monkeypatch.setenv("GITOPSBOT_KUBECTL", str(world.tools().kubectl))
+    parser = argparse.ArgumentParser()
+    drift_command.register(parser.add_subparsers())
+    assert world.remote is not None  # the remote's own bare repository: no credentials needed
+    fleet = str(world.remote.root / "fleet.git")
+    argv = ["drift", "--fleet", fleet, "--kubeconfig", str(world.kubeconfig), *args]
+    parsed = parser.parse_args(argv)
+    capsys.readouterr()
+    code = drift_command.run(parsed)
+    done = capsys.readouterr()
+    return code, done.out, done.err
 
 
 def wait_drift(world: StoryWorld, items: int, timeout: float = 30) -> DriftReport:
@@ -100,8 +152,6 @@ def kubectl(world: StoryWorld, binary: Path, *args: str) -> str:
 
 def helm_chart_version(world: StoryWorld) -> str:
     listed = world.helm("list", "--namespace", NS, "--output", "json")
-    import json
-
     (release,) = json.loads(listed)
     return str(release["chart"]).rsplit("-", 1)[1]
 
