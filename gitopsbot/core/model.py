@@ -229,6 +229,21 @@ class ProposalSettings:
     labels: tuple[str, ...] = ("gitopsbot", "upgrade")
 
 
+OnDrift = Literal["report", "propose-git", "propose-reapply"]
+
+
+@dataclass(frozen=True, slots=True)
+class DriftSettings:
+    """``drift:``: how often ``run`` compares each cluster with Git and what it does about a
+    difference (docs/drift.md). Never changes the cluster by itself: "propose-reapply" opens
+    a pull request whose merge re-applies Git."""
+
+    enabled: bool = True
+    interval_seconds: int = 3600
+    on_drift: OnDrift = "report"
+    labels: tuple[str, ...] = ("gitopsbot", "drift")
+
+
 NotificationKind = Literal["slack", "webhook"]
 # What a notification can be subscribed to (docs/notifications.md), in telling order.
 NOTIFICATION_EVENTS = ("halted", "failed", "rollback", "blocked", "succeeded")
@@ -306,6 +321,7 @@ class BotSettings:
     # Promotion (core.promotion): the ordered waves, and chart versions marked as failed.
     waves: tuple[Wave, ...] = ()
     failed_versions: tuple[FailedVersion, ...] = ()
+    drift: DriftSettings = DriftSettings()
 
 
 @dataclass(frozen=True, slots=True)

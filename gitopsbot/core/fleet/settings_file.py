@@ -13,6 +13,7 @@ from gitopsbot.core.fleet.waves_settings import read_failed_versions, read_waves
 from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedMap, YamlLimits
 from gitopsbot.core.model import (
     BotSettings,
+    DriftSettings,
     ForgeSettings,
     GitAccessSettings,
     ProposalSettings,
@@ -31,12 +32,15 @@ _SETTINGS_KEYS = (
     "notifications",
     "waves",
     "failedVersions",
+    "drift",
 )
 _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
 _AUTHOR_KEYS = ("name", "email")
 _FORGE_KEYS = ("kind", "url", "repository", "token", "webhookSecret")
 _PROPOSAL_KEYS = ("enabled", "scope", "interval", "maxOpen", "labels")
+_DRIFT_KEYS = ("enabled", "interval", "onDrift", "labels")
+_ON_DRIFT = ("report", "propose-git", "propose-reapply")
 _FORGE_KINDS = ("github", "gitlab", "gitea", "git-only")
 _SCOPES = ("patch", "minor", "major", "pinned")
 
@@ -76,6 +80,17 @@ def _limits(r: FieldReader, node: LocatedMap) -> YamlLimits:
         ),
         max_aliases=r.integer(node, "maxAliases", "limits", d.max_aliases, low=0),
         max_nodes=r.integer(node, "maxNodes", "limits", d.max_nodes, low=1, high=50_000_000),
+    )
+
+
+def _drift(r: FieldReader, node: LocatedMap) -> DriftSettings:
+    """``drift:`` (docs/drift.md)."""
+    d = DriftSettings()
+    return DriftSettings(
+        enabled=r.boolean(node, "enabled", "drift", d.enabled),
+        interval_seconds=r.duration(node, "interval", "drift", d.interval_seconds, minimum=60),
+        on_drift=r.choice(node, "onDrift", "drift", d.on_drift, _ON_DRIFT),  # type: ignore[arg-type]
+        labels=r.string_list(node, "labels", "drift", d.labels)[0],
     )
 
 
@@ -127,6 +142,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         notifications=notifications,
         waves=waves,
         failed_versions=failed_versions,
+        drift=_drift(r, r.section(top, "drift", "", _DRIFT_KEYS)),
         proposals=ProposalSettings(
             enabled=r.boolean(props, "enabled", "proposals", pd.enabled),
             scope=r.choice(props, "scope", "proposals", pd.scope, _SCOPES),  # type: ignore[arg-type]
