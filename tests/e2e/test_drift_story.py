@@ -15,10 +15,13 @@ import pytest
 
 from gitopsbot import app
 from gitopsbot.bot import drift as drift_check
+from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.commands import drift as drift_command
 from gitopsbot.core.drift import DriftReport
 from gitopsbot.core.journal import OperationKind
+from gitopsbot.core.model import DriftSettings
 from gitopsbot.fleetrepo import load_cluster
+from gitopsbot.sandbox.forges.base import Pull
 from gitopsbot.sandbox.story import (
     BotRunner,
     StoryWorld,
@@ -77,9 +80,18 @@ def test_manual_helm_upgrade_and_gpupool_edit_are_drift(
         ),
         ("pool-policy", "GPUPool tensor-fusion-shared: batchPercentage", "50", "80"),
     ]
+    opened = proposer(world).reconcile(edited)
+    assert opened.action == "opened"
+    pull = drift_pull(world, CLUSTER)
+    assert pull.title == f"Drift on {CLUSTER}: make Git match the cluster"
+    assert "batchPercentage: 80" in branch_file(world, "rollout.yaml")
+    assert proposer(world).reconcile(check(world)).action == "unchanged"
     kubectl(world, binaries["kubectl"], "patch", "tensorfusioncluster", "tensor-fusion",
             "--type", "json", "-p", patch.replace("80", "50"))  # fmt: skip
-    assert not wait_drift(world, 0).drifted
+    gone = wait_drift(world, 0)
+    assert not gone.drifted
+    assert proposer(world).reconcile(gone).action == "closed"
+    assert drift_pull(world, CLUSTER, state="closed").number == opened.number
 
     version = helm_chart_version(world)
     world.helm("upgrade", RELEASE, "tensor-fusion", "--repo", world.chart_repo_url,
@@ -97,6 +109,15 @@ def test_manual_helm_upgrade_and_gpupool_edit_are_drift(
     assert ("pool-policy", "GPUPool tensor-fusion-shared: autoUpdateHypervisor", "true") in [
         (i.what, i.where, i.observed) for i in by_hand.items
     ]
+
+    # One request again, with the values Git can hold; the secret nowhere in it.
+    again = proposer(world).reconcile(by_hand)
+    assert again.action == "opened" and again.number != opened.number
+    pull = drift_pull(world, CLUSTER)
+    values = branch_file(world, "values.yaml")
+    assert "replicas: 2" in values
+    assert CANARY not in pull.body + pull.title + values + branch_file(world, "rollout.yaml")
+    assert "secret | agent.enrollToken" in pull.body
 
     # The command, as a person runs it: exit 1, the secret nowhere in its output.
     code, out, err = command(world, monkeypatch, capsys, "--json")
@@ -129,6 +150,33 @@ def command(
     code = drift_command.run(parsed)
     done = capsys.readouterr()
     return code, done.out, done.err
+
+
+def proposer(world: StoryWorld) -> DriftProposer:
+    """The drift requests on the story's forge, in the mode that makes Git match."""
+    repo = world.git_repo("drift-proposer")
+    repo.fetch()
+    settings = DriftSettings(on_drift="propose-git")
+    return DriftProposer(repo, world.forge_client(), watched_branch="main", settings=settings)
+
+
+def drift_pull(world: StoryWorld, cluster: str, state: str = "open") -> Pull:
+    assert world.forge is not None
+    with world.forge.lock:
+        found = [p for p in world.forge.pulls.values()
+                 if p.head == f"gitopsbot-drift/{cluster}" and p.state == state]  # fmt: skip
+    assert len(found) == 1, found
+    return found[0]
+
+
+def branch_file(world: StoryWorld, name: str) -> str:
+    assert world.remote is not None
+    done = subprocess.run(
+        ["git", "--git-dir", str(world.remote.root / "fleet.git"), "show",
+         f"gitopsbot-drift/{CLUSTER}:clusters/{CLUSTER}/{name}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout
 
 
 def wait_drift(world: StoryWorld, items: int, timeout: float = 30) -> DriftReport:
@@ -178,3 +226,7 @@ def test_gpupool_edited_while_the_controller_is_down_is_drift(
     assert [(i.what, i.where, i.desired, i.observed) for i in edited.items] == [
         ("pool-policy", "GPUPool tensor-fusion-shared: batchPercentage", "50", "80")
     ]
+    request = proposer(world).reconcile(edited)
+    assert request.action == "opened"
+    assert "GPUPool tensor-fusion-shared: batchPercentage" in drift_pull(world, CLUSTER).body
+    assert "batchPercentage: 80" in branch_file(world, "rollout.yaml")
