@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gitopsbot.baseline import load_fleet_baseline
-from gitopsbot.bot import waves
+from gitopsbot.bot import failed_marks, waves
 from gitopsbot.core import proposals as core
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
@@ -93,6 +93,7 @@ class PassReport:
     decisions: tuple[ClusterDecision, ...] = ()
     problems: list[str] = field(default_factory=list)
     ledger_written: bool = False
+    notes: list[str] = field(default_factory=list)  # the failedVersions requests opened
 
     @property
     def changed(self) -> bool:
@@ -100,6 +101,7 @@ class PassReport:
             any(p.opened or p.updated for p in self.proposals)
             or bool(self.closed)
             or self.ledger_written
+            or bool(self.notes)
         )
 
     def lines(self) -> list[str]:
@@ -116,6 +118,7 @@ class PassReport:
                 out.append(f"{d.cluster}: skipped {s.version}: {s.reason}")
             for n in d.notes:
                 out.append(f"{d.cluster}: {n}")
+        out += self.notes
         out += [f"problem: {p}" for p in self.problems]
         return out
 
@@ -322,6 +325,16 @@ class Proposer:
         if core.render_ledger(records) != core.render_ledger(before):
             self._write_ledger(state_branch, records)
             report.ledger_written = True
+        # After a rollback in a wave: the failedVersions entry, proposed (bot.failed_marks).
+        report.notes.extend(
+            failed_marks.propose(
+                repo=self.repo,
+                forge=self.forge,
+                fleet=fleet,
+                head=head,
+                watched_branch=self.watched_branch,
+            )
+        )
         return report
 
     def _write_ledger(self, state_branch: str, records: Sequence[ProposalRecord]) -> None:
