@@ -283,6 +283,11 @@ class Proposer:
             if d.target is None:
                 continue
             spec = fleet.clusters[d.cluster]
+            hold, evidence = waves.for_proposal(self.repo, fleet, spec, d.target.version)
+            if hold and d.existing is None:
+                # Proposals follow the waves: opened once the earlier waves have soaked.
+                report.notes.append(f"{d.cluster}: {d.target.version} not proposed yet: {hold}")
+                continue
             try:
                 proposal = self._propose(
                     d,
@@ -292,6 +297,7 @@ class Proposer:
                     index=indexes[spec.release.chart_repo_url],
                     rules=rules,
                     known=infos.get(d.existing.number) if d.existing else None,
+                    evidence=evidence,
                 )
             except GitOpsBotError as exc:
                 report.problems.append(f"{d.cluster}: {d.target.version}: {exc}")
@@ -443,6 +449,7 @@ class Proposer:
         index: ChartIndex,
         rules: Rules,
         known: PullRequestInfo | None,
+        evidence: str = "",
     ) -> Proposal:
         assert d.target is not None
         rel = spec.release
@@ -487,6 +494,8 @@ class Proposer:
             versions=index.versions(rel.chart_name),
             image=set_image,
         )
+        if evidence:  # the earlier waves' records (bot.waves.for_proposal)
+            body = f"{body.rstrip()}\n\n{evidence}"
         title = core.title(d.cluster, rel.chart_name, version)
         labels = fleet.settings.proposals.labels
         pr = known

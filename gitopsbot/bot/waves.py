@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import promotion_gate
+from gitopsbot.core import promotion, promotion_gate
 from gitopsbot.core.journal import Journal
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.core.policy import Verdict
@@ -155,3 +155,38 @@ def version_reader(repo: Repo) -> Callable[[Journal], str]:
         return known[key]
 
     return version_of
+
+
+def for_proposal(
+    repo: Repo, fleet: Fleet, spec: ClusterSpec, version: str, *, now: datetime | None = None
+) -> tuple[str, str]:
+    """Proposals follow the waves: (why a new proposal of ``version`` for ``spec``'s cluster
+    waits, "" when it may be opened; the evidence of the earlier waves for its description,
+    "" when none)."""
+    settings = fleet.settings
+    if not promotion_gate.applies(settings):
+        return "", ""
+    desired = replace(spec, release=replace(spec.release, version=version))
+    found = judge_plan(repo, fleet, desired, before=spec.release.version, now=now)
+    if found.verdicts:
+        return found.verdicts[0].message, ""
+    wave = promotion.wave_of(settings.waves, spec)
+    if wave is None:
+        return "", ""
+    groups = promotion.fleet_by_wave(settings.waves, fleet.clusters.values())
+    earlier = [c for g in groups[: settings.waves.index(wave)] for c in g.clusters]
+    if not earlier:
+        return "", ""
+    store = JournalStore(repo, branch=settings.state_branch, push=False)
+    try:
+        evidence = read_evidence(store, earlier, version_reader(repo))
+    except EvidenceUnreadable:
+        return "", ""
+    lines = [f"Earlier waves ran {version}, verified and soaked (records on `{store.branch}`):", ""]
+    for name in earlier:
+        e = evidence.get(name)
+        if e is None or not e.op_id:
+            continue
+        since = f" since {e.verified_at:%Y-%m-%d %H:%M} UTC" if e.verified_at else ""
+        lines.append(f"- `{name}`: verified{since}: `clusters/{name}/history/{e.op_id}.yaml`")
+    return "", "\n".join(lines) + "\n"

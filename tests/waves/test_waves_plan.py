@@ -100,3 +100,43 @@ def test_plan_comment_shows_the_wave_hold(
     assert expected in waves.message, waves.message
     (body,) = [c.body for c in world.forge_server.comments.values() if c.number == pr.number]
     assert expected in body
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("env")
+def test_proposals_follow_the_waves(world_factory: Callable[..., World], tmp_path: Path) -> None:
+    """The proposal pass opens production's proposal only once staging ran the version,
+    verified and soaked, and its description links staging's record."""
+    world = world_factory(versions={"staging": "1.8.0", "production": "1.8.0"})
+    settings = world.show("main", "gitopsbot.yaml")
+    world.human_commit({"gitopsbot.yaml": settings + WAVES}, "waves")
+
+    report = world.proposer().run_once()
+    assert [p.cluster for p in report.proposals] == ["staging"], report.lines()
+    (held,) = [n for n in report.notes if n.startswith("production: 1.8.3 not proposed yet")]
+    assert "wave production waits for wave staging: staging not on 1.8.3 yet" in held
+
+    # Staging runs 1.8.3 (merged), verified two hours ago: past its soak of 1h.
+    work = tmp_path / "person"
+    git("clone", "--quiet", world.remote_url, str(work))
+    staging_sha = bump(world, work, "main", "staging", "1.8.3")
+    verified = datetime.now(UTC) - timedelta(hours=2)
+    j = operation.new_operation(
+        kind=operation.OperationKind.UPGRADE,
+        cluster="staging",
+        desired_sha=staging_sha,
+        created_at=verified - timedelta(minutes=10),
+        policy=RolloutPolicy(),
+    )
+    steps = tuple(replace(s, state=StepState.SUCCEEDED, finished_at=verified) for s in j.steps)
+    repo = world.repo()
+    repo.fetch()
+    store = JournalStore(repo, branch="gitopsbot/state")
+    store.save(replace(j, status=OperationStatus.SUCCEEDED, steps=steps), "staging upgraded")
+
+    report = world.proposer().run_once()
+    (proposal,) = [p for p in report.proposals if p.cluster == "production"]
+    assert proposal.opened
+    body = world.forge().get_pull_request(proposal.number).body
+    assert "Earlier waves ran 1.8.3, verified and soaked" in body
+    assert f"`clusters/staging/history/{j.op_id}.yaml`" in body
