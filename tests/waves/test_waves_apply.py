@@ -79,9 +79,9 @@ class Fleet2:
         )
         self.stage_cluster.apply_crds({"gpupools.yaml": CRD})
 
-    def reconciler(self) -> Reconciler:
+    def reconciler(self, mirror: str = "mirror") -> Reconciler:
         env = self.env
-        repo = env.repo()
+        repo = env.repo(mirror)
         secrets = type("NoSecrets", (), {"resolve_all": lambda self, refs: {}})()
         executors = {
             "lab": Executor(cluster=env.cluster, helm=env.helm, secrets=secrets),
@@ -229,3 +229,49 @@ def test_a_rollback_in_staging_holds_production(fleet2: Fleet2) -> None:
     assert rec.reconcile("lab").action == "blocked"
     held = rec.store.current("lab")
     assert "stage rolled back at" in held.failure, held.failure
+
+
+def test_a_bot_killed_before_the_start_starts_it_after_the_restart(fleet2: Fleet2) -> None:
+    env = fleet2.env
+    rec = fleet2.reconciler()
+    rec.reconcile("lab")
+    rec.reconcile("stage")
+    env.merge_pr(8, "chart 1.1.0 everywhere", two_clusters("1.1.0", "hv:2"))
+    assert rec.reconcile("lab").action == "blocked"
+    fleet2.drive_stage(rec)
+    env.clock.t += timedelta(hours=1)  # past the soak
+
+    # Judged allowed, then killed before the start is recorded: nothing recorded, nothing run.
+    class Killed(BaseException):
+        pass
+
+    def killed(*args: object, **kwargs: object) -> object:
+        raise Killed
+
+    rec.backed_up = killed  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        rec.reconcile("lab")
+    assert rec.store.current("lab").status is OperationStatus.BLOCKED
+    upgrades = env.helm.calls.count("upgrade")
+
+    # A new process (its own mirror, nothing in memory) judges again and starts it.
+    fresh = fleet2.reconciler(mirror="restarted")
+    assert fresh.reconcile("lab").action == "started"
+    assert fleet2.drive_lab(fresh).status is OperationStatus.SUCCEEDED
+    assert env.helm.calls.count("upgrade") > upgrades
+
+
+def test_unreadable_evidence_blocks_with_the_reason(fleet2: Fleet2) -> None:
+    env = fleet2.env
+    rec = fleet2.reconciler()
+    rec.reconcile("lab")
+    rec.reconcile("stage")
+    rec.store.commit({"clusters/stage/history/broken.yaml": b"op_id: [unclosed\n"}, "garbage")
+    env.merge_pr(8, "chart 1.1.0 everywhere", two_clusters("1.1.0", "hv:2"))
+    assert rec.reconcile("lab").action == "blocked"
+    failure = rec.store.current("lab").failure
+    assert "WAVES denied: held: the promotion evidence cannot be read (gitopsbot/state: " in failure
+    assert "clusters/stage/history/broken.yaml" in failure, failure
+    assert "without evidence: wave production waits for wave staging" in failure
+    # The first wave needs no evidence: staging is not held.
+    assert rec.reconcile("stage").action == "started"
