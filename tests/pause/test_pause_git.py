@@ -101,6 +101,15 @@ def test_batch_in_flight_still_tracked_while_held() -> None:
     assert d.action is PhaseAction.WAIT and d.phase.progress == 50
 
 
+def test_killed_after_closing_before_recording_stops_the_clock_on_the_next_pass() -> None:
+    # The journal still says ROLLING with the switch open since T0; the cluster shows it
+    # closed (the bot closed it and died): held, the open interval ends now, recorded PAUSED.
+    d = _decide(_obs(25), _rolling(T0), T0 + 3 * M, held="why")
+    assert d.action is PhaseAction.WAIT
+    assert d.phase.state is PhaseState.PAUSED and d.phase.paused_by == "why"
+    assert d.phase.opened_at is None and d.phase.open_seconds == 180
+
+
 def test_resume_reopens_and_clears_the_hold() -> None:
     closed = _decide(_obs(25, open_=True), _rolling(T0), T0 + M, held="why").phase
     d = _decide(_obs(25), closed, T0 + 30 * M)
