@@ -105,6 +105,19 @@ class BotMetrics:
             ["cluster"],
             registry=r,
         )
+        self.drift_items = Gauge(
+            "gitopsbot_drift_items",
+            "Differences between the cluster and Git at the last drift check (docs/drift.md); "
+            "-1: the cluster could not be checked.",
+            ["cluster"],
+            registry=r,
+        )
+        self.drift_checked = Gauge(
+            "gitopsbot_drift_last_check_timestamp_seconds",
+            "When the cluster's drift was last checked, UNIX seconds.",
+            ["cluster"],
+            registry=r,
+        )
         self.forge_requests = Counter(
             "gitopsbot_forge_requests",
             "Forge API requests by endpoint class and HTTP status code (0: no answer).",
@@ -176,6 +189,11 @@ class BotMetrics:
             self.last_success.labels(cluster).set(self._clock.now().timestamp())
 
     # -- ports.metrics.FleetGauges ------------------------------------------------------------
+
+    def drift(self, cluster: str, items: int | None) -> None:
+        """A drift check ended: ``items`` differences, None when it could not check."""
+        self.drift_items.labels(cluster).set(-1 if items is None else items)
+        self.drift_checked.labels(cluster).set(self._clock.now().timestamp())
 
     def pool_windows(self, cluster: str, open_by_pool: Mapping[str, bool]) -> None:
         with self._lock:

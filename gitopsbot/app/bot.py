@@ -41,10 +41,12 @@ from gitopsbot.app.clusters import (
     replica_identity,
     resolve_tools,
 )
+from gitopsbot.app.drift import drift_watch
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
 from gitopsbot.bot import log_context
 from gitopsbot.bot.announcer import Announcer
+from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.gauges import PassGauges
 from gitopsbot.bot.health import HealthWatch
@@ -111,6 +113,7 @@ class Bot:
     health: HealthWatch | None = None
     notifier: Notifier | None = None  # chat webhooks (``notifications:``)
     events: EventRecorder | None = None  # Kubernetes Events (docs/events.md)
+    drift: DriftWatch | None = None  # drift checks on a schedule (docs/drift.md)
 
     def flush(self) -> None:
         """Push the state-branch records still waiting in the mirror (after the scheduler
@@ -123,6 +126,8 @@ class Bot:
     def close(self, timeout: float = 30.0) -> None:
         """Post what the pull-request mirror and the notifier still hold (after the
         scheduler stopped)."""
+        if self.drift is not None:
+            self.drift.close(min(timeout, 10.0))
         if self.mirror is not None:
             self.mirror.close(timeout)
         if self.notifier is not None:
@@ -361,6 +366,11 @@ def build_bot(options: RunOptions) -> Bot:
         metrics=metrics,
         may_act=shards.held if shards is not None else None,
     )
+    watch = drift_watch(
+        options, repo=repo, bot_settings=bot_settings, clock=clock, forge=forge,
+        charts=chart_source(options.cache), access=cluster_access(options), instance=instance,
+        tools=tools, metrics=metrics, may_act=shards.held if shards is not None else None,
+    )  # fmt: skip
     reconciler = wired.reconciler
     follow_up = functools.partial(reconciler.reconcile, fetch=False)  # see bot.scheduler
     scheduler = loop(
@@ -392,6 +402,7 @@ def build_bot(options: RunOptions) -> Bot:
     return Bot(
         reconciler, scheduler, clusters, bot_settings, wired.mirror, shards,
         metrics=metrics, health=health, notifier=wired.notifier, events=wired.events,
+        drift=watch,
     )  # fmt: skip
 
 

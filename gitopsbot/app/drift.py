@@ -1,5 +1,6 @@
-"""What ``gitopsbot drift`` runs with: the fleet at its watched branch, the state branch (read
-only), the charts, and each cluster's executor, as ``gitopsbot run`` reaches the clusters.
+"""What ``gitopsbot drift`` runs with (the fleet at its watched branch, the state branch read
+only, the charts, each cluster's executor as ``gitopsbot run`` reaches the clusters), and the
+drift checks on ``run``'s schedule (``drift_watch``).
 
 Part of the composition root (``gitopsbot.app``): the only package that knows concrete
 classes.
@@ -7,20 +8,31 @@ classes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitopsbot.app.clusters import executor_factory
+from gitopsbot.adapters.cluster_access import ClusterAccess
+from gitopsbot.adapters.kube_events import KubeEvents
+from gitopsbot.adapters.metrics import BotMetrics
+from gitopsbot.adapters.tools import ToolSet
+from gitopsbot.app.clusters import cluster_connection, executor_factory
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
 from gitopsbot.app.proposals import chart_source_for
 from gitopsbot.bot import drift as drift_check
+from gitopsbot.bot.drift_proposer import DriftProposer
+from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.drift import DriftReport
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.model import BotSettings, ClusterSpec
 from gitopsbot.errors import ChartError, ConfigError
+from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.clock import Clock
+from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.repo import Repo
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +60,16 @@ def check_fleet(options: RunOptions, chart_dirs: Sequence[Path] = ()) -> DriftRu
     store = JournalStore(repo, branch=fleet.settings.state_branch, push=False)
     charts = chart_source_for(chart_dirs)
 
+    reports = drift_check.check_clusters(
+        [fleet.clusters[n] for n in names],
+        store.current,
+        _chart_for(charts),
+        executor_factory(options),
+    )
+    return DriftRun(reports)
+
+
+def _chart_for(charts: ChartSource) -> Callable[[ClusterSpec], Chart | None]:
     def chart_for(spec: ClusterSpec) -> Chart | None:
         rel = spec.release
         try:
@@ -55,7 +77,56 @@ def check_fleet(options: RunOptions, chart_dirs: Sequence[Path] = ()) -> DriftRu
         except ChartError:
             return None  # the images are then not compared (the report says so)
 
-    reports = drift_check.check_clusters(
-        [fleet.clusters[n] for n in names], store.current, chart_for, executor_factory(options)
+    return chart_for
+
+
+def drift_watch(
+    options: RunOptions,
+    *,
+    repo: Repo,
+    bot_settings: BotSettings,
+    clock: Clock,
+    forge: Forge | None,
+    charts: ChartSource,
+    access: ClusterAccess,
+    instance: str,
+    tools: ToolSet | None = None,
+    metrics: BotMetrics | None = None,
+    may_act: Callable[[str], bool] | None = None,
+) -> DriftWatch:
+    """``run``'s drift checks (docs/drift.md): the fleet at the watched branch's head as the
+    passes fetched it, the state branch read only, executors and Event clients of its own."""
+    watched = bot_settings.watched_branch
+    store = JournalStore(repo, branch=bot_settings.state_branch, push=False)
+
+    def specs() -> Mapping[str, ClusterSpec]:
+        head = repo.head(watched)
+        if head is None:
+            return {}
+        clusters = load_fleet(repo.tree(head)).clusters
+        return {n: s for n, s in clusters.items() if not options.clusters or n in options.clusters}
+
+    events: dict[str, KubeEvents] = {}
+
+    def events_for(spec: ClusterSpec) -> KubeEvents:
+        if spec.name not in events:
+            api = cluster_connection(access, spec).api_client()
+            events[spec.name] = KubeEvents(api, instance=instance)
+        return events[spec.name]
+
+    settings = bot_settings.drift
+    proposer = None
+    if forge is not None and settings.on_drift != "report":
+        proposer = DriftProposer(repo, forge, watched_branch=watched, settings=settings)
+    return DriftWatch(
+        settings=settings,
+        specs=specs,
+        journal_for=store.current,
+        chart_for=_chart_for(charts),
+        executor_for=executor_factory(options, tools, access),
+        now=clock.now,
+        gauge=metrics.drift if metrics is not None else None,
+        events_for=events_for if options.events else None,
+        proposer=proposer,
+        may_act=may_act,
     )
-    return DriftRun(reports)

@@ -284,6 +284,8 @@ def run_forever(
     if bot.shards is None:
         bot.scheduler.set_clusters(bot.clusters)
     bot.scheduler.start()
+    if bot.drift is not None:  # drift checks every drift.interval (docs/drift.md)
+        bot.drift.start()
     if bot.shards is not None:  # jobs come and go with the cluster Leases held
         bot.shards.start()
         where = f"Leases in {bot.shards.namespace} as {bot.shards.identity}"

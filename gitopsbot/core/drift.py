@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitopsbot.core import secrets as secrets_mod
+from gitopsbot.core.kube_events import WARNING, EventSpec, note_of
 from gitopsbot.core.manual_revision import ManualRevision
 from gitopsbot.core.values_diff import ChangeKind, diff_values, get_path, leaf_paths
 
@@ -344,3 +345,16 @@ def compare(cluster: str, desired: DesiredState, observed: ObservedState) -> Dri
         unchecked.append("images: the chart could not be read")
     items.extend(_images(desired, observed))
     return DriftReport(cluster, tuple(items), tuple(unchecked))
+
+
+def event_of(report: DriftReport) -> EventSpec:
+    """The Kubernetes Event telling a drift (Warning ``Drifted``) on the TensorFusionCluster;
+    the items are secret-free, and the note masks token shapes all the same."""
+    listed = "; ".join(i.line() for i in report.items[:5])
+    more = f"; and {len(report.items) - 5} more" if len(report.items) > 5 else ""
+    return EventSpec(
+        reason="Drifted",
+        type=WARNING,
+        action="DriftCheck",
+        note=note_of(f"{report.summary()}: {listed}{more} (docs/drift.md)"),
+    )

@@ -9,18 +9,22 @@ import json
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gitopsbot import app
+from gitopsbot.adapters.metrics import BotMetrics
+from gitopsbot.app import drift as drift_app
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.drift_proposer import DriftProposer
+from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.commands import drift as drift_command
 from gitopsbot.core.drift import DriftReport
 from gitopsbot.core.journal import OperationKind
 from gitopsbot.core.model import DriftSettings
-from gitopsbot.fleetrepo import load_cluster
+from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.sandbox.forges.base import Pull
 from gitopsbot.sandbox.story import (
     BotRunner,
@@ -118,6 +122,11 @@ def test_manual_helm_upgrade_and_gpupool_edit_are_drift(
     assert "replicas: 2" in values
     assert CANARY not in pull.body + pull.title + values + branch_file(world, "rollout.yaml")
     assert "secret | agent.enrollToken" in pull.body
+    watch, _metrics = scheduled(world, "propose-git")
+    watch.check_once()  # the Event of run's schedule: the secret not in it either
+    told = drift_events(world, binaries["kubectl"])
+    assert told and all(CANARY not in json.dumps(e) for e in told)
+    assert drift_pull(world, CLUSTER).number == again.number  # the same drift: unchanged
 
     # The command, as a person runs it: exit 1, the secret nowhere in its output.
     code, out, err = command(world, monkeypatch, capsys, "--json")
@@ -158,6 +167,27 @@ def proposer(world: StoryWorld) -> DriftProposer:
     repo.fetch()
     settings = DriftSettings(on_drift="propose-git")
     return DriftProposer(repo, world.forge_client(), watched_branch="main", settings=settings)
+
+
+def scheduled(world: StoryWorld, on_drift: str) -> tuple[DriftWatch, BotMetrics]:
+    options = world.run_options()
+    repo = world.git_repo("drift-watch")
+    repo.fetch()
+    settings = load_fleet(repo.tree(repo.head("main") or "main")).settings
+    settings = replace(settings, drift=DriftSettings(on_drift=on_drift))  # type: ignore[arg-type]
+    metrics = BotMetrics(world.clock)
+    access = app.cluster_access(options)
+    watch = drift_app.drift_watch(
+        options, repo=repo, bot_settings=settings, clock=world.clock,
+        forge=world.forge_client(), charts=world.chart_source(), access=access,
+        instance="drift-test", tools=world.tools(), metrics=metrics,
+    )  # fmt: skip
+    return watch, metrics
+
+
+def drift_events(world: StoryWorld, binary: Path) -> list[dict[str, str]]:
+    listed = json.loads(kubectl(world, binary, "get", "events.events.k8s.io", "-A", "-o", "json"))
+    return [e for e in listed["items"] if e.get("reason") == "Drifted"]
 
 
 def drift_pull(world: StoryWorld, cluster: str, state: str = "open") -> Pull:
@@ -226,7 +256,14 @@ def test_gpupool_edited_while_the_controller_is_down_is_drift(
     assert [(i.what, i.where, i.desired, i.observed) for i in edited.items] == [
         ("pool-policy", "GPUPool tensor-fusion-shared: batchPercentage", "50", "80")
     ]
-    request = proposer(world).reconcile(edited)
-    assert request.action == "opened"
+    # run's schedule, as build_bot wires it: the gauge, one Event, the request.
+    watch, metrics = scheduled(world, "propose-git")
+    found = watch.check_once()
+    assert found[CLUSTER] == edited
+    assert metrics.registry.get_sample_value("gitopsbot_drift_items", {"cluster": CLUSTER}) == 1
     assert "GPUPool tensor-fusion-shared: batchPercentage" in drift_pull(world, CLUSTER).body
     assert "batchPercentage: 80" in branch_file(world, "rollout.yaml")
+    watch.check_once()  # the same drift: no second Event, the request unchanged
+    told = drift_events(world, binaries["kubectl"])
+    assert len(told) == 1, told
+    assert told[0]["type"] == "Warning" and "batchPercentage" in told[0]["note"]

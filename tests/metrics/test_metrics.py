@@ -375,3 +375,12 @@ def test_pass_gauges_read_the_windows_of_the_commit_being_applied(metrics: BotMe
     rec.store.current_op = _Journal("running-sha")
     gauges.pass_finished("lab", action="step", detail="", error="", seconds=0.1)
     assert rec.asked[-1] == "running-sha"
+
+
+def test_drift_items_and_last_check(metrics: BotMetrics) -> None:
+    metrics.drift("staging", 3)
+    metrics.drift("production", None)
+    get = metrics.registry.get_sample_value
+    assert get("gitopsbot_drift_items", {"cluster": "staging"}) == 3
+    assert get("gitopsbot_drift_items", {"cluster": "production"}) == -1
+    assert get("gitopsbot_drift_last_check_timestamp_seconds", {"cluster": "staging"})

@@ -1,0 +1,137 @@
+"""Drift on a schedule, inside ``gitopsbot run`` (docs/drift.md): every ``drift.interval`` each
+cluster this replica works on is checked (``bot.drift``, read only), and the result is told:
+a log line, the ``gitopsbot_drift_items`` gauge, a Warning Event ``Drifted`` on the
+TensorFusionCluster when the drift is new or changed, and, with ``onDrift: propose-git`` or
+``propose-reapply``, the cluster's drift pull request (``bot.drift_proposer``).
+
+It never changes the cluster. Its own thread, its own executors (a pass's are not shared), and
+Git through the bot's serialised repository.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+from gitopsbot.bot import drift as drift_check
+from gitopsbot.bot.drift_proposer import DriftProposer
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core import drift
+from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.chart import Chart
+from gitopsbot.core.journal import Journal
+from gitopsbot.core.kube_events import ObjectRef
+from gitopsbot.core.model import ClusterSpec, DriftSettings
+from gitopsbot.errors import GitOpsBotError
+from gitopsbot.ports.events import Events
+
+log = logging.getLogger(__name__)
+
+FIRST_CHECK_SECONDS = 60.0  # after start: the first passes go first
+
+
+class DriftWatch:
+    def __init__(
+        self,
+        *,
+        settings: DriftSettings,
+        specs: Callable[[], Mapping[str, ClusterSpec]],
+        journal_for: Callable[[str], Journal | None],
+        chart_for: Callable[[ClusterSpec], Chart | None],
+        executor_for: Callable[[ClusterSpec], Executor],
+        now: Callable[[], datetime],
+        gauge: Callable[[str, int | None], None] | None = None,
+        events_for: Callable[[ClusterSpec], Events | None] | None = None,
+        proposer: DriftProposer | None = None,
+        may_act: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._specs = specs
+        self._journal_for = journal_for
+        self._chart_for = chart_for
+        self._executor_for = executor_for
+        self._now = now
+        self._gauge = gauge
+        self._events_for = events_for
+        self._proposer = proposer
+        self._may_act = may_act
+        self._told: dict[str, str] = {}  # cluster → the drift digest last told by an Event
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def check_once(self) -> dict[str, drift.DriftReport | str]:
+        """One round over the clusters; each told as the module doc says."""
+        specs = [
+            s
+            for name, s in sorted(self._specs().items())
+            if self._may_act is None or self._may_act(name)
+        ]
+        found = drift_check.check_clusters(
+            specs, self._journal_for, self._chart_for, self._executor_for
+        )
+        by_name = {s.name: s for s in specs}
+        for name, report in found.items():
+            self._tell(by_name[name], report)
+        return found
+
+    def _tell(self, spec: ClusterSpec, report: drift.DriftReport | str) -> None:
+        if not isinstance(report, drift.DriftReport):
+            log.warning("%s: drift %s", spec.name, report)
+            if self._gauge is not None:
+                self._gauge(spec.name, None)
+            return
+        if self._gauge is not None:
+            self._gauge(spec.name, len(report.items))
+        if report.drifted:
+            log.warning("%s", "; ".join(report.lines()))
+            self._event(spec, report)
+        else:
+            self._told.pop(spec.name, None)
+        if self._proposer is not None and self.settings.on_drift != "report":
+            try:
+                request = self._proposer.reconcile(report)
+            except GitOpsBotError as e:
+                log.warning("%s: drift request not updated: %s", spec.name, e)
+                return
+            if request.action != "none":
+                log.info("%s", request.line())
+
+    def _event(self, spec: ClusterSpec, report: drift.DriftReport) -> None:
+        digest = report.digest()
+        if self._events_for is None or self._told.get(spec.name) == digest:
+            return  # told already: the same drift is not an Event every interval
+        try:
+            events = self._events_for(spec)
+            if events is not None:
+                ref = ObjectRef(tf.TF, "TensorFusionCluster", tf.tfc_name(spec))
+                events.emit(ref, drift.event_of(report), at=self._now())
+        except GitOpsBotError as e:
+            log.warning("%s: drift Event not posted: %s", spec.name, e)
+            return
+        self._told[spec.name] = digest
+
+    # -- the schedule ------------------------------------------------------------------------
+
+    def start(self, first_after: float = FIRST_CHECK_SECONDS) -> None:
+        if not self.settings.enabled or self._thread is not None:
+            return
+        self._thread = threading.Thread(
+            target=self._run, args=(first_after,), name="drift", daemon=True
+        )
+        self._thread.start()
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self, first_after: float) -> None:
+        wait = first_after
+        while not self._stop.wait(wait):
+            try:
+                self.check_once()
+            except Exception:  # never let the thread die: the next interval tries again
+                log.exception("drift check failed")
+            wait = float(self.settings.interval_seconds)
