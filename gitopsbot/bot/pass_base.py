@@ -226,6 +226,7 @@ class PassBase:
             now=self.clock.now(),
             version_of=self._chart_version_of,
             revert=journal.kind is OperationKind.ROLLBACK,
+            pending=waves.pending_reader(self.repo, self.store, self.settings.watched_branch),
         )
         self.held_until[journal.cluster] = found.soak_ends_at
         return found.verdicts

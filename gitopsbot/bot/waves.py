@@ -13,6 +13,7 @@ passes as it would anyway.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -29,6 +30,7 @@ from gitopsbot.fleetrepo import find_cluster
 from gitopsbot.ports.repo import Repo
 
 log = logging.getLogger(__name__)
+LOG_LIMIT = 200  # watched-branch commits looked at for a cluster's pending change
 
 
 class EvidenceUnreadable(Exception):
@@ -53,17 +55,24 @@ def journals(store: JournalStore, cluster: str) -> list[Journal]:
 
 
 def read_evidence(
-    store: JournalStore, clusters: Iterable[str], version_of: Callable[[Journal], str]
+    store: JournalStore,
+    clusters: Iterable[str],
+    version_of: Callable[[Journal], str],
+    pending: Callable[[str], bool] | None = None,
 ) -> dict[str, ClusterEvidence]:
-    """Evidence per cluster. Raises EvidenceUnreadable (the branch is missing, a journal
-    does not parse, Git fails)."""
+    """Evidence per cluster; ``pending(cluster)``: a watched-branch commit for it is not
+    taken in yet (then it is in flight). Raises EvidenceUnreadable (the branch is missing, a
+    journal does not parse, Git fails)."""
     try:
         if store.head() is None:
             raise EvidenceUnreadable(f"no {store.branch} branch: the bot has recorded nothing")
-        return {
-            name: promotion_gate.evidence_from(name, journals(store, name), version_of)
-            for name in clusters
-        }
+        out: dict[str, ClusterEvidence] = {}
+        for name in clusters:
+            e = promotion_gate.evidence_from(name, journals(store, name), version_of)
+            if pending is not None and not e.in_flight and pending(name):
+                e = dataclasses.replace(e, in_flight=True)
+            out[name] = e
+        return out
     except (ValueError, GitOpsBotError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise EvidenceUnreadable(f"{store.branch}: {first}") from None
@@ -89,13 +98,14 @@ def judge(
     now: datetime,
     version_of: Callable[[Journal], str],
     revert: bool = False,
+    pending: Callable[[str], bool] | None = None,
 ) -> WaveJudgement:
     """The ``WAVES`` verdict for ``spec``'s change (none when it may go)."""
     if not promotion_gate.applies(settings):
         return WaveJudgement(None, ())
     problem = ""
     try:
-        evidence = read_evidence(store, clusters, version_of)
+        evidence = read_evidence(store, clusters, version_of, pending)
     except EvidenceUnreadable as e:
         evidence, problem = {}, str(e)
 
@@ -135,7 +145,30 @@ def judge_plan(
         before=before,
         now=now or datetime.now(UTC),
         version_of=version_reader(repo),
+        pending=pending_reader(repo, store, fleet.settings.watched_branch),
     )
+
+
+def pending_reader(repo: Repo, store: JournalStore, watched: str) -> Callable[[str], bool]:
+    """Whether the watched branch has a commit touching ``clusters/<name>/`` after the last
+    one the bot took in for that cluster (its ``seen``). A cluster the bot has not taken in
+    at all has nothing pending: it has no evidence either."""
+    head = repo.head(watched)
+
+    def pending(cluster: str) -> bool:
+        seen = store.seen(cluster)
+        if head is None or seen is None or seen == head:
+            return False
+        prefix = f"clusters/{cluster}/"
+        for commit in repo.log(watched, seen, LOG_LIMIT):
+            parent = commit.parents[0] if commit.parents else None
+            if parent is None or any(
+                p.startswith(prefix) for p in repo.diff_paths(parent, commit.sha)
+            ):
+                return True
+        return False
+
+    return pending
 
 
 def version_reader(repo: Repo) -> Callable[[Journal], str]:

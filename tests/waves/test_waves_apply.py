@@ -275,3 +275,36 @@ def test_unreadable_evidence_blocks_with_the_reason(fleet2: Fleet2) -> None:
     assert "without evidence: wave production waits for wave staging" in failure
     # The first wave needs no evidence: staging is not held.
     assert rec.reconcile("stage").action == "started"
+
+
+def test_values_only_changes_wait_only_with_gate_values(fleet2: Fleet2) -> None:
+    env = fleet2.env
+    rec = fleet2.reconciler()
+    rec.reconcile("lab")
+    rec.reconcile("stage")
+    # Both clusters at 1.1.0 through the waves first.
+    env.merge_pr(8, "chart 1.1.0 everywhere", two_clusters("1.1.0", "hv:2"))
+    rec.reconcile("lab")
+    fleet2.drive_stage(rec)
+    env.clock.t += timedelta(hours=1)
+    fleet2.drive_lab(rec)
+
+    # gateValues off (the default): a values-only change goes to production at once.
+    env.merge_pr(9, "hypervisor hv:3", two_clusters("1.1.0", "hv:3"))
+    assert rec.reconcile("lab").action == "started"
+    fleet2.drive_lab(rec)
+
+    # gateValues on: production's next values change waits for staging to settle and soak.
+    gated = two_clusters("1.1.0", "hv:4")
+    gated["gitopsbot.yaml"] = WAVES + "    gateValues: true\n"
+    env.merge_pr(10, "hypervisor hv:4, production values gated", gated)
+    assert rec.reconcile("lab").action == "blocked"
+    failure = rec.store.current("lab").failure
+    # stage has not taken in hv:3 nor hv:4 yet: a change in flight there.
+    assert "wave production waits for wave staging: stage has a change in flight" in failure
+    done = fleet2.drive_stage(rec)
+    assert done.status is OperationStatus.SUCCEEDED
+    assert rec.reconcile("lab").action == "held"
+    assert "soak ends" in rec.store.current("lab").failure
+    env.clock.t += timedelta(minutes=11)
+    assert rec.reconcile("lab").action == "started"
