@@ -12,6 +12,11 @@ update the request with the plan as body and the settings' labels, set ``gitopsb
 commit per branch a pass); close superseded requests
 with a comment; write the ledger back when it changed. A pass with nothing new makes no write
 to the forge or to Git (it only reads).
+
+Waves (issue 14): a later wave's new proposal waits for the earlier waves (``bot.waves``), and
+the pass proposes ``failedVersions`` entries after rollbacks (``bot.failed_marks``). Past 500
+lines because a pass's steps (branch, plan, request, status, ledger) read best in one place;
+what waves add lives in those two modules.
 """
 
 from __future__ import annotations

@@ -241,7 +241,7 @@ def _hold(
             since = e.last_verified_at
         if _troubled(e, version, since):
             troubled.append(name)
-            details.append(f"{name} {e.trouble or 'halted'} at {_clock(e.trouble_at, now)}")
+            details.append(f"{name} {e.trouble or 'halted'} at {clock_text(e.trouble_at, now)}")
         elif e.chart_version != version:
             missing.append(name)
             runs = f" (runs {e.chart_version})" if e.chart_version else ""
@@ -256,8 +256,8 @@ def _hold(
             soaking.append(name)
             ends.append(since + soak)
             details.append(
-                f"{name} verified {version} at {_clock(since, now)}, "
-                f"soak ends {_clock(since + soak, now)}"
+                f"{name} verified {version} at {clock_text(since, now)}, "
+                f"soak ends {clock_text(since + soak, now)}"
             )
     if not details:
         return None
@@ -305,8 +305,8 @@ def _failed_message(version: str, mark: FailedVersion) -> str:
     )
 
 
-def _clock(at: datetime | None, now: datetime) -> str:
-    """``12:02 UTC`` on now's day, else with the date."""
+def clock_text(at: datetime | None, now: datetime) -> str:
+    """``12:02 UTC`` on now's day, else with the date (for messages and ``status``)."""
     if at is None:
         return "an unknown time"
     at, now = _utc(at), _utc(now)

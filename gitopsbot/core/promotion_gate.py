@@ -43,7 +43,7 @@ from gitopsbot.core.promotion import (
     ClusterEvidence,
     PromotionDecision,
     WaveMembers,
-    _clock,
+    clock_text,
     judge,
 )
 
@@ -251,7 +251,7 @@ def wave_heading(
 
 def _cluster_state(e: ClusterEvidence, soak: timedelta, now: datetime) -> str:
     if e.trouble_at is not None and (e.verified_at is None or e.trouble_at > e.verified_at):
-        return f"{e.cluster} {e.trouble} at {_clock(e.trouble_at, now)}"
+        return f"{e.cluster} {e.trouble} at {clock_text(e.trouble_at, now)}"
     if not e.chart_version:
         return f"{e.cluster} nothing applied by the bot yet"
     on = f"{e.cluster} {e.chart_version}"
@@ -261,8 +261,8 @@ def _cluster_state(e: ClusterEvidence, soak: timedelta, now: datetime) -> str:
         return f"{on}, not verified"
     ends = e.verified_at + soak
     if now < ends:
-        return f"{on} verified {_clock(e.verified_at, now)}, soak ends {_clock(ends, now)}"
-    return f"{on} verified {_clock(e.verified_at, now)}, soaked"
+        return f"{on} verified {clock_text(e.verified_at, now)}, soak ends {clock_text(ends, now)}"
+    return f"{on} verified {clock_text(e.verified_at, now)}, soaked"
 
 
 def held_message(journal: Journal | None) -> str:
