@@ -42,7 +42,10 @@ class HeldMixin(PassBase):
         judged = self.judged(fresh, spec, self.read_deployed(spec))
         if judged.status is OperationStatus.BLOCKED:
             if (judged.failure, judged.verdicts) != (held.failure, held.verdicts):
-                self.save(judged, f"{judged.op_id} still {judged.failure}"[:300])
+                # Why it waits changed (a cluster got the version, a soak began): recorded and
+                # shown on the pull request, not announced again (it was, when blocked).
+                self.store.save(judged, f"{judged.op_id} still {judged.failure}"[:300])
+                self.repost(judged)
             return PassResult(cluster, "held", judged.failure, next_at=self.held_until.get(cluster))
         started, files = self.backed_up(judged, spec, now)
         message = f"{started.kind} {started.op_id} started: the earlier waves have soaked"

@@ -168,6 +168,8 @@ def test_production_waits_for_staging_then_starts_after_the_soak(
     ends = verified + timedelta(minutes=10)
     assert f"soak ends {ends:%H:%M} UTC" in held.failure, held.failure
     assert result.next_at == ends  # the scheduler comes back when the soak ends
+    # The pull request's comment says so too (edited in place: one comment for the operation).
+    assert any(f"soak ends {ends:%H:%M} UTC" in c for c in env.forge.comments_on(8))
     assert env.helm.calls.count("upgrade") == upgrades
 
     # `gitopsbot status --fleet CLONE` shows the fleet by wave, the hold under production.
