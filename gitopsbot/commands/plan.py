@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gitopsbot import app, settings
 from gitopsbot.baseline import load_cluster_baseline
+from gitopsbot.bot import waves as bot_waves
+from gitopsbot.core import promotion_gate
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.fleet.fields import suggest
-from gitopsbot.core.model import ReleaseSpec
+from gitopsbot.core.model import ClusterSpec, Fleet, ReleaseSpec
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import Plan, make_plan
-from gitopsbot.core.policy import Decision, load_rules
+from gitopsbot.core.policy import Decision, Verdict, load_rules
 from gitopsbot.core.render import render_json, render_markdown
 from gitopsbot.errors import (
     ChartError,
@@ -176,7 +179,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
         if args.from_ref
         else (None, None)
     )
-    return make_plan(
+    plan = make_plan(
         deployed=deployed,
         desired=desired,
         target_chart=target,
@@ -186,6 +189,44 @@ def build_plan(args: argparse.Namespace) -> Plan:
         chart_source=source_label(args.chart_dir),
         chart_problem=problem,
     )
+    if not promotion_gate.applies(fleet.settings):
+        return plan
+    before = deployed.chart_version if deployed is not None else ""
+    return promotion_gate.with_verdicts(plan, _wave_verdicts(fleet_path, fleet, desired, before))
+
+
+def _wave_verdicts(
+    path: Path, fleet: Fleet, desired: ClusterSpec, before: str
+) -> tuple[Verdict, ...]:
+    """The WAVES verdict (docs/policies.md), judged against the state branch the clone at
+    ``path`` has (its local branch, else origin's as of its last fetch); fails closed when
+    there is none to read."""
+    now = datetime.now(UTC)
+    try:
+        view = app.open_state(app.fleet_url(url=None, path=str(path)), clone=path.resolve())
+    except GitOpsBotError as exc:
+        decision = promotion_gate.decide_change(
+            settings=fleet.settings,
+            clusters=fleet.clusters.values(),
+            evidence={},
+            spec=desired,
+            before=before,
+            now=now,
+        )
+        if decision.allowed:
+            return ()
+        return (promotion_gate.unreadable(f"{path}: {exc}", decision),)
+    assert view.repo is not None
+    found = bot_waves.judge(
+        store=view.store,
+        settings=fleet.settings,
+        clusters=fleet.clusters,
+        spec=desired,
+        before=before,
+        now=now,
+        version_of=bot_waves.version_reader(view.repo),
+    )
+    return found.verdicts
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ staging verified on the version, when its soak ends; the status on the request f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.cli import main
 from gitopsbot.core import operation
 from gitopsbot.core.journal import OperationStatus, StepState
 from gitopsbot.core.model import RolloutPolicy
@@ -52,7 +54,7 @@ def bump(world: World, work: Path, branch: str, cluster: str, version: str) -> s
 @pytest.mark.slow
 @pytest.mark.usefixtures("env")
 def test_plan_comment_shows_the_wave_hold(
-    world_factory: Callable[..., World], tmp_path: Path
+    world_factory: Callable[..., World], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     world = world_factory(versions={"staging": "1.8.0", "production": "1.8.0"})
     settings = world.show("main", "gitopsbot.yaml")
@@ -100,6 +102,30 @@ def test_plan_comment_shows_the_wave_hold(
     assert expected in waves.message, waves.message
     (body,) = [c.body for c in world.forge_server.comments.values() if c.number == pr.number]
     assert expected in body
+
+    # `gitopsbot plan` in a clone judges the same, from the clone's origin/gitopsbot/state.
+    git("fetch", "--quiet", "origin", cwd=work)
+    capsys.readouterr()
+    code = main(
+        [
+            "plan",
+            "--cluster",
+            "production",
+            "--fleet",
+            str(work),
+            "--from",
+            "origin/main",
+            "--to",
+            "origin/prod-1.8.3",
+            "--output",
+            "json",
+            "--check",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    (cli,) = [v for v in out["verdicts"] if v["rule"] == "WAVES"]
+    assert expected in cli["message"]
 
 
 @pytest.mark.slow
