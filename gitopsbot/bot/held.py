@@ -1,10 +1,12 @@
 """A change held by waves is judged again on later passes, and starts once it may.
 
 A change the ``WAVES`` deny blocked (and nothing else blocked: ``core.promotion_gate.
-held_only_by_waves``) lifts by itself when the earlier waves have soaked, unlike a policy
-deny, which waits for a new commit. So while it is the cluster's latest operation and nothing
-is queued, every pass judges it again through the whole gate (policy rules and waves, against
-what is deployed now); the pass comes back when the soak that holds it ends.
+held_only_by_waves``) lifts without a new commit for the cluster: when the earlier waves have
+soaked, or when a person removes its ``failedVersions`` mark (a commit to gitopsbot.yaml,
+which intake does not take as the cluster's change); a policy deny waits for a new commit. So
+while it is the cluster's latest operation and nothing is queued, every pass judges it again
+through the whole gate (policy rules and waves, against what is deployed now, with the waves
+and marks of the watched branch's head); the pass comes back when the soak that holds it ends.
 
 Crash-safe by construction: the BLOCKED journal on the state branch is all there is to
 resume. A bot killed after judging and before recording the start judges again on its next

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 LOG_LIMIT = 200
 SPEC_CACHE = 256  # cluster specs kept, by (commit, cluster)
+FLEET_CACHE = 8  # whole fleets kept, by commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,8 @@ class PassBase:
 
     def fleet_at(self, sha: str) -> Fleet:
         if sha not in self._fleets:
+            if len(self._fleets) >= FLEET_CACHE:  # waves read every new head's fleet
+                self._fleets.pop(next(iter(self._fleets)))
             self._fleets[sha] = self.load_fleet(self.repo.tree(sha))
         return self._fleets[sha]
 
@@ -207,9 +210,12 @@ class PassBase:
         self, journal: Journal, spec: ClusterSpec, deployed: Deployed
     ) -> tuple[Verdict, ...]:
         """The ``WAVES`` deny when promotion holds the change (``bot.waves``); the soak's
-        end is kept for the pass's "come back at" (``held_until``)."""
+        end is kept for the pass's "come back at" (``held_until``). The waves, the
+        ``failedVersions`` marks and the clusters are the watched branch's head's: a mark a
+        person adds or removes reaches a change judged again (``bot.held``)."""
+        head = self.repo.head(self.settings.watched_branch) or journal.desired_sha
         try:
-            fleet = self.fleet_at(journal.desired_sha)
+            fleet = self.fleet_at(head)
         except ConfigError as e:
             if not promotion_gate.applies(self.settings):
                 # Another cluster's files are broken, and the bot runs without waves: the

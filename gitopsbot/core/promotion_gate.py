@@ -212,16 +212,14 @@ def with_verdicts(plan: Plan, extra: Iterable[Verdict]) -> Plan:
 
 def held_only_by_waves(verdict_lines: Iterable[str]) -> bool:
     """A blocked journal's verdict lines (``core.apply_gate.verdict_line``): every blocking
-    one is the ``WAVES`` deny, so the block lifts by itself once the earlier waves soak (the
-    bot judges it again on later passes). A hold by a failed-version mark does not: a person
-    removes the mark in Git, and that commit is a new change."""
+    one is the ``WAVES`` deny, so the block may lift without a new commit for the cluster:
+    once the earlier waves soak, or once a person removes the ``failedVersions`` mark from
+    ``gitopsbot.yaml`` (a commit that is no change of the cluster's files). The bot judges
+    it again on later passes."""
     blocking = [
         line for line in verdict_lines if f" {Outcome.DENIED}: " in line or "needs-ack" in line
     ]
-    return bool(blocking) and all(
-        f" {RULE_ID} {Outcome.DENIED}: " in line and "marked failed" not in line
-        for line in blocking
-    )
+    return bool(blocking) and all(f" {RULE_ID} {Outcome.DENIED}: " in line for line in blocking)
 
 
 # -- status by wave ---------------------------------------------------------------------------

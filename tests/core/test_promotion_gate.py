@@ -195,7 +195,7 @@ def test_values_only_change_passes_unless_gated() -> None:
     assert d.allowed
 
 
-def test_failed_version_is_not_lifted_by_time() -> None:
+def test_failed_version_is_located_at_its_mark() -> None:
     settings = replace(SETTINGS, failed_versions=(FailedVersion("1.8.7", line=9),))
     d = decide_change(
         settings=settings, clusters=FLEET, evidence={}, spec=FLEET[0], before="1.8.6", now=T0
@@ -203,7 +203,8 @@ def test_failed_version_is_not_lifted_by_time() -> None:
     found = verdict(d, FLEET[0])
     assert found is not None and found.location is not None
     assert found.location.file == "gitopsbot.yaml" and found.location.line == 9
-    assert not held_only_by_waves([f"gitopsbot.yaml:9: WAVES denied: {found.message}"])
+    # Judged again on later passes: removing the mark in Git lifts it.
+    assert held_only_by_waves([f"gitopsbot.yaml:9: WAVES denied: {found.message}"])
 
 
 def test_unreadable_evidence_denies() -> None:

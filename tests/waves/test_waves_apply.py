@@ -310,3 +310,22 @@ def test_values_only_changes_wait_only_with_gate_values(fleet2: Fleet2) -> None:
     assert "soak ends" in rec.store.current("lab").failure
     env.clock.t += timedelta(minutes=11)
     assert rec.reconcile("lab").action == "started"
+
+
+def test_a_failed_version_mark_blocks_until_a_person_removes_it(fleet2: Fleet2) -> None:
+    env = fleet2.env
+    rec = fleet2.reconciler()
+    rec.reconcile("lab")
+    rec.reconcile("stage")
+    marked = two_clusters("1.1.0", "hv:2")
+    marked["gitopsbot.yaml"] = WAVES + "failedVersions:\n  - version: 1.1.0\n    reason: leak\n"
+    env.merge_pr(8, "chart 1.1.0, marked failed", marked)
+    assert rec.reconcile("stage").action == "blocked"
+    failure = rec.store.current("stage").failure
+    assert "gitopsbot.yaml:" in failure and "1.1.0 is marked failed for every cluster" in failure
+    assert rec.reconcile("stage").action == "held"  # judged again, still marked
+
+    # A person removes the mark: a commit to gitopsbot.yaml only; the held change starts.
+    env.human.commit("1.1.0 is fine after all", {"gitopsbot.yaml": WAVES})
+    assert rec.reconcile("stage").action == "started"
+    assert fleet2.drive_stage(rec).status is OperationStatus.SUCCEEDED
