@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsbot.core import yamledit
-from gitopsbot.core.drift import DriftItem, DriftReport
+from gitopsbot.core.drift import ABSENT, DriftItem, DriftReport
 from gitopsbot.core.secrets import MASK
 
 BRANCH_PREFIX = "gitopsbot-drift/"
@@ -112,6 +112,15 @@ def proposal(report: DriftReport, files: Mapping[str, str], *, reapply: bool) ->
             "release again from Git (chart, values, secrets, the pinned pool policy), as any "
             "merge does. Close it to keep the cluster as it is.",
         ]
+        added = [i.where for i in report.items if i.what == "values" and i.desired == ABSENT]
+        if added:
+            lines += [
+                "",
+                "Values the cluster has and Git lacks ("
+                + ", ".join(f"`{p}`" for p in added)
+                + "): policy rule R8 denies applying Git over them (Helm would reset them). "
+                "Add them to values.yaml first, or remove them on the cluster.",
+            ]
     else:
         written = [i for i in report.items if _writable(i)]
         kept = [i for i in report.items if not _writable(i)]

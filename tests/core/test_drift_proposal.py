@@ -52,6 +52,15 @@ def test_reapply_bumps_rotation() -> None:
     again = drift_proposal.reapply_edits({"credentials.yaml": "secrets: []\nrotation: 4\n"})
     assert again == {"credentials.yaml": "secrets: []\nrotation: 5\n"}
     assert "re-apply Git" in p.title
+    assert "R8" not in p.body  # replicas is a value Git holds
+
+
+def test_reapply_warns_of_r8_for_values_git_lacks() -> None:
+    added = DriftItem(
+        "values", "controller.extra", "(absent)", "2", "values.yaml", "controller.extra", 2
+    )
+    p = drift_proposal.proposal(DriftReport("staging", (added,)), FILES, reapply=True)
+    assert "R8 denies" in p.body and "`controller.extra`" in p.body
 
 
 def test_a_removed_value_and_a_masked_one_are_not_written() -> None:

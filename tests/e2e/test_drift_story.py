@@ -267,3 +267,37 @@ def test_gpupool_edited_while_the_controller_is_down_is_drift(
     told = drift_events(world, binaries["kubectl"])
     assert len(told) == 1, told
     assert told[0]["type"] == "Warning" and "batchPercentage" in told[0]["note"]
+
+
+def test_a_reapply_request_merged_applies_git_again(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+) -> None:
+    """onDrift: propose-reapply: the request bumps credentials.yaml's rotation; its merge is a
+    change like any other (rollout-only), and the bot applies the release from Git over the
+    drift: a value changed by hand (one Git holds: a key Git lacks would be refused by R8)."""
+    world = make_world(window_lead_seconds=None)
+    bot = make_bot(world)
+    world.merge(world.propose().number)
+    wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=180)
+    bot.stop()
+    world.helm("upgrade", RELEASE, "tensor-fusion", "--repo", world.chart_repo_url,
+               "--version", helm_chart_version(world), "--namespace", NS, "--reuse-values",
+               "--set", "controller.replicaCount=3", "--force-conflicts")  # fmt: skip
+    watch, _metrics = scheduled(world, "propose-reapply")
+    found = watch.check_once()[CLUSTER]
+    assert isinstance(found, DriftReport) and found.drifted
+    pull = drift_pull(world, CLUSTER)
+    assert pull.title == f"Drift on {CLUSTER}: re-apply Git"
+    assert branch_file(world, "credentials.yaml") == "rotation: 1\n"
+    # Nothing changed the cluster yet: the check only reads, the request waits for a person.
+    assert check(world).drifted
+    make_bot(world)
+    world.merge(pull.number)
+    done = wait_for(world, finished_op(OperationKind.ROLLOUT_ONLY),
+                    what="the re-apply", timeout=180)  # fmt: skip
+    assert done.status.value == "succeeded", done.failure
+    after = check(world)
+    assert [i for i in after.items if i.what in ("values", "pool-policy")] == [], after.lines()
+    watch.check_once()  # the drift is gone: the request is closed
+    assert drift_pull(world, CLUSTER, state="closed").number == pull.number
