@@ -1,0 +1,68 @@
+"""bot.drift: the check only reads (its ports refuse writes), one cluster's failure does not
+stop the others, and the per-cluster summary lines ``status`` can show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gitopsbot.bot import drift as drift_check
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.drift import DriftItem, DriftReport
+from gitopsbot.core.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+from gitopsbot.errors import KubeServerError
+
+
+class Stub:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*_args: Any, **_kwargs: Any) -> Any:
+            self.calls.append(name)
+            return None
+
+        return call
+
+
+def spec(name: str) -> ClusterSpec:
+    release = ReleaseSpec("https://charts.example", "tensor-fusion", "1.8.7", "tf", "tf-sys")
+    return ClusterSpec(name, Environment("staging"), release, {}, RolloutPolicy())
+
+
+def test_the_ports_refuse_writes() -> None:
+    cluster, helm = Stub(), Stub()
+    executor = drift_check.read_only(Executor(cluster=cluster, helm=helm, secrets=Stub()))
+    executor.cluster.get("v1", "Pod", "ns", "p")
+    executor.helm.history("tf", "tf-sys")
+    for write in ("apply", "patch_merge", "delete", "apply_crds", "mark_helm_release_failed"):
+        with pytest.raises(AttributeError, match="only reads"):
+            getattr(executor.cluster, write)
+    for write in ("upgrade", "rollback", "pull"):
+        with pytest.raises(AttributeError, match="only reads"):
+            getattr(executor.helm, write)
+    assert cluster.calls == ["get"] and helm.calls == ["history"]
+
+
+def test_a_cluster_that_cannot_be_reached_does_not_stop_the_others() -> None:
+    def executor_for(s: ClusterSpec) -> Executor:
+        if s.name == "down":
+            raise KubeServerError("connection refused\nmore")
+        return Executor(cluster=Stub(), helm=Stub(), secrets=Stub())
+
+    found = drift_check.check_clusters(
+        [spec("down"), spec("up")], lambda _n: None, lambda _s: None, executor_for
+    )
+    assert found["down"] == "not checked: connection refused"
+    up = found["up"]
+    assert isinstance(up, DriftReport)
+    assert [(i.what, i.observed) for i in up.items] == [("chart", "not installed")]
+
+
+def test_summary_lines_for_status() -> None:
+    item = DriftItem("values", "controller.replicas", "1", "2")
+    lines = drift_check.summary_lines(
+        {"b": DriftReport("b", (item,)), "a": DriftReport("a", ()), "c": "not checked: refused"}
+    )
+    assert lines == ["a: no drift", "b: drift (1: values)", "c: not checked: refused"]
