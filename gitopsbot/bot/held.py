@@ -50,7 +50,7 @@ class HeldMixin(PassBase):
                 self.repost(judged)
             return PassResult(cluster, "held", judged.failure, next_at=self.held_until.get(cluster))
         started, files = self.backed_up(judged, spec, now)
-        message = f"{started.kind} {started.op_id} started: the earlier waves have soaked"
+        message = f"{started.kind} {started.op_id} started: no longer held by waves"
         if files:
             message += "; backup succeeded"
         self.save(started, message, files=files)
