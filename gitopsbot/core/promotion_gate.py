@@ -67,6 +67,11 @@ def evidence_from(
             e = replace(e, in_flight=True)
         if _took_effect(j):
             version = version_of(j)
+            undone = by_id.get(j.reverts_op) if j.kind is OperationKind.ROLLBACK else None
+            if not version and undone is not None and undone.rollback_point is not None:
+                # The rollback's commit unreadable here (a revert never pushed): it returned
+                # to where the operation it undid started.
+                version = undone.rollback_point.chart_version
             if version != e.chart_version:
                 e = replace(e, chart_version=version, verified_at=None)
         e = replace(e, op_id=j.op_id)

@@ -16,6 +16,7 @@ from gitopsbot.core.journal import (
     OperationStatus,
     PhaseProgress,
     PhaseState,
+    RollbackPoint,
     StepKind,
     StepState,
 )
@@ -215,3 +216,19 @@ def test_unreadable_evidence_denies() -> None:
 def test_another_deny_is_not_lifted_by_time() -> None:
     lines = ["x: WAVES denied: wave production waits", "y: F3 denied: phase without switch"]
     assert not held_only_by_waves(lines)
+
+
+def test_a_rollback_whose_commit_is_unreadable_returns_to_the_rollback_point() -> None:
+    first = op("a" * 40, T0, verified=T0)
+    bad = op("b" * 40, T0 + timedelta(hours=1), OperationStatus.FAILED)
+    bad = bad.with_step(replace(bad.step("helm-upgrade"), state=StepState.SUCCEEDED))
+    bad = replace(bad, rollback_point=RollbackPoint(helm_revision=3, chart_version="1.8.6"))
+    back = op(
+        "e" * 40,  # a commit this reader does not have
+        T0 + timedelta(hours=2),
+        kind=OperationKind.ROLLBACK,
+        reverts=bad.op_id,
+        verified=T0 + timedelta(hours=2, minutes=1),
+    )
+    e = evidence_from("staging", [first, bad, back], version_of)
+    assert e.chart_version == "1.8.6" and e.trouble_version == "1.8.7"
