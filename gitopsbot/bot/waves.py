@@ -13,7 +13,6 @@ passes as it would anyway.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -70,7 +69,7 @@ def read_evidence(
         for name in clusters:
             e = promotion_gate.evidence_from(name, journals(store, name), version_of)
             if pending is not None and not e.in_flight and pending(name):
-                e = dataclasses.replace(e, in_flight=True)
+                e = replace(e, in_flight=True)
             out[name] = e
         return out
     except (ValueError, GitOpsBotError) as e:
@@ -109,18 +108,15 @@ def judge(
     except EvidenceUnreadable as e:
         evidence, problem = {}, str(e)
 
-    def decide(found: Mapping[str, ClusterEvidence]) -> PromotionDecision:
-        return promotion_gate.decide_change(
-            settings=settings,
-            clusters=clusters.values(),
-            evidence=found,
-            spec=spec,
-            before=before,
-            now=now,
-            revert=revert,
-        )
-
-    decision = decide(evidence)
+    decision = promotion_gate.decide_change(
+        settings=settings,
+        clusters=clusters.values(),
+        evidence=evidence,
+        spec=spec,
+        before=before,
+        now=now,
+        revert=revert,
+    )
     if problem and not decision.allowed and decision.failed is None:
         log.warning("%s: waves: %s", spec.name, problem)
         held = promotion_gate.unreadable(problem, decision)
