@@ -10,9 +10,11 @@ Each pass of a running operation lists its pull request's comments after
 2. the journal with the command's effect and the cursor past the comment, one state-branch
    commit: the effect and "handled" are one record, so a restart applies it once.
 
-A forge error on the permission check, the reply or the listing stops there; the next pass
-takes the same comment again. The forge's own answer alone decides who may: a permission
-the forge refuses to tell (403) counts as "may not", said in the reply.
+A transient forge error on the permission check, the reply or the listing stops there; the
+next pass takes the same comment again. A reply refused for good (403, 422) is logged and the
+command recorded without it, so one comment cannot stop every later one. The forge's own
+answer alone decides who may: a permission the forge refuses to tell (403) counts as "may
+not", said in the reply.
 """
 
 from __future__ import annotations
@@ -73,8 +75,12 @@ def take_commands(base: PassBase, journal: Journal, spec: ClusterSpec, git: paus
         try:
             forge.upsert_comment(number, marker=reply_marker(comment.id), body=outcome.reply)
         except ForgeError as e:
-            log.warning("%s: reply to comment %s: %s", journal.cluster, comment.id, e)
-            break
+            if isinstance(e, TransientError):  # the next pass replies and records
+                log.warning("%s: reply to comment %s: %s", journal.cluster, comment.id, e)
+                break
+            # Refused for good (e.g. someone else's comment carries our reply's marker and
+            # may not be edited): recorded without its reply, or no later command would be.
+            log.error("%s: no reply to comment %s: %s", journal.cluster, comment.id, e)
         line = outcome.journal.commands[-1] if outcome.journal.commands else str(command)
         journal = base.save(outcome.journal, f"{journal.op_id}: {line}"[:300])
         log.info("%s: #%s %s", journal.cluster, number, line)

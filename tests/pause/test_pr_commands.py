@@ -13,7 +13,7 @@ from gitopsbot.core import pr_commands
 from gitopsbot.core.forge_types import find_marker
 from gitopsbot.core.journal import OperationStatus, PhaseState, StepState
 from gitopsbot.core.pr_commands import Verb
-from gitopsbot.errors import FleetError, GitUnavailable
+from gitopsbot.errors import FleetError, ForgeUnauthorized, GitUnavailable
 from gitopsbot.fleetrepo import load_fleet
 from tests.executor.conftest import Env, fleet_files, rollout_yaml
 from tests.executor.test_reconciler_upgrade import drive
@@ -252,3 +252,24 @@ def test_require_approval_errors_are_located(edit: tuple[str, str], message: str
     with pytest.raises(FleetError) as info:
         load_fleet(MemoryTree(files))
     assert "clusters/lab/rollout.yaml:" in str(info.value) and message in str(info.value)
+
+
+def test_a_reply_refused_for_good_does_not_stop_later_commands(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Someone else's comment carries the reply's marker; the forge refuses the edit (403).
+    rec = _rolling_b(env)
+    first = env.forge.say(PR, "alice", "/gitopsbot pause b")
+    real = type(env.forge).upsert_comment
+
+    def refusing(self, number, *, marker, body):
+        if marker == f"cmd-{first.id}":
+            raise ForgeUnauthorized("PATCH issues/comments/9: 403 Must have admin rights")
+        return real(self, number, marker=marker, body=body)
+
+    monkeypatch.setattr(type(env.forge), "upsert_comment", refusing)
+    second = env.forge.say(PR, "alice", "/gitopsbot resume b")
+    rec.reconcile("lab")
+    j = rec.store.current("lab")
+    assert j.comment_cursor == second.id and len(j.commands) == 2 and j.holds == {}
+    assert first.id not in _replies(env) and second.id in _replies(env)
