@@ -53,11 +53,11 @@ def from_policy(policy: RolloutPolicy, where: str) -> Holds:
 
 def merged(*holds: Holds) -> Holds:
     """Every hold of ``holds``: a pool is held while any source holds it."""
-    cluster = "; ".join(h.cluster for h in holds if h.cluster)
+    cluster = "; ".join(dict.fromkeys(h.cluster for h in holds if h.cluster))
     pools: dict[str, str] = {}
     for h in holds:
         for pool, why in h.pools.items():
-            if why:
+            if why and why not in pools.get(pool, "").split("; "):  # the same hold once
                 pools[pool] = f"{pools[pool]}; {why}" if pool in pools else why
     return Holds(cluster, pools)
 

@@ -158,6 +158,12 @@ def test_holds_from_policy_and_pause_only() -> None:
     assert not pause.pause_only(base, other)
 
 
+def test_merged_holds_say_each_reason_once() -> None:
+    a = pause.Holds(cluster="c", pools={"b": "x"})
+    both = pause.merged(a, a, pause.Holds(pools={"b": "y"}))
+    assert both.cluster == "c" and both.pools == {"b": "x; y"}
+
+
 def test_paused_by_round_trips_in_the_journal() -> None:
     j = journal_mod.Journal("op", journal_mod.OperationKind.UPGRADE, "lab", "s" * 40, T0)
     j = journal_mod.replace(j, phases=(PhaseProgress("pool/a/hypervisor", paused_by="x y"),))
