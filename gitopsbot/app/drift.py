@@ -95,9 +95,10 @@ def drift_watch(
     may_act: Callable[[str], bool] | None = None,
 ) -> DriftWatch:
     """``run``'s drift checks (docs/drift.md): the fleet at the watched branch's head as the
-    passes fetched it, the state branch read only, executors and Event clients of its own."""
+    passes fetched it, the state branch (read, and ``drift.yaml`` written), executors and Event
+    clients of its own."""
     watched = bot_settings.watched_branch
-    store = JournalStore(repo, branch=bot_settings.state_branch, push=False)
+    store = JournalStore(repo, branch=bot_settings.state_branch, push=options.push)
 
     def specs() -> Mapping[str, ClusterSpec]:
         head = repo.head(watched)
@@ -129,4 +130,6 @@ def drift_watch(
         events_for=events_for if options.events else None,
         proposer=proposer,
         may_act=may_act,
+        record=store.record_drift,
+        fetch=repo.fetch,
     )

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.steps.cluster_reads import crd_digest, pool_images
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core import drift, manual_revision
@@ -164,8 +165,14 @@ def check(
     return drift.compare(inputs.spec.name, desired, observed)
 
 
+def status_line(store: JournalStore, cluster: str) -> str | None:
+    """For ``status`` (Git only): the last drift ``run`` recorded for ``cluster``, or None."""
+    found = store.drift(cluster)
+    return None if found is None else found.describe()
+
+
 def summary_lines(reports: Mapping[str, drift.DriftReport | str]) -> list[str]:
-    """One line per cluster, for ``status``: its drift summary, or why it was not checked."""
+    """One line per cluster, of fresh reports: its drift summary, or why it was not checked."""
     out = []
     for name, found in sorted(reports.items()):
         out.append(found.summary() if isinstance(found, drift.DriftReport) else f"{name}: {found}")

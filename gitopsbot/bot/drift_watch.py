@@ -1,8 +1,10 @@
 """Drift on a schedule, inside ``gitopsbot run`` (docs/drift.md): every ``drift.interval`` each
 cluster this replica works on is checked (``bot.drift``, read only), and the result is told:
 a log line, the ``gitopsbot_drift_items`` gauge, a Warning Event ``Drifted`` on the
-TensorFusionCluster when the drift is new or changed, and, with ``onDrift: propose-git`` or
-``propose-reapply``, the cluster's drift pull request (``bot.drift_proposer``).
+TensorFusionCluster when the drift is new or changed, ``clusters/<name>/drift.yaml`` on the
+state branch (for ``status``; a commit only when the drift changes), and, with ``onDrift:
+propose-git`` or ``propose-reapply``, the cluster's drift pull request
+(``bot.drift_proposer``).
 
 It never changes the cluster. Its own thread, its own executors (a pass's are not shared), and
 Git through the bot's serialised repository.
@@ -18,9 +20,10 @@ from datetime import datetime
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import drift
+from gitopsbot.core import drift, drift_record
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.chart import Chart
+from gitopsbot.core.drift_record import DriftRecord
 from gitopsbot.core.journal import Journal
 from gitopsbot.core.kube_events import ObjectRef
 from gitopsbot.core.model import ClusterSpec, DriftSettings
@@ -46,6 +49,8 @@ class DriftWatch:
         events_for: Callable[[ClusterSpec], Events | None] | None = None,
         proposer: DriftProposer | None = None,
         may_act: Callable[[str], bool] | None = None,
+        record: Callable[[str, DriftRecord | None], bool] | None = None,
+        fetch: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self._specs = specs
@@ -57,12 +62,16 @@ class DriftWatch:
         self._events_for = events_for
         self._proposer = proposer
         self._may_act = may_act
+        self._record = record
+        self._fetch = fetch
         self._told: dict[str, str] = {}  # cluster → the drift digest last told by an Event
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def check_once(self) -> dict[str, drift.DriftReport | str]:
         """One round over the clusters; each told as the module doc says."""
+        if self._fetch is not None:  # Git of now: the watched branch, the state branch
+            self._fetch()
         specs = [
             s
             for name, s in sorted(self._specs().items())
@@ -89,6 +98,13 @@ class DriftWatch:
             self._event(spec, report)
         else:
             self._told.pop(spec.name, None)
+        if self._record is not None:  # for `status`, which reads Git only
+            try:
+                self._record(
+                    spec.name, drift_record.of(report, self._now()) if report.drifted else None
+                )
+            except GitOpsBotError as e:
+                log.warning("%s: drift not recorded on the state branch: %s", spec.name, e)
         if self._proposer is not None and self.settings.on_drift != "report":
             try:
                 request = self._proposer.reconcile(report)

@@ -25,8 +25,9 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime
 
+from gitopsbot.core import drift_record, manual_revision, pass_failure, tool_record
 from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import manual_revision, pass_failure, tool_record
+from gitopsbot.core.drift_record import DriftRecord
 from gitopsbot.core.journal import Journal, OperationStatus, StepKind, StepState
 from gitopsbot.core.manual_revision import ManualRevision
 from gitopsbot.core.pass_failure import PassFailure
@@ -148,6 +149,26 @@ class JournalStore:
             {path: manual_revision.dumps(found).encode()},
             f"{cluster}: release revision {found.revision} made outside the bot",
         )
+        return True
+
+    def drift(self, cluster: str) -> DriftRecord | None:
+        """The last drift ``run`` found (docs/drift.md), for ``status``; None: none."""
+        data = self._read(f"{cluster_dir(cluster)}/{drift_record.FILE}")
+        return None if data is None else drift_record.loads(data.decode("utf-8", "replace"))
+
+    def record_drift(self, cluster: str, found: DriftRecord | None) -> bool:
+        """Keep ``drift.yaml`` in step with ``found`` (None: no drift); a commit only when the
+        drift changes (its digest). True when it committed."""
+        path = f"{cluster_dir(cluster)}/{drift_record.FILE}"
+        if found is None:
+            if self._read(path) is None:
+                return False
+            self.commit({path: None}, f"{cluster}: no drift")
+            return True
+        known = self.drift(cluster)
+        if known is not None and known.digest == found.digest:
+            return False
+        self.commit({path: drift_record.dumps(found).encode()}, found.summary)
         return True
 
     def tools(self) -> ToolRecord | None:

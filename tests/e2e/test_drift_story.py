@@ -20,6 +20,7 @@ from gitopsbot.app import drift as drift_app
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.drift_watch import DriftWatch
+from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import drift as drift_command
 from gitopsbot.core.drift import DriftReport
 from gitopsbot.core.journal import OperationKind
@@ -44,7 +45,7 @@ def check(world: StoryWorld) -> DriftReport:
     repo = world.git_repo("drift")
     repo.fetch()
     spec = load_cluster(repo.tree(repo.head("main") or "main"), CLUSTER)
-    journal = state_reader(world).current(CLUSTER)
+    journal = fresh_state(world).current(CLUSTER)
     charts = world.chart_source()
     chart = charts.chart(spec.release.chart_repo_url, spec.release.chart_name, spec.release.version)
     make = app.executor_factory(world.run_options(), world.tools())
@@ -161,6 +162,12 @@ def command(
     return code, done.out, done.err
 
 
+def fresh_state(world: StoryWorld) -> JournalStore:
+    reader = state_reader(world)
+    reader.refresh()
+    return reader
+
+
 def proposer(world: StoryWorld) -> DriftProposer:
     """The drift requests on the story's forge, in the mode that makes Git match."""
     repo = world.git_repo("drift-proposer")
@@ -267,6 +274,9 @@ def test_gpupool_edited_while_the_controller_is_down_is_drift(
     told = drift_events(world, binaries["kubectl"])
     assert len(told) == 1, told
     assert told[0]["type"] == "Warning" and "batchPercentage" in told[0]["note"]
+    # For status (Git only): recorded once on the state branch.
+    line = drift_check.status_line(fresh_state(world), CLUSTER)
+    assert line is not None and line.startswith(f"{CLUSTER}: drift (1: pool-policy) since ")
 
 
 def test_a_reapply_request_merged_applies_git_again(
@@ -301,3 +311,4 @@ def test_a_reapply_request_merged_applies_git_again(
     assert [i for i in after.items if i.what in ("values", "pool-policy")] == [], after.lines()
     watch.check_once()  # the drift is gone: the request is closed
     assert drift_pull(world, CLUSTER, state="closed").number == pull.number
+    assert drift_check.status_line(fresh_state(world), CLUSTER) is None  # drift.yaml removed
