@@ -31,7 +31,7 @@ from gitopsbot.errors import ChartError, ConfigError
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.clock import Clock
-from gitopsbot.ports.forge import Forge
+from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo
 
 
@@ -117,7 +117,13 @@ def drift_watch(
 
     settings = bot_settings.drift
     proposer = None
-    if forge is not None and settings.on_drift != "report":
+    # Git-only mode keeps a request's text on its branch by the proposals' naming
+    # (gitopsbot/<cluster>/<version>): drift is reported there, no request opened.
+    if (
+        forge is not None
+        and settings.on_drift != "report"
+        and not isinstance(forge, RecordsRequestsInGit)
+    ):
         proposer = DriftProposer(repo, forge, watched_branch=watched, settings=settings)
     return DriftWatch(
         settings=settings,

@@ -60,7 +60,7 @@ class DriftWatch:
         self._now = now
         self._gauge = gauge
         self._events_for = events_for
-        self._proposer = proposer
+        self.proposer = proposer
         self._may_act = may_act
         self._record = record
         self._fetch = fetch
@@ -105,9 +105,9 @@ class DriftWatch:
                 )
             except GitOpsBotError as e:
                 log.warning("%s: drift not recorded on the state branch: %s", spec.name, e)
-        if self._proposer is not None and self.settings.on_drift != "report":
+        if self.proposer is not None and self.settings.on_drift != "report":
             try:
-                request = self._proposer.reconcile(report)
+                request = self.proposer.reconcile(report)
             except GitOpsBotError as e:
                 log.warning("%s: drift request not updated: %s", spec.name, e)
                 return

@@ -3,6 +3,7 @@ stop the others, and the per-cluster summary lines ``status`` can show."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +67,28 @@ def test_summary_lines_for_status() -> None:
         {"b": DriftReport("b", (item,)), "a": DriftReport("a", ()), "c": "not checked: refused"}
     )
     assert lines == ["a: no drift", "b: drift (1: values)", "c: not checked: refused"]
+
+
+def test_git_only_mode_reports_drift_without_a_request(tmp_path: Path) -> None:
+    from gitopsbot.adapters.clock import SystemClock
+    from gitopsbot.adapters.gitonly import GitOnlyForge
+    from gitopsbot.app import drift as drift_app
+    from gitopsbot.app.options import RunOptions
+    from gitopsbot.core.model import BotSettings, DriftSettings
+
+    settings = BotSettings(drift=DriftSettings(on_drift="propose-git"))
+    repo: Any = Stub()
+
+    def watch_with(forge: Any) -> Any:
+        return drift_app.drift_watch(
+            RunOptions(fleet_url="file:///nowhere", cache=tmp_path), repo=repo,
+            bot_settings=settings, clock=SystemClock(), forge=forge, charts=Stub(),  # type: ignore[arg-type]
+            access=Stub(), instance="test",  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    assert watch_with(GitOnlyForge(repo)).proposer is None
+
+    class ApiForge:  # a forge with an API: nothing of Git-only's request files
+        pass
+
+    assert watch_with(ApiForge()).proposer is not None
