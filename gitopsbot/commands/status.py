@@ -134,6 +134,9 @@ def _cluster(store: JournalStore, name: str, now: datetime) -> list[str | list[S
     manual = store.manual_revision(name)
     if manual is not None:
         out.append(f"  ⚠ {manual.describe()}")
+    drifted = store.drift(name)  # recorded by run's drift schedule (docs/drift.md)
+    if drifted is not None:
+        out.append(f"  ⚠ {drifted.describe()}")
     failing = store.pass_failure(name)
     if failing is not None:
         out.append(f"  ⚠ {failing.describe()}")

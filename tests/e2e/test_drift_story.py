@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import drift as drift_command
+from gitopsbot.commands import status
 from gitopsbot.core.drift import DriftReport
 from gitopsbot.core.journal import OperationKind
 from gitopsbot.core.model import DriftSettings
@@ -277,6 +279,8 @@ def test_gpupool_edited_while_the_controller_is_down_is_drift(
     # For status (Git only): recorded once on the state branch.
     line = drift_check.status_line(fresh_state(world), CLUSTER)
     assert line is not None and line.startswith(f"{CLUSTER}: drift (1: pool-policy) since ")
+    shown, _ = status.render(fresh_state(world), CLUSTER, datetime.now(UTC))
+    assert f"⚠ {line}" in shown, shown
 
 
 def test_a_reapply_request_merged_applies_git_again(
