@@ -218,6 +218,9 @@ class GitAccessSettings:
     ssh_key: SecretRef | None = None
 
 
+ProposalGrouping = Literal["cluster", "wave"]
+
+
 @dataclass(frozen=True, slots=True)
 class ProposalSettings:
     """Upstream version proposals (Renovate's job, for this chart)."""
@@ -227,6 +230,9 @@ class ProposalSettings:
     interval_seconds: int = 3600
     max_open: int = 5
     labels: tuple[str, ...] = ("gitopsbot", "upgrade")
+    # "cluster": one request per cluster; "wave": one per wave and version for the clusters
+    # a wave selects (unwaved clusters keep one each). docs/proposals.md.
+    group_by: ProposalGrouping = "cluster"
 
 
 OnDrift = Literal["report", "propose-git", "propose-reapply"]

@@ -24,6 +24,7 @@ carries them out. Decisions (docs/proposals.md):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -61,10 +62,20 @@ class ProposalRecord:
     number: int
     state: ProposalState = ProposalState.OPEN
     head: str = ""  # the branch head the policy status was last set on
+    # A wave's request (proposals.groupBy: wave, core.wave_proposals): ``cluster`` is "".
+    wave: str = ""
 
     @property
     def branch(self) -> str:
+        if self.wave:
+            return wave_branch(self.wave, self.version)
         return ProposalId(self.cluster, self.version).branch
+
+
+def wave_branch(wave: str, version: str) -> str:
+    """``gitopsbot/upgrade/<wave>/<version>``: a wave's request (its name made branch-safe)."""
+    safe = re.sub(r"[^a-z0-9-]+", "-", wave.lower()).strip("-") or "wave"
+    return f"gitopsbot/upgrade/{safe}/{version}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,17 +252,22 @@ def decide_cluster(inp: ClusterInput, records: Sequence[ProposalRecord]) -> Clus
 
 
 def decide_fleet(
-    inputs: Sequence[ClusterInput], records: Sequence[ProposalRecord], *, max_open: int
+    inputs: Sequence[ClusterInput],
+    records: Sequence[ProposalRecord],
+    *,
+    max_open: int,
+    also_open: int = 0,
 ) -> tuple[ClusterDecision, ...]:
     """Decisions for every cluster (name order) with at most ``max_open`` open proposals.
 
     Open proposals of clusters no longer in the fleet are closed. A cluster replacing its own
     open proposal keeps its slot; a cluster with none opens one only while slots remain.
+    ``also_open``: requests open besides ``records``' (the waves', ``core.wave_proposals``).
     """
     names = {i.cluster for i in inputs}
     decisions = [decide_cluster(i, records) for i in sorted(inputs, key=lambda i: i.cluster)]
     gone = sorted(r for r in records if r.state is ProposalState.OPEN and r.cluster not in names)
-    open_count = sum(1 for r in records if r.state is ProposalState.OPEN)
+    open_count = also_open + sum(1 for r in records if r.state is ProposalState.OPEN)
     open_count -= len(gone)
     for d in decisions:
         replacing = d.opens_new and any(c.superseded_by for c in d.close)
@@ -418,6 +434,7 @@ def parse_ledger(text: str | None, *, source: str = LEDGER_FILE) -> tuple[Propos
                     number=int(r["number"]),
                     state=ProposalState(r["state"]),
                     head=str(r.get("head", "")),
+                    wave=str(r.get("wave", "")),
                 )
                 for r in raw
             )
@@ -438,6 +455,7 @@ def render_ledger(records: Sequence[ProposalRecord]) -> str:
                 "number": r.number,
                 "state": r.state.value,
                 "head": r.head,
+                **({"wave": r.wave} if r.wave else {}),  # older ledgers read the same
             }
             for r in sorted(records)
         ],
@@ -448,10 +466,8 @@ def render_ledger(records: Sequence[ProposalRecord]) -> str:
 def upsert_record(
     records: Sequence[ProposalRecord], record: ProposalRecord
 ) -> tuple[ProposalRecord, ...]:
-    """``records`` with ``record`` replacing the one for the same cluster and version."""
-    kept = [
-        r
-        for r in records
-        if (r.cluster, _norm(r.version)) != (record.cluster, _norm(record.version))
-    ]
+    """``records`` with ``record`` replacing the one for the same cluster (or wave) and
+    version."""
+    key = (record.cluster, record.wave, _norm(record.version))
+    kept = [r for r in records if (r.cluster, r.wave, _norm(r.version)) != key]
     return tuple(sorted((*kept, record)))

@@ -38,7 +38,8 @@ _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
 _AUTHOR_KEYS = ("name", "email")
 _FORGE_KEYS = ("kind", "url", "repository", "token", "webhookSecret")
-_PROPOSAL_KEYS = ("enabled", "scope", "interval", "maxOpen", "labels")
+_PROPOSAL_KEYS = ("enabled", "scope", "interval", "maxOpen", "labels", "groupBy")
+_GROUP_BY = ("cluster", "wave")
 _DRIFT_KEYS = ("enabled", "interval", "onDrift", "labels")
 _ON_DRIFT = ("report", "propose-git", "propose-reapply")
 _FORGE_KINDS = ("github", "gitlab", "gitea", "git-only")
@@ -120,6 +121,14 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     notifications = read_notifications(r, top)
     waves = read_waves(r, top)
     failed_versions = read_failed_versions(r, top)
+    group_by = r.choice(props, "groupBy", "proposals", pd.group_by, _GROUP_BY)
+    if group_by == "wave" and top.get("waves") is None:
+        r.add(
+            r.value_at(props, "groupBy"),
+            "proposals.groupBy",
+            "'wave' needs waves: no waves are defined",
+            "define waves: (docs/fleet-repo.md, Waves) or write groupBy: cluster",
+        )
     kind = r.choice(forge, "kind", "forge", fd.kind, _FORGE_KINDS)
     repository = r.string(forge, "repository", "forge", fd.repository)
     if kind != "git-only" and "repository" not in forge and forge:
@@ -151,6 +160,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
             ),
             max_open=r.integer(props, "maxOpen", "proposals", pd.max_open, low=0),
             labels=r.string_list(props, "labels", "proposals", pd.labels)[0],
+            group_by=group_by,  # type: ignore[arg-type]  # checked against _GROUP_BY
         ),
     )
 
