@@ -16,7 +16,8 @@ to the forge or to Git (it only reads).
 Waves (issue 14): a later wave's new proposal waits for the earlier waves (``bot.waves``), and
 the pass proposes ``failedVersions`` entries after rollbacks (``bot.failed_marks``). Past 500
 lines because a pass's steps (branch, plan, request, status, ledger) read best in one place;
-what waves add lives in those two modules.
+what waves add lives in those modules, and ``bot.wave_proposer`` proposes per wave
+(``proposals.groupBy: wave``).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gitopsbot.baseline import load_fleet_baseline
-from gitopsbot.bot import failed_marks, waves
+from gitopsbot.bot import failed_marks, wave_proposer, waves
 from gitopsbot.core import proposals as core
+from gitopsbot.core import wave_proposals as wave_core
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.fields import suggest
@@ -227,9 +229,7 @@ class Proposer:
             try:
                 info = self.forge.get_pull_request(rec.number)
             except ForgeNotFound:
-                out.append(
-                    ProposalRecord(rec.cluster, rec.version, rec.number, ProposalState.CLOSED)
-                )
+                out.append(replace(rec, state=ProposalState.CLOSED, head=""))
                 continue
             seen[rec.number] = info
             state = {
@@ -280,7 +280,19 @@ class Proposer:
             )
             for c in clusters
         ]
-        decisions = core.decide_fleet(inputs, records, max_open=settings.proposals.max_open)
+        # proposals.groupBy: wave: the waves' clusters are proposed per wave (bot.wave_proposer)
+        # and served first; the per-cluster decisions get the rest of maxOpen.
+        by_wave = wave_proposer.inputs(fleet, inputs, by_wave=wave_proposer.grouped(self, fleet))
+        wave_decisions = wave_core.decide_waves(
+            by_wave, records, max_open=settings.proposals.max_open
+        )
+        taken = {m.cluster for w in by_wave for m in w.members}
+        decisions = core.decide_fleet(
+            [i for i in inputs if i.cluster not in taken],
+            [r for r in records if not r.wave and r.cluster not in taken],
+            max_open=settings.proposals.max_open,
+            also_open=wave_core.open_after(wave_decisions),
+        )
         report.decisions = decisions
         rules = load_rules([*self._policy_documents, *fleet.policy_documents])
         opened_for: dict[str, Proposal] = {}
@@ -333,6 +345,17 @@ class Proposer:
                     records,
                     replace(rec, state=ProposalState.SUPERSEDED),
                 )
+        records = wave_proposer.carry_out(
+            self,
+            wave_decisions,
+            records,
+            head=head,
+            fleet=fleet,
+            indexes=indexes,
+            rules=rules,
+            infos=infos,
+            report=report,
+        )
         if core.render_ledger(records) != core.render_ledger(before):
             self._write_ledger(state_branch, records)
             report.ledger_written = True
