@@ -166,6 +166,7 @@ def _propose(
             f"{CLUSTERS_DIR}/{cluster}/{VALUES_FILE}",
         )
 
+    head_tree = repo.tree(head)
     old: dict[str, bytes | None] = {}
     edits: dict[str, bytes | None] = {}
     images: dict[str, str] = {}
@@ -177,8 +178,13 @@ def _propose(
         for p in (release_path, values_path):
             old[p] = repo.read(base, p)
         if old[release_path] is None:
-            # A cluster that joined the wave after the branch was cut: its files as the
-            # watched branch has them, bumped.
+            # A cluster that joined the wave after the branch was cut: its directory as the
+            # watched branch has it (the same files on both sides merge cleanly), bumped.
+            directory = f"{CLUSTERS_DIR}/{cluster}"
+            for name in head_tree.list(directory):
+                path = f"{directory}/{name}"
+                if path not in (release_path, values_path) and repo.read(base, path) is None:
+                    old[path], edits[path] = None, head_tree.read(path)
             start = {p: repo.read(head, p) for p in (release_path, values_path)}
         else:
             start = {p: old[p] for p in (release_path, values_path)}

@@ -253,6 +253,9 @@ def test_newer_version_supersedes_and_membership_changes_update(
     ], report.lines()
     assert open_pulls(world) == {STAGING: old}
     assert release_version(world, STAGING, "staging-c") == "1.8.3"
+    for name in ("rollout.yaml", "credentials.yaml"):  # its directory came with it
+        path = f"clusters/staging-c/{name}"
+        assert world.show(STAGING, path) == world.show("main", path)
     assert release_version(world, STAGING, "staging-b") == "1.8.0"  # its bump went
     body = world.forge_server.pulls[old].body
     assert "| `staging-c` | 1.8.0 |" in body and "`staging-b`" not in body
