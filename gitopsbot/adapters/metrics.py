@@ -11,7 +11,8 @@ status code), never an operation id, a SHA or a URL. docs/metrics.md lists every
 
 * the announcer (``ports.observers``): ``happened`` for operations, steps and pools, and
   ``pass_finished`` for passes;
-* ``bot.gauges`` after each pass (``ports.metrics.FleetGauges``): windows open, merges queued;
+* ``bot.gauges`` after each pass (``ports.metrics.FleetGauges``): windows open, merges queued,
+  nodes per state of each pool phase (``core.node_states``);
 * the forge's HTTP choke point (``ForgeHttp.observe``): requests and the rate limit left;
 * the shard keeper, read at scrape time (``watch_leases``): Leases held, replicas seen.
 """
@@ -27,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from gitopsbot.adapters.forge._http import ForgeCall
 from gitopsbot.core.happenings import Happening, HappeningKind
+from gitopsbot.core.node_states import NodeState
 from gitopsbot.ports.clock import Clock
 
 # Steps last from a second (a skipped backup) to hours (a pool rolling in its window).
@@ -118,6 +120,13 @@ class BotMetrics:
             ["cluster"],
             registry=r,
         )
+        self.rollout_nodes_gauge = Gauge(
+            "gitopsbot_rollout_nodes",
+            "Nodes of a pool's running or last rollout of a component, by state (pending, "
+            "in-batch, updated, verified, failed, held, cordoned; docs/progress.md).",
+            ["cluster", "pool", "component", "state"],
+            registry=r,
+        )
         self.forge_requests = Counter(
             "gitopsbot_forge_requests",
             "Forge API requests by endpoint class and HTTP status code (0: no answer).",
@@ -140,6 +149,7 @@ class BotMetrics:
         self._step_started: dict[tuple[str, str, str], float] = {}  # (cluster, op, step)
         self._pools: set[tuple[str, str, str]] = set()  # pool_progress series set
         self._windows: set[tuple[str, str]] = set()  # window_open series set
+        self._node_phases: set[tuple[str, str, str]] = set()  # rollout_nodes (cluster, pool, comp)
 
     # -- ports.observers.Listener -------------------------------------------------------------
 
@@ -206,6 +216,24 @@ class BotMetrics:
 
     def queued_merges(self, cluster: str, count: int) -> None:
         self.queued.labels(cluster).set(count)
+
+    def rollout_nodes(
+        self, cluster: str, by_phase: Mapping[tuple[str, str], Mapping[NodeState, int]]
+    ) -> None:
+        """Every state is set (0 too), so a node leaving a state is seen; phases no longer
+        given (a new operation, another component) are removed."""
+        given = {(cluster, pool, component) for pool, component in by_phase}
+        with self._lock:
+            gone = {k for k in self._node_phases if k[0] == cluster and k not in given}
+            self._node_phases = (self._node_phases - gone) | given
+        for labels in gone:
+            for state in NodeState:
+                self.rollout_nodes_gauge.remove(*labels, str(state))
+        for (pool, component), found in by_phase.items():
+            for state in NodeState:
+                self.rollout_nodes_gauge.labels(cluster, pool, component, str(state)).set(
+                    found.get(state, 0)
+                )
 
     # -- the forge's HTTP choke point (``ForgeHttp.observe``) -------------------------------
 

@@ -54,6 +54,8 @@ def _steps(rows: Sequence[StepRow]) -> RenderableType:
             bar = ProgressBar(total=100, completed=row.progress, width=24)
             grid.add_row("", bar, f"{row.progress:>3}% {row.phase_state}", row.summary)
             parts.append(grid)
+        if row.node_line:  # per-node counts of a hypervisor phase (issue #18)
+            parts.append(Text(f"      {row.node_line}", overflow="fold"))
         if row.detail:
             parts.append(Text(f"      {row.detail}", style="dim", overflow="fold"))
     return Group(*parts)

@@ -5,18 +5,39 @@ Lease still held), it reads what the pass left (the queued merge, the operation'
 and asks ``core.windows.open_by_pool`` which pools may roll now. The windows are those of the
 cluster's files at the running (else queued) operation's commit, else at the watched
 branch's head: the rollout follows the windows of the commit it applies.
+
+It also counts the nodes of each pool phase of the running (or last) operation per state
+(``core.node_states``, recorded with the phase in the journal: issue #18).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from gitopsbot.bot.reconciler import Reconciler
-from gitopsbot.core import windows
+from gitopsbot.core import node_states, phase_view, windows
+from gitopsbot.core.journal import Journal, StepKind
+from gitopsbot.core.node_states import NodeState
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.metrics import FleetGauges
 
 log = logging.getLogger(__name__)
+
+
+def node_counts(journal: Journal | None) -> dict[tuple[str, str], Mapping[NodeState, int]]:
+    """(pool, component) → nodes per state, for each pool phase of ``journal`` with
+    per-node records (the hypervisor's: core.node_states)."""
+    out: dict[tuple[str, str], Mapping[NodeState, int]] = {}
+    if journal is None:
+        return out
+    for step in journal.steps:
+        if step.kind is not StepKind.POOL_PHASE or step.component is None:
+            continue
+        records = phase_view.phase_nodes(journal.phase(step.name))
+        if records:
+            out[(step.pool, str(step.component))] = node_states.counts(records)
+    return out
 
 
 class PassGauges:
@@ -32,6 +53,7 @@ class PassGauges:
             queued = rec.store.queued(cluster)
             self._gauges.queued_merges(cluster, 0 if queued is None else 1)
             current = rec.store.current(cluster)
+            self._gauges.rollout_nodes(cluster, node_counts(current))
             if current is not None and current.active:
                 sha: str | None = current.desired_sha
             elif queued is not None:

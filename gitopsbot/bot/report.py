@@ -74,6 +74,7 @@ def step_rows(journal: Journal, now: datetime | None) -> list[StepRow]:
         if phase.state is not PhaseState.PENDING and now is not None:
             shown = phase_view.view(phase, step, now).summary(now)
             row = replace(row, progress=phase.progress, phase_state=str(phase.state), summary=shown)
+        row = replace(row, nodes=phase_view.phase_nodes(phase))
         rows.append(row)
     return rows
 
@@ -101,6 +102,8 @@ def change_lines(journal: Journal, now: datetime, seen: dict[str, str]) -> list[
             text += f" · {row.phase_state} · {row.summary}"
         elif row.times:
             text += f" {row.times}"
+        if row.node_line:
+            text += f" · {row.node_line}"
         out.append(text)
     return out
 
@@ -130,12 +133,18 @@ def tail_lines(journal: Journal) -> list[str]:
     return out
 
 
-def row_lines(rows: list[StepRow]) -> list[str]:
+def row_lines(rows: list[StepRow], nodes_at: datetime | None = None) -> list[str]:
+    """Text lines of the steps; under a pool phase with per-node records, their counts, and
+    with ``nodes_at`` (``gitopsbot status``) one line per node as of that moment."""
     out = []
     for row in rows:
         out.append(f"  {row.icon} {row.name:<32} {row.state:<9} {row.times}".rstrip())
         if row.progress is not None:
             out.append(f"      {bar(row.progress)} {row.phase_state} · {row.summary}")
+        if row.node_line:
+            out.append(f"      {row.node_line}")
+        if nodes_at is not None:
+            out.extend(f"        {line}" for line in phase_view.node_table(row.nodes, nodes_at))
         if row.detail:
             out.append(f"      {row.detail}")
     return out
@@ -166,6 +175,8 @@ def markdown(journal: Journal) -> str:
         detail = step.detail.replace("|", "\\|").replace("\n", " ")
         if phase.state is not PhaseState.PENDING:
             shown = phase_view.view(phase, step, now).summary(now)
+            nodes = phase_view.node_line(phase_view.phase_nodes(phase))
+            shown += f" · {nodes}" if nodes else ""
             detail = f"{phase.state}: {shown}" + (f" — {detail}" if detail else "")
         when = step_times(step, now)
         rows.append(f"| `{step.name}` | {ICON[step.state]} {step.state} | {when} | {detail} |")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from gitopsbot import app
 from gitopsbot.bot import report
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import promotion, promotion_gate
+from gitopsbot.core import node_states, promotion, promotion_gate
 from gitopsbot.core.journal import Journal
 from gitopsbot.core.model import Fleet
 from gitopsbot.core.phase_view import StepRow
@@ -26,6 +27,7 @@ examples:
   gitopsbot status --fleet .                       # every cluster, from this clone
   gitopsbot status --fleet . --cluster <cluster>   # one cluster, every step
   gitopsbot status --fleet-url <fleet-url> --watch # live progress until Ctrl-C
+  gitopsbot status --fleet . --json                # one JSON document (steps, phases, nodes)
 
   git clone <fleet-url> gpu-fleet
   gitopsbot status --fleet gpu-fleet               # state: ... from origin/gitopsbot/state ...
@@ -52,7 +54,11 @@ def register(sub: Any) -> None:
     where.add_argument("--fleet-url", metavar="URL", help="the fleet repository's Git URL")
     where.add_argument("--fleet", metavar="PATH", help="a local clone of the fleet repository")
     p.add_argument("--cluster", metavar="NAME", help="only this cluster")
-    p.add_argument("--watch", action="store_true", help="refresh until interrupted")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--watch", action="store_true", help="refresh until interrupted")
+    shown.add_argument(
+        "--json", action="store_true", help="one JSON document: steps, phases and their nodes"
+    )
     p.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes")
     p.set_defaults(func=run)
 
@@ -152,8 +158,61 @@ def render(
     items, code = frame(store, cluster, now, waves)
     out: list[str] = []
     for item in items:
-        out.extend([item] if isinstance(item, str) else report.row_lines(item))
+        # Each node of a hypervisor phase, with its batch and since (issue #18).
+        out.extend([item] if isinstance(item, str) else report.row_lines(item, nodes_at=now))
     return "\n".join(out) + "\n", code
+
+
+def as_json(store: JournalStore, cluster: str | None, now: datetime) -> tuple[dict[str, Any], int]:
+    """What ``status --json`` prints: each cluster's current operation with its steps, and
+    for a pool phase its progress, summary and per-node records (``core.node_states``
+    journal form, issue #18), and the queued one. Exit status as ``frame``."""
+    names = store.clusters()
+    if cluster is not None and cluster not in names:
+        return {"error": f"cluster {cluster!r} has no record on the state branch"}, 1
+    clusters: dict[str, Any] = {}
+    for name in [cluster] if cluster else names:
+        current, queued = store.current(name), store.queued(name)
+        clusters[name] = {
+            "operation": None if current is None else _operation_json(current, now),
+            "queued": None if queued is None else {"op_id": queued.op_id},
+        }
+    return {"clusters": clusters}, 0
+
+
+def _operation_json(journal: Journal, now: datetime) -> dict[str, Any]:
+    steps = []
+    for row, step in zip(report.step_rows(journal, now), journal.steps, strict=True):
+        entry: dict[str, Any] = {
+            "name": row.name,
+            "state": str(row.state),
+            "started_at": None if step.started_at is None else step.started_at.isoformat(),
+            "finished_at": None if step.finished_at is None else step.finished_at.isoformat(),
+            "detail": row.detail,
+        }
+        if row.progress is not None:
+            entry["phase"] = {
+                "state": row.phase_state,
+                "progress": row.progress,
+                "summary": row.summary,
+            }
+        if row.nodes:
+            counts = node_states.counts(row.nodes)
+            entry["nodes"] = {
+                "summary": node_states.summary(row.nodes),
+                "counts": {str(state): n for state, n in counts.items()},
+                "records": node_states.to_data(row.nodes),
+            }
+        steps.append(entry)
+    return {
+        "op_id": journal.op_id,
+        "kind": str(journal.kind),
+        "status": str(journal.status),
+        "desired_sha": journal.desired_sha,
+        "pr_number": journal.pr_number,
+        "failure": journal.failure,
+        "steps": steps,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -199,6 +258,10 @@ def show(
 def _show(
     store: JournalStore, args: argparse.Namespace, source: str, waves: Waves | None = None
 ) -> int:
+    if getattr(args, "json", False):
+        doc, code = as_json(store, args.cluster, datetime.now(UTC))
+        sys.stdout.write(json.dumps({"source": source, **doc}, indent=2) + "\n")
+        return code
     if not args.watch:
         text, code = render(store, args.cluster, datetime.now(UTC), waves)
         sys.stdout.write(f"{source}\n{text}" if source else text)

@@ -14,6 +14,9 @@ The ETA is the steps left times the time per step: observed (the mean wall time 
 the progress marks) once a step finished, else the plan's estimate (readiness +
 ``max(batchInterval, 3s)``, no wait before the first batch). It is switch-open time: a
 window that closes first adds to it, and the view says when the window closes.
+
+Under a hypervisor phase with per-node records (``core.node_states``, issue #18), one more
+line counts the nodes per state (``node_line``), and ``status`` lists them (``node_table``).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gitopsbot.core import rollout, timeline
+from gitopsbot.core import node_states, rollout, timeline
 from gitopsbot.core.journal import PhaseProgress, PhaseState, Step, StepState
 from gitopsbot.core.model import Component
+from gitopsbot.core.node_states import NodeRecord
 
 UNIT = {
     Component.HYPERVISOR: ("node", "nodes"),
@@ -102,11 +106,47 @@ class StepRow:
     progress: int | None = None
     phase_state: str = ""
     summary: str = ""
+    nodes: tuple[NodeRecord, ...] = ()  # per-node records of a hypervisor phase (issue #18)
+
+    @property
+    def node_line(self) -> str:
+        """``nodes: 8 nodes: 3 verified, 2 in batch 3, 3 pending``; "" without records."""
+        return node_line(self.nodes)
 
     @property
     def change(self) -> str:
-        """What a change is told by: the states and the progress, not the clocks."""
-        return f"{self.name} {self.state} {self.phase_state} {self.progress}"
+        """What a change is told by: the states and the progress, not the clocks (a node
+        changing state is a change; its ``since`` alone is not)."""
+        return f"{self.name} {self.state} {self.phase_state} {self.progress} {self.node_line}"
+
+
+def phase_nodes(phase: PhaseProgress) -> tuple[NodeRecord, ...]:
+    """The phase's per-node records (``PhaseProgress.nodes``), () when it has none."""
+    # Read by name until the journal's PhaseProgress carries ``nodes`` (issue #18, added by
+    # the journal's owner): every display goes through here, so the switch is this line.
+    found = getattr(phase, "nodes", ())
+    return found if isinstance(found, tuple) else ()
+
+
+def node_line(records: tuple[NodeRecord, ...]) -> str:
+    shown = node_states.summary(records)
+    return f"nodes: {shown}" if shown else ""
+
+
+def node_table(records: tuple[NodeRecord, ...], now: datetime) -> list[str]:
+    """One line per node: name, state, batch (``-``: not taken), since when (UTC, and how
+    long ago), and the detail (a gate's reason, a failure)."""
+    if not records:
+        return []
+    width = max(4, *(len(r.name) for r in records))
+    out = [f"{'node':<{width}}  {'state':<9}  batch  since"]
+    for r in records:
+        ago = timeline.format_duration(max(int((now - r.since).total_seconds()), 0))
+        batch = str(r.batch) if r.batch else "-"
+        since = f"{r.since:%Y-%m-%d %H:%M:%S} ({ago} ago)"
+        line = f"{r.name:<{width}}  {r.state!s:<9}  {batch:>5}  {since}"
+        out.append(line + (f"  {r.detail}" if r.detail else ""))
+    return out
 
 
 def _count(n: int, unit: str) -> str:

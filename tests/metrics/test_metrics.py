@@ -309,6 +309,7 @@ def test_lease_gauges_follow_two_replicas_sharing_the_fleet() -> None:
 class _Journal:
     desired_sha: str
     active: bool = True
+    steps: tuple[()] = ()  # no pool phase: no per-node gauge (tests/node_states)
 
 
 @dataclass
