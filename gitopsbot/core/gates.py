@@ -74,6 +74,10 @@ class AlertsGate:
     matchers: Mapping[str, str] = field(default_factory=dict)
     include_pending: bool = False
 
+    def __hash__(self) -> int:
+        # The generated hash would fail on the dict: gates may sit in hashed policy objects.
+        return hash((self.name, tuple(sorted(self.matchers.items())), self.include_pending))
+
 
 @dataclass(frozen=True, slots=True)
 class KubeGate:

@@ -190,3 +190,9 @@ def test_fail_beats_inconclusive_even_with_retries_left() -> None:
     v = verdict([r("a", UNSURE), r("b", F), r("c", P)], 1, 3)
     assert v.action is GateAction.HALT and v.reason == "gate failed: b"
     assert v.results[1].outcome is F
+
+
+def test_gates_are_hashable_values() -> None:
+    a = AlertsGate("a", {"severity": "critical", "team": "ml"})
+    b = AlertsGate("a", {"team": "ml", "severity": "critical"})
+    assert a == b and hash(a) == hash(b) and len({a, b, KubeGate("k", "no-crashloop")}) == 2
