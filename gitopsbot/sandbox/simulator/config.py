@@ -40,6 +40,9 @@ class SimConfig:
     # controller Deployment using one never becomes ready.
     unpullable_images: frozenset[str] = frozenset()
     workloads: tuple[WorkloadSpec, ...] = ()
+    # GPU canary smoke pods (simulator/smoke.py) whose node's hypervisor or whose worker
+    # runs one of these images fail their GPU call: a broken GPU path on purpose.
+    broken_gpu_path_images: frozenset[str] = frozenset()
     # Namespace of hypervisor pods; None: the controller Deployment's, else tensor-fusion-sys.
     operator_namespace: str | None = None
     # Set readiness on Deployments labelled app.kubernetes.io/component=controller and

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from gitopsbot.sandbox.apiserver.errors import ApiError
 from gitopsbot.sandbox.apiserver.kubelet import template_hash
-from gitopsbot.sandbox.simulator import hashing, kubelet
+from gitopsbot.sandbox.simulator import hashing, kubelet, smoke
 from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
 from gitopsbot.sandbox.simulator.config import SimConfig, WorkloadSpec
 from gitopsbot.sandbox.simulator.informer import Informer
@@ -245,6 +245,7 @@ class ControllerSim:
                 self._pod_prefix = "tf-hypervisor-" if legacy else "hypervisor-"
                 self._reconcile(now, namespace, image)
             self._kubelet(now)
+            self._smoke_pods(now)
             self._next_wake = min(self._wake) if self._wake else None
             self.steps += 1
             return self._wrote
@@ -739,6 +740,8 @@ class ControllerSim:
                     self._confirmed.add(str(meta.get("uid")))
                     self._delete(pod)
                 continue
+            if smoke.is_smoke(pod):
+                continue  # played by _smoke_pods: pinned to its GPU node, runs to an end
             if real and not (pod.get("spec") or {}).get("nodeName"):
                 self._bind(pod, now)  # as the scheduler: workers, clients, others' pods
                 continue
@@ -746,6 +749,34 @@ class ControllerSim:
             status = self._pod_status(pod, now, due)
             if status is not None and not kubelet.covers(pod.get("status"), status):
                 self._set_status(pod, status)
+
+    def _smoke_pods(self, now: datetime) -> None:
+        """The GPU canary's smoke pods run to Succeeded or Failed (simulator/smoke.py)."""
+        pods = [p for p in self.cache.list("v1", "Pod", labels=smoke.SELECTOR) if smoke.pending(p)]
+        if not pods:
+            return
+        hypervisors = self.cache.list("v1", "Pod", labels={f"{DOMAIN}/component": "hypervisor"})
+        for pod in pods:
+            node = smoke.node_of(pod)
+            if self.config.real_server and not (pod.get("spec") or {}).get("nodeName") and node:
+                # As the scheduler, honouring its nodeSelector (not the kubelet Node).
+                if isinstance(self.store, PodBinding):
+                    try:
+                        meta = pod["metadata"]
+                        self.store.bind(meta["namespace"], meta["name"], node, manager=MANAGER)
+                        self._wrote = True
+                    except ApiError as e:
+                        log.debug("controller simulator: bind %s: %s", pod["metadata"]["name"], e)
+                        self._wake.append(now + timedelta(seconds=0.05))
+                continue  # played once the binding is seen
+            ok, message = smoke.outcome(
+                pod,
+                tfcs=self.cache.list(TF, "TensorFusionCluster"),
+                gpupools=self.cache.list(TF, "GPUPool"),
+                hypervisors=hypervisors,
+                broken_images=self.config.broken_gpu_path_images,
+            )
+            self._set_status(pod, smoke.status(pod, ok, message, format_time(now)))
 
     def _bind(self, pod: Obj, now: datetime) -> None:
         """Bind an unscheduled pod to the kubelet Node (made when first needed)."""

@@ -1,0 +1,143 @@
+"""Run the GPU canary's smoke Pod for one pool after its canary batch (issue 18).
+
+``run_canary_smoke`` is one look, called again until it returns passed or failed (as the
+executor's steps are): it makes the Pod once, pinned to a node the canary batch updated,
+under a name derived from the operation and the pool, so a restarted bot finds the pod it
+made instead of making another (a 409 on create is that pod too); it judges the pod, and
+removes it once judged. Pure decisions are in ``core.canary_smoke``.
+
+Restart caveat, by design: the pod is deleted once judged, so a bot killed between that
+delete and journalling the result runs the smoke call once more (never two pods at once).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from gitopsbot.bot.steps.cluster_reads import pool_images
+from gitopsbot.core import canary_smoke as cs
+from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.canary_smoke import (
+    CanaryEvidence,
+    CanaryResult,
+    CanarySmoke,
+    CanaryVerdict,
+    NodeView,
+)
+from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.errors import KubeConflict
+from gitopsbot.ports.cluster import Cluster
+
+# How soon to look again while the pod runs; the caller may wait on the Pod watch instead.
+RETRY_SECONDS = 2.0
+
+
+def run_canary_smoke(
+    cluster: Cluster,
+    spec: ClusterSpec,
+    smoke: CanarySmoke,
+    pool: str,
+    component: Component | None,
+    op_id: str,
+    now: datetime,
+    started_at: datetime | None,
+) -> CanaryResult:
+    """One look at the smoke run of ``pool`` (rollout.yaml's name) for operation ``op_id``.
+
+    ``component``: the component whose canary batch ran (journal evidence only: the pod is
+    pinned to a node on the pool's current hypervisor image whichever component rolled).
+    ``started_at``: when the caller's step began (the timeout counts from it; None: now).
+    Returns PASSED or FAILED with evidence (the pod is then gone), or RUNNING with
+    ``retry_after``."""
+    del component  # the node rule is the same for every component (see the docstring)
+    name = cs.pod_name(op_id, pool)
+    meta = smoke.manifest.get("metadata") or {}
+    namespace = str(meta.get("namespace") or spec.release.namespace)
+    waited = max(0.0, (now - (started_at or now)).total_seconds())
+    gpupool = tf.gpupool_name(spec, pool)
+    images = pool_images(cluster, spec).get(pool, {})
+    hv_image = images.get(str(Component.HYPERVISOR), "")
+    worker_image = images.get(str(Component.WORKER), "")
+    evidence = CanaryEvidence(
+        pod=name, namespace=namespace, hypervisor_image=hv_image, worker_image=worker_image
+    )
+
+    pod = cluster.get("v1", "Pod", namespace, name)
+    if pod is None:
+        if waited >= smoke.timeout_seconds:
+            return _done(CanaryVerdict.FAILED, evidence, waited)
+        node = cs.pick_node(_nodes(cluster, spec, gpupool), hv_image)
+        if node is None:
+            # Fail closed: without an updated node the GPU path of the new version is unproven.
+            return CanaryResult(
+                CanaryVerdict.FAILED,
+                f"GPU canary: no node of pool {pool} runs hypervisor {hv_image or '(unknown)'}"
+                " Running after the canary batch",
+                evidence,
+            )
+        manifest = cs.smoke_pod(
+            smoke, name=name, namespace=namespace, gpupool=gpupool, node=node,
+            op_id=op_id, pool=pool,
+        )  # fmt: skip
+        try:
+            pod = cluster.create(manifest)
+        except KubeConflict:
+            # Made by an earlier run of this step (a restart between create and journal).
+            pod = cluster.get("v1", "Pod", namespace, name) or manifest
+
+    phase = str((pod.get("status") or {}).get("phase") or "Pending")
+    evidence = CanaryEvidence(
+        pod=name,
+        namespace=namespace,
+        node=cs.node_of(pod),
+        phase=phase,
+        hypervisor_image=hv_image,
+        worker_image=worker_image,
+        exit_message=cs.exit_message(pod),
+    )
+    verdict = cs.judge(pod, waited=waited, timeout=smoke.timeout_seconds)
+    if verdict is CanaryVerdict.RUNNING:
+        return CanaryResult(
+            verdict, cs.verdict_message(verdict, evidence, waited), evidence, RETRY_SECONDS
+        )
+    # Judged: removed so a later operation starts fresh; the evidence is in the result.
+    cluster.delete("v1", "Pod", namespace, name)
+    return _done(verdict, evidence, waited)
+
+
+def _done(verdict: CanaryVerdict, evidence: CanaryEvidence, waited: float) -> CanaryResult:
+    return CanaryResult(verdict, cs.verdict_message(verdict, evidence, waited), evidence)
+
+
+def _nodes(cluster: Cluster, spec: ClusterSpec, gpupool: str) -> list[NodeView]:
+    """The pool's GPU nodes with their hypervisor pods (as ``steps.verify.check_nodes``
+    finds them: GPUNodes by pool label, hypervisor pods by component label and nodeName)."""
+    gpunodes = cluster.list(tf.TF, "GPUNode", label_selector=f"{tf.GROUP}/pool-{gpupool}=true")
+    pods = cluster.list("v1", "Pod", None, label_selector=f"{tf.GROUP}/component=hypervisor")
+    out: list[NodeView] = []
+    for node in gpunodes:
+        n = str(node["metadata"]["name"])
+        mine = [
+            p
+            for p in pods
+            if (p.get("spec") or {}).get("nodeName") == n
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        out.append(
+            NodeView(
+                name=n,
+                running=(node.get("status") or {}).get("phase") == "Running",
+                hypervisors=tuple(
+                    (
+                        str(p["metadata"]["name"]),
+                        str((p.get("status") or {}).get("phase") or ""),
+                        tuple(
+                            str(c.get("image") or "")
+                            for c in (p.get("spec") or {}).get("containers") or []
+                        ),
+                    )
+                    for p in mine
+                ),
+            )
+        )
+    return out

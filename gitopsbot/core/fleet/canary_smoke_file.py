@@ -1,0 +1,58 @@
+"""``clusters/<name>/canary-smoke.yaml``: the GPU canary's smoke Pod (issue 18), run after a
+pool's canary batch on a node that batch updated (``core.canary_smoke``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitopsbot.core.canary_smoke import DEFAULT_TIMEOUT, CanarySmoke
+from gitopsbot.core.fleet.fields import FieldReader
+from gitopsbot.core.fleet.values_file import plain_manifest
+
+_KEYS = ("timeout", "pools", "manifest")
+# The bot sets these itself: a value written in the file would be overwritten silently.
+_BOT_OWNED_SPEC = ("nodeName",)
+
+
+def read_canary_smoke(r: FieldReader, doc: Any) -> CanarySmoke | None:
+    """The file's ``CanarySmoke``; None when the file is empty or has problems (recorded in
+    ``r`` with file, line and field)."""
+    if doc is None:
+        return None
+    top = r.mapping(doc, "", (1, 1))
+    if top is None:
+        return None
+    r.known_keys(top, "", _KEYS)
+    timeout = r.duration(top, "timeout", "", DEFAULT_TIMEOUT)
+    pools, where = r.string_list(top, "pools", "", ())
+    for i, (name, at) in enumerate(zip(pools, where, strict=True)):
+        if not name.strip():
+            r.add(at, f"pools[{i}]", "must not be empty", "a pool name from rollout.yaml")
+    if "manifest" not in top:
+        r.add(r.node_at(top), "manifest", "required key is missing", "a Pod manifest")
+        return None
+    manifest = r.mapping(top["manifest"], "manifest", r.value_at(top, "manifest"))
+    if manifest is None:
+        return None
+    if manifest.get("kind") != "Pod":
+        r.add(
+            r.value_at(manifest, "kind") if "kind" in manifest else r.node_at(manifest),
+            "manifest.kind",
+            "the GPU canary smoke workload must be a Pod (kind: Pod)",
+        )
+        return None
+    spec = manifest.get("spec")
+    if not isinstance(spec, dict) or not spec.get("containers"):
+        at = r.value_at(manifest, "spec") if "spec" in manifest else r.node_at(manifest)
+        r.add(at, "manifest.spec.containers", "required: the container that makes the GPU call")
+        return None
+    for key in _BOT_OWNED_SPEC:
+        if key in spec:
+            r.add(
+                r.key_at(spec, key),
+                f"manifest.spec.{key}",
+                "set by the bot (a node the canary batch updated)",
+                "remove it",
+            )
+    plain = plain_manifest(manifest, r)
+    return CanarySmoke(manifest=plain, timeout_seconds=timeout, pools=tuple(pools))
