@@ -214,6 +214,10 @@ def test_a_gate_reading_prometheus_needs_the_prometheus_block() -> None:
             "1:19: prometheus.url: not a valid Prometheus URL",
         ),
         (
+            "prometheus: {url: 'https://prom/api?token=secret'}",
+            "1:19: prometheus.url: not a valid Prometheus URL",
+        ),
+        (
             "prometheus: {url: 'http://prom', tokenEnv: 'my-token'}",
             "prometheus.tokenEnv: not a valid",
         ),

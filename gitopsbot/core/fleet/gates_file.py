@@ -56,8 +56,9 @@ _PROM_KEYS = ("query", "below", "above", "op", "threshold", "onEmpty")
 _ALERT_KEYS = ("matchers", "includePending")
 _KUBE_KEYS = ("check", "selector", "namespace", "max")
 _ENDPOINT_KEYS = ("url", "tokenEnv", "timeout")
-# http(s), a host, no user:password@ (a credential must not be committed to Git).
-_PROM_URL = re.compile(r"^https?://[^\s/@]+(/\S*)?$")
+# http(s), a host, a path; no user:password@ and no ?query (a credential, a token in a
+# query string, must not be committed to Git: tokenEnv carries it).
+_PROM_URL = re.compile(r"^https?://[^\s/@?#]+(/[^\s?#@]*)?$")
 _SELECTOR = re.compile(r"^[A-Za-z0-9_./\-=!,() ]*$")
 
 
