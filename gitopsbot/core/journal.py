@@ -19,7 +19,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from gitopsbot.core import located_yaml
+from gitopsbot.core import batch_record, located_yaml
+from gitopsbot.core.batch_record import BatchRecord
 from gitopsbot.core.model import Component
 from gitopsbot.errors import FleetError
 
@@ -73,6 +74,9 @@ class PhaseState(StrEnum):
     CANARY = "canary"  # first small batch running (canaryBatchPercentage)
     CANARY_VERIFY = "canary-verify"  # switch closed after the canary batch; verifying
     ROLLING = "rolling"  # switch open, controller rolling
+    # Switch closed by the bot at a batch boundary: gates, a budget or the window decide
+    # whether the next batch opens (issue 18).
+    BETWEEN = "between-batches"
     PAUSED = "paused"  # window closed or held (paused_by): switch closed until it may open
     DONE = "done"
     HALTED = "halted"  # deadline passed or stalled: switch closed, alert raised
@@ -130,6 +134,8 @@ class PhaseProgress:
     marks: tuple[ProgressMark, ...] = ()  # each progress value and when it was first seen
     # Who holds the phase and why (core.pause): a person's pause, not a closed window.
     paused_by: str = ""
+    # Batch boundaries, gates and admission (issue 18; core.batch_record).
+    batches: BatchRecord = field(default_factory=BatchRecord)
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +346,8 @@ def _phase_view_fields(p: PhaseProgress) -> dict[str, Any]:
         out["marks"] = [{"progress": m.progress, "at": _time(m.at)} for m in p.marks]
     if p.paused_by:
         out["paused_by"] = p.paused_by
+    if p.batches != BatchRecord():
+        out["batches"] = batch_record.to_data(p.batches)
     return out
 
 
@@ -408,6 +416,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
                     for m in p.get("marks") or ()
                 ),
                 paused_by=str(p.get("paused_by", "")),
+                batches=batch_record.from_data(p.get("batches")),
             )
             for p in d.get("phases") or ()
         ),

@@ -49,6 +49,24 @@ class MaintenanceWindow:
 
 
 @dataclass(frozen=True, slots=True)
+class Share:
+    """A count, or a percentage of a whole (``maxUnavailable: 2`` or ``25%``)."""
+
+    value: int
+    percent: bool = False
+
+    def of(self, total: int) -> int:
+        """The count this share allows out of ``total``: a percentage rounds down, as
+        Kubernetes rounds maxUnavailable, but never below 1 (else nothing could move)."""
+        if not self.percent:
+            return self.value
+        return max(1, self.value * total // 100) if total > 0 else 0
+
+    def __str__(self) -> str:
+        return f"{self.value}%" if self.percent else str(self.value)
+
+
+@dataclass(frozen=True, slots=True)
 class PoolPolicy:
     """Rollout policy of one GPU pool, as the bot enforces it (R10, R21, R22).
 
@@ -76,6 +94,17 @@ class PoolPolicy:
     paused: bool = False
     # "canary-batch": after this pool's verified canary batch, wait for /gitopsbot approve.
     require_approval: str = ""
+    # Availability budget (issue 18): the most GPU nodes out of service at once, counting
+    # nodes already NotReady or cordoned; a count, or a percentage of the pool's nodes.
+    max_unavailable: Share | None = None
+    # Window-fit admission (issue 18): open a batch only if its expected duration fits in
+    # what is left of the window and of maxDuration.
+    window_fit: bool = True
+    # Gates judged after each batch and before the next opens (core.gates): pass opens,
+    # fail halts, inconclusive retries gate_retries times gate_retry_interval apart.
+    gates: tuple[object, ...] = ()
+    gate_retries: int = 3
+    gate_retry_interval_seconds: int = 60
 
     def switch(self, component: Component) -> bool:
         return {

@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from gitopsbot.core import windows
+from gitopsbot.core import admission, windows
+from gitopsbot.core.batch_record import GateNote
 from gitopsbot.core.journal import PhaseProgress, PhaseState, ProgressMark
 from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
 
@@ -56,6 +57,7 @@ class PhaseAction(StrEnum):
     CLOSE_SWITCH = "close-switch"
     WAIT = "wait"
     VERIFY_CANARY = "verify-canary"
+    CHECK_GATES = "check-gates"
     DONE = "done"
     HALT = "halt"
 
@@ -63,6 +65,7 @@ class PhaseAction(StrEnum):
 class HaltReason(StrEnum):
     MAX_DURATION = "max-duration-exceeded"
     STALLED = "stalled"
+    GATE = "gate-failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,17 @@ class PoolObservation:
     # What the component's batches count, when not nodes: TensorFusionWorkloads (worker) or
     # client pods (client) of the pool (facts §3.5, §3.6); None: the nodes.
     units: int | None = None
+    # Pool nodes out of service (NotReady, or cordoned by a person): the availability
+    # budget counts them first (issue 18).
+    out_of_service: tuple[str, ...] = ()
+    # Worker/client: the largest batch percentage whose batch disrupts no more than the
+    # pool's tenant share, and why (None: no bound).
+    tenant_percentage: int | None = None
+    tenant_reason: str = ""
+    # Worker/client: why a workload wait keeps the switch closed ("" when it does not),
+    # and whether it expired with skip-window (core.workload_wait).
+    workload_hold: str = ""
+    workload_skip: bool = False
 
     @property
     def total(self) -> int:
@@ -206,34 +220,199 @@ def decide_phase(
         return PhaseDecision(PhaseAction.VERIFY_CANARY, phase, "canary batch finished")
     if canary and phase.state is PhaseState.CANARY and observed.switch_open and phase.progress:
         verify = _closed(phase, now, PhaseState.CANARY_VERIFY)
+        verify = replace(verify, batches=verify.batches.finished(phase.progress, now))
         return PhaseDecision(PhaseAction.CLOSE_SWITCH, verify, "canary batch finished")
 
     if not observed.switch_open:
-        state = PhaseState.CANARY if canary else PhaseState.ROLLING
-        batch = policy.canary_batch_percentage if canary else policy.batch_percentage
-        opened = replace(
-            phase,
-            state=state,
-            started_at=phase.started_at or now,
-            opened_at=now,
-            last_progress_at=now,  # the stall clock starts when the switch opens
-            # what `status` and the pull request show (core.phase_view)
-            batch_percentage=batch,
-            batch_interval_seconds=policy.batch_interval_seconds,
-            total=observed.total,
-            window_closes_at=windows.closes_at(window, now),
-            max_duration_seconds=policy.max_duration_seconds,
-            marks=_marked(phase, phase.progress, now),
-        )
-        return PhaseDecision(
-            PhaseAction.OPEN_SWITCH, opened, f"{state} at {batch}%", batch_percentage=batch
-        )
+        return _open(policy, component, observed, phase, now, window, canary)
 
     if phase.opened_at is None:  # open but not by us in this journal (restart): adopt it
         phase = replace(phase, opened_at=now, started_at=phase.started_at or now)
         phase = replace(phase, last_progress_at=phase.last_progress_at or now)
+    if phase.state is PhaseState.ROLLING and phase.batches.from_progress < phase.progress < 100:
+        # A batch finished while the switch is open: the controller starts the next one
+        # after batchInterval unless the switch closes now (R22).
+        phase = replace(phase, batches=phase.batches.finished(phase.progress, now))
+        stop = _stop_between(policy, component, observed, phase, now, window)
+        if stop:
+            between = _closed(phase, now, PhaseState.BETWEEN)
+            between = replace(between, batches=replace(between.batches, waiting=stop))
+            return PhaseDecision(PhaseAction.CLOSE_SWITCH, between, stop, until=now)
     return PhaseDecision(
         PhaseAction.WAIT, phase, "rolling", until=_next_look(policy, phase, now, window)
+    )
+
+
+# A gate pass lets the switch open this long afterwards; later (a window or a hold came in
+# between) the gates are judged again before the next batch.
+GATES_FRESH = timedelta(seconds=60)
+
+
+def _gates_due(policy: PoolPolicy, phase: PhaseProgress, now: datetime) -> bool:
+    b = phase.batches
+    if not policy.gates:
+        return False
+    fresh = b.gates_passed_at is not None and now - b.gates_passed_at <= GATES_FRESH
+    return not (b.gates_passed == phase.progress and fresh)
+
+
+def _capacity(observed: PoolObservation) -> admission.Capacity:
+    return admission.Capacity(
+        nodes=observed.nodes,
+        out_of_service=observed.out_of_service,
+        tenant_percentage=observed.tenant_percentage,
+        tenant_reason=observed.tenant_reason,
+        workload_hold=observed.workload_hold,
+        workload_until=None,
+        workload_skip=observed.workload_skip,
+    )
+
+
+def _admit(
+    policy: PoolPolicy,
+    component: Component,
+    observed: PoolObservation,
+    phase: PhaseProgress,
+    now: datetime,
+    window: windows.Window | None,
+    requested: int,
+) -> admission.Admission:
+    adm = admission.admit(
+        policy=policy,
+        component=component,
+        phase=phase,
+        capacity=_capacity(observed),
+        requested=requested,
+        now=now,
+        window=window,
+        active_seconds=active_seconds(phase, now),
+    )
+    if not adm.open and adm.until is None and not adm.halt:
+        adm = replace(adm, until=now + POLL)
+    return adm
+
+
+def _stop_between(
+    policy: PoolPolicy,
+    component: Component,
+    observed: PoolObservation,
+    phase: PhaseProgress,
+    now: datetime,
+    window: windows.Window | None,
+) -> str:
+    """Why the switch must close at this batch boundary ("" when the next batch may follow
+    as the controller schedules it): gates to judge, or admission no longer allowing the
+    pinned batch (the window, the deadline, the budget, tenants, a workload wait)."""
+    if policy.gates:
+        return f"batch finished at {phase.progress}%: gates judge the next"
+    pinned = phase.batch_percentage or policy.batch_percentage
+    adm = _admit(policy, component, observed, phase, now, window, pinned)
+    if not adm.open:
+        return adm.reason
+    if adm.batch_percentage != pinned:
+        return adm.reason or f"next batch at {adm.batch_percentage}%"
+    return ""
+
+
+def _open(
+    policy: PoolPolicy,
+    component: Component,
+    observed: PoolObservation,
+    phase: PhaseProgress,
+    now: datetime,
+    window: windows.Window | None,
+    canary: bool,
+) -> PhaseDecision:
+    """The switch is closed and the window open: judge the gates, then admit the batch."""
+    if _gates_due(policy, phase, now):
+        state = PhaseState.PENDING if phase.state is PhaseState.PENDING else PhaseState.BETWEEN
+        checking = replace(phase, state=state)
+        return PhaseDecision(
+            PhaseAction.CHECK_GATES, checking, f"gates before the batch at {phase.progress}%"
+        )
+    state = PhaseState.CANARY if canary else PhaseState.ROLLING
+    requested = policy.canary_batch_percentage if canary else policy.batch_percentage
+    adm = _admit(policy, component, observed, phase, now, window, requested)
+    if adm.halt:
+        halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=adm.reason)
+        return PhaseDecision(PhaseAction.HALT, halted, adm.reason, halt=HaltReason.MAX_DURATION)
+    if not adm.open:
+        keep = (PhaseState.PENDING, PhaseState.BETWEEN)
+        waiting_state = phase.state if phase.state in keep else PhaseState.BETWEEN
+        since = phase.batches.wait_since
+        if observed.workload_hold and since is None:
+            since = now
+        batches = replace(phase.batches, waiting=adm.reason, wait_since=since)
+        waiting = replace(phase, state=waiting_state, batches=batches)
+        return PhaseDecision(PhaseAction.WAIT, waiting, adm.reason, until=adm.until)
+    batch = adm.batch_percentage
+    batches = replace(
+        phase.batches,
+        from_progress=phase.progress,
+        started_at=now,
+        waiting="",
+        wait_since=None,
+        gate_attempts=0,
+    )
+    opened = replace(
+        phase,
+        state=state,
+        started_at=phase.started_at or now,
+        opened_at=now,
+        last_progress_at=now,  # the stall clock starts when the switch opens
+        # what `status` and the pull request show (core.phase_view)
+        batch_percentage=batch,
+        batch_interval_seconds=policy.batch_interval_seconds,
+        total=observed.total,
+        window_closes_at=windows.closes_at(window, now),
+        max_duration_seconds=policy.max_duration_seconds,
+        marks=_marked(phase, phase.progress, now),
+        batches=batches,
+    )
+    why = f"{state} at {batch}%" + (f" ({adm.reason})" if adm.reason else "")
+    return PhaseDecision(PhaseAction.OPEN_SWITCH, opened, why, batch_percentage=batch)
+
+
+def gates_judged(
+    policy: PoolPolicy,
+    phase: PhaseProgress,
+    notes: Sequence[GateNote],
+    now: datetime,
+) -> PhaseDecision:
+    """The phase after its gates were judged (``notes``: one per gate, outcome pass, fail or
+    inconclusive). All pass: recorded as passed at this progress, and the pass comes back at
+    once to open the batch. A fail halts the pool (onFailure). Inconclusive keeps the switch
+    closed and judges again ``gateRetryInterval`` later, up to ``gateRetries`` times in a
+    row, then halts."""
+    failed = [n for n in notes if n.outcome == "fail"]
+    unsure = [n for n in notes if n.outcome not in ("pass", "fail")]
+    b = replace(phase.batches, gates=tuple(notes))
+    if failed:
+        why = f"pool {policy.name}: gate " + "; ".join(
+            f"{n.gate} failed: {n.evidence}" for n in failed
+        )
+        halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=why, batches=b)
+        return PhaseDecision(PhaseAction.HALT, halted, why, halt=HaltReason.GATE)
+    if unsure:
+        attempts = b.gate_attempts + 1
+        named = "; ".join(f"{n.gate}: {n.evidence}" for n in unsure)
+        if attempts > policy.gate_retries:
+            why = (
+                f"pool {policy.name}: gate inconclusive {attempts} times in a row "
+                f"(gateRetries {policy.gate_retries}): {named}"
+            )
+            halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=why, batches=b)
+            return PhaseDecision(PhaseAction.HALT, halted, why, halt=HaltReason.GATE)
+        why = f"gate inconclusive ({attempts}/{policy.gate_retries}): {named}"
+        waiting = replace(phase, batches=replace(b, gate_attempts=attempts, waiting=why))
+        until = now + timedelta(seconds=policy.gate_retry_interval_seconds)
+        return PhaseDecision(PhaseAction.WAIT, waiting, why, until=until)
+    passed = replace(
+        b, gates_passed=phase.progress, gates_passed_at=now, gate_attempts=0, waiting=""
+    )
+    names = ", ".join(n.gate for n in notes)
+    return PhaseDecision(
+        PhaseAction.WAIT, replace(phase, batches=passed), f"gates passed: {names}", until=now
     )
 
 

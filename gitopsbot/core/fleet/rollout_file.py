@@ -17,6 +17,7 @@ from gitopsbot.core.model import (
     MaintenanceWindow,
     PoolPolicy,
     RolloutPolicy,
+    Share,
 )
 
 _ROLLOUT_KEYS = (
@@ -44,6 +45,8 @@ _POOL_KEYS = (
     "canaryBatchPercentage",
     "paused",
     "requireApproval",
+    "maxUnavailable",
+    "windowFit",
 )
 _WINDOW_KEYS = ("cron", "duration", "timeZone")
 _ON_FAILURE = ("rollback", "revert-pr", "halt")
@@ -133,6 +136,24 @@ def _approval(r: FieldReader, node: LocatedMap, fld: str, only: str, needs: str)
     return value
 
 
+def _share(r: FieldReader, node: LocatedMap, key: str, fld: str) -> Share | None:
+    """``maxUnavailable``: a positive count (``2``) or a percentage (``"25%"``)."""
+    if node.get(key) is None:
+        return None
+    value, at, where = node[key], r.value_at(node, key), join(fld, key)
+    hint = "a node count such as 2, or a percentage of the pool's nodes such as '25%'"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            r.add(at, where, f"must be at least 1, got {value}", hint)
+            return None
+        return Share(value)
+    text = value.strip() if isinstance(value, str) else ""
+    if text.endswith("%") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 100:
+        return Share(int(text[:-1]), percent=True)
+    r.add(at, where, f"expected a count or a percentage, got {kind_of(value)}", hint)
+    return None
+
+
 def _pool(
     r: FieldReader,
     name: str,
@@ -190,6 +211,8 @@ def _pool(
         ),
         paused=r.boolean(node, "paused", fld, d.paused),
         require_approval=_approval(r, node, fld, "canary-batch", "canaryBatchPercentage"),
+        max_unavailable=_share(r, node, "maxUnavailable", fld),
+        window_fit=r.boolean(node, "windowFit", fld, d.window_fit),
     )
 
 
