@@ -99,11 +99,15 @@ def _judge(
         if prev is not None and prev.state is NodeState.VERIFIED:
             return NodeState.VERIFIED, prev.detail
         return NodeState.UPDATED, ""
-    if snap.in_progress or snap.updated or taken:
+    if taken:
         # Taken and not back yet: the replacement runs, or the new pod is not Ready.
         return NodeState.IN_BATCH, "" if snap.ready or snap.in_progress else "not Ready"
     if gate_hold:
         return NodeState.HELD, gate_hold
+    if snap.in_progress:
+        # Before the first batch: the controller replaces a crashed or mismatched
+        # hypervisor on its own (facts §3.4); no batch took the node.
+        return NodeState.PENDING, "hypervisor not Running/Ready"
     return NodeState.PENDING, "" if snap.ready else "not Ready"
 
 

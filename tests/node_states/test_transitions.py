@@ -63,6 +63,17 @@ def test_a_node_seen_updated_first_gets_the_running_batch() -> None:
     assert r == (NodeRecord("a", NodeState.UPDATED, 3, at(0)),)
 
 
+def test_before_the_first_batch_no_batch_takes_a_node() -> None:
+    moving = [snap("a", moving=True, ready=False), snap("b", updated=True, ready=False)]
+    r = ns.advance((), moving, batch=0, gate_hold="", now=at(0))
+    assert [(x.state, x.batch, x.detail) for x in r] == [
+        (NodeState.PENDING, 0, "hypervisor not Running/Ready"),
+        (NodeState.PENDING, 0, "not Ready"),
+    ]
+    r = ns.advance(r, moving, batch=1, gate_hold="", now=at(1))
+    assert [(x.state, x.batch) for x in r] == [(NodeState.IN_BATCH, 1)] * 2
+
+
 def test_a_cordoned_node_is_never_counted_done() -> None:
     r = ns.advance((), [snap("a", updated=True, cordoned=True)], batch=1, gate_hold="", now=at(0))
     assert r[0].state is NodeState.CORDONED
