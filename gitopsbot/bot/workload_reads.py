@@ -1,0 +1,160 @@
+"""Reads for workload awareness (#18): what a pool's worker and client batches would disrupt,
+read through the cluster port and judged by ``core.workload_wait``.
+
+``workload_snapshot`` is what ``decide_wait`` needs before a batch: the active GPU sessions
+and opt-out pods of the workloads a ``waitForWorkloads`` selector names. ``tenant_units`` is
+what a batch counts, as the controller counts it (facts §3.5, §3.6), each unit with its
+tenant (the top of its ownerReference chain) and nodes, for ``size_by_tenants``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gitopsbot.core import tf_objects as tf
+from gitopsbot.core import workload_wait as ww
+from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.errors import KubeError
+from gitopsbot.ports.cluster import Cluster
+
+CONNECTION = "TensorFusionConnection"
+WORKLOAD = "TensorFusionWorkload"
+
+
+def _selector(*parts: str) -> str:
+    return ",".join(p.strip() for p in parts if p.strip())
+
+
+def workload_snapshot(
+    cluster: Cluster, spec: ClusterSpec, pool: str, wait: ww.WorkloadWait
+) -> ww.WorkloadSnapshot:
+    """The pool's TensorFusion app pods the selector names (``enabled=true``, the pool's
+    ``gpupool`` label), the pool's TensorFusionWorkloads it names directly, and the
+    TensorFusionConnections of the namespace (all namespaces when None), judged."""
+    pool_label = f"{tf.GROUP}/gpupool={tf.gpupool_name(spec, pool)}"
+    pods = cluster.list(
+        "v1",
+        "Pod",
+        wait.namespace,
+        label_selector=_selector(wait.selector, tf.CLIENT_SELECTOR, pool_label),
+    )
+    # An empty selector names the pool's pods: their workloads come from the pods.
+    workloads: list[dict[str, Any]] = []
+    if wait.selector.strip():
+        workloads = cluster.list(
+            tf.TF, WORKLOAD, wait.namespace, label_selector=_selector(wait.selector, pool_label)
+        )
+    connections: list[dict[str, Any]] = []
+    if wait.until == "no-active-session":
+        connections = cluster.list(tf.TF, CONNECTION, wait.namespace)
+    return ww.snapshot_of(wait, pods=pods, workloads=workloads, connections=connections)
+
+
+class _Owners(dict[ww.OwnerKey, Mapping[str, Any]]):
+    """The owners of the objects met so far, read on first use (a dict, for ``tenant_of``)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__()
+        self._cluster = cluster
+        self._missing: set[ww.OwnerKey] = set()
+
+    def follow(self, obj: Mapping[str, Any]) -> None:
+        """Read ``obj``'s owner chain into the mapping (an unreadable owner ends it)."""
+        current: Mapping[str, Any] | None = obj
+        for _ in range(8):
+            parent = ww.owner_ref(current) if current is not None else None
+            if parent is None:
+                return
+            key = (ww.namespace(obj), str(parent.get("kind") or ""), str(parent.get("name")))
+            if key in self or key in self._missing:
+                current = self.get(key)
+                continue
+            try:
+                found = self._cluster.get(
+                    str(parent.get("apiVersion") or ""), key[1], key[0] or None, key[2]
+                )
+            except KubeError:
+                found = None  # not readable (RBAC, kind not served): the chain stops here
+            if found is None:
+                self._missing.add(key)
+                return
+            self[key] = found
+            current = found
+
+    def tenant(self, obj: Mapping[str, Any]) -> str:
+        self.follow(obj)
+        return ww.tenant_of(obj, self)
+
+
+def tenant_units(
+    cluster: Cluster,
+    spec: ClusterSpec,
+    pool: str,
+    component: Component,
+    *,
+    is_outdated: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> tuple[ww.Unit, ...]:
+    """What a worker or client batch of ``pool`` counts, as the controller counts it:
+
+    - worker: the pool's TensorFusionWorkloads (label ``tensor-fusion.ai/gpupool``, any
+      namespace, not being deleted); nodes: their worker pods' (``tensor-fusion.ai/workload``
+      label). Outdated: every workload while the pool's ``workerConfigSynced`` is not true,
+      since a changed pool worker hash changes every per-workload hash (facts §3.3) and the
+      bot cannot recompute that hash (Go's JSON of the workload spec);
+    - client: the pool's ``tensor-fusion.ai/enabled=true`` pods; nodes: the pod's own and
+      its connections' worker pods'. Outdated: the controller's own test, the pod's
+      ``pod-template-hash`` label against the GPUPool's ``componentStatus.client``.
+
+    ``is_outdated`` replaces the outdated test (it gets the workload or pod). Not for the
+    hypervisor (its batches count nodes, one tenant each): ()."""
+    if component is Component.HYPERVISOR:
+        return ()
+    gp_name = tf.gpupool_name(spec, pool)
+    gpupool = cluster.get(tf.TF, "GPUPool", None, gp_name) or {}
+    owners = _Owners(cluster)
+    worker_pods = cluster.list("v1", "Pod", None, label_selector=tf.WORKER_SELECTOR)
+    pool_label = f"{tf.GROUP}/gpupool={gp_name}"
+    if component is Component.WORKER:
+        status = (gpupool.get("status") or {}).get("componentStatus") or {}
+        synced = bool(status.get("workerConfigSynced"))
+        workloads = [
+            w
+            for w in cluster.list(tf.TF, WORKLOAD, None, label_selector=pool_label)
+            if not (w.get("metadata") or {}).get("deletionTimestamp")
+        ]
+        return tuple(
+            ww.Unit(
+                name=ww.ref(w),
+                tenant=owners.tenant(w),
+                outdated=is_outdated(w) if is_outdated is not None else not synced,
+                created=ww.created_at(w),
+                nodes=ww.worker_nodes(w, worker_pods),
+            )
+            for w in workloads
+        )
+    template_hash = tf.status_hash(gpupool, Component.CLIENT)
+    pods = cluster.list("v1", "Pod", None, label_selector=_selector(tf.CLIENT_SELECTOR, pool_label))
+    links = ww.client_links(pods, cluster.list(tf.TF, CONNECTION, None), worker_pods)
+
+    def outdated(pod: Mapping[str, Any]) -> bool:
+        if is_outdated is not None:
+            return is_outdated(pod)
+        return (
+            template_hash is None
+            or ww.labels(pod).get(f"{tf.GROUP}/pod-template-hash") != template_hash
+        )
+
+    return tuple(
+        ww.Unit(
+            name=ww.ref(p),
+            tenant=owners.tenant(p),
+            outdated=outdated(p),
+            created=ww.created_at(p),
+            nodes=links[ww.ref(p)].nodes,
+        )
+        for p in pods
+    )
+
+
+__all__ = ["tenant_units", "workload_snapshot"]
