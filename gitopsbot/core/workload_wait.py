@@ -335,7 +335,7 @@ def size_by_tenants(
         return max((len({u.tenant for u in b}) for b in batches(units, pct, progress)), default=0)
 
     limit = f"{max_tenant_share_percent}% of {len(tenants)} tenant(s) = {allowed}"
-    which = "next batch" if scope == "next" else "every batch"
+    which = "the next batch" if scope == "next" else "every batch left"
     if not controller_order(units):
         batch = touched(())
         return TenantSizing(
@@ -346,7 +346,7 @@ def size_by_tenants(
             batch = touched(next_batch(units, pct, progress))
             how = "as requested" if pct == requested else f"lowered from {requested}%"
             reason = (
-                f"{pct}% ({how}): the {which} touches at most {allowed} tenant(s) "
+                f"{pct}% ({how}): {which} touches at most {allowed} tenant(s) "
                 f"(limit {limit}); next batch: {batch.summary()}"
             )
             return TenantSizing(pct, reason, batch, allowed, len(tenants))
@@ -354,7 +354,7 @@ def size_by_tenants(
     # batch spanning tenants): the smallest batch still lets the rollout progress.
     batch = touched(next_batch(units, 1, progress))
     reason = (
-        f"1% (lowered from {requested}%): no percentage keeps the {which} within {limit}; "
+        f"1% (lowered from {requested}%): no percentage keeps {which} within {limit}; "
         f"the smallest batch goes: {batch.summary()}"
     )
     return TenantSizing(1, reason, batch, allowed, len(tenants))
