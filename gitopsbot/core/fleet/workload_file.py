@@ -68,7 +68,8 @@ def _wait(r: FieldReader, node: Any, fld: str, at: tuple[int, int]) -> WorkloadW
         pattern=_ANNOTATION,
         what="annotation key (e.g. example.com/no-disruption)",
     )
-    if "optOutAnnotation" in m and until != "opt-out-gone" and until in UNTIL:
+    # Only against an ``until`` that is valid (or absent): a wrong one is its own problem.
+    if "optOutAnnotation" in m and m.get("until", until) in UNTIL and until != "opt-out-gone":
         r.add(
             r.key_at(m, "optOutAnnotation"),
             join(fld, "optOutAnnotation"),
@@ -93,7 +94,7 @@ def _share(r: FieldReader, node: LocatedMap, fld: str) -> int | None:
     text = value.strip() if isinstance(value, str) else ""
     if text.endswith("%") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 100:
         return int(text[:-1])
-    got = f"'{value}'" if isinstance(value, str) else f"a {kind_of(value)}"
+    got = f"'{value}'" if isinstance(value, str) else kind_of(value)
     hint = "a share of the pool's tenants such as 25%"
     if isinstance(value, int) and not isinstance(value, bool):
         hint = f"write {value}% for a percentage"
