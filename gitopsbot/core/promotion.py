@@ -297,6 +297,10 @@ def _index(waves: tuple[Wave, ...], name: str) -> int:
 
 
 def _failed_message(version: str, mark: FailedVersion) -> str:
+    if not mark.line:
+        # A bot-recorded mark (core.canary_marks): its reason says where it is and how to
+        # clear it; it is not a line of gitopsbot.yaml.
+        return f"{version} is marked failed for every cluster: {mark.reason}"
     where = f"from wave {mark.wave} on" if mark.wave else "for every cluster"
     reason = f": {mark.reason}" if mark.reason else ""
     return (

@@ -182,8 +182,10 @@ def verdict(decision: PromotionDecision, spec: ClusterSpec) -> Verdict | None:
     if decision.allowed:
         return None
     where = spec.locations.get("release.yaml:chart.version")
-    if decision.failed is not None:
+    if decision.failed is not None and decision.failed.line:
         where = Location("gitopsbot.yaml", decision.failed.line, 0)
+    elif decision.failed is not None:
+        where = None  # a GPU canary mark on the state branch (core.canary_marks)
     return _deny(decision.message, where)
 
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from gitopsbot.core import located_yaml
+from gitopsbot.core.canary_marks import ClearedVersion
 from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
 from gitopsbot.core.fleet.notifications_file import read_notifications
-from gitopsbot.core.fleet.waves_settings import read_failed_versions, read_waves
+from gitopsbot.core.fleet.waves_settings import (
+    read_cleared_versions,
+    read_failed_versions,
+    read_waves,
+)
 from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedMap, YamlLimits
 from gitopsbot.core.model import (
     BotSettings,
@@ -32,6 +37,7 @@ _SETTINGS_KEYS = (
     "notifications",
     "waves",
     "failedVersions",
+    "clearedVersions",
     "drift",
 )
 _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
@@ -121,6 +127,9 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     notifications = read_notifications(r, top)
     waves = read_waves(r, top)
     failed_versions = read_failed_versions(r, top)
+    # Checked here so a mistake is a located problem; the entries reach the policy through
+    # core.canary_marks.with_canary_marks (read again with read_cleared_versions).
+    read_cleared_versions(r, top)
     group_by = r.choice(props, "groupBy", "proposals", pd.group_by, _GROUP_BY)
     if group_by == "wave" and top.get("waves") is None:
         r.add(
@@ -188,3 +197,20 @@ def parse_settings(text: str | None, *, file: str = SETTINGS_FILE) -> BotSetting
     if problems:
         raise FleetError(problems)
     return settings
+
+
+def parse_cleared_versions(
+    text: str | None, *, file: str = SETTINGS_FILE
+) -> tuple[ClearedVersion, ...]:
+    """``clearedVersions:`` of ``gitopsbot.yaml`` (``core.canary_marks.ClearedVersion``);
+    () for a missing or empty file. Raises FleetError as ``parse_settings`` does."""
+    if not text:
+        return ()
+    doc, problems = located_yaml.read(text, file)
+    r = FieldReader(file)
+    top = r.mapping(doc, "", (1, 1)) if doc is not None and not problems else None
+    cleared = read_cleared_versions(r, top) if top is not None else ()
+    problems.extend(sorted(r.problems, key=lambda p: (p.line, p.column)))
+    if problems:
+        raise FleetError(problems)
+    return cleared

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gitopsbot.core.canary_marks import ClearedVersion
 from gitopsbot.core.fleet.fields import FieldReader, is_semver, kind_of, suggest
 from gitopsbot.core.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.model import Environment, FailedVersion, Wave, WaveSelector
@@ -18,6 +19,7 @@ from gitopsbot.core.model import Environment, FailedVersion, Wave, WaveSelector
 _WAVE_KEYS = ("name", "clusters", "soak", "gateValues")
 _SELECTOR_KEYS = ("environment", "names", "labels")
 _FAILED_KEYS = ("version", "wave", "reason")
+_CLEARED_KEYS = ("version", "reason", "operation")
 _ENVIRONMENTS = tuple(e.value for e in Environment)
 _DAYS = re.compile(r"^\s*(\d+)d\s*$")
 
@@ -82,6 +84,28 @@ def read_failed_versions(r: FieldReader, top: LocatedMap) -> tuple[FailedVersion
         reason = r.string(entry, "reason", fld)
         if len(r.problems) == before:
             out.append(FailedVersion(version=version, wave=wave, reason=reason, line=at[0]))
+    return tuple(out)
+
+
+def read_cleared_versions(r: FieldReader, top: LocatedMap) -> tuple[ClearedVersion, ...]:
+    """``clearedVersions:``: a person clears the GPU canary's failed-version marks
+    (``core.canary_marks``) of ``version``, all of them or only ``operation``'s; the
+    ``reason`` is required, as the record of why the version may go again."""
+    out: list[ClearedVersion] = []
+    for i, (item, at) in enumerate(_list(r, top, "clearedVersions")):
+        fld = f"clearedVersions[{i}]"
+        entry = r.mapping(item, fld, at)
+        if entry is None:
+            continue
+        r.known_keys(entry, fld, _CLEARED_KEYS)
+        before = len(r.problems)
+        version = r.string(entry, "version", fld, required=True)
+        if version:
+            _version_ok(r, version, f"{fld}.version", r.value_at(entry, "version"))
+        reason = r.string(entry, "reason", fld, required=True)
+        operation = r.string(entry, "operation", fld)
+        if len(r.problems) == before:
+            out.append(ClearedVersion(version, reason, operation, line=at[0]))
     return tuple(out)
 
 
