@@ -198,7 +198,8 @@ def snapshot_of(
 ) -> WorkloadSnapshot:
     """The snapshot from what the bot read: ``pods`` the pool's TensorFusion pods the
     selector names, ``workloads`` the pool's TensorFusionWorkloads the selector names
-    directly, ``connections`` the TensorFusionConnections of the namespaces concerned."""
+    directly, ``connections`` the TensorFusionConnections of the namespaces concerned.
+    Only the blockers of ``wait.until`` are filled in."""
     named: set[tuple[str, str]] = {(namespace(w), name(w)) for w in workloads}
     sessions: list[str] = []
     opt_outs: list[str] = []
@@ -206,9 +207,10 @@ def snapshot_of(
         workload = pod_workload(pod)
         if workload:
             named.add((namespace(pod), workload))
-        if is_local_gpu_session(pod):
+        if wait.until == "no-active-session" and is_local_gpu_session(pod):
             sessions.append(f"local-GPU pod {ref(pod)} (workload {workload or '?'})")
-        if opts_out(pod, wait.opt_out_annotation) and not is_gone(pod):
+        opting_out = wait.until == "opt-out-gone" and opts_out(pod, wait.opt_out_annotation)
+        if opting_out and not is_gone(pod):
             opt_outs.append(f"pod {ref(pod)}")
     for conn in connections:
         workload = labels(conn).get(WORKLOAD_LABEL) or str(
