@@ -157,4 +157,24 @@ def tenant_units(
     )
 
 
-__all__ = ["tenant_units", "workload_snapshot"]
+def batch_sizing(
+    cluster: Cluster,
+    spec: ClusterSpec,
+    pool: str,
+    component: Component,
+    *,
+    max_tenant_share_percent: int,
+    requested_percentage: int,
+    progress: int = 0,
+    scope: ww.SizingScope = "next",
+) -> ww.TenantSizing:
+    """``size_by_tenants`` over ``tenant_units``: the batchPercentage to pin when opening
+    ``component``'s switch, its reason and the next batch's tenants and nodes (evidence).
+    ``progress`` is the pool's ``<component>UpdateProgress`` (0 before a campaign)."""
+    units = tenant_units(cluster, spec, pool, component)
+    return ww.size_by_tenants(
+        units, max_tenant_share_percent, requested_percentage, progress=progress, scope=scope
+    )
+
+
+__all__ = ["batch_sizing", "tenant_units", "workload_snapshot"]

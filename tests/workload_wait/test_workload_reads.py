@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gitopsbot.bot.workload_reads import tenant_units, workload_snapshot
+from gitopsbot.bot.workload_reads import batch_sizing, tenant_units, workload_snapshot
 from gitopsbot.core.model import ClusterSpec, Component, Environment, ReleaseSpec, RolloutPolicy
 from gitopsbot.core.workload_wait import (
     OPT_OUT_ANNOTATION,
@@ -228,6 +228,15 @@ def test_client_units_map_pods_to_their_workers_nodes() -> None:
     sizing = size_by_tenants(got, 34, 100)
     assert sizing.percentage == 50 and sizing.batch.units == ("ml/solo",)
     assert sizing.batch.nodes == ("n-2",)
+    read = batch_sizing(
+        world(),
+        spec(),
+        "gpu-a",
+        Component.CLIENT,
+        max_tenant_share_percent=34,
+        requested_percentage=100,
+    )
+    assert read == sizing
 
 
 def test_snapshot_of_sessions_until_the_connection_stops() -> None:
