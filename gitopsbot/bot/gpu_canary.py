@@ -30,6 +30,8 @@ from gitopsbot.ports.cluster import Cluster
 
 # How soon to look again while the pod runs; the caller may wait on the Pod watch instead.
 RETRY_SECONDS = 2.0
+# After the watch saw the pod change: look again almost at once.
+CHANGED_RETRY_SECONDS = 0.2
 
 
 def run_canary_smoke(
@@ -41,12 +43,16 @@ def run_canary_smoke(
     op_id: str,
     now: datetime,
     started_at: datetime | None,
+    *,
+    wait_slice: float = 0.0,
 ) -> CanaryResult:
     """One look at the smoke run of ``pool`` (rollout.yaml's name) for operation ``op_id``.
 
     ``component``: the component whose canary batch ran (journal evidence only: the pod is
     pinned to a node on the pool's current hypervisor image whichever component rolled).
     ``started_at``: when the caller's step began (the timeout counts from it; None: now).
+    ``wait_slice``: while the pod runs, follow its watch up to this many seconds before
+    returning (0: return at once), as ``steps.verify`` does for the smoke test.
     Returns PASSED or FAILED with evidence (the pod is then gone), or RUNNING with
     ``retry_after``."""
     del component  # the node rule is the same for every component (see the docstring)
@@ -97,9 +103,15 @@ def run_canary_smoke(
     )
     verdict = cs.judge(pod, waited=waited, timeout=smoke.timeout_seconds)
     if verdict is CanaryVerdict.RUNNING:
-        return CanaryResult(
-            verdict, cs.verdict_message(verdict, evidence, waited), evidence, RETRY_SECONDS
-        )
+        retry = RETRY_SECONDS
+        budget = min(wait_slice, smoke.timeout_seconds - waited)
+        if budget > 0:
+            rv = str(pod["metadata"].get("resourceVersion") or "")
+            changed = cluster.wait_for_change(
+                "v1", "Pod", namespace, since={name: rv}, timeout=budget
+            )
+            retry = CHANGED_RETRY_SECONDS if changed else 0.0
+        return CanaryResult(verdict, cs.verdict_message(verdict, evidence, waited), evidence, retry)
     # Judged: removed so a later operation starts fresh; the evidence is in the result.
     cluster.delete("v1", "Pod", namespace, name)
     return _done(verdict, evidence, waited)

@@ -158,6 +158,19 @@ def test_passes_on_the_updated_node_and_cleans_up(sandbox: Sandbox) -> None:
     assert kube.list("v1", "Pod", None, label_selector=SMOKE) == []
 
 
+def test_waits_on_the_pod_watch_when_asked(sandbox: Sandbox) -> None:
+    kube = sandbox()
+    started = datetime.now(UTC)
+    s = smoke()
+    result = run_canary_smoke(
+        kube, spec(), s, "a", None, OP, datetime.now(UTC), started, wait_slice=5.0
+    )
+    # The simulator plays the pod at once: the watch sees it, the next look is soon.
+    assert result.verdict is CanaryVerdict.RUNNING and result.retry_after < 1.0
+    result = _until_done(kube, s)
+    assert result.verdict is CanaryVerdict.PASSED
+
+
 def test_fails_on_a_node_not_updated(sandbox: Sandbox) -> None:
     kube = sandbox()
     old = sorted(n for n, image in _hv_images(kube).items() if image == "hv:1")[0]
