@@ -289,10 +289,14 @@ def batches(
     pending = list(controller_order(units))
     updated = total - len(pending)
     size = math.ceil(percentage * total / 100)
-    while progress < 100 and total > 0:
+    if progress >= 100:
+        progress = 0  # a finished campaign: the next one (a new hash) starts from 0
+    while total > 0:
         index = progress // percentage
         delta = min((index + 1) * size, total) - updated
         if delta < 0:
+            # More already updated than this step wants: the controller skips the step.
+            # At 100 the next index already wants every unit, so this cannot loop forever.
             progress = min(progress + percentage, 100)
             continue
         if delta > 0 and pending:
@@ -300,8 +304,10 @@ def batches(
             updated += len(batch)
             yield tuple(batch)
             continue
-        # The batch is done (or nothing is left to take): the next step of progress.
+        # The batch is done (or nothing is left to take): the next step, or the end.
         progress = min((index + 1) * percentage, 100)
+        if progress >= 100 or not pending:
+            return
 
 
 def next_batch(units: Sequence[Unit], percentage: int, progress: int = 0) -> tuple[Unit, ...]:

@@ -124,3 +124,12 @@ def test_touched_names_tenants_and_nodes() -> None:
     assert got.tenants == ("A",)
     assert got.nodes == ("node-0", "node-1", "node-2")
     assert got.summary().startswith("4 unit(s) of 1 tenant(s) [A] on 3 node(s)")
+
+
+def test_progress_off_the_percentages_steps_and_a_finished_campaign() -> None:
+    # 9 of 10 updated; progress 20 left by an earlier 20% pin, now 30%: steps 20 → 50 → 80
+    # are covered, 80 → 90 finishes a step, and at 90 the last unit goes.
+    units = [unit(i, "A", outdated=i == 9) for i in range(10)]
+    assert [[u.name for u in b] for b in batches(units, 30, progress=20)] == [["ml/u09"]]
+    # Progress 100 is the last campaign's: a new one starts from 0.
+    assert [len(b) for b in batches(TEN, 50, progress=100)] == [5, 5]
