@@ -54,7 +54,8 @@ def run_canary_smoke(
     ``wait_slice``: while the pod runs, follow its watch up to this many seconds before
     returning (0: return at once), as ``steps.verify`` does for the smoke test.
     Returns PASSED or FAILED with evidence (the pod is then gone), or RUNNING with
-    ``retry_after``."""
+    ``retry_after`` (also while no node of the pool shows the update yet: FAILED once the
+    timeout passes without one)."""
     del component  # the node rule is the same for every component (see the docstring)
     name = cs.pod_name(op_id, pool)
     meta = smoke.manifest.get("metadata") or {}
@@ -70,17 +71,19 @@ def run_canary_smoke(
 
     pod = cluster.get("v1", "Pod", namespace, name)
     if pod is None:
-        if waited >= smoke.timeout_seconds:
-            return _done(CanaryVerdict.FAILED, evidence, waited)
         node = cs.pick_node(_nodes(cluster, spec, gpupool), hv_image)
         if node is None:
-            # Fail closed: without an updated node the GPU path of the new version is unproven.
-            return CanaryResult(
-                CanaryVerdict.FAILED,
-                f"GPU canary: no node of pool {pool} runs hypervisor {hv_image or '(unknown)'}"
-                " Running after the canary batch",
-                evidence,
+            # A node just updated may not show Running yet: wait for one up to the timeout,
+            # then fail closed (without an updated node the new GPU path is unproven).
+            what = (
+                f"GPU canary: no node of pool {pool} runs hypervisor "
+                f"{hv_image or '(unknown)'} Running after the canary batch"
             )
+            if waited < smoke.timeout_seconds:
+                return CanaryResult(CanaryVerdict.RUNNING, what, evidence, RETRY_SECONDS)
+            return CanaryResult(CanaryVerdict.FAILED, what, evidence)
+        if waited >= smoke.timeout_seconds:
+            return _done(CanaryVerdict.FAILED, evidence, waited)  # too late to start one
         manifest = cs.smoke_pod(
             smoke, name=name, namespace=namespace, gpupool=gpupool, node=node,
             op_id=op_id, pool=pool,

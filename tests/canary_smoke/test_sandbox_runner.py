@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,12 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
             {"spec": copy.deepcopy(_tfc("hv:2", "worker:2")["spec"])},
         )
         _wait(lambda: sorted(_hv_images(kube).values()) == ["hv:1", "hv:1", "hv:1", "hv:2"])
+        # As after the canary's verification: every GPUNode Running again.
+        _wait(
+            lambda: all(
+                (n.get("status") or {}).get("phase") == "Running" for n in kube.list(TF, "GPUNode")
+            )
+        )
         return kube
 
     yield start
@@ -131,10 +137,10 @@ def _run(
     )
 
 
-def _until_done(kube: Any, s: CanarySmoke) -> CanaryResult:
+def _until_done(kube: Any, s: CanarySmoke, op: str = OP) -> CanaryResult:
     started = datetime.now(UTC)
     for _ in range(200):
-        result = _run(kube, s, started=started)
+        result = _run(kube, s, op=op, started=started)
         if result.verdict is not CanaryVerdict.RUNNING:
             return result
         time.sleep(0.05)
@@ -200,7 +206,8 @@ def test_fails_when_the_gpu_path_is_broken_on_purpose(sandbox: Sandbox) -> None:
     assert kube.list("v1", "Pod", None, label_selector=SMOKE) == []
     # The pod annotation breaks it too, with the test's own reason.
     broken = smoke(annotations={BREAK_ANNOTATION: "cuInit returned 999"})
-    result = _until_done(kube, broken)
+    # Another operation: the first pod's name may still be taken while it is deleted.
+    result = _until_done(kube, broken, op="op-20261204-0002")
     assert result.verdict is CanaryVerdict.FAILED
     assert result.evidence.exit_message.endswith("cuInit returned 999")
 
@@ -270,7 +277,12 @@ def test_no_updated_node_fails_closed(sandbox: Sandbox) -> None:
         "autoUpdateHypervisor"
     ] = False
     kube.patch_merge(TF, "TensorFusionCluster", None, "tf", {"spec": {"gpuPools": pools}})
-    result = run_canary_smoke(kube, other, s, "a", None, "op-x", datetime.now(UTC), None)
+    now = datetime.now(UTC)
+    result = run_canary_smoke(kube, other, s, "a", None, "op-x", now, None)
+    assert result.verdict is CanaryVerdict.RUNNING  # waits for a node up to the timeout
+    assert "no node of pool a runs hypervisor hv:3" in result.message
+    long_ago = now - timedelta(seconds=s.timeout_seconds)
+    result = run_canary_smoke(kube, other, s, "a", None, "op-x", now, long_ago)
     assert result.verdict is CanaryVerdict.FAILED
     assert "no node of pool a runs hypervisor hv:3" in result.message
     assert kube.list("v1", "Pod", None, label_selector=SMOKE) == []
