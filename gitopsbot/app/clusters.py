@@ -9,6 +9,7 @@ classes.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import uuid
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.prometheus import from_endpoint as prometheus_client
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.app.options import RunOptions
@@ -110,7 +112,13 @@ def executor_factory(
             secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
             if secret_memory is not None:  # notifications mask what was resolved
                 secrets = secret_memory.recording(spec.name, secrets)  # type: ignore[assignment]
-            built[spec.name] = Executor(cluster=cluster, helm=helm, secrets=secrets)
+            built[spec.name] = Executor(
+                cluster=cluster,
+                helm=helm,
+                secrets=secrets,
+                # the bearer token comes from the bot's environment, named by tokenEnv
+                prometheus=lambda endpoint: prometheus_client(endpoint, os.environ),
+            )
         return built[spec.name]
 
     return make

@@ -28,17 +28,18 @@ from gitopsbot.bot.pass_base import PassBase, PassResult
 from gitopsbot.bot.pr_commands import take_commands
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
-from gitopsbot.core import operation, pause, rollout
+from gitopsbot.core import node_states, operation, pause, phase_view, rollout
 from gitopsbot.core.journal import (
     Journal,
     OperationStatus,
+    PhaseProgress,
     PhaseState,
     RollbackPoint,
     Step,
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.model import ClusterSpec, Component
 from gitopsbot.core.operation import Action, Decision
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
@@ -379,6 +380,14 @@ class DrivingMixin(PassBase):
                 )
             elif pd.action is rollout.PhaseAction.CLOSE_SWITCH or pd.close:
                 executor.set_switch(spec, ref.pool, ref.component, open_=False)
+            if pd.action is rollout.PhaseAction.CHECK_GATES:
+                # Gates are judged with the switch closed, between two batches (issue 18).
+                pool_policy = next(p for p in spec.rollout.pools if p.name == ref.pool)
+                judged = executor.judge_gates(spec, ref.pool, pool_policy.gates)
+                pd = rollout.gates_judged(pool_policy, phase, judged, now)
+                phase = pd.phase
+                if pd.action is rollout.PhaseAction.WAIT and pd.until == now:
+                    advanced = True  # passed: decide again in this pass, to open the batch
             if pd.action is rollout.PhaseAction.VERIFY_CANARY:
                 problems = executor.check(spec, [ref.pool], canary=True, component=ref.component)
                 since = phase.last_progress_at or now
@@ -392,6 +401,10 @@ class DrivingMixin(PassBase):
                     phase = replace(phase, state=PhaseState.HALTED, halt_reason=pd.reason)
                 else:
                     phase = replace(phase, canary_done=True, state=PhaseState.ROLLING)
+            if ref.component is Component.HYPERVISOR and phase.state is not PhaseState.PENDING:
+                checked = phase.canary_done and not journal.phase(ref.step).canary_done
+                checked = checked or phase.batches.gates_passed_at == now
+                phase = self._node_states(spec, ref.pool, step, phase, pd, now, executor, checked)
             hold_moved = phase.paused_by != journal.phase(ref.step).paused_by  # held, let go
             if step.state is StepState.PENDING and phase.state is not PhaseState.PENDING:
                 step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
@@ -409,3 +422,35 @@ class DrivingMixin(PassBase):
             journal = journal.with_step(step).with_phase(phase)
             notes.append(note)
         return journal, advanced
+
+    def _node_states(
+        self,
+        spec: ClusterSpec,
+        pool: str,
+        step: Step,
+        phase: PhaseProgress,
+        pd: rollout.PhaseDecision,
+        now: datetime,
+        executor: Executor,
+        checked: bool,
+    ) -> PhaseProgress:
+        """The phase with each node's state as seen now (issue 18, core.node_states): which
+        batch took it, updated, verified once the canary check or the gates passed after
+        it, failed with a halt, held while a gate, the window or a person keeps the switch
+        closed. Recorded with the phase, so a restart resumes from it."""
+        held = ""
+        if phase.state in (PhaseState.BETWEEN, PhaseState.PAUSED):
+            held = phase.batches.waiting or phase.paused_by or "switch closed"
+        batch = phase_view.view(phase, step, now).batch
+        records = node_states.advance(
+            phase.nodes, executor.node_snapshots(spec, pool), batch=batch, gate_hold=held, now=now
+        )
+        if checked:  # the canary check or the gates passed in this round
+            updated = node_states.names_in(records, node_states.NodeState.UPDATED)
+            records = node_states.verified(records, updated, now)
+        if pd.action is rollout.PhaseAction.HALT:
+            taken = node_states.names_in(
+                records, node_states.NodeState.IN_BATCH, node_states.NodeState.UPDATED
+            )
+            records = node_states.failed(records, taken, pd.reason, now)
+        return replace(phase, nodes=records)

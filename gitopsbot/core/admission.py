@@ -42,10 +42,10 @@ RECENT_BATCHES = 5
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """``open``: the batch may start at ``batch_percentage``. Otherwise ``until`` says when
+    """``admitted``: the batch may start at ``batch_percentage``. Otherwise ``until`` says when
     to look again and ``reason`` why; ``halt``: it can never start (the deadline)."""
 
-    open: bool
+    admitted: bool
     batch_percentage: int
     reason: str = ""
     until: datetime | None = None

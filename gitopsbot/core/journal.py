@@ -19,9 +19,10 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from gitopsbot.core import batch_record, located_yaml
+from gitopsbot.core import batch_record, located_yaml, node_states
 from gitopsbot.core.batch_record import BatchRecord
 from gitopsbot.core.model import Component
+from gitopsbot.core.node_states import NodeRecord
 from gitopsbot.errors import FleetError
 
 FORMAT = "gitopsbot-journal/v1"
@@ -136,6 +137,8 @@ class PhaseProgress:
     paused_by: str = ""
     # Batch boundaries, gates and admission (issue 18; core.batch_record).
     batches: BatchRecord = field(default_factory=BatchRecord)
+    # Each node's state in this phase (hypervisor phases; core.node_states).
+    nodes: tuple[NodeRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +351,8 @@ def _phase_view_fields(p: PhaseProgress) -> dict[str, Any]:
         out["paused_by"] = p.paused_by
     if p.batches != BatchRecord():
         out["batches"] = batch_record.to_data(p.batches)
+    if p.nodes:
+        out["nodes"] = node_states.to_data(p.nodes)
     return out
 
 
@@ -417,6 +422,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
                 ),
                 paused_by=str(p.get("paused_by", "")),
                 batches=batch_record.from_data(p.get("batches")),
+                nodes=node_states.from_data(p.get("nodes")),
             )
             for p in d.get("phases") or ()
         ),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
+from gitopsbot.core.gates import Gate, PrometheusEndpoint
 from gitopsbot.core.yaml_bounds import DEFAULT_LIMITS, YamlLimits
 
 
@@ -102,7 +103,7 @@ class PoolPolicy:
     window_fit: bool = True
     # Gates judged after each batch and before the next opens (core.gates): pass opens,
     # fail halts, inconclusive retries gate_retries times gate_retry_interval apart.
-    gates: tuple[object, ...] = ()
+    gates: tuple[Gate, ...] = ()
     gate_retries: int = 3
     gate_retry_interval_seconds: int = 60
 
@@ -135,6 +136,9 @@ class RolloutPolicy:
     paused: bool = False
     # "canary-pool": after the canary pool is done, the others wait for /gitopsbot approve.
     require_approval: str = ""
+    # Where the pools' Prometheus and alert gates ask (core.gates; the token stays in the
+    # bot's environment, named by tokenEnv).
+    prometheus: PrometheusEndpoint | None = None
 
     def ordered_pools(self) -> tuple[PoolPolicy, ...]:
         by_name = {p.name: p for p in self.pools}

@@ -122,10 +122,7 @@ class StepRow:
 
 def phase_nodes(phase: PhaseProgress) -> tuple[NodeRecord, ...]:
     """The phase's per-node records (``PhaseProgress.nodes``), () when it has none."""
-    # Read by name until the journal's PhaseProgress carries ``nodes`` (issue #18, added by
-    # the journal's owner): every display goes through here, so the switch is this line.
-    found = getattr(phase, "nodes", ())
-    return found if isinstance(found, tuple) else ()
+    return phase.nodes
 
 
 def node_line(records: tuple[NodeRecord, ...]) -> str:

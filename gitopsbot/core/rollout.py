@@ -287,7 +287,7 @@ def _admit(
         window=window,
         active_seconds=active_seconds(phase, now),
     )
-    if not adm.open and adm.until is None and not adm.halt:
+    if not adm.admitted and adm.until is None and not adm.halt:
         adm = replace(adm, until=now + POLL)
     return adm
 
@@ -307,7 +307,7 @@ def _stop_between(
         return f"batch finished at {phase.progress}%: gates judge the next"
     pinned = phase.batch_percentage or policy.batch_percentage
     adm = _admit(policy, component, observed, phase, now, window, pinned)
-    if not adm.open:
+    if not adm.admitted:
         return adm.reason
     if adm.batch_percentage != pinned:
         return adm.reason or f"next batch at {adm.batch_percentage}%"
@@ -336,7 +336,7 @@ def _open(
     if adm.halt:
         halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=adm.reason)
         return PhaseDecision(PhaseAction.HALT, halted, adm.reason, halt=HaltReason.MAX_DURATION)
-    if not adm.open:
+    if not adm.admitted:
         keep = (PhaseState.PENDING, PhaseState.BETWEEN)
         waiting_state = phase.state if phase.state in keep else PhaseState.BETWEEN
         since = phase.batches.wait_since

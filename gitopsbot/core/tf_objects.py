@@ -226,3 +226,15 @@ def rolling_policy(tfc: Mapping[str, Any], pool: str) -> Mapping[str, Any]:
 
 def phase(obj: Mapping[str, Any]) -> str:
     return str((obj.get("status") or {}).get("phase") or "without a phase")
+
+
+def node_out_of_service(node: Mapping[str, Any] | None) -> bool:
+    """A core Node that cannot serve GPU work: missing, NotReady (its Ready condition is not
+    True) or cordoned (``spec.unschedulable``)."""
+    if node is None:
+        return True
+    if (node.get("spec") or {}).get("unschedulable"):
+        return True
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    return ready is None or ready.get("status") != "True"

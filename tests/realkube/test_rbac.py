@@ -34,7 +34,7 @@ from gitopsbot.bot.steps.outcome import RETRY_AFTER_WAIT
 from gitopsbot.bot.steps.verify import SETTLE_SECONDS
 from gitopsbot.core import operation
 from gitopsbot.core.journal import Journal, OperationKind, RollbackPoint, StepState
-from gitopsbot.core.model import ClusterSpec, Component, SmokeTest
+from gitopsbot.core.model import ClusterSpec, Component, Share, SmokeTest
 from gitopsbot.core.observed import HelmReleaseStatus
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.helm import ChartRef
@@ -355,6 +355,13 @@ def _switch(w: World) -> str:
     return _raises(lambda: w.ex.set_switch(w.spec, "shared", Component.HYPERVISOR, open_=True))
 
 
+def _budget(w: World) -> str:
+    """A pool with an availability budget: its observation lists the Nodes (issue 18)."""
+    pools = tuple(replace(p, max_unavailable=Share(1)) for p in w.spec.rollout.pools)
+    spec = replace(w.spec, rollout=replace(w.spec.rollout, pools=pools))
+    return _raises(lambda: w.ex.observe_pool(spec, "shared", Component.HYPERVISOR))
+
+
 def _new_crd(w: World) -> str:
     # A CRD of the chart not in the cluster yet (a chart version that adds one).
     path = (
@@ -440,6 +447,7 @@ PROBES: dict[tuple[str, str, str], Probe] = {
     ("tensorfusionworkloads", "list", "ClusterRole"): _step("backup"),
     ("tensorfusionconnections", "list", "ClusterRole"): _step("backup"),
     ("pods", "list", "ClusterRole"): _step("verify"),
+    ("nodes", "list", "ClusterRole"): _budget,
     ("secrets", "get", "Role"): _mark_failed,
     ("secrets", "list", "Role"): _step("backup"),
     ("secrets", "patch", "Role"): _mark_failed,

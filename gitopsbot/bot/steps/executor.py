@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
+from gitopsbot.bot import gate_checks, node_reads
 from gitopsbot.bot.steps import backup as backup_step
 from gitopsbot.bot.steps import controller as controller_steps
 from gitopsbot.bot.steps import crds as crds_step
@@ -29,11 +30,15 @@ from gitopsbot.bot.steps import helm_upgrade as helm_step
 from gitopsbot.bot.steps import pool_switch
 from gitopsbot.bot.steps import rollback as rollback_step
 from gitopsbot.bot.steps import verify as verify_step
+from gitopsbot.bot.steps.cluster_reads import pool_images
 from gitopsbot.bot.steps.outcome import RETRY, WAIT_SLICE_SECONDS, SecretSource, StepOutcome
 from gitopsbot.core import rollout
 from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.batch_record import GateNote
+from gitopsbot.core.gates import Gate, PrometheusEndpoint, needs_prometheus
 from gitopsbot.core.journal import Journal, RollbackPoint, Step, StepKind, StepState
 from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.node_states import NodeSnapshot
 from gitopsbot.errors import (
     GitOpsBotError,
     HelmChartUnusable,
@@ -43,6 +48,7 @@ from gitopsbot.errors import (
 )
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import Helm
+from gitopsbot.ports.prometheus import Prometheus
 
 
 class Executor:
@@ -60,10 +66,15 @@ class Executor:
         secrets: SecretSource,
         smoke_test_timeout: int = 300,
         wait_slice: float = WAIT_SLICE_SECONDS,
+        prometheus: Callable[[PrometheusEndpoint], Prometheus] | None = None,
     ) -> None:
         self.cluster = cluster
         self.helm = helm
         self.secrets = secrets
+        # Builds the client of a cluster's prometheus: block (the endpoint is Git's, read
+        # each pass), one per endpoint.
+        self._prometheus_of = prometheus
+        self._prometheus: dict[PrometheusEndpoint, Prometheus] = {}
         self.smoke_test_timeout = smoke_test_timeout
         self.wait_slice = wait_slice
 
@@ -189,6 +200,40 @@ class Executor:
     ) -> None:
         pool_switch.set_switch(
             self.cluster, spec, pool, component, open_=open_, batch_percentage=batch_percentage
+        )
+
+    def node_snapshots(self, spec: ClusterSpec, pool: str) -> tuple[NodeSnapshot, ...]:
+        """Each GPU node of ``pool`` as seen now, for its per-node state (issue 18)."""
+        image = pool_images(self.cluster, spec).get(pool, {}).get(str(Component.HYPERVISOR))
+        return node_reads.node_snapshots(self.cluster, spec, pool, image or "")
+
+    def judge_gates(
+        self, spec: ClusterSpec, pool: str, gates: Sequence[Gate]
+    ) -> tuple[GateNote, ...]:
+        """Judge a pool's gates between two batches (issue 18): one note per gate. Never
+        raises for the cluster's or Prometheus's failures: they are inconclusive results
+        with the error as evidence (``bot.gate_checks``)."""
+        endpoint = spec.rollout.prometheus
+        client: Prometheus | None = None
+        trouble = ""
+        wanted = any(needs_prometheus(g) for g in gates)
+        if endpoint is not None and self._prometheus_of is not None and wanted:
+            try:
+                if endpoint not in self._prometheus:
+                    self._prometheus[endpoint] = self._prometheus_of(endpoint)
+                client = self._prometheus[endpoint]
+            except GitOpsBotError as e:
+                trouble = str(e)
+        results = gate_checks.evaluate_gates(
+            gates, prometheus=client, cluster=self.cluster, spec=spec, pool=pool
+        )
+        return tuple(
+            GateNote(
+                r.gate,
+                str(r.outcome),
+                f"{r.evidence} ({trouble})" if trouble and needs_prometheus(g) else r.evidence,
+            )
+            for g, r in zip(gates, results, strict=True)
         )
 
     def check(

@@ -66,7 +66,27 @@ def observe_pool(
         current=current,
         version=str((gpupool.get("metadata") or {}).get("resourceVersion") or ""),
         units=_units(cluster, spec, pool, component),
+        out_of_service=_out_of_service(cluster, spec, pool, component, nodes),
     )
+
+
+def _out_of_service(
+    cluster: Cluster,
+    spec: ClusterSpec,
+    pool: str,
+    component: Component,
+    gpunodes: Sequence[Mapping[str, Any]],
+) -> tuple[str, ...]:
+    """The pool's nodes out of service, for the availability budget (issue 18): the core
+    Node NotReady, or cordoned (``spec.unschedulable``, a person's doing: the bot only reads
+    Nodes, never cordons or uncordons). Read only when the pool has a budget and for the
+    hypervisor phase, whose batches are nodes; a Node missing is out of service too."""
+    policy = next((p for p in spec.rollout.pools if p.name == pool), None)
+    if policy is None or policy.max_unavailable is None or component is not Component.HYPERVISOR:
+        return ()
+    names = {str(n["metadata"]["name"]) for n in gpunodes}
+    found = {str(n["metadata"]["name"]): n for n in cluster.list("v1", "Node")}
+    return tuple(sorted(name for name in names if tf.node_out_of_service(found.get(name))))
 
 
 def _units(cluster: Cluster, spec: ClusterSpec, pool: str, component: Component) -> int | None:

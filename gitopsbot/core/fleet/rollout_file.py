@@ -9,7 +9,14 @@ from typing import Any
 from croniter import CroniterError, croniter
 
 from gitopsbot.core.fleet.fields import DNS_LABEL, TIMEZONE, FieldReader, join, kind_of, suggest
+from gitopsbot.core.fleet.gates_file import (
+    GATE_POOL_KEYS,
+    PROMETHEUS_KEY,
+    read_gate_settings,
+    read_prometheus,
+)
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
+from gitopsbot.core.gates import PrometheusEndpoint
 from gitopsbot.core.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.model import (
     Component,
@@ -30,6 +37,7 @@ _ROLLOUT_KEYS = (
     "paused",
     "requireApproval",
     "pools",
+    PROMETHEUS_KEY,
 )
 _POOL_KEYS = (
     "autoUpdateHypervisor",
@@ -47,6 +55,7 @@ _POOL_KEYS = (
     "requireApproval",
     "maxUnavailable",
     "windowFit",
+    *GATE_POOL_KEYS,
 )
 _WINDOW_KEYS = ("cron", "duration", "timeZone")
 _ON_FAILURE = ("rollback", "revert-pr", "halt")
@@ -161,6 +170,7 @@ def _pool(
     fld: str,
     known_timezones: Collection[str] | None,
     locations: dict[str, Location],
+    prometheus: PrometheusEndpoint | None = None,
 ) -> PoolPolicy:
     d = PoolPolicy(name=name)
     r.known_keys(node, fld, _POOL_KEYS)
@@ -187,6 +197,7 @@ def _pool(
     if "phases" in node and not names and isinstance(node["phases"], LocatedList):
         r.add(r.value_at(node, "phases"), join(fld, "phases"), "must list at least one phase")
     max_duration: int | None = r.duration(node, "maxDuration", fld, None)
+    gates = read_gate_settings(r, node, fld, prometheus)
     # A phase whose switch is off (F3) is the policy engine's rule, not a format error.
     return PoolPolicy(
         name=name,
@@ -213,6 +224,9 @@ def _pool(
         require_approval=_approval(r, node, fld, "canary-batch", "canaryBatchPercentage"),
         max_unavailable=_share(r, node, "maxUnavailable", fld),
         window_fit=r.boolean(node, "windowFit", fld, d.window_fit),
+        gates=gates.gates,
+        gate_retries=gates.retries,
+        gate_retry_interval_seconds=gates.retry_interval_seconds,
     )
 
 
@@ -231,6 +245,7 @@ def read_rollout(
     r.known_keys(top, "", _ROLLOUT_KEYS)
     for key in top:
         locations[f"{ROLLOUT_FILE}:{key}"] = r.loc(r.key_at(top, key))
+    prometheus = read_prometheus(r, top)
     pools: list[PoolPolicy] = []
     pools_node: LocatedMap | None = None
     if top.get("pools") is not None:
@@ -246,7 +261,7 @@ def read_rollout(
         elif not isinstance(node, LocatedMap):
             r.add(r.value_at(pools_node, name), fld, f"expected a mapping, got {kind_of(node)}")
             continue
-        pools.append(_pool(r, name, node, fld, known_timezones, locations))
+        pools.append(_pool(r, name, node, fld, known_timezones, locations, prometheus))
     names = [p.name for p in pools]
     order, order_at = r.string_list(top, "order", "", ())
     for i, (pool, at) in enumerate(zip(order, order_at, strict=True)):
@@ -289,4 +304,5 @@ def read_rollout(
         acknowledgements=acks,
         paused=r.boolean(top, "paused", "", d.paused),
         require_approval=_approval(r, top, "", "canary-pool", "canaryPool"),
+        prometheus=prometheus,
     )
