@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from gitopsbot.core.gates import Gate, PrometheusEndpoint
+from gitopsbot.core.workload_wait import WorkloadAwareness
 from gitopsbot.core.yaml_bounds import DEFAULT_LIMITS, YamlLimits
 
 
@@ -106,6 +107,9 @@ class PoolPolicy:
     gates: tuple[Gate, ...] = ()
     gate_retries: int = 3
     gate_retry_interval_seconds: int = 60
+    # Worker and client batches: wait for sessions to end, and bound the tenants a batch
+    # disrupts (core.workload_wait).
+    workloads: WorkloadAwareness | None = None
 
     def switch(self, component: Component) -> bool:
         return {

@@ -30,6 +30,7 @@ from gitopsbot.core import admission, windows
 from gitopsbot.core.batch_record import GateNote
 from gitopsbot.core.journal import PhaseProgress, PhaseState, ProgressMark
 from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
+from gitopsbot.core.workload_wait import WaitDecision, WorkloadSnapshot, decide_wait
 
 # How often to look again while a rollout runs, when nothing sooner is due.
 POLL = timedelta(seconds=10)
@@ -66,6 +67,7 @@ class HaltReason(StrEnum):
     MAX_DURATION = "max-duration-exceeded"
     STALLED = "stalled"
     GATE = "gate-failed"
+    WORKLOADS = "workloads-busy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +96,9 @@ class PoolObservation:
     # pool's tenant share, and why (None: no bound).
     tenant_percentage: int | None = None
     tenant_reason: str = ""
-    # Worker/client: why a workload wait keeps the switch closed ("" when it does not),
-    # and whether it expired with skip-window (core.workload_wait).
-    workload_hold: str = ""
-    workload_skip: bool = False
+    # Worker/client with waitForWorkloads: the named workloads' sessions and opt-outs now
+    # (core.workload_wait); None: not asked.
+    workload: WorkloadSnapshot | None = None
 
     @property
     def total(self) -> int:
@@ -256,15 +257,31 @@ def _gates_due(policy: PoolPolicy, phase: PhaseProgress, now: datetime) -> bool:
     return not (b.gates_passed == phase.progress and fresh)
 
 
-def _capacity(observed: PoolObservation) -> admission.Capacity:
+def _workload(
+    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
+) -> WaitDecision | None:
+    """The pool's waitForWorkloads judged now; its timeout counts from the first look that
+    found something to wait for (``batches.wait_since``)."""
+    wait = policy.workloads.wait if policy.workloads is not None else None
+    if wait is None or observed.workload is None:
+        return None
+    since = phase.batches.wait_since or now
+    return decide_wait(wait, observed.workload, (now - since).total_seconds())
+
+
+def _capacity(
+    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
+) -> admission.Capacity:
+    wait = _workload(policy, observed, phase, now)
+    holds = wait is not None and wait.action in ("wait", "skip-window")
     return admission.Capacity(
         nodes=observed.nodes,
         out_of_service=observed.out_of_service,
         tenant_percentage=observed.tenant_percentage,
         tenant_reason=observed.tenant_reason,
-        workload_hold=observed.workload_hold,
-        workload_until=None,
-        workload_skip=observed.workload_skip,
+        workload_hold=wait.reason if holds and wait is not None else "",
+        workload_until=now + POLL if holds else None,
+        workload_skip=wait is not None and wait.action == "skip-window",
     )
 
 
@@ -281,7 +298,7 @@ def _admit(
         policy=policy,
         component=component,
         phase=phase,
-        capacity=_capacity(observed),
+        capacity=_capacity(policy, observed, phase, now),
         requested=requested,
         now=now,
         window=window,
@@ -305,6 +322,9 @@ def _stop_between(
     pinned batch (the window, the deadline, the budget, tenants, a workload wait)."""
     if policy.gates:
         return f"batch finished at {phase.progress}%: gates judge the next"
+    wait = _workload(policy, observed, phase, now)
+    if wait is not None and wait.action == "halt":
+        return wait.reason
     pinned = phase.batch_percentage or policy.batch_percentage
     adm = _admit(policy, component, observed, phase, now, window, pinned)
     if not adm.admitted:
@@ -332,6 +352,11 @@ def _open(
         )
     state = PhaseState.CANARY if canary else PhaseState.ROLLING
     requested = policy.canary_batch_percentage if canary else policy.batch_percentage
+    wait = _workload(policy, observed, phase, now)
+    if wait is not None and wait.action == "halt":
+        why = f"pool {policy.name}: waitForWorkloads: {wait.reason}"
+        halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=why)
+        return PhaseDecision(PhaseAction.HALT, halted, why, halt=HaltReason.WORKLOADS)
     adm = _admit(policy, component, observed, phase, now, window, requested)
     if adm.halt:
         halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=adm.reason)
@@ -340,8 +365,10 @@ def _open(
         keep = (PhaseState.PENDING, PhaseState.BETWEEN)
         waiting_state = phase.state if phase.state in keep else PhaseState.BETWEEN
         since = phase.batches.wait_since
-        if observed.workload_hold and since is None:
+        if wait is not None and wait.action == "wait" and since is None:
             since = now
+        elif wait is not None and wait.action == "skip-window":
+            since = None  # the next window waits its own timeout
         batches = replace(phase.batches, waiting=adm.reason, wait_since=since)
         waiting = replace(phase, state=waiting_state, batches=batches)
         return PhaseDecision(PhaseAction.WAIT, waiting, adm.reason, until=adm.until)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gitopsbot.bot import workload_reads
 from gitopsbot.bot.steps.cluster_reads import pool_images
 from gitopsbot.bot.steps.outcome import WAIT_SLICE_SECONDS
 from gitopsbot.bot.steps.verify import check_nodes
@@ -67,7 +68,36 @@ def observe_pool(
         version=str((gpupool.get("metadata") or {}).get("resourceVersion") or ""),
         units=_units(cluster, spec, pool, component),
         out_of_service=_out_of_service(cluster, spec, pool, component, nodes),
+        **_workload_fields(cluster, spec, pool, component, progress),
     )
+
+
+def _workload_fields(
+    cluster: Cluster, spec: ClusterSpec, pool: str, component: Component, progress: Any
+) -> dict[str, Any]:
+    """Worker and client phases of a pool with waitForWorkloads or maxTenantDisruption:
+    the named workloads' sessions now, and the batch percentage the tenant share allows
+    (issue 18, core.workload_wait)."""
+    policy = next((p for p in spec.rollout.pools if p.name == pool), None)
+    aware = policy.workloads if policy is not None else None
+    if aware is None or component is Component.HYPERVISOR or policy is None:
+        return {}
+    out: dict[str, Any] = {}
+    if aware.wait is not None:
+        out["workload"] = workload_reads.workload_snapshot(cluster, spec, pool, aware.wait)
+    if aware.max_tenant_share_percent is not None:
+        sizing = workload_reads.batch_sizing(
+            cluster,
+            spec,
+            pool,
+            component,
+            max_tenant_share_percent=aware.max_tenant_share_percent,
+            requested_percentage=policy.batch_percentage,
+            progress=int(progress or 0),
+        )
+        out["tenant_percentage"] = sizing.percentage
+        out["tenant_reason"] = sizing.reason
+    return out
 
 
 def _out_of_service(

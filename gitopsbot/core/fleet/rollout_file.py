@@ -16,6 +16,7 @@ from gitopsbot.core.fleet.gates_file import (
     read_prometheus,
 )
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
+from gitopsbot.core.fleet.workload_file import WORKLOAD_POOL_KEYS, read_workload_awareness
 from gitopsbot.core.gates import PrometheusEndpoint
 from gitopsbot.core.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.model import (
@@ -56,6 +57,7 @@ _POOL_KEYS = (
     "maxUnavailable",
     "windowFit",
     *GATE_POOL_KEYS,
+    *WORKLOAD_POOL_KEYS,
 )
 _WINDOW_KEYS = ("cron", "duration", "timeZone")
 _ON_FAILURE = ("rollback", "revert-pr", "halt")
@@ -227,6 +229,7 @@ def _pool(
         gates=gates.gates,
         gate_retries=gates.retries,
         gate_retry_interval_seconds=gates.retry_interval_seconds,
+        workloads=read_workload_awareness(r, node, fld),
     )
 
 
