@@ -7,7 +7,10 @@
   procedure rule it follows and its impact on running work (R3's impact column);
 - ``Plan.pool_phases``: per pool (rollout order), which components roll (``components``, in
   the pool's phase order), which changed but wait behind a closed switch (``waiting``, R12),
-  why, and the pool's ``timeline`` (F4);
+  why, and the pool's ``timeline`` (F4); ``admission``: the pool's issue-18 settings (gates,
+  gate retries, maxUnavailable, windowFit, waitForWorkloads, maxTenantDisruption, the GPU
+  canary smoke) as (key, description) pairs, empty for a pool without them, whose effect on
+  the estimate is in ``timeline.admission_notes``;
 - ``Plan.verdicts``: the policy verdicts (``core.policy.Verdict``); ``Plan.decision`` folds
   them (deny always wins);
 - ``versions``, ``values_diff`` (secrets already masked), ``images``, ``crd_diff``,
@@ -29,8 +32,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gitopsbot.core.canary_smoke import CanarySmoke
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.crd_diff import CrdDiff, diff_charts
+from gitopsbot.core.gates import AlertsGate, Gate, KubeGate, PromQueryGate
 from gitopsbot.core.images import ImageChange, image_changes
 from gitopsbot.core.model import ClusterSpec, Component, Location, PoolPolicy
 from gitopsbot.core.observed import DeployedState
@@ -116,6 +121,7 @@ class PoolPhase:
     waiting: tuple[Component, ...]
     reasons: Mapping[Component, str]
     timeline: PoolTimeline
+    admission: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +262,102 @@ def component_reasons(
     return out
 
 
-def _pool_phase(pool: PoolPolicy, reasons: Mapping[Component, str], nodes: int) -> PoolPhase:
+def describe_gate(gate: Gate) -> str:
+    """One gate as the plan lists it: name, kind and threshold."""
+    if isinstance(gate, PromQueryGate):
+        return (
+            f"{gate.name} (promQuery): `{gate.query}` {gate.op} {gate.threshold:g}"
+            f"; an empty answer is {gate.on_empty}"
+        )
+    if isinstance(gate, AlertsGate):
+        matching = ", ".join(f"{k}={v}" for k, v in sorted(gate.matchers.items()))
+        states = "firing or pending" if gate.include_pending else "firing"
+        return f"{gate.name} (alerts): no {states} alert" + (
+            f" matching {matching}" if matching else ""
+        )
+    assert isinstance(gate, KubeGate)
+    what: dict[str, str] = {
+        "no-pending-gpunodes": "every GPUNode of the pool Running",
+        "no-crashloop": "no selected container in CrashLoopBackOff"
+        + (f" (selector `{gate.selector}`)" if gate.selector else "")
+        + (f" in namespace {gate.namespace}" if gate.namespace else ""),
+        "allocation-failures": f"allocation failures grow by at most {gate.max:g} over 5m",
+    }
+    return f"{gate.name} (kube {gate.check}): {what[gate.check]}"
+
+
+def admission_settings(
+    pool: PoolPolicy, smoke: CanarySmoke | None = None
+) -> tuple[tuple[str, str], ...]:
+    """The pool's issue-18 settings as (key, description), in rollout.yaml's words; empty for
+    a pool that sets none of them (then the plan renders as before)."""
+    out: list[tuple[str, str]] = []
+    for gate in pool.gates:
+        out.append(("gate", describe_gate(gate)))
+    if pool.gates:
+        out.append(
+            (
+                "gateRetries",
+                f"{pool.gate_retries} retries {pool.gate_retry_interval_seconds}s apart: an "
+                f"inconclusive judgement {pool.gate_retries + 1} times in a row halts; a fail "
+                "halts at once",
+            )
+        )
+    if pool.max_unavailable is not None:
+        out.append(
+            (
+                "maxUnavailable",
+                f"{pool.max_unavailable}: at most that many GPU nodes out of service at once "
+                "(hypervisor batches; NotReady or cordoned nodes count first)",
+            )
+        )
+    workloads = pool.workloads
+    wait = workloads.wait if workloads is not None else None
+    if wait is not None:
+        scope = f"selector `{wait.selector}`" if wait.selector else "every TensorFusion pod"
+        where = f" in namespace {wait.namespace}" if wait.namespace else ""
+        out.append(
+            (
+                "waitForWorkloads",
+                f"before each worker/client batch, wait until {wait.until} ({scope}{where}), "
+                f"at most {wait.timeout_seconds}s, then {wait.on_timeout}",
+            )
+        )
+    if workloads is not None and workloads.max_tenant_share_percent is not None:
+        out.append(
+            (
+                "maxTenantDisruption",
+                f"{workloads.max_tenant_share_percent}%: a worker/client batch disrupts at most "
+                "that share of any tenant's units",
+            )
+        )
+    if smoke is not None and smoke.applies_to(pool):
+        out.append(
+            (
+                "canary-smoke.yaml",
+                "after the canary batch, a smoke pod makes a GPU call on an updated node "
+                f"(timeout {smoke.timeout_seconds}s); a failure marks the version failed for "
+                "every pool and wave until clearedVersions clears it",
+            )
+        )
+    if out or not pool.window_fit:
+        out.append(
+            (
+                "windowFit",
+                "on: a batch opens only if it fits in what is left of the window"
+                if pool.window_fit
+                else "off: a batch opens whenever the window is open",
+            )
+        )
+    return tuple(out)
+
+
+def _pool_phase(
+    pool: PoolPolicy,
+    reasons: Mapping[Component, str],
+    nodes: int,
+    smoke: CanarySmoke | None = None,
+) -> PoolPhase:
     order = [*pool.phases, *(c for c in Component if c not in pool.phases)]
     rolling = tuple(c for c in order if c in reasons and pool.switch(c))
     waiting = tuple(c for c in order if c in reasons and not pool.switch(c))
@@ -266,6 +367,7 @@ def _pool_phase(pool: PoolPolicy, reasons: Mapping[Component, str], nodes: int) 
         waiting=waiting,
         reasons={c: reasons[c] for c in (*rolling, *waiting)},
         timeline=pool_timeline(pool, rolling, nodes=nodes),
+        admission=admission_settings(pool, smoke),
     )
 
 
@@ -337,11 +439,17 @@ def make_plan(
     rules: tuple[Rule, ...] = (),
     chart_source: str = "",
     chart_problem: str = "",
+    canary_smoke: CanarySmoke | None = None,
 ) -> Plan:
     """The plan. ``target_chart`` None (with ``chart_problem`` saying why, e.g. the version is
     not in the index) still gives a plan: its verdicts carry the deny, its steps are empty —
     a pull request gets a verdict, not an error. ``chart_source`` names where charts were read
-    (a --chart-dir path) for messages; "" means the release's repository."""
+    (a --chart-dir path) for messages; "" means the release's repository. ``canary_smoke``:
+    the cluster's ``canary-smoke.yaml`` (else the one ``desired`` carries, if any), listed
+    with the pools it applies to."""
+    if canary_smoke is None:
+        carried = getattr(desired, "canary_smoke", None)
+        canary_smoke = carried if isinstance(carried, CanarySmoke) else None
     if target_chart is None:
         chart_problem = chart_problem or "the target chart could not be read"
     rel = desired.release
@@ -393,7 +501,7 @@ def make_plan(
     reasons = component_reasons(diff, images, first_install=first_install, ports=ports)
     node_counts = deployed.pool_nodes if deployed else {}
     phases = tuple(
-        _pool_phase(p, reasons, node_counts.get(p.name, p.nodes))
+        _pool_phase(p, reasons, node_counts.get(p.name, p.nodes), canary_smoke)
         for p in desired.rollout.ordered_pools()
     )
     restart = restart_needed(diff, images, RESTART_PREFIXES)

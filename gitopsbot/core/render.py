@@ -39,6 +39,10 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _line(text: object) -> str:
+    return str(text).replace("\n", " ")
+
+
 def _value(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return text if len(text) <= _MAX_VALUE else text[: _MAX_VALUE - 1] + "…"
@@ -201,12 +205,15 @@ def render_markdown(plan: Plan) -> str:
             )
         for i, ph in enumerate(tl.phases):
             canary = f"canary {ph.canary_batch_size} + " if ph.canary_batch_size else ""
+            pct = f"{ph.batch_percentage}%"
+            if ph.requested_percentage:
+                pct = f"budget: {ph.requested_percentage}% → {ph.batch_percentage}%"
             rows.append(
                 (
                     p.pool,
                     tl.nodes,
                     ph.component.value,
-                    f"{canary}{ph.batches} × {ph.batch_size} ({ph.batch_percentage}%)",
+                    f"{canary}{ph.batches} × {ph.batch_size} ({pct})",
                     format_duration(ph.estimate_seconds),
                     window,
                     "; ".join(tl.notes) if i == 0 else "",
@@ -221,11 +228,28 @@ def render_markdown(plan: Plan) -> str:
             out += ["", chart]
     else:
         out.append("No pools in the rollout policy.")
+    out += _admission_markdown(plan)
     if plan.schema_problems:
         out += ["", "### Schema", ""] + [f"- {p}" for p in plan.schema_problems]
     if plan.notes:
         out += ["", "### Notes", ""] + [f"- {n}" for n in plan.notes]
     return "\n".join(out) + "\n"
+
+
+def _admission_markdown(plan: Plan) -> list[str]:
+    """Gates, budgets and admission per pool (issue 18), and how they change the estimate;
+    nothing when no pool sets them."""
+    pools = [p for p in plan.pool_phases if p.admission]
+    if not pools:
+        return []
+    out = ["", "### Gates and budgets", ""]
+    for p in pools:
+        out.append(f"**{p.pool}**")
+        out.append("")
+        out += [f"- {key}: {_line(text)}" for key, text in p.admission]
+        out += [f"- estimate: {_line(n)}" for n in p.timeline.admission_notes]
+        out.append("")
+    return out[:-1]
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
@@ -310,10 +334,25 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
                         "batches": ph.batches,
                         "canary_batch_size": ph.canary_batch_size,
                         "estimate_seconds": ph.estimate_seconds,
+                        **(
+                            {"requested_percentage": ph.requested_percentage}
+                            if ph.requested_percentage
+                            else {}
+                        ),
+                        **({"gate_judgements": ph.gate_judgements} if ph.gate_judgements else {}),
                     }
                     for ph in p.timeline.phases
                 ],
                 "notes": list(p.timeline.notes),
+                # Only present for a pool with issue 18's settings (gates, budgets, ...).
+                **(
+                    {
+                        "admission": [{"key": k, "text": t} for k, t in p.admission],
+                        "admission_notes": list(p.timeline.admission_notes),
+                    }
+                    if p.admission
+                    else {}
+                ),
             }
             for p in plan.pool_phases
         ],
