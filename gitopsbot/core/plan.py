@@ -266,7 +266,7 @@ def describe_gate(gate: Gate) -> str:
     """One gate as the plan lists it: name, kind and threshold."""
     if isinstance(gate, PromQueryGate):
         return (
-            f"{gate.name} (promQuery): `{gate.query}` {gate.op} {gate.threshold:g}"
+            f"{gate.name} (prometheus): `{gate.query}` {gate.op} {gate.threshold:g}"
             f"; an empty answer is {gate.on_empty}"
         )
     if isinstance(gate, AlertsGate):
@@ -283,7 +283,7 @@ def describe_gate(gate: Gate) -> str:
         + (f" in namespace {gate.namespace}" if gate.namespace else ""),
         "allocation-failures": f"allocation failures grow by at most {gate.max:g} over 5m",
     }
-    return f"{gate.name} (kube {gate.check}): {what[gate.check]}"
+    return f"{gate.name} (kubernetes {gate.check}): {what[gate.check]}"
 
 
 def admission_settings(

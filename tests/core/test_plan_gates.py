@@ -132,14 +132,14 @@ def test_gates_add_a_judgement_before_every_batch() -> None:
 def test_gates_listed_with_kind_and_threshold() -> None:
     settings = dict(admission_settings(pool("p", gates=GATES[:1], gate_retries=2)))
     assert settings["gate"] == (
-        "gpu-errors (promQuery): `sum(rate(dcgm_xid_errors[5m]))` < 1; an empty answer is "
+        "gpu-errors (prometheus): `sum(rate(dcgm_xid_errors[5m]))` < 1; an empty answer is "
         "inconclusive"
     )
     assert "inconclusive judgement 3 times in a row halts" in settings["gateRetries"]
     assert settings["windowFit"].startswith("on")
     lines = [t for k, t in admission_settings(pool("p", gates=GATES)) if k == "gate"]
     assert lines[1] == "no-critical (alerts): no firing alert matching severity=critical"
-    assert lines[2].startswith("crashloop (kube no-crashloop)") and "app=llm" in lines[2]
+    assert lines[2].startswith("crashloop (kubernetes no-crashloop)") and "app=llm" in lines[2]
 
 
 def test_a_pool_without_the_keys_lists_nothing() -> None:
@@ -207,7 +207,7 @@ def test_plan_renders_gates_and_budgets() -> None:
     section = md.split("### Gates and budgets", 1)[1]
     assert "**inference**" in section and "**training**" not in section
     for key in (
-        "- gate: gpu-errors (promQuery)",
+        "- gate: gpu-errors (prometheus)",
         "- gateRetries: 3 retries 60s apart",
         "- maxUnavailable: 10%",
         "- waitForWorkloads: before each worker/client batch, wait until no-active-session",
