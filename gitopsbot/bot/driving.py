@@ -23,14 +23,15 @@ import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from gitopsbot.bot import log_context
+from gitopsbot.bot import failed_marks, log_context
 from gitopsbot.bot.pass_base import PassBase, PassResult
 from gitopsbot.bot.pr_commands import take_commands
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
-from gitopsbot.core import node_states, operation, pause, phase_view, rollout
+from gitopsbot.core import canary_marks, node_states, operation, pause, phase_view, rollout
 from gitopsbot.core.journal import (
     Journal,
+    OperationKind,
     OperationStatus,
     PhaseProgress,
     PhaseState,
@@ -100,7 +101,27 @@ class DrivingMixin(PassBase):
         if spec is None:
             return pause.NONE
         where = f"clusters/{journal.cluster}/rollout.yaml at {head[:12]}"
-        return pause.from_policy(spec.rollout, where)
+        return pause.merged(pause.from_policy(spec.rollout, where), self._canary_hold(journal))
+
+    def _canary_hold(self, journal: Journal) -> pause.Holds:
+        """A version a GPU canary marked failed anywhere in the fleet (issue 18) holds every
+        pool of an upgrade to it until ``clearedVersions`` clears it: the switches close at
+        the next batch boundary, as for a person's pause. A rollback is never held."""
+        if journal.kind is OperationKind.ROLLBACK:
+            return pause.NONE
+        marks, _ = failed_marks.read_canary_marks(self.repo, self.store.branch)
+        if not marks:
+            return pause.NONE
+        try:
+            spec = self.spec_at(journal.desired_sha, journal.cluster)
+        except ConfigError:
+            return pause.NONE
+        if spec is None:
+            return pause.NONE
+        mark = canary_marks.hold_for(spec.release.version, marks, self.settings.cleared_versions)
+        if mark is None or mark.op_id == journal.op_id:  # its own failure halts it instead
+            return pause.NONE
+        return pause.Holds(cluster=mark.reason())
 
     def _observe(
         self, journal: Journal, spec: ClusterSpec, executor: Executor
@@ -400,7 +421,7 @@ class DrivingMixin(PassBase):
                     )
                     phase = replace(phase, state=PhaseState.HALTED, halt_reason=pd.reason)
                 else:
-                    phase = replace(phase, canary_done=True, state=PhaseState.ROLLING)
+                    pd, phase = self._gpu_canary(journal, spec, ref, pd, phase, executor, now)
             if ref.component is Component.HYPERVISOR and phase.state is not PhaseState.PENDING:
                 checked = phase.canary_done and not journal.phase(ref.step).canary_done
                 checked = checked or phase.batches.gates_passed_at == now
@@ -454,3 +475,50 @@ class DrivingMixin(PassBase):
             )
             records = node_states.failed(records, taken, pd.reason, now)
         return replace(phase, nodes=records)
+
+    def _gpu_canary(
+        self,
+        journal: Journal,
+        spec: ClusterSpec,
+        ref: rollout.PhaseRef,
+        pd: rollout.PhaseDecision,
+        phase: PhaseProgress,
+        executor: Executor,
+        now: datetime,
+    ) -> tuple[rollout.PhaseDecision, PhaseProgress]:
+        """After the canary batch's pods check out: the GPU-path smoke workload of
+        ``canary-smoke.yaml`` through a worker on an updated node (issue 18). It gates the
+        rest: running, the switch stays closed; failed, the pool halts and the version is
+        marked failed on the state branch for every cluster and wave; passed (or none set),
+        the rest of the pool rolls."""
+        smoke = spec.canary_smoke
+        pool = next((p for p in spec.rollout.pools if p.name == ref.pool), None)
+        result = None
+        if smoke is not None and pool is not None and smoke.applies_to(pool):
+            started = phase.batches.started_at or phase.last_progress_at or now
+            result = executor.gpu_canary(
+                spec, smoke, ref.pool, ref.component, journal.op_id, now, started
+            )
+        if result is None or result.passed:
+            note = f"; {result.message}" if result is not None else ""
+            passed = replace(pd, reason=pd.reason + note)
+            return passed, replace(phase, canary_done=True, state=PhaseState.ROLLING)
+        if not result.failed:  # still running: look again
+            return replace(pd, action=rollout.PhaseAction.WAIT, reason=result.message), phase
+        why = f"GPU canary: {result.message}"
+        if journal.kind is OperationKind.UPGRADE:
+            failure = canary_marks.failure_of(
+                result,
+                version=spec.release.version,
+                cluster=spec.name,
+                pool=ref.pool,
+                op_id=journal.op_id,
+                at=now,
+            )
+            if failure is not None:
+                failed_marks.record_canary_failure(
+                    self.store, self.repo, failure, self.settings.cleared_versions
+                )
+                why += f"; {spec.release.version} marked failed for every cluster and wave"
+        halted = replace(phase, state=PhaseState.HALTED, halt_reason=why)
+        return replace(pd, action=rollout.PhaseAction.HALT, reason=why), halted

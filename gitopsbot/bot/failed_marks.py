@@ -23,9 +23,9 @@ from collections.abc import Callable
 from gitopsbot.bot import waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import canary_marks, failed_marks
-from gitopsbot.core.canary_marks import CanaryFailure, ClearedVersion
+from gitopsbot.core.canary_marks import CanaryFailure
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.model import Fleet
+from gitopsbot.core.model import ClearedVersion, Fleet
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo

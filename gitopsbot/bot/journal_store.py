@@ -56,6 +56,11 @@ class JournalStore:
 
     # -- reading --------------------------------------------------------------------------
 
+    @property
+    def repo(self) -> Repo:
+        """The fleet repository the state branch lives in."""
+        return self._repo
+
     def _read(self, path: str) -> bytes | None:
         head = self._repo.head(self.branch)
         if head is None:

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from gitopsbot.bot import failed_marks
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import promotion, promotion_gate
+from gitopsbot.core import canary_marks, promotion, promotion_gate
 from gitopsbot.core.journal import Journal
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.core.policy import Verdict
@@ -99,7 +100,15 @@ def judge(
     revert: bool = False,
     pending: Callable[[str], bool] | None = None,
 ) -> WaveJudgement:
-    """The ``WAVES`` verdict for ``spec``'s change (none when it may go)."""
+    """The ``WAVES`` verdict for ``spec``'s change (none when it may go). Versions a GPU
+    canary marked failed on the state branch (issue 18) hold like failedVersions entries."""
+    marks, unreadable = failed_marks.read_canary_marks(store.repo, store.branch)
+    settings = canary_marks.with_canary_marks(settings, marks, settings.cleared_versions)
+    chart_change = before != spec.release.version
+    if unreadable and chart_change and not revert:
+        # Fail closed: a record that cannot be read may hold this very version.
+        held = promotion_gate.unreadable("GPU canary record: " + "; ".join(unreadable))
+        return WaveJudgement(None, (held,))
     if not promotion_gate.applies(settings):
         return WaveJudgement(None, ())
     problem = ""

@@ -34,7 +34,7 @@ from typing import Any
 
 from gitopsbot.core.canary_smoke import CanaryResult
 from gitopsbot.core.journal import dump_yaml, load_yaml
-from gitopsbot.core.model import BotSettings, FailedVersion
+from gitopsbot.core.model import BotSettings, ClearedVersion, FailedVersion
 
 RECORD_DIR = "canary-failures"
 _KIND = "GpuCanaryFailure"
@@ -69,22 +69,6 @@ class CanaryFailure:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ClearedVersion:
-    """One ``clearedVersions[i]`` entry of gitopsbot.yaml. ``operation`` empty: every
-    failure of the version."""
-
-    version: str
-    reason: str
-    operation: str = ""
-    line: int = 0
-
-    def clears(self, failure: CanaryFailure) -> bool:
-        if self.version != failure.version:
-            return False
-        return not self.operation or self.operation == failure.op_id
-
-
 def failure_of(
     result: CanaryResult, *, version: str, cluster: str, pool: str, op_id: str, at: datetime
 ) -> CanaryFailure | None:
@@ -115,7 +99,7 @@ def is_record_path(path: str) -> bool:
 
 
 def cleared_by(failure: CanaryFailure, cleared: Iterable[ClearedVersion]) -> ClearedVersion | None:
-    return next((c for c in cleared if c.clears(failure)), None)
+    return next((c for c in cleared if c.clears(failure.version, failure.op_id)), None)
 
 
 def standing(

@@ -14,9 +14,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gitopsbot.core.model import PoolPolicy
+if TYPE_CHECKING:  # model names CanarySmoke in ClusterSpec: no import cycle at run time
+    from gitopsbot.core.model import PoolPolicy
 
 FILE = "canary-smoke.yaml"
 GROUP = "tensor-fusion.ai"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
+from gitopsbot.core.canary_smoke import CanarySmoke
 from gitopsbot.core.gates import Gate, PrometheusEndpoint
 from gitopsbot.core.workload_wait import WorkloadAwareness
 from gitopsbot.core.yaml_bounds import DEFAULT_LIMITS, YamlLimits
@@ -218,6 +219,8 @@ class ClusterSpec:
     rollout: RolloutPolicy
     credentials: CredentialsSpec = CredentialsSpec()
     smoke_test: SmokeTest | None = None
+    # The GPU-path canary run after a pool's canary batch (issue 18, core.canary_smoke).
+    canary_smoke: CanarySmoke | None = None
     # Files this cluster was read from, relative to the fleet root (for messages, revert checks).
     files: tuple[str, ...] = ()
     # Where each values path (``core.secrets.join_path`` form, e.g. "agent.enrollToken") is
@@ -346,6 +349,22 @@ class FailedVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class ClearedVersion:
+    """One ``clearedVersions[i]`` entry of gitopsbot.yaml: a person clears a version a GPU
+    canary marked failed (core.canary_marks). ``operation`` empty: every failure of it."""
+
+    version: str
+    reason: str
+    operation: str = ""
+    line: int = 0
+
+    def clears(self, version: str, op_id: str) -> bool:
+        if self.version != version:
+            return False
+        return not self.operation or self.operation == op_id
+
+
+@dataclass(frozen=True, slots=True)
 class BotSettings:
     """``gitopsbot.yaml``."""
 
@@ -364,6 +383,8 @@ class BotSettings:
     # Promotion (core.promotion): the ordered waves, and chart versions marked as failed.
     waves: tuple[Wave, ...] = ()
     failed_versions: tuple[FailedVersion, ...] = ()
+    # Versions a person cleared of a GPU canary's failed mark (core.canary_marks).
+    cleared_versions: tuple[ClearedVersion, ...] = ()
     drift: DriftSettings = DriftSettings()
 
 

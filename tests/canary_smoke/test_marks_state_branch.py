@@ -10,7 +10,8 @@ from pathlib import Path
 from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.bot.failed_marks import read_canary_marks, record_canary_failure
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.canary_marks import CanaryFailure, ClearedVersion
+from gitopsbot.core.canary_marks import CanaryFailure
+from gitopsbot.core.model import ClearedVersion
 
 AT = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
 BRANCH = "gitopsbot/state"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
-from gitopsbot.bot import gate_checks, node_reads
+from gitopsbot.bot import gate_checks, gpu_canary, node_reads
 from gitopsbot.bot.steps import backup as backup_step
 from gitopsbot.bot.steps import controller as controller_steps
 from gitopsbot.bot.steps import crds as crds_step
@@ -32,9 +32,10 @@ from gitopsbot.bot.steps import rollback as rollback_step
 from gitopsbot.bot.steps import verify as verify_step
 from gitopsbot.bot.steps.cluster_reads import pool_images
 from gitopsbot.bot.steps.outcome import RETRY, WAIT_SLICE_SECONDS, SecretSource, StepOutcome
-from gitopsbot.core import rollout
+from gitopsbot.core import canary_smoke, rollout
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.batch_record import GateNote
+from gitopsbot.core.canary_smoke import CanaryEvidence, CanaryResult, CanarySmoke, CanaryVerdict
 from gitopsbot.core.gates import Gate, PrometheusEndpoint, needs_prometheus
 from gitopsbot.core.journal import Journal, RollbackPoint, Step, StepKind, StepState
 from gitopsbot.core.model import ClusterSpec, Component
@@ -206,6 +207,26 @@ class Executor:
         """Each GPU node of ``pool`` as seen now, for its per-node state (issue 18)."""
         image = pool_images(self.cluster, spec).get(pool, {}).get(str(Component.HYPERVISOR))
         return node_reads.node_snapshots(self.cluster, spec, pool, image or "")
+
+    def gpu_canary(
+        self,
+        spec: ClusterSpec,
+        smoke: CanarySmoke,
+        pool: str,
+        component: Component | None,
+        op_id: str,
+        now: datetime,
+        started_at: datetime | None,
+    ) -> CanaryResult:
+        """One look at the GPU-path canary of ``pool`` (``bot.gpu_canary``); a cluster error
+        is a result still running (the next look tries again, up to the smoke's timeout)."""
+        try:
+            return gpu_canary.run_canary_smoke(
+                self.cluster, spec, smoke, pool, component, op_id, now, started_at
+            )
+        except TransientError as e:
+            evidence = CanaryEvidence(canary_smoke.pod_name(op_id, pool), spec.release.namespace)
+            return CanaryResult(CanaryVerdict.RUNNING, f"GPU canary: {e}", evidence, RETRY)
 
     def judge_gates(
         self, spec: ClusterSpec, pool: str, gates: Sequence[Gate]

@@ -11,9 +11,11 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from gitopsbot.core import located_yaml
+from gitopsbot.core.fleet.canary_smoke_file import read_canary_smoke
 from gitopsbot.core.fleet.credentials_file import read_credentials
 from gitopsbot.core.fleet.fields import DNS_LABEL, FieldReader, suggest
 from gitopsbot.core.fleet.layout import (
+    CANARY_SMOKE_FILE,
     CLUSTER_FILES,
     CLUSTERS_DIR,
     CREDENTIALS_FILE,
@@ -108,6 +110,10 @@ def _cluster(
     if docs.get(SMOKE_TEST_FILE, _BROKEN) is not _BROKEN:
         smoke = read_smoke_test(readers[SMOKE_TEST_FILE], docs[SMOKE_TEST_FILE])
 
+    canary_smoke = None
+    if docs.get(CANARY_SMOKE_FILE, _BROKEN) is not _BROKEN:
+        canary_smoke = read_canary_smoke(readers[CANARY_SMOKE_FILE], docs[CANARY_SMOKE_FILE])
+
     values: dict[str, Any] = {}
     values_locations: Mapping[str, Location] = {}
     if VALUES_FILE in files:
@@ -130,6 +136,7 @@ def _cluster(
             rollout=rollout,
             credentials=credentials,
             smoke_test=smoke,
+            canary_smoke=canary_smoke,
             files=tuple(f"{directory}/{f}" for f in CLUSTER_FILES if f in files),
             values_locations=values_locations,
             locations=locations,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from gitopsbot.core import located_yaml
-from gitopsbot.core.canary_marks import ClearedVersion
 from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
@@ -18,6 +17,7 @@ from gitopsbot.core.fleet.waves_settings import (
 from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedMap, YamlLimits
 from gitopsbot.core.model import (
     BotSettings,
+    ClearedVersion,
     DriftSettings,
     ForgeSettings,
     GitAccessSettings,
@@ -127,9 +127,8 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     notifications = read_notifications(r, top)
     waves = read_waves(r, top)
     failed_versions = read_failed_versions(r, top)
-    # Checked here so a mistake is a located problem; the entries reach the policy through
-    # core.canary_marks.with_canary_marks (read again with read_cleared_versions).
-    read_cleared_versions(r, top)
+    # They reach the policy through core.canary_marks.with_canary_marks (bot.waves).
+    cleared_versions = read_cleared_versions(r, top)
     group_by = r.choice(props, "groupBy", "proposals", pd.group_by, _GROUP_BY)
     if group_by == "wave" and top.get("waves") is None:
         r.add(
@@ -160,6 +159,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         notifications=notifications,
         waves=waves,
         failed_versions=failed_versions,
+        cleared_versions=cleared_versions,
         drift=_drift(r, r.section(top, "drift", "", _DRIFT_KEYS)),
         proposals=ProposalSettings(
             enabled=r.boolean(props, "enabled", "proposals", pd.enabled),

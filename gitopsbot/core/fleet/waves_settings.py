@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gitopsbot.core.canary_marks import ClearedVersion
 from gitopsbot.core.fleet.fields import FieldReader, is_semver, kind_of, suggest
 from gitopsbot.core.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.model import Environment, FailedVersion, Wave, WaveSelector
+from gitopsbot.core.model import ClearedVersion, Environment, FailedVersion, Wave, WaveSelector
 
 _WAVE_KEYS = ("name", "clusters", "soak", "gateValues")
 _SELECTOR_KEYS = ("environment", "names", "labels")
