@@ -50,7 +50,7 @@ from gitopsbot.core.policy import (
 )
 from gitopsbot.core.schema_check import check_values
 from gitopsbot.core.secrets import find_secret_literals, join_path
-from gitopsbot.core.timeline import PoolTimeline, pool_timeline
+from gitopsbot.core.timeline import PoolTimeline, format_duration, pool_timeline
 from gitopsbot.core.values_diff import ValuesDiff, diff_values, get_path
 from gitopsbot.errors import Problem
 
@@ -298,7 +298,8 @@ def admission_settings(
         out.append(
             (
                 "gateRetries",
-                f"{pool.gate_retries} retries {pool.gate_retry_interval_seconds}s apart: an "
+                f"{pool.gate_retries} retries "
+                f"{format_duration(pool.gate_retry_interval_seconds)} apart: an "
                 f"inconclusive judgement {pool.gate_retries + 1} times in a row halts; a fail "
                 "halts at once",
             )
@@ -320,15 +321,15 @@ def admission_settings(
             (
                 "waitForWorkloads",
                 f"before each worker/client batch, wait until {wait.until} ({scope}{where}), "
-                f"at most {wait.timeout_seconds}s, then {wait.on_timeout}",
+                f"at most {format_duration(wait.timeout_seconds)}, then {wait.on_timeout}",
             )
         )
     if workloads is not None and workloads.max_tenant_share_percent is not None:
         out.append(
             (
                 "maxTenantDisruption",
-                f"{workloads.max_tenant_share_percent}%: a worker/client batch disrupts at most "
-                "that share of any tenant's units",
+                f"{workloads.max_tenant_share_percent}%: a worker/client batch touches at most "
+                "that share of the pool's tenants (distinct owning workloads)",
             )
         )
     if smoke is not None and smoke.applies_to(pool):
@@ -336,7 +337,8 @@ def admission_settings(
             (
                 "canary-smoke.yaml",
                 "after the canary batch, a smoke pod makes a GPU call on an updated node "
-                f"(timeout {smoke.timeout_seconds}s); a failure marks the version failed for "
+                f"(timeout {format_duration(smoke.timeout_seconds)}); a failure marks the "
+                "version failed for "
                 "every pool and wave until clearedVersions clears it",
             )
         )

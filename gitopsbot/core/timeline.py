@@ -188,6 +188,25 @@ def _admission_notes(pool: PoolPolicy, phases: tuple[PhaseTimeline, ...], nodes:
             f"judgement adds {format_duration(pool.gate_retry_interval_seconds)}, at most "
             f"{pool.gate_retries} retries per batch"
         )
+    workloads = pool.workloads
+    sessions = [
+        ph.component.value
+        for ph in phases
+        if ph.component is not Component.HYPERVISOR and ph.batches
+    ]
+    if workloads is not None and sessions:
+        if workloads.wait is not None:
+            out.append(
+                f"waitForWorkloads: each {'/'.join(sessions)} batch may wait up to "
+                f"{format_duration(workloads.wait.timeout_seconds)} for sessions to end, then "
+                f"{workloads.wait.on_timeout} (not in the estimate)"
+            )
+        if workloads.max_tenant_share_percent is not None:
+            out.append(
+                f"maxTenantDisruption {workloads.max_tenant_share_percent}%: "
+                f"{'/'.join(sessions)} batches may be smaller, so more of them, once the "
+                "bot sees the tenants (not in the estimate)"
+            )
     window = pool.maintenance_window.duration_seconds if pool.maintenance_window else None
     if window is None:
         return out

@@ -208,7 +208,7 @@ def test_plan_renders_gates_and_budgets() -> None:
     assert "**inference**" in section and "**training**" not in section
     for key in (
         "- gate: gpu-errors (prometheus)",
-        "- gateRetries: 3 retries 60s apart",
+        "- gateRetries: 3 retries 1m00s apart",
         "- maxUnavailable: 10%",
         "- waitForWorkloads: before each worker/client batch, wait until no-active-session",
         "- maxTenantDisruption: 25%",
@@ -216,6 +216,9 @@ def test_plan_renders_gates_and_budgets() -> None:
         "- windowFit: on",
         "- estimate: budget: 20% → 10%, 10 batches instead of 5",
         "- estimate: gates:",
+        "- estimate: waitForWorkloads: each worker batch may wait up to 30m00s for sessions "
+        "to end, then skip-window (not in the estimate)",
+        "- estimate: maxTenantDisruption 25%: worker batches may be smaller",
     ):
         assert key in section, key
     data = json.loads(render_json(plan))
