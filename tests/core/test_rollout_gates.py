@@ -1,0 +1,196 @@
+"""core/rollout at batch boundaries (issue 18): with gates the switch closes after each batch
+(between-batches), the gates are judged (CHECK_GATES), a pass opens the next batch, a fail
+halts naming the gate and its evidence, inconclusive retries gateRetries times
+gateRetryInterval apart then halts; without gates the switch closes at a boundary only when
+admission no longer allows the pinned batch (the budget shrinks it, the window no longer
+fits it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from gitopsbot.core import rollout, windows
+from gitopsbot.core.batch_record import GateNote
+from gitopsbot.core.gates import PromQueryGate
+from gitopsbot.core.journal import PhaseProgress, PhaseState
+from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy, Share
+from gitopsbot.core.rollout import HaltReason, PhaseAction, PhaseDecision, PoolObservation
+
+T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
+WINDOW = windows.Window.of(MaintenanceWindow("0 2 * * *", 3600), UTC)
+GATE = PromQueryGate("error-rate", "sum(rate(errors[5m]))", "<", 0.05)
+GATED = PoolPolicy(
+    "a",
+    batch_percentage=34,
+    stall_timeout_seconds=600,
+    gates=(GATE,),
+    gate_retries=1,
+    gate_retry_interval_seconds=30,
+)
+S = timedelta(seconds=1)
+
+
+def obs(
+    progress: int, *, open_: bool, nodes: int = 3, down: tuple[str, ...] = ()
+) -> PoolObservation:
+    return PoolObservation(progress, False, open_, nodes=nodes, out_of_service=down)
+
+
+def decide(
+    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
+) -> PhaseDecision:
+    return rollout.decide_phase(
+        policy=policy,
+        component=Component.HYPERVISOR,
+        observed=observed,
+        phase=phase,
+        now=now,
+        window=WINDOW,
+    )
+
+
+def test_gates_are_judged_before_the_first_batch() -> None:
+    d = decide(GATED, obs(0, open_=False), PhaseProgress("pool/a/hypervisor"), T0)
+    assert d.action is PhaseAction.CHECK_GATES and d.phase.state is PhaseState.PENDING
+    passed = rollout.gates_judged(GATED, d.phase, [GateNote("error-rate", "pass", "0.01")], T0)
+    assert passed.action is PhaseAction.WAIT and passed.until == T0
+    assert passed.phase.batches.gates_passed == 0
+    opened = decide(GATED, obs(0, open_=False), passed.phase, T0 + S)
+    assert opened.action is PhaseAction.OPEN_SWITCH and opened.batch_percentage == 34
+
+
+def _opened(policy: PoolPolicy) -> PhaseProgress:
+    d = decide(policy, obs(0, open_=False), PhaseProgress("pool/a/hypervisor"), T0)
+    if d.action is PhaseAction.CHECK_GATES:
+        d = rollout.gates_judged(policy, d.phase, [GateNote("error-rate", "pass", "0")], T0)
+        d = decide(policy, obs(0, open_=False), d.phase, T0)
+    assert d.action is PhaseAction.OPEN_SWITCH
+    return d.phase
+
+
+def test_a_batch_boundary_closes_the_switch_and_the_gates_judge_the_next() -> None:
+    phase = _opened(GATED)
+    assert phase.state is PhaseState.ROLLING and phase.batches.from_progress == 0
+    # still in the first batch: rolling
+    assert decide(GATED, obs(0, open_=True), phase, T0 + 5 * S).action is PhaseAction.WAIT
+    # the controller finished a batch: progress 33
+    d = decide(GATED, obs(33, open_=True), phase, T0 + 40 * S)
+    assert d.action is PhaseAction.CLOSE_SWITCH and d.until == T0 + 40 * S
+    assert d.phase.state is PhaseState.BETWEEN and d.phase.opened_at is None
+    assert d.phase.batches.seconds == (40,) and d.phase.batches.from_progress == 33
+    assert d.phase.batches.waiting == "batch finished at 33%: gates judge the next"
+    # closed between batches: judge
+    check = decide(GATED, obs(33, open_=False), d.phase, T0 + 41 * S)
+    assert check.action is PhaseAction.CHECK_GATES and check.phase.state is PhaseState.BETWEEN
+    notes = [GateNote("error-rate", "pass", "sum(rate(errors[5m])) = 0.01")]
+    judged = rollout.gates_judged(GATED, check.phase, notes, T0 + 42 * S)
+    assert judged.action is PhaseAction.WAIT and "gates passed: error-rate" in judged.reason
+    assert judged.phase.batches.gates == tuple(notes)
+    assert judged.phase.batches.gates_passed == 33
+    again = decide(GATED, obs(33, open_=False), judged.phase, T0 + 42 * S)
+    assert again.action is PhaseAction.OPEN_SWITCH and again.phase.state is PhaseState.ROLLING
+    assert again.phase.batches.from_progress == 33 and again.phase.batches.waiting == ""
+
+
+def _between(policy: PoolPolicy) -> PhaseProgress:
+    d = decide(policy, obs(33, open_=True), _opened(policy), T0 + 40 * S)
+    assert d.phase.state is PhaseState.BETWEEN
+    return d.phase
+
+
+def test_a_failed_gate_halts_naming_it_and_its_evidence() -> None:
+    notes = [
+        GateNote("error-rate", "fail", "sum(rate(errors[5m])) = 0.4, not < 0.05"),
+        GateNote("alerts", "pass", "no alerts firing"),
+    ]
+    d = rollout.gates_judged(GATED, _between(GATED), notes, T0 + 41 * S)
+    assert d.action is PhaseAction.HALT and d.halt is HaltReason.GATE
+    assert d.reason == "pool a: gate error-rate failed: sum(rate(errors[5m])) = 0.4, not < 0.05"
+    assert d.phase.state is PhaseState.HALTED and d.phase.halt_reason == d.reason
+    assert d.phase.batches.gates == tuple(notes)
+    # recorded halted: it stays halted, closing the switch if someone opened it
+    after = decide(GATED, obs(33, open_=True), d.phase, T0 + 50 * S)
+    assert after.action is PhaseAction.HALT and after.close
+
+
+def test_inconclusive_retries_then_halts() -> None:
+    unsure = [GateNote("error-rate", "inconclusive", "HTTP 503")]
+    first = rollout.gates_judged(GATED, _between(GATED), unsure, T0 + 41 * S)
+    assert first.action is PhaseAction.WAIT and first.until == T0 + 71 * S
+    assert first.phase.state is PhaseState.BETWEEN
+    assert first.phase.batches.gate_attempts == 1
+    assert first.phase.batches.waiting == "gate inconclusive (1/1): error-rate: HTTP 503"
+    # judged again later: the switch stays closed until then
+    again = decide(GATED, obs(33, open_=False), first.phase, T0 + 71 * S)
+    assert again.action is PhaseAction.CHECK_GATES
+    second = rollout.gates_judged(GATED, again.phase, unsure, T0 + 72 * S)
+    assert second.action is PhaseAction.HALT and second.halt is HaltReason.GATE
+    assert second.reason == (
+        "pool a: gate inconclusive 2 times in a row (gateRetries 1): error-rate: HTTP 503"
+    )
+
+
+def test_a_recovered_gate_after_an_inconclusive_one_goes_on() -> None:
+    unsure = [GateNote("error-rate", "inconclusive", "HTTP 503")]
+    first = rollout.gates_judged(GATED, _between(GATED), unsure, T0 + 41 * S)
+    ok = [GateNote("error-rate", "pass", "0.01")]
+    passed = rollout.gates_judged(GATED, first.phase, ok, T0 + 71 * S)
+    assert passed.action is PhaseAction.WAIT and passed.phase.batches.gate_attempts == 0
+    opened = decide(GATED, obs(33, open_=False), passed.phase, T0 + 71 * S)
+    assert opened.action is PhaseAction.OPEN_SWITCH
+
+
+def test_a_stale_gate_pass_is_judged_again() -> None:
+    passed = rollout.gates_judged(
+        GATED, _between(GATED), [GateNote("error-rate", "pass", "0")], T0 + 41 * S
+    )
+    late = T0 + 41 * S + rollout.GATES_FRESH + S
+    assert decide(GATED, obs(33, open_=False), passed.phase, late).action is PhaseAction.CHECK_GATES
+
+
+def test_without_gates_a_boundary_leaves_the_switch_open() -> None:
+    policy = replace(GATED, gates=())
+    d = decide(policy, obs(33, open_=True), _opened(policy), T0 + 40 * S)
+    assert d.action is PhaseAction.WAIT and d.phase.state is PhaseState.ROLLING
+    assert d.phase.batches.seconds == (40,)
+
+
+def test_the_budget_shrinks_the_pinned_batch_at_a_boundary() -> None:
+    policy = replace(GATED, gates=(), batch_percentage=40, max_unavailable=Share(2))
+    phase = _opened(policy)
+    assert phase.batch_percentage == 40
+    # a person cordons gpu-4 during the first batch: 1 node left in the budget
+    d = decide(policy, obs(40, open_=True, nodes=5, down=("gpu-4",)), phase, T0 + 40 * S)
+    assert d.action is PhaseAction.CLOSE_SWITCH and d.phase.state is PhaseState.BETWEEN
+    assert "shrunk to 20%" in d.phase.batches.waiting and "gpu-4" in d.phase.batches.waiting
+    reopened = decide(policy, obs(40, open_=False, nodes=5, down=("gpu-4",)), d.phase, T0 + 41 * S)
+    assert reopened.action is PhaseAction.OPEN_SWITCH and reopened.batch_percentage == 20
+
+
+def test_the_budget_used_up_waits_naming_the_node_then_goes_on() -> None:
+    policy = replace(GATED, gates=(), batch_percentage=20, max_unavailable=Share(1))
+    new = PhaseProgress("pool/a/hypervisor")
+    d = decide(policy, obs(0, open_=False, nodes=5, down=("gpu-2",)), new, T0)
+    assert d.action is PhaseAction.WAIT and "gpu-2" in d.reason
+    assert d.phase.batches.waiting == d.reason
+    back = decide(policy, obs(0, open_=False, nodes=5), d.phase, T0 + 10 * S)
+    assert back.action is PhaseAction.OPEN_SWITCH and back.batch_percentage == 20
+
+
+def test_a_window_that_no_longer_fits_the_next_batch_closes_at_the_boundary() -> None:
+    policy = replace(GATED, gates=())
+    opened = decide(
+        policy, obs(0, open_=False), PhaseProgress("pool/a/hypervisor"), T0 + timedelta(minutes=30)
+    ).phase
+    # the first batch took 20 minutes: 10 minutes are left, the next would not fit
+    at = T0 + timedelta(minutes=50)
+    d = decide(policy, obs(33, open_=True), opened, at)
+    assert d.action is PhaseAction.CLOSE_SWITCH and d.phase.state is PhaseState.BETWEEN
+    assert d.phase.batches.waiting == (
+        "next batch (~20m00s, measured) does not fit in the 10m00s left of the maintenance window"
+    )
+    wait = decide(policy, obs(33, open_=False), d.phase, at + S)
+    assert wait.action is PhaseAction.WAIT and wait.until == T0 + timedelta(days=1)
+    nxt = decide(policy, obs(33, open_=False), wait.phase, T0 + timedelta(days=1))
+    assert nxt.action is PhaseAction.OPEN_SWITCH
