@@ -74,7 +74,9 @@ def step_rows(journal: Journal, now: datetime | None) -> list[StepRow]:
         if phase.state is not PhaseState.PENDING and now is not None:
             shown = phase_view.view(phase, step, now).summary(now)
             row = replace(row, progress=phase.progress, phase_state=str(phase.state), summary=shown)
-        row = replace(row, nodes=phase_view.phase_nodes(phase))
+        row = replace(
+            row, nodes=phase_view.phase_nodes(phase), batch_notes=phase_view.batch_notes(phase)
+        )
         rows.append(row)
     return rows
 
@@ -104,6 +106,7 @@ def change_lines(journal: Journal, now: datetime, seen: dict[str, str]) -> list[
             text += f" {row.times}"
         if row.node_line:
             text += f" · {row.node_line}"
+        text += "".join(f" · {note}" for note in row.batch_notes)
         out.append(text)
     return out
 
@@ -143,6 +146,7 @@ def row_lines(rows: list[StepRow], nodes_at: datetime | None = None) -> list[str
             out.append(f"      {bar(row.progress)} {row.phase_state} · {row.summary}")
         if row.node_line:
             out.append(f"      {row.node_line}")
+        out.extend(f"      {note}" for note in row.batch_notes)
         if nodes_at is not None:
             out.extend(f"        {line}" for line in phase_view.node_table(row.nodes, nodes_at))
         if row.detail:
@@ -177,6 +181,9 @@ def markdown(journal: Journal) -> str:
             shown = phase_view.view(phase, step, now).summary(now)
             nodes = phase_view.node_line(phase_view.phase_nodes(phase))
             shown += f" · {nodes}" if nodes else ""
+            notes = " · ".join(phase_view.batch_notes(phase))
+            notes = notes.replace("|", "\\|").replace("\n", " ")
+            shown += f" · {notes}" if notes else ""
             detail = f"{phase.state}: {shown}" + (f" — {detail}" if detail else "")
         when = step_times(step, now)
         rows.append(f"| `{step.name}` | {ICON[step.state]} {step.state} | {when} | {detail} |")

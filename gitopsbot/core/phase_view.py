@@ -107,6 +107,7 @@ class StepRow:
     phase_state: str = ""
     summary: str = ""
     nodes: tuple[NodeRecord, ...] = ()  # per-node records of a hypervisor phase (issue #18)
+    batch_notes: tuple[str, ...] = ()  # the last gate judgement, why the next batch waits
 
     @property
     def node_line(self) -> str:
@@ -117,12 +118,31 @@ class StepRow:
     def change(self) -> str:
         """What a change is told by: the states and the progress, not the clocks (a node
         changing state is a change; its ``since`` alone is not)."""
-        return f"{self.name} {self.state} {self.phase_state} {self.progress} {self.node_line}"
+        notes = " ".join(self.batch_notes)
+        return (
+            f"{self.name} {self.state} {self.phase_state} {self.progress} {self.node_line} {notes}"
+        )
 
 
 def phase_nodes(phase: PhaseProgress) -> tuple[NodeRecord, ...]:
     """The phase's per-node records (``PhaseProgress.nodes``), () when it has none."""
     return phase.nodes
+
+
+def batch_notes(phase: PhaseProgress) -> tuple[str, ...]:
+    """What the gates said at the last batch boundary, with their evidence, and why the next
+    batch does not open yet (issue 18, core.batch_record); () when neither applies."""
+    out: list[str] = []
+    b = phase.batches
+    if b.gates:
+        at = f" at {b.gates_passed}%" if b.gates_passed >= 0 else ""
+        judged = "; ".join(
+            f"{g.gate} {g.outcome}" + (f" ({g.evidence})" if g.evidence else "") for g in b.gates
+        )
+        out.append(f"gates{at}: {judged}")
+    if b.waiting and phase.state not in (PhaseState.DONE, PhaseState.HALTED):
+        out.append(f"next batch waits: {b.waiting}")
+    return tuple(out)
 
 
 def node_line(records: tuple[NodeRecord, ...]) -> str:
