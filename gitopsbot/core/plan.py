@@ -449,9 +449,7 @@ def make_plan(
     (a --chart-dir path) for messages; "" means the release's repository. ``canary_smoke``:
     the cluster's ``canary-smoke.yaml`` (else the one ``desired`` carries, if any), listed
     with the pools it applies to."""
-    if canary_smoke is None:
-        carried = getattr(desired, "canary_smoke", None)
-        canary_smoke = carried if isinstance(carried, CanarySmoke) else None
+    canary_smoke = canary_smoke if canary_smoke is not None else desired.canary_smoke
     if target_chart is None:
         chart_problem = chart_problem or "the target chart could not be read"
     rel = desired.release
