@@ -2,8 +2,8 @@
 the API emulator and controller simulator, the local GitHub, and a Prometheus-compatible
 server on loopback (sandbox/prometheus.py) named by the cluster's ``prometheus:`` block.
 
-One pool of three nodes rolls in three batches (34%); its gates are judged before each batch
-with the switch closed:
+One pool of three nodes rolls in three batches (33%: one node each); its gates are
+judged before each batch with the switch closed:
 
 - every gate passes: the rollout goes batch by batch, the switch closed between batches
   (phase ``between-batches``), each judgement recorded with its evidence, one query per
@@ -30,14 +30,12 @@ from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, Phas
 from gitopsbot.sandbox.prometheus import PromServer
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
 from gitopsbot.sandbox.story_fleet import CLUSTER
-from tests.e2e.conftest import (  # noqa: F401  (fixtures: the e2e world and bot)
+from tests.e2e.conftest import (  # noqa: F401  (_needs_git, _uses_binaries: autouse)
     NEW_IMAGE,
     OLD_IMAGE,
     Watch,
     _needs_git,
     _uses_binaries,
-    make_bot,
-    make_world,
     pool_policies,
 )
 
@@ -90,7 +88,7 @@ def story(make_world: Callable[..., StoryWorld], **changes: object) -> StoryWorl
     options: dict[str, object] = {
         "pools": 1,
         "window_lead_seconds": None,
-        "batch_percentage": 34,  # three batches of one node
+        "batch_percentage": 33,  # three batches of one node (the controller rounds up)
         "batch_interval": "1s",
         "hypervisor_ready_delay": 0.5,
         "on_failure": "halt",
@@ -154,3 +152,176 @@ def test_gates_pass_batch_by_batch(
     images = world.hypervisor_images()
     assert on_new(images) == set(images)
     print(f"gates pass: {time.monotonic() - t0:.1f}s")
+
+
+def after_first_batch(watch: Watch, do: Callable[[Journal], None]) -> Callable[..., None]:
+    """The bot's ``on_pass``: recorded by ``watch``; ``do(journal)`` runs inside every pass
+    once the pool is past its first batch, before the bot's next pass (which judges the
+    gates), so the change lands exactly at that boundary."""
+
+    def on_pass(result: object, journal: Journal | None) -> None:
+        watch(result, journal)  # type: ignore[arg-type]
+        if journal is None or not any(p.step == STEP for p in journal.phases):
+            return
+        if journal.phase(STEP).progress > 0:
+            do(journal)
+
+    return on_pass
+
+
+def held_still(world: StoryWorld, seconds: float = 3.0) -> set[str]:
+    """The nodes on the new image, unchanged over ``seconds`` (the controller does nothing
+    more with the switch closed)."""
+    before = on_new(world.hypervisor_images())
+    time.sleep(seconds)
+    after = on_new(world.hypervisor_images())
+    assert after == before
+    return after
+
+
+def test_a_failed_gate_halts_after_the_first_batch(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    prom: PromServer,
+) -> None:
+    t0 = time.monotonic()
+    prom.vector(QUERY, ({"job": "tf"}, 0.01))
+    world = story(make_world, batch_interval="3s")
+    watch = Watch()
+    bad = lambda _j: prom.vector(QUERY, ({"job": "tf"}, 0.93))  # noqa: E731
+    make_bot(world, on_pass=after_first_batch(watch, bad))
+    op = merge_with_gates(world, prom, gates_yaml())
+    done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the halt", timeout=120)
+    assert done.op_id == op and done.status is OperationStatus.FAILED
+    phase = done.phase(STEP)
+    assert phase.state is PhaseState.HALTED
+    assert phase.halt_reason.startswith("pool shared: gate error-rate failed: ")
+    assert "0.93" in phase.halt_reason, phase.halt_reason
+    assert "0.93" in (done.failure or ""), done.failure
+    failed = {n.gate: n for n in phase.batches.gates}
+    assert failed["error-rate"].outcome == "fail" and "0.93" in failed["error-rate"].evidence
+    assert failed["no-alerts"].outcome == "pass"
+    assert 0 < phase.progress < 100
+    # the switch is closed, and onFailure: halt touches nothing: the first batch's node is
+    # updated, the others stay on the old image
+    assert not shared_switch(world)
+    updated = held_still(world)
+    images = world.hypervisor_images()
+    assert len(updated) == 1, images
+    assert all(images[n] == [OLD_IMAGE] for n in set(images) - updated), images
+    assert PhaseState.BETWEEN in states(watch, op)
+    print(f"gate fails: {time.monotonic() - t0:.1f}s")
+
+
+def test_an_inconclusive_gate_retries_then_halts(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    prom: PromServer,
+) -> None:
+    t0 = time.monotonic()
+    prom.vector(QUERY, ({"job": "tf"}, 0.01))
+    world = story(make_world, batch_interval="3s")
+    watch = Watch()
+    down = lambda _j: prom.error(QUERY, "unavailable", "overloaded", status=503)  # noqa: E731
+    make_bot(world, on_pass=after_first_batch(watch, down))
+    op = merge_with_gates(world, prom, gates_yaml(retries=1))
+    done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the halt", timeout=120)
+    assert done.op_id == op and done.status is OperationStatus.FAILED
+    phase = done.phase(STEP)
+    assert phase.state is PhaseState.HALTED
+    assert "gate inconclusive 2 times in a row (gateRetries 1): error-rate:" in phase.halt_reason
+    # the retry waited with the switch closed, and said so
+    waits = [
+        j.phase(STEP).batches.waiting
+        for _, j in watch.passes
+        if j is not None and j.op_id == op and any(p.step == STEP for p in j.phases)
+    ]
+    assert any(w.startswith("gate inconclusive (1/1): error-rate:") for w in waits), waits
+    assert not shared_switch(world)
+    assert len(held_still(world)) == 1
+    assert queries(prom) >= 3  # before the first batch, then twice at the boundary
+    print(f"gate inconclusive: {time.monotonic() - t0:.1f}s")
+
+
+def test_a_prometheus_that_recovers_within_the_retries_lets_it_go_on(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    prom: PromServer,
+) -> None:
+    t0 = time.monotonic()
+    prom.vector(QUERY, ({"job": "tf"}, 0.01))
+    world = story(make_world)
+    watch = Watch()
+    flaky: list[str] = []
+
+    def outage(j: Journal) -> None:
+        b = j.phase(STEP).batches
+        if not flaky:  # past the first batch: Prometheus goes down
+            flaky.append("down")
+            prom.http(QUERY, 503, b"upstream unavailable\n")
+        elif b.gate_attempts == 1 and len(flaky) == 1:  # one inconclusive judgement: back
+            flaky.append("up")
+            prom.vector(QUERY, ({"job": "tf"}, 0.02))
+
+    make_bot(world, on_pass=after_first_batch(watch, outage))
+    op = merge_with_gates(world, prom, gates_yaml(retries=1))
+    done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=120)
+    assert done.op_id == op and done.status is OperationStatus.SUCCEEDED, done.failure
+    assert flaky == ["down", "up"]
+    images = world.hypervisor_images()
+    assert on_new(images) == set(images)
+    print(f"gate recovers: {time.monotonic() - t0:.1f}s")
+
+
+def test_a_kubernetes_gate_sees_a_crashlooping_pod_and_halts(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    prom: PromServer,
+) -> None:
+    t0 = time.monotonic()
+    prom.vector(QUERY, ({"job": "tf"}, 0.01))
+    world = story(make_world, batch_interval="3s")
+    store = world.store()
+    ns = "tensor-fusion-sys"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer-0", "namespace": ns, "labels": {"app": "trainer"}},
+        "spec": {"containers": [{"name": "train", "image": "acme/trainer:1"}]},
+    }
+    crashing = {
+        "phase": "Running",
+        "containerStatuses": [
+            {
+                "name": "train",
+                "ready": False,
+                "restartCount": 4,
+                "image": "acme/trainer:1",
+                "imageID": "",
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                "lastState": {},
+            }
+        ],
+    }
+    watch = Watch()
+
+    def crash(_j: Journal) -> None:
+        found = store.get("v1", "Pod", ns, "trainer-0")
+        if found is None:
+            made = store.create(pod)
+            store.update_status({**made, "status": crashing})
+
+    make_bot(world, on_pass=after_first_batch(watch, crash))
+    kube = f"{{check: no-crashloop, selector: 'app=trainer', namespace: {ns}}}"
+    op = merge_with_gates(world, prom, gates_yaml(kube=kube))
+    done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the halt", timeout=120)
+    assert done.op_id == op and done.status is OperationStatus.FAILED
+    phase = done.phase(STEP)
+    assert phase.halt_reason.startswith("pool shared: gate apps-healthy failed: ")
+    assert "trainer-0" in phase.halt_reason and "CrashLoopBackOff" in phase.halt_reason
+    notes = {n.gate: n.outcome for n in phase.batches.gates}
+    assert notes == {"error-rate": "pass", "no-alerts": "pass", "apps-healthy": "fail"}
+    assert not shared_switch(world)
+    assert len(held_still(world)) == 1
+    assert re.search(r"halt|fail", done.failure or "")
+    print(f"kube gate: {time.monotonic() - t0:.1f}s")
