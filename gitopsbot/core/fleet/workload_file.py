@@ -10,7 +10,7 @@
           until: no-active-session    # or opt-out-gone; default no-active-session
           timeout: 30m                # required; 0s checks once
           onTimeout: skip-window      # proceed | skip-window | halt; default skip-window
-          optOutAnnotation: gitopsbot.io/no-disruption   # optional (this default)
+          # optOutAnnotation: gitopsbot.io/no-disruption  # only with until: opt-out-gone
         maxTenantDisruption: 25%      # share of distinct owning workloads (tenants) one
                                       # worker/client batch may touch; 1%..100%
 
@@ -33,7 +33,7 @@ from gitopsbot.core.workload_wait import (
     WorkloadWait,
 )
 
-# The keys this file reads: the integrator adds them to rollout_file's known pool keys.
+# The keys this file reads (rollout_file's known pool keys include them).
 WAIT_KEY = "waitForWorkloads"
 SHARE_KEY = "maxTenantDisruption"
 WORKLOAD_POOL_KEYS = (WAIT_KEY, SHARE_KEY)
