@@ -1,0 +1,168 @@
+"""The availability budget in the sandbox (issue 18, docs/rollout-gates.md): real helm 4,
+git over HTTP, the API emulator and controller simulator, the local GitHub.
+
+- A pool of five nodes with ``maxUnavailable: 2`` and ``batchPercentage: 40`` (two nodes),
+  one node cordoned by a person: the batch the bot pins in the TensorFusionCluster shrinks
+  to 20% (one node), the bot never touches the Node (no write to nodes reaches the API
+  server; it is still cordoned at the end), and the per-node record shows it ``cordoned``,
+  never counted as done.
+- ``maxUnavailable: 1`` and one node NotReady: the pool waits, the reason naming the node,
+  and goes on once the node is Ready again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.node_states import DONE, NodeState
+from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
+from gitopsbot.sandbox.story_fleet import CLUSTER
+from tests.e2e.conftest import (  # noqa: F401  (_needs_git, _uses_binaries: autouse)
+    NEW_IMAGE,
+    Watch,
+    _needs_git,
+    _uses_binaries,
+    pool_policies,
+)
+
+pytestmark = pytest.mark.slow
+
+ROLLOUT = f"clusters/{CLUSTER}/rollout.yaml"
+STEP = "pool/shared/hypervisor"
+NODE = "tensor-fusion-shared-gpu-{:03d}"
+
+
+def merge_with(world: StoryWorld, pool_keys: str) -> str:
+    """The proposal with ``pool_keys`` added to pool shared's rollout.yaml by a person before
+    the merge; returns the operation id."""
+    proposal = world.propose()
+    h = world.human
+    git("fetch", "--quiet", "origin", cwd=h)
+    git("checkout", "--quiet", "-B", "budget", f"origin/{proposal.branch}", cwd=h)
+    path = h / ROLLOUT
+    path.write_text(path.read_text().replace("  shared:\n", "  shared:\n" + pool_keys, 1))
+    git("commit", "--quiet", "-am", "availability budget for pool shared", cwd=h)
+    git("push", "--quiet", "origin", f"budget:{proposal.branch}", cwd=h)
+    sha = world.merge(proposal.number)
+    return f"{CLUSTER}-{sha[:12]}"
+
+
+def story(make_world: Callable[..., StoryWorld], **changes: object) -> StoryWorld:
+    options: dict[str, object] = {
+        "pools": 1,
+        "nodes": 5,
+        "window_lead_seconds": None,
+        "batch_percentage": 40,
+        "batch_interval": "1s",
+        "hypervisor_ready_delay": 0.5,
+        "on_failure": "halt",
+        "poll_interval": "2s",
+    }
+    options.update(changes)
+    return make_world(**options)
+
+
+def node_writes(world: StoryWorld) -> list[tuple[str, str, int]]:
+    assert world.sandbox is not None and world.sandbox.api is not None
+    return [
+        r
+        for r in world.sandbox.api.requests
+        if r[0] in ("PATCH", "PUT", "POST", "DELETE") and r[1].startswith("/api/v1/nodes")
+    ]
+
+
+def test_a_cordoned_node_shrinks_the_batch_and_is_never_done(
+    make_world: Callable[..., StoryWorld], make_bot: Callable[..., BotRunner]
+) -> None:
+    t0 = time.monotonic()
+    world = story(make_world)
+    cordoned = NODE.format(2)
+    store = world.store()
+    store.patch_merge("v1", "Node", None, cordoned, {"spec": {"unschedulable": True}})
+    pinned: list[object] = []
+    watch = Watch()
+
+    def on_pass(result: object, journal: Journal | None) -> None:
+        watch(result, journal)  # type: ignore[arg-type]
+        policy = pool_policies(world).get("shared") or {}
+        if policy.get("autoUpdateHypervisor"):
+            pinned.append(policy.get("batchPercentage"))
+
+    make_bot(world, on_pass=on_pass)
+    op = merge_with(world, "    maxUnavailable: 2\n")
+    done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=120)
+    assert done.op_id == op and done.status is OperationStatus.SUCCEEDED, done.failure
+    phase = done.phase(STEP)
+    # the TensorFusionCluster was opened at 20% (one node), never at the 40% Git asks for
+    assert pinned and set(pinned) == {20}, pinned
+    assert phase.batch_percentage == 20
+    details = {
+        j.step(STEP).detail
+        for _, j in watch.passes
+        if j is not None and j.op_id == op and any(p.step == STEP for p in j.phases)
+    }
+    shrunk = "rolling at 20% (batch 40% shrunk to 20% (1 node(s)): maxUnavailable 2 of 5"
+    assert any(d.startswith(shrunk) and cordoned in d for d in details), details
+    # the person's cordon stands; the bot wrote nothing to Nodes
+    node = store.get("v1", "Node", None, cordoned)
+    assert node is not None and node["spec"].get("unschedulable") is True
+    assert node_writes(world) == []
+    # per node: the cordoned one is cordoned, never done; the four others done
+    records = {n.name: n for n in phase.nodes}
+    assert records[cordoned].state is NodeState.CORDONED, records
+    assert all(r.state in DONE for name, r in records.items() if name != cordoned), records
+    for _, j in watch.passes:
+        if j is not None and j.op_id == op and any(p.step == STEP for p in j.phases):
+            for n in j.phase(STEP).nodes:
+                assert n.name != cordoned or n.state not in DONE, n
+    print(f"budget, cordoned node: {time.monotonic() - t0:.1f}s")
+
+
+def test_a_not_ready_node_uses_the_budget_until_it_is_ready(
+    make_world: Callable[..., StoryWorld], make_bot: Callable[..., BotRunner]
+) -> None:
+    t0 = time.monotonic()
+    world = story(make_world, batch_percentage=20)
+    down = NODE.format(1)
+    store = world.store()
+
+    def ready(flag: str) -> None:
+        node = store.get("v1", "Node", None, down)
+        assert node is not None
+        conditions = [
+            {**c, "status": flag} if c.get("type") == "Ready" else c
+            for c in node["status"]["conditions"]
+        ]
+        store.update_status({**node, "status": {**node["status"], "conditions": conditions}})
+
+    ready("False")
+    make_bot(world)
+    op = merge_with(world, "    maxUnavailable: 1\n")
+
+    def waiting(j: Journal) -> bool:
+        return j.op_id == op and "used up" in j.phase(STEP).batches.waiting
+
+    def running(store_: object) -> Journal | None:
+        j = store_.current(CLUSTER)  # type: ignore[attr-defined]
+        return j if j is not None and any(p.step == STEP for p in j.phases) and waiting(j) else None
+
+    j = wait_for(world, running, what="the wait for the budget", timeout=90)
+    phase = j.phase(STEP)
+    assert phase.state is PhaseState.PENDING and phase.progress == 0
+    assert phase.batches.waiting == (
+        f"availability budget: maxUnavailable 1 of 5 nodes used up by 1 out of service ({down})"
+    )
+    assert not pool_policies(world)["shared"].get("autoUpdateHypervisor")
+    time.sleep(2)
+    images = world.hypervisor_images()
+    assert not any(got == [NEW_IMAGE] for got in images.values()), images
+    ready("True")
+    done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=120)
+    assert done.op_id == op and done.status is OperationStatus.SUCCEEDED, done.failure
+    images = world.hypervisor_images()
+    assert all(got == [NEW_IMAGE] for got in images.values()), images
+    print(f"budget, NotReady node: {time.monotonic() - t0:.1f}s")
