@@ -4,7 +4,9 @@ read through the cluster port and judged by ``core.workload_wait``.
 ``workload_snapshot`` is what ``decide_wait`` needs before a batch: the active GPU sessions
 and opt-out pods of the workloads a ``waitForWorkloads`` selector names. ``tenant_units`` is
 what a batch counts, as the controller counts it (facts §3.5, §3.6), each unit with its
-tenant (the top of its ownerReference chain) and nodes, for ``size_by_tenants``.
+tenant (``workload_wait.tenant_of``: from the unit's own ownerReference and labels, never
+reading an owner: the bot's RBAC grants no ``get`` on ReplicaSets or Deployments) and
+nodes, for ``size_by_tenants``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Any
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core import workload_wait as ww
 from gitopsbot.core.model import ClusterSpec, Component
-from gitopsbot.errors import KubeError
 from gitopsbot.ports.cluster import Cluster
 
 CONNECTION = "TensorFusionConnection"
@@ -51,42 +52,6 @@ def workload_snapshot(
     return ww.snapshot_of(wait, pods=pods, workloads=workloads, connections=connections)
 
 
-class _Owners(dict[ww.OwnerKey, Mapping[str, Any]]):
-    """The owners of the objects met so far, read on first use (a dict, for ``tenant_of``)."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        super().__init__()
-        self._cluster = cluster
-        self._missing: set[ww.OwnerKey] = set()
-
-    def follow(self, obj: Mapping[str, Any]) -> None:
-        """Read ``obj``'s owner chain into the mapping (an unreadable owner ends it)."""
-        current: Mapping[str, Any] | None = obj
-        for _ in range(8):
-            parent = ww.owner_ref(current) if current is not None else None
-            if parent is None:
-                return
-            key = (ww.namespace(obj), str(parent.get("kind") or ""), str(parent.get("name")))
-            if key in self or key in self._missing:
-                current = self.get(key)
-                continue
-            try:
-                found = self._cluster.get(
-                    str(parent.get("apiVersion") or ""), key[1], key[0] or None, key[2]
-                )
-            except KubeError:
-                found = None  # not readable (RBAC, kind not served): the chain stops here
-            if found is None:
-                self._missing.add(key)
-                return
-            self[key] = found
-            current = found
-
-    def tenant(self, obj: Mapping[str, Any]) -> str:
-        self.follow(obj)
-        return ww.tenant_of(obj, self)
-
-
 def tenant_units(
     cluster: Cluster,
     spec: ClusterSpec,
@@ -112,7 +77,6 @@ def tenant_units(
         return ()
     gp_name = tf.gpupool_name(spec, pool)
     gpupool = cluster.get(tf.TF, "GPUPool", None, gp_name) or {}
-    owners = _Owners(cluster)
     worker_pods = cluster.list("v1", "Pod", None, label_selector=tf.WORKER_SELECTOR)
     pool_label = f"{tf.GROUP}/gpupool={gp_name}"
     if component is Component.WORKER:
@@ -126,7 +90,7 @@ def tenant_units(
         return tuple(
             ww.Unit(
                 name=ww.ref(w),
-                tenant=owners.tenant(w),
+                tenant=ww.tenant_of(w),
                 outdated=is_outdated(w) if is_outdated is not None else not synced,
                 created=ww.created_at(w),
                 nodes=ww.worker_nodes(w, worker_pods),
@@ -148,7 +112,7 @@ def tenant_units(
     return tuple(
         ww.Unit(
             name=ww.ref(p),
-            tenant=owners.tenant(p),
+            tenant=ww.tenant_of(p),
             outdated=outdated(p),
             created=ww.created_at(p),
             nodes=links[ww.ref(p)].nodes,

@@ -40,9 +40,10 @@ When the wait times out, ``on_timeout`` decides: ``proceed`` (open the switch an
 The bot can only pin ``batchPercentage``: it picks the largest percentage not above the
 one requested whose next batch (or, with ``scope="campaign"``, every batch left) touches at
 most ``max_tenant_share_percent`` of the pool's distinct tenants, never fewer than one
-tenant so the rollout progresses. A tenant is the owning workload: the top of a unit's
-ownerReference chain (a Deployment for a ReplicaSet's pods), the object itself when it
-has no owner.
+tenant so the rollout progresses. A tenant is the owning workload, read from the unit
+alone (``tenant_of``; no owner is read): the Deployment for a pod of its ReplicaSet
+(``<deployment>-<pod-template-hash>``), else the unit's owner, the unit itself when it
+has none.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ COMPONENT_LABEL = f"{GROUP}/component"
 ACTIVE_CONNECTION_PHASE = "Running"
 # Pod phases after which a pod holds no GPU and counts as gone.
 _FINISHED = frozenset({"Succeeded", "Failed"})
-# Enough for Pod → ReplicaSet → Deployment → (an operator's CR) and a guard against loops.
-_MAX_OWNER_DEPTH = 8
+# Kubernetes' own label (not tensor-fusion.ai/pod-template-hash): the Deployment controller
+# puts it on a ReplicaSet's pods and ends the ReplicaSet's name with it.
+POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
@@ -377,9 +379,6 @@ def tenant_batch_percentage(
 
 # -- owners, client pods, workers and nodes --------------------------------------------------
 
-OwnerKey = tuple[str, str, str]  # (namespace, kind, name)
-
-
 def owner_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controlling ownerReference (``controller: true``), else the first one."""
     refs = [r for r in (obj.get("metadata") or {}).get("ownerReferences") or [] if r.get("name")]
@@ -389,28 +388,27 @@ def owner_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return dict(refs[0]) if refs else None
 
 
-def tenant_of(obj: Mapping[str, Any], owners: Mapping[OwnerKey, Mapping[str, Any]]) -> str:
-    """ "namespace/Kind/name" of the top of ``obj``'s ownerReference chain, following the
-    owners the caller could read (``owners``); an owner not among them ends the chain (it is
-    the tenant, e.g. a ReplicaSet the bot may not read)."""
+def tenant_of(obj: Mapping[str, Any]) -> str:
+    """ "namespace/Kind/name" of the workload ``obj`` belongs to, from ``obj`` alone (the bot
+    reads no owner: its RBAC grants no ``get`` on ReplicaSets or Deployments):
+
+    - owned by a ReplicaSet named ``<rest>-<obj's pod-template-hash label>``: the Deployment
+      ``<rest>`` (the Deployment controller names its ReplicaSets so and stamps the hash on
+      their pods);
+    - owned by anything else (a Job, StatefulSet, DaemonSet, a ReplicaSet not so named, an
+      operator's resource): that owner;
+    - no owner (a bare pod): ``obj`` itself."""
     ns = namespace(obj)
-    current: Mapping[str, Any] = obj
-    top = f"{ns}/{obj.get('kind') or 'Object'}/{name(obj)}"
-    seen: set[str] = {top}
-    for _ in range(_MAX_OWNER_DEPTH):
-        parent = owner_ref(current)
-        if parent is None:
-            break
-        key = (ns, str(parent.get("kind") or ""), str(parent.get("name")))
-        top = f"{ns}/{key[1]}/{key[2]}"
-        if top in seen:
-            break
-        seen.add(top)
-        found = owners.get(key)
-        if found is None:
-            break
-        current = found
-    return top
+    parent = owner_ref(obj)
+    if parent is None:
+        return f"{ns}/{obj.get('kind') or 'Object'}/{name(obj)}"
+    kind, owner = str(parent.get("kind") or ""), str(parent.get("name") or "")
+    template_hash = labels(obj).get(POD_TEMPLATE_HASH_LABEL)
+    if kind == "ReplicaSet" and template_hash and owner.endswith(f"-{template_hash}"):
+        deployment = owner.removesuffix(f"-{template_hash}")
+        if deployment:
+            return f"{ns}/Deployment/{deployment}"
+    return f"{ns}/{kind}/{owner}"
 
 
 @dataclass(frozen=True, slots=True)

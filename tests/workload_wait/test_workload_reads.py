@@ -68,6 +68,9 @@ def client(name: str, created: str, node: str, workload: str, template: str, **k
         "tensor-fusion.ai/pod-template-hash": template,
         "team": "ml",
     }
+    rs = kw.pop("rs", None)
+    if rs:
+        labels["pod-template-hash"] = rs  # Kubernetes' label, as on a ReplicaSet's pods
     annotations = {"tensor-fusion.ai/selected-workload": workload, **kw.pop("annotations", {})}
     return pod(name, created, node, labels, annotations=annotations, **kw)
 
@@ -121,8 +124,12 @@ def world() -> FakeCluster:
             ),
         },
         # Two replicas of one Deployment: one tenant. The first on the old client template.
-        client("trainer-abc-1", "2026-12-01T01:00:00Z", "n-app", "trainer-wl", "c1", owner=RS),
-        client("trainer-abc-2", "2026-12-01T02:00:00Z", "n-app", "trainer-wl", "c2", owner=RS),
+        client(
+            "trainer-abc-1", "2026-12-01T01:00:00Z", "n-app", "trainer-wl", "c1", owner=RS, rs="abc"
+        ),
+        client(
+            "trainer-abc-2", "2026-12-01T02:00:00Z", "n-app", "trainer-wl", "c2", owner=RS, rs="abc"
+        ),
         # A bare local-GPU pod: its own tenant and its own worker; its GPU is its node's.
         pod(
             "solo",
@@ -136,7 +143,7 @@ def world() -> FakeCluster:
             },
             annotations={OPT_OUT_ANNOTATION: "true"},
         ),
-        # A ReplicaSet the bot cannot read ends the owner chain.
+        # A ReplicaSet whose name does not end with the pod's hash: the ReplicaSet is the tenant.
         client(
             "batch-x",
             "2026-12-01T03:00:00Z",
@@ -144,6 +151,7 @@ def world() -> FakeCluster:
             "batch-wl",
             "c1",
             owner=("apps/v1", "ReplicaSet", "gone-rs"),
+            rs="abc",
         ),
         # Another pool's app pod.
         pod(
@@ -156,7 +164,7 @@ def world() -> FakeCluster:
                 "team": "ml",
             },
         ),
-        workload("trainer-wl", "2026-12-01T01:00:00Z", RS),
+        workload("trainer-wl", "2026-12-01T01:00:00Z", ("apps/v1", "Deployment", "trainer")),
         workload("solo-wl", "2026-12-01T00:30:00Z", ("v1", "Pod", "solo")),
         workload(
             "leaving-wl", "2026-12-01T00:00:00Z", None, deletionTimestamp="2026-12-04T00:00:00Z"
