@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from gitopsbot.sandbox.apiserver.errors import ApiError
 from gitopsbot.sandbox.apiserver.kubelet import template_hash
-from gitopsbot.sandbox.simulator import hashing, kubelet, smoke
+from gitopsbot.sandbox.simulator import hashing, kubelet, sessions, smoke
 from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
 from gitopsbot.sandbox.simulator.config import SimConfig, WorkloadSpec
 from gitopsbot.sandbox.simulator.informer import Informer
@@ -68,6 +68,7 @@ WATCHED = (
     (TF, "GPUPool"),
     (TF, "GPUNode"),
     (TF, "TensorFusionWorkload"),
+    (TF, sessions.KIND),
     ("v1", "Node"),
     ("v1", "Pod"),
     ("v1", "Namespace"),
@@ -263,6 +264,7 @@ class ControllerSim:
         self._reconcile_gpunodes(pools, namespace, code)
         self._reconcile_workloads(pools, code)
         self._reconcile_clients(pools, code)
+        self._reconcile_connections()
         for pool in self.cache.list(TF, "GPUPool"):
             if not _deleting(pool):
                 self._reconcile_pool(pool, namespace, now, code)
@@ -927,7 +929,10 @@ class ControllerSim:
                             f"{DOMAIN}/component": "client",
                             f"{DOMAIN}/pod-template-hash": client,
                         },
-                        annotations={f"{DOMAIN}/gpupool": pool["metadata"]["name"]},
+                        annotations={
+                            f"{DOMAIN}/gpupool": pool["metadata"]["name"],
+                            sessions.SELECTED_WORKLOAD: ws.name,
+                        },
                         spec={
                             "initContainers": [{"name": "inject-lib", "image": image}],
                             "containers": [{"name": "app", "image": "sandbox/app:1"}],
@@ -936,6 +941,48 @@ class ControllerSim:
                         owners=[],
                     )
                 )
+
+    def _reconcile_connections(self) -> None:
+        """One TensorFusionConnection per remote client pod, its phase following the pod and
+        the workload's ready workers; one whose pod is gone is deleted (simulator/sessions.py).
+        """
+        clients = {
+            (p["metadata"]["namespace"], p["metadata"]["name"]): p
+            for p in self.cache.list("v1", "Pod", labels={f"{DOMAIN}/component": "client"})
+            if sessions.is_remote_client(p)
+        }
+        connections = {
+            (c["metadata"]["namespace"], c["metadata"]["name"]): c
+            for c in self.cache.list(TF, sessions.KIND)
+        }
+        for key, conn in connections.items():
+            if _deleting(conn):
+                continue
+            owned = any(
+                r.get("kind") == "Pod" for r in conn["metadata"].get("ownerReferences") or []
+            )
+            client = str((conn.get("spec") or {}).get("clientPod") or "")
+            if owned and (key[0], client) not in clients:
+                self._delete(conn)  # the garbage collector's part, should it lag
+        for key, pod in clients.items():
+            found = connections.get(key)
+            if found is not None and _deleting(found):
+                continue
+            live = found or (None if _deleting(pod) else self._create(sessions.connection_for(pod)))
+            if live is None:
+                continue
+            workload = str(live["spec"]["workloadName"])
+            workers = self.cache.list(
+                "v1",
+                "Pod",
+                key[0],
+                labels={f"{DOMAIN}/component": "worker", sessions.WORKLOAD_LABEL: workload},
+            )
+            ready = [w["metadata"]["name"] for w in workers if _pod_ready(w) and not _deleting(w)]
+            status = sessions.connection_status(
+                live, client_deleting=_deleting(pod), ready_workers=ready
+            )
+            self._set_status(live, status)
 
     # ------------------------------------------------------------------ GPUPool: rollouts, phase
 
