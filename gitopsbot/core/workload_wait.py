@@ -73,6 +73,8 @@ WORKER_NAME_LABEL = f"{GROUP}/worker-name"
 COMPONENT_LABEL = f"{GROUP}/component"
 # The connection's status.phase that means a client holds a running worker (WorkerRunning).
 ACTIVE_CONNECTION_PHASE = "Running"
+# Blockers a decision's reason names (the rest are counted).
+_NAMED_BLOCKERS = 3
 # Pod phases after which a pod holds no GPU and counts as gone.
 _FINISHED = frozenset({"Succeeded", "Failed"})
 # Kubernetes' own label (not tensor-fusion.ai/pod-template-hash): the Deployment controller
@@ -139,7 +141,10 @@ def decide_wait(
     )
     if not blockers:
         return WaitDecision("proceed", f"no {what} ({scope})")
-    count = f"{len(blockers)} {what}{'' if len(blockers) == 1 else 's'} ({scope})"
+    named = ", ".join(blockers[:_NAMED_BLOCKERS])
+    if len(blockers) > _NAMED_BLOCKERS:
+        named += f" and {len(blockers) - _NAMED_BLOCKERS} more"
+    count = f"{len(blockers)} {what}{'' if len(blockers) == 1 else 's'} ({scope}: {named})"
     waited = max(0, int(waited_seconds))
     if waited_seconds < wait.timeout_seconds:
         return WaitDecision(
@@ -378,6 +383,7 @@ def tenant_batch_percentage(
 
 
 # -- owners, client pods, workers and nodes --------------------------------------------------
+
 
 def owner_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controlling ownerReference (``controller: true``), else the first one."""
