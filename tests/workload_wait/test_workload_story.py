@@ -20,7 +20,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -94,9 +93,8 @@ def story(make_world: Callable[..., StoryWorld]) -> StoryWorld:
     # The simulator plays the workload's owner (a Deployment, say): it recreates the client
     # pods a batch deletes, stamped with the pool's current client template (the webhook).
     assert world.sandbox is not None and world.sandbox.sim is not None
-    sim = world.sandbox.sim
     spec = WorkloadSpec(WORKLOAD, "shared", namespace=NS, replicas=1, clients=CLIENTS)
-    sim.config = replace(sim.config, workloads=(spec,))
+    world.sandbox.sim.set_workloads((spec,))
     deadline = time.monotonic() + 20
     while sorted(phase for _, phase in sessions(world)) != ["Running"] * CLIENTS:
         assert time.monotonic() < deadline, sessions(world)

@@ -22,6 +22,7 @@ kubelet.py).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import secrets
@@ -215,6 +216,13 @@ class ControllerSim:
                 ahead = (self._next_wake - self.clock.now()).total_seconds()
                 timeout = max(0.0, min(timeout, ahead))
             self._kick.wait(timeout)
+
+    def set_workloads(self, workloads: tuple[WorkloadSpec, ...]) -> None:
+        """Play these workloads from now on (``SimConfig.workloads``), e.g. a test's workload
+        added to a running sandbox; the next step makes them."""
+        with self._lock:
+            self.config = dataclasses.replace(self.config, workloads=workloads)
+        self._kick.set()
 
     def settle(self, max_steps: int = 100) -> int:
         """Step until a step changes nothing; returns the number of steps that changed."""
