@@ -34,9 +34,10 @@ class BatchRecord:
     """``from_progress``/``started_at``: where and when the batch in flight (or the next)
     started; ``seconds``: finished batches' durations; ``gates_passed``: the progress at which
     the gates last passed (-1: never), at ``gates_passed_at``; ``gate_attempts``: inconclusive
-    judgements in a row at this boundary; ``gates``: the last judgement; ``waiting``: why the
-    next batch does not open (admission), "" when it may; ``wait_since``: when a workload
-    wait began."""
+    judgements in a row at this boundary, ``gates_retry_at``: when the next judgement after an
+    inconclusive one is due (gateRetryInterval; a pass before then does not judge again);
+    ``gates``: the last judgement; ``waiting``: why the next batch does not open (admission),
+    "" when it may; ``wait_since``: when a workload wait began."""
 
     from_progress: int = 0
     started_at: datetime | None = None
@@ -44,6 +45,7 @@ class BatchRecord:
     gates_passed: int = -1
     gates_passed_at: datetime | None = None
     gate_attempts: int = 0
+    gates_retry_at: datetime | None = None
     gates: tuple[GateNote, ...] = ()
     waiting: str = ""
     wait_since: datetime | None = None
@@ -92,6 +94,8 @@ def to_data(b: BatchRecord) -> dict[str, Any]:
         out["gates_passed_at"] = _time(b.gates_passed_at)
     if b.gate_attempts:
         out["gate_attempts"] = b.gate_attempts
+    if b.gates_retry_at is not None:
+        out["gates_retry_at"] = _time(b.gates_retry_at)
     if b.gates:
         out["gates"] = [
             {"gate": g.gate, "outcome": g.outcome, "evidence": g.evidence[:MAX_EVIDENCE]}
@@ -123,6 +127,7 @@ def from_data(data: Any) -> BatchRecord:
         gates_passed=_int(data.get("gates_passed"), -1),
         gates_passed_at=_parse_time(data.get("gates_passed_at")),
         gate_attempts=_int(data.get("gate_attempts"), 0),
+        gates_retry_at=_parse_time(data.get("gates_retry_at")),
         gates=tuple(
             GateNote(str(g.get("gate", "")), str(g.get("outcome", "")), str(g.get("evidence", "")))
             for g in gates
