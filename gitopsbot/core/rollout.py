@@ -344,6 +344,10 @@ def _open(
     canary: bool,
 ) -> PhaseDecision:
     """The switch is closed and the window open: judge the gates, then admit the batch."""
+    retry_at = phase.batches.gates_retry_at
+    if retry_at is not None and now < retry_at and _gates_due(policy, phase, now):
+        # Inconclusive: the next judgement waits gateRetryInterval, whatever pass comes first.
+        return PhaseDecision(PhaseAction.WAIT, phase, phase.batches.waiting, until=retry_at)
     if _gates_due(policy, phase, now):
         state = PhaseState.PENDING if phase.state is PhaseState.PENDING else PhaseState.BETWEEN
         checking = replace(phase, state=state)
@@ -380,6 +384,7 @@ def _open(
         waiting="",
         wait_since=None,
         gate_attempts=0,
+        gates_retry_at=None,
     )
     opened = replace(
         phase,
@@ -431,11 +436,17 @@ def gates_judged(
             halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=why, batches=b)
             return PhaseDecision(PhaseAction.HALT, halted, why, halt=HaltReason.GATE)
         why = f"gate inconclusive ({attempts}/{policy.gate_retries}): {named}"
-        waiting = replace(phase, batches=replace(b, gate_attempts=attempts, waiting=why))
         until = now + timedelta(seconds=policy.gate_retry_interval_seconds)
+        retry = replace(b, gate_attempts=attempts, waiting=why, gates_retry_at=until)
+        waiting = replace(phase, batches=retry)
         return PhaseDecision(PhaseAction.WAIT, waiting, why, until=until)
     passed = replace(
-        b, gates_passed=phase.progress, gates_passed_at=now, gate_attempts=0, waiting=""
+        b,
+        gates_passed=phase.progress,
+        gates_passed_at=now,
+        gate_attempts=0,
+        gates_retry_at=None,
+        waiting="",
     )
     names = ", ".join(n.gate for n in notes)
     return PhaseDecision(

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from gitopsbot.core import batch_record, rollout, windows
 from gitopsbot.core.batch_record import BatchRecord, GateNote
 from gitopsbot.core.gates import PromQueryGate
@@ -198,11 +196,6 @@ def test_a_window_that_no_longer_fits_the_next_batch_closes_at_the_boundary() ->
     assert nxt.action is PhaseAction.OPEN_SWITCH
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/rollout.py does not yet keep gateRetryInterval against an earlier pass (a "
-    "poll, a webhook): fix proposed in the #18 e2e report; remove this mark with it",
-)
 def test_a_pass_before_the_retry_interval_does_not_judge_again() -> None:
     unsure = [GateNote("error-rate", "inconclusive", "HTTP 503")]
     first = rollout.gates_judged(GATED, _between(GATED), unsure, T0 + 41 * S)
