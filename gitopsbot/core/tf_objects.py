@@ -12,6 +12,7 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
+from gitopsbot.core.canary_smoke import SMOKE_LABEL
 from gitopsbot.core.journal import Journal, StepKind, StepState
 from gitopsbot.core.model import ClusterSpec, Component
 
@@ -133,8 +134,14 @@ def pod_images(component: Component, pod: Mapping[str, Any]) -> list[str]:
 def client_pods(gp_name: str, enabled: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The client component's pods of the GPUPool ``gp_name``, as the controller counts them
     (facts §3.6): ``tensor-fusion.ai/enabled=true`` pods labelled with the pool, which include
-    local-GPU app pods (their component label is ``worker``)."""
-    return [p for p in enabled if labels(p).get(f"{GROUP}/gpupool") == gp_name]
+    local-GPU app pods (their component label is ``worker``). The bot's own GPU canary smoke
+    pod (``core.canary_smoke``) carries the same labels but is judged by the GPU canary, not
+    as a client: left out."""
+    return [
+        p
+        for p in enabled
+        if labels(p).get(f"{GROUP}/gpupool") == gp_name and SMOKE_LABEL not in labels(p)
+    ]
 
 
 def status_hash(gpupool: Mapping[str, Any], component: Component) -> str | None:
