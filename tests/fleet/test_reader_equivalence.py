@@ -18,6 +18,7 @@ from gitopsbot.core.fleet import assembly
 from tests.fleet.fleet_testing import EXAMPLE, ROOT
 
 SPLIT_COMMIT = "e5cbf9d"
+NEWER = "canary-smoke.yaml"  # a cluster file the old loader did not know
 REAL_VALUES = ROOT.parent / "shared" / "tensor-fusion" / "chart-1.8.7" / "values.yaml"
 
 
@@ -64,7 +65,8 @@ def _clusters() -> dict[str, dict[str, str]]:
 @pytest.mark.parametrize("name", sorted(_clusters()))
 def test_the_reader_gives_what_the_old_loader_gave(old: ModuleType, name: str) -> None:
     files = _clusters()[name]
-    before = old.parse_cluster("c", files)
+    # canary-smoke.yaml (issue 18) came after the old loader, which refuses unknown files.
+    before = old.parse_cluster("c", {k: v for k, v in files.items() if k != NEWER})
     after = assembly.parse_cluster("c", files)
     assert _typed(after.values) == _typed(before.values)
     assert dict(after.values_locations) == dict(before.values_locations)
@@ -74,7 +76,8 @@ def test_the_reader_gives_what_the_old_loader_gave(old: ModuleType, name: str) -
         before.environment,
         before.rollout,
     )
-    assert (after.credentials, after.smoke_test, after.files) == (
+    after_files = tuple(f for f in after.files if f != f"clusters/c/{NEWER}")
+    assert (after.credentials, after.smoke_test, after_files) == (
         before.credentials,
         before.smoke_test,
         before.files,
