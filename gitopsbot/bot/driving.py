@@ -40,7 +40,7 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.model import ClearedVersion, ClusterSpec, Component
 from gitopsbot.core.operation import Action, Decision
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
@@ -103,6 +103,17 @@ class DrivingMixin(PassBase):
         where = f"clusters/{journal.cluster}/rollout.yaml at {head[:12]}"
         return pause.merged(pause.from_policy(spec.rollout, where), self._canary_hold(journal))
 
+    def _cleared(self) -> tuple[ClearedVersion, ...]:
+        """``clearedVersions`` as the watched branch's head says now (a person's entry
+        releases a hold without a restart); the bot's settings when it cannot be read."""
+        head = self.repo.head(self.settings.watched_branch)
+        if head is None:
+            return self.settings.cleared_versions
+        try:
+            return self.fleet_at(head).settings.cleared_versions
+        except ConfigError:
+            return self.settings.cleared_versions
+
     def _canary_hold(self, journal: Journal) -> pause.Holds:
         """A version a GPU canary marked failed anywhere in the fleet (issue 18) holds every
         pool of an upgrade to it until ``clearedVersions`` clears it: the switches close at
@@ -118,7 +129,7 @@ class DrivingMixin(PassBase):
             return pause.NONE
         if spec is None:
             return pause.NONE
-        mark = canary_marks.hold_for(spec.release.version, marks, self.settings.cleared_versions)
+        mark = canary_marks.hold_for(spec.release.version, marks, self._cleared())
         if mark is None or mark.op_id == journal.op_id:  # its own failure halts it instead
             return pause.NONE
         return pause.Holds(cluster=mark.reason())
@@ -516,9 +527,7 @@ class DrivingMixin(PassBase):
                 at=now,
             )
             if failure is not None:
-                failed_marks.record_canary_failure(
-                    self.store, self.repo, failure, self.settings.cleared_versions
-                )
+                failed_marks.record_canary_failure(self.store, self.repo, failure, self._cleared())
                 why += f"; {spec.release.version} marked failed for every cluster and wave"
         halted = replace(phase, state=PhaseState.HALTED, halt_reason=why)
         return replace(pd, action=rollout.PhaseAction.HALT, reason=why), halted
