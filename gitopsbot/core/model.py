@@ -198,6 +198,9 @@ class CredentialsSpec:
     rotation: int = 0
     # Further values paths the team declares secret (masked in diffs, refused as literals).
     secret_paths: tuple[str, ...] = ()
+    # How long an agent-token rotation waits for the cluster agent to reconnect (R18) before
+    # the operation fails (``agentReconnectTimeout``; core.rotation).
+    agent_reconnect_timeout_seconds: int = 600
 
 
 @dataclass(frozen=True, slots=True)

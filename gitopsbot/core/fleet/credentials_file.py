@@ -51,7 +51,7 @@ def secret_ref(
 
 # -- clusters/<name>/credentials.yaml -----------------------------------------------------------
 
-_CREDENTIALS_KEYS = ("rotation", "secretPaths", "secrets")
+_CREDENTIALS_KEYS = ("agentReconnectTimeout", "rotation", "secretPaths", "secrets")
 
 
 def read_credentials(r: FieldReader, doc: Any) -> CredentialsSpec:
@@ -94,4 +94,7 @@ def read_credentials(r: FieldReader, doc: Any) -> CredentialsSpec:
         secrets=tuple(refs),
         rotation=r.integer(top, "rotation", "", 0, low=0),
         secret_paths=tuple(good_paths),
+        agent_reconnect_timeout_seconds=r.duration(
+            top, "agentReconnectTimeout", "", 600, minimum=30
+        ),
     )
