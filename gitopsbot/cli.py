@@ -16,6 +16,7 @@ from gitopsbot.errors import ConfigError, GitOpsBotError
 COMMANDS = (
     "validate",
     "plan",
+    "rehearse",
     "sandbox",
     "propose",
     "comment",

@@ -1,0 +1,178 @@
+"""`gitopsbot rehearse`: play one cluster's upgrade in a sandbox on a virtual clock and print
+its timeline (docs/rehearsal.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gitopsbot import app
+from gitopsbot.commands import plan as plan_command
+from gitopsbot.core import rehearsal as rh
+from gitopsbot.errors import (
+    ChartError,
+    ChartUnavailable,
+    ConfigError,
+    FleetError,
+    GitError,
+    GitOpsBotError,
+)
+from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.sandbox import rehearsal as sandbox_rehearsal
+
+EXAMPLES = """\
+examples:
+  # the example production cluster, offline, from a Tuesday 00:00 UTC (its window opens)
+  gitopsbot rehearse --cluster production --fleet examples/fleet --chart-dir examples/charts \\
+      --start 2026-12-01T00:00:00Z
+  # the same as JSON, the pools' rehearsed and estimated rolling seconds side by side
+  gitopsbot rehearse --cluster production --fleet examples/fleet --chart-dir examples/charts \\
+      --start 2026-12-01T00:00:00Z --json
+  # the lines the pull request's plan comment gets (rehearsal: {attachToPlan: true})
+  gitopsbot rehearse --cluster production --fleet examples/fleet --chart-dir examples/charts \\
+      --compressed
+  # node counts read from the live cluster instead of rollout.yaml's nodes:
+  gitopsbot rehearse --cluster <cluster> --kubeconfig <kubeconfig> --context '' \\
+      --chart-dir examples/charts/repo
+
+Charts: helm template renders the target chart from --chart-dir (a directory holding
+<name>-<version>.tgz or a chart directory) or else the release's repository. Node counts: the
+pool's nodes: in rollout.yaml, or with --kubeconfig the pool's GPUNodes in the live cluster.
+The clock jumps over every wait: hours of windows and batch intervals take seconds.
+exit status: 0 the rehearsed operation succeeds, 1 it fails (a pool's maxDuration runs out)
+or bad fleet files, 2 bad options, chart repository, Git or cluster unavailable.
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "rehearse",
+        help="play one cluster's upgrade in a sandbox on a virtual clock; print its timeline",
+        description="Build a sandbox from the cluster's own spec (pools and node counts, "
+        "windows, deadlines, canary, phases, onFailure) with the target chart, play the "
+        "upgrade on a clock that jumps over waits, and print when each pool starts and "
+        "finishes, where a window or deadline bites, the verification steps and what a "
+        "rollback would do (docs/rehearsal.md).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--cluster", required=True, metavar="NAME", help="cluster under clusters/")
+    p.add_argument(
+        "--fleet", default=".", metavar="PATH", help="fleet repository (default: current dir)"
+    )
+    p.add_argument(
+        "--from", dest="from_ref", metavar="REF", help="Git ref of the deployed baseline"
+    )
+    p.add_argument(
+        "--to",
+        dest="to_ref",
+        metavar="REF",
+        help="Git ref holding the desired state (default: the files on disk)",
+    )
+    plan_command.add_chart_dir(p)
+    p.add_argument(
+        "--start",
+        type=_instant,
+        metavar="TIME",
+        help="rehearsal time at which the operation begins, ISO 8601 (default: now)",
+    )
+    p.add_argument(
+        "--kubeconfig", metavar="FILE", help="read node counts per pool from this cluster"
+    )
+    p.add_argument(
+        "--context",
+        metavar="NAME",
+        help="kubeconfig context for --kubeconfig ('' the current one; default: kubeContext)",
+    )
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the rehearsal as JSON")
+    out.add_argument(
+        "--compressed", action="store_true", help="print the plan comment's compressed lines"
+    )
+    p.set_defaults(func=run)
+
+
+def _instant(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def rehearse(args: argparse.Namespace) -> rh.Rehearsal:
+    plan = plan_command.build_plan(args)
+    fleet = load_fleet(app.fleet_tree(Path(args.fleet), args.to_ref))
+    spec = fleet.clusters[args.cluster]  # build_plan said so when it is not there
+    rel = spec.release
+    source = plan_command.chart_source(args.chart_dir)
+    chart = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
+    nodes: dict[str, int] = {}
+    if args.kubeconfig:
+        from gitopsbot.sandbox.rehearsal_nodes import live_node_counts
+
+        nodes = live_node_counts(args.kubeconfig, spec, args.context)
+    tools = app.resolve_tools(app.RunOptions(fleet_url="", download_binaries=True))
+    desired = ""
+    if args.to_ref:
+        done = subprocess.run(
+            ["git", "-C", str(args.fleet), "rev-parse", "--verify", f"{args.to_ref}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        desired = done.stdout.strip() if done.returncode == 0 else ""
+    with tempfile.TemporaryDirectory(prefix="gitopsbot-rehearsal-") as work:
+        options = sandbox_rehearsal.Options(
+            helm=tools.helm,
+            workdir=Path(work),
+            start=args.start or datetime.now(UTC).replace(microsecond=0),
+            chart=sandbox_rehearsal.find_chart(
+                list(args.chart_dir), rel.chart_name, rel.version, rel.chart_repo_url
+            ),
+            nodes=nodes,
+            desired_sha=desired,
+        )
+        return sandbox_rehearsal.rehearse(spec, plan, chart.crds, options)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        done = rehearse(args)
+    except FleetError as exc:
+        sys.stderr.write(f"gitopsbot rehearse: {len(exc.problems)} problem(s):\n{exc}\n")
+        return 1
+    except ChartUnavailable as exc:
+        sys.stderr.write(
+            f"gitopsbot rehearse: chart repository unreachable: {exc}\n"
+            "  offline? read charts from disk: --chart-dir examples/charts\n"
+        )
+        return 2
+    except (ChartError, GitError) as exc:
+        sys.stderr.write(f"gitopsbot rehearse: {exc}\n")
+        return 2
+    except ConfigError as exc:
+        sys.stderr.write(f"gitopsbot rehearse: {exc}\n")
+        return 1
+    except GitOpsBotError as exc:
+        sys.stderr.write(f"gitopsbot rehearse: {exc}\n")
+        return 2
+    except Exception as exc:  # the live cluster's client raises its own errors
+        if type(exc).__module__.startswith(("kubernetes", "urllib3")):
+            sys.stderr.write(f"gitopsbot rehearse: cluster unreachable: {exc}\n")
+            return 2
+        raise
+    if args.json:
+        sys.stdout.write(json.dumps(rh.to_dict(done), indent=2) + "\n")
+    elif args.compressed:
+        sys.stdout.write(rh.compressed(done))
+    else:
+        sys.stdout.write(rh.render_text(done))
+        sys.stdout.write(f"(rehearsed in {done.wall_seconds:.1f}s of real time)\n")
+    return 0 if done.succeeded else 1
