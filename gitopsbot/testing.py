@@ -63,6 +63,8 @@ from gitopsbot.ports.cluster import (
 )
 from gitopsbot.ports.forge import POLICY_CONTEXT, Forge
 from gitopsbot.ports.helm import ChartRef
+from gitopsbot.sandbox.apiserver import pod_logs
+from gitopsbot.sandbox.apiserver.errors import ApiError as SandboxApiError
 
 
 @dataclass(slots=True)
@@ -324,6 +326,8 @@ class FakeCluster:
     API server. With ``instant_deployments`` a Deployment is rolled out at once (status
     filled in), as the emulator's kubelet does. ``fail(operation, error, times)`` makes the
     next calls of a method (``"get"``, ``"apply"``, ``"patch_merge"``...) raise ``error``.
+    ``set_container_log`` gives a container its log text; ``container_log`` answers as the
+    emulator does (``sandbox.apiserver.pod_logs``: filters, 404, the 400s as KubeInvalid).
 
     Waits (``wait_deployment_ready``, ``wait_for_change``) block on a condition every write
     notifies, but only with ``blocking_waits``: tests that use the fake mostly decide time
@@ -341,6 +345,7 @@ class FakeCluster:
         self._version = 0
         self._managers: dict[tuple[str, str, str, str], dict[str, dict[tuple[str, ...], Any]]] = {}
         self._failures: dict[str, list[_Injected]] = {}
+        self.logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) → text
 
     # -- test controls --
 
@@ -550,6 +555,39 @@ class FakeCluster:
         if encoded is None:
             raise KubeNotFound(f"Secret {namespace}/{name} has no key {key!r}")
         return base64.b64decode(encoded).decode("utf-8")
+
+    def set_container_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """Set the log text of a container of a pod (stored or not yet): lines that start
+        with an RFC 3339 timestamp, as the sandbox's pod annotation holds them. A pod's
+        ``sandbox.gitopsbot.io/log.<container>`` annotation is read when none was set."""
+        self.logs[(namespace, pod, container)] = text
+
+    def container_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        since: datetime | None = None,
+        tail_lines: int = 200,
+    ) -> str:
+        self._enter("container_log", "Pod", namespace, pod)
+        stored = self.get("v1", "Pod", namespace, pod)
+        if stored is None:
+            raise KubeNotFound(f"log of container {container!r}: Pod {namespace}/{pod} not found")
+        query = {"container": container, "tailLines": str(max(tail_lines, 0))}
+        if since is not None:
+            at = since if since.tzinfo else since.replace(tzinfo=UTC)
+            query["sinceTime"] = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        text = self.logs.get((namespace, pod, container))
+        if text is not None:
+            annotations = dict(stored["metadata"].get("annotations") or {})
+            annotations[pod_logs.log_annotation(container)] = text
+            stored = {**stored, "metadata": {**stored["metadata"], "annotations": annotations}}
+        try:
+            return pod_logs.pod_log(stored, query)
+        except SandboxApiError as e:  # the emulator's 400s, as KubeCluster maps them
+            raise KubeInvalid(f"log of pod {namespace}/{pod}: {e.message}") from None
 
     def mark_helm_release_failed(
         self, namespace: str, release: str, revision: int, reason: str

@@ -386,6 +386,35 @@ class KubeCluster:
                 f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text"
             ) from None
 
+    def container_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        since: datetime | None = None,
+        tail_lines: int = 200,
+    ) -> str:
+        # The endpoint ``read_namespaced_pod_log`` calls, through the one choke point (error
+        # mapping, bounded retries); the client's method offers sinceSeconds only, and a
+        # sinceTime computed here would not drift with the request's latency.
+        query = [("container", container), ("tailLines", str(max(tail_lines, 0)))]
+        query.append(("timestamps", "false"))
+        if since is not None:
+            at = since if since.tzinfo else since.replace(tzinfo=UTC)
+            query.append(("sinceTime", at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")))
+        what = f"log of container {container!r} of pod {_ref(namespace, pod)}"
+        path = resource_path("v1", "pods", True, namespace, pod) + "/log"
+        try:
+            data = self._request("GET", path, what=what, query=query, body=None, content_type=None)
+        except KubeFailed as e:
+            # 400: the container is not in the pod, or has not started. The server's text
+            # names the container and pod (or the waiting reason), never log lines.
+            if f"{what}: HTTP 400" not in str(e):
+                raise
+            raise KubeInvalid(str(e)) from None
+        return data.decode("utf-8", errors="replace")
+
     def mark_helm_release_failed(
         self, namespace: str, release: str, revision: int, reason: str
     ) -> bool:

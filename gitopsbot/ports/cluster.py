@@ -144,6 +144,29 @@ class Cluster(Protocol):
         key when either is missing; the value never appears in any error or log."""
         ...
 
+    def container_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        since: datetime | None = None,
+        tail_lines: int = 200,
+    ) -> str:
+        """What ``kubectl logs <pod> -c <container> [--since-time=<since>] --tail=<tail_lines>``
+        prints: the last ``tail_lines`` lines (0: none) of the container's current log, only
+        those written at or after ``since`` (second precision, as the API server takes it),
+        without the kubelet's timestamps. R18 reads the ``cluster-agent`` container of the
+        controller pods with it.
+
+        KubeNotFound when the pod does not exist; KubeInvalid when the container is not in the
+        pod (the API server's 400 "container X is not valid for pod Y") or has not started
+        (400 "... is waiting to start"); KubeForbidden without ``get`` on ``pods/log``;
+        KubeServerError for 5xx and transport errors (retried a bounded number of times
+        first). Error messages never include log text. A pod that is not yet bound to a node
+        has an empty log (the API server answers 200 with nothing)."""
+        ...
+
     def mark_helm_release_failed(
         self, namespace: str, release: str, revision: int, reason: str
     ) -> bool:

@@ -1,9 +1,9 @@
 """The HTTP face of the emulator: routing, verbs, patches, watches, discovery, OpenAPI.
 
 One ``ThreadingHTTPServer`` on loopback, HTTP/1.1 with keep-alive; watches stream newline-
-delimited JSON events with chunked transfer encoding. Responses are always JSON; request
-bodies may be JSON, YAML (apply patches) or protobuf (helm's release Secrets/ConfigMaps,
-kubectl's imperative ``create``).
+delimited JSON events with chunked transfer encoding. Responses are JSON (a pod's log:
+text/plain, pod_logs.py); request bodies may be JSON, YAML (apply patches) or protobuf
+(helm's release Secrets/ConfigMaps, kubectl's imperative ``create``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
 
-from gitopsbot.sandbox.apiserver import discovery, event_views, fieldsets, protobuf, tables
+from gitopsbot.sandbox.apiserver import (
+    discovery,
+    event_views,
+    fieldsets,
+    pod_logs,
+    protobuf,
+    tables,
+)
 from gitopsbot.sandbox.apiserver.errors import (
     ApiError,
     BadRequest,
@@ -239,6 +246,13 @@ class Handler(BaseHTTPRequestHandler):
             raise NotFound(f"the server could not find the requested resource ({path})")
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
+        if rt.kind == "Pod" and sub == "log" and name is not None and namespace is not None:
+            if self.command != "GET":
+                raise MethodNotAllowed(f"{self.command} is not supported on pods/log")
+            pod = self.server.store.get_stored(rt, namespace, name)
+            text = pod_logs.pod_log(pod, self.query)
+            self._send(200, text.encode(), content_type="text/plain")
+            return
         if (
             sub is not None
             and sub not in rt.subresources
