@@ -7,9 +7,9 @@ API emulator's Store with the controller simulator on a ``ManualClock``. The reh
 does what the bot does with the pools' switches (R10–R12): pools in rollout order, one at a
 time; each waits for its maintenance window; the canary batch at ``canaryBatchPercentage``,
 a pause for its checks, then the rest at ``batchPercentage``; phases one after another; the
-switch closed at the window's end and opened again at the next opening; the pool stopped when
-its ``maxDuration`` (counted from its first batch, waits included) runs out, which fails the
-operation as ``onFailure`` says.
+switch closed at the window's end and opened again at the next opening; the pool stopped
+when its ``maxDuration`` runs out (switch-open time of each phase, as the bot measures it),
+which fails the operation as ``onFailure`` says.
 
 The clock never waits: after each settle it jumps to the simulator's next due time (a pod
 ready, a batch interval over), to a window's end or opening, or to a deadline, whichever
@@ -255,9 +255,7 @@ def _settle_until_quiet(box: Sandbox) -> None:
     raise RehearsalError("the baseline never settled")
 
 
-def _phase(
-    box: Sandbox, pool: _Pool, comp: Component, deadline: datetime | None, canary: bool
-) -> tuple[str, int, int]:
+def _phase(box: Sandbox, pool: _Pool, comp: Component, canary: bool) -> tuple[str, int, int]:
     """Roll one component of one pool; returns (outcome, batches, window-wait seconds)."""
     name = pool.policy.name
     key_progress, key_synced = f"{comp.value}UpdateProgress", f"{comp.value}ConfigSynced"
@@ -277,6 +275,10 @@ def _phase(
 
     open_switch(pct)
     batches, waited, last = 0, 0, -1
+    # maxDuration is measured on switch-open time, per phase (core.rollout.active_seconds):
+    # the deadline moves by every wait for a window.
+    limit = pool.policy.max_duration_seconds
+    deadline = box.now() + timedelta(seconds=limit) if limit else None
     for _ in range(MAX_TICKS):
         box.sim.settle(max_steps=1000)
         status = box.status(name)
@@ -313,18 +315,9 @@ def _phase(
                 f"maintenance window closed at {comp.value} progress {progress}%: switch closed",
             )
             opens = windows.next_open(pool.window, box.now())
-            if deadline is not None and opens >= deadline:
-                box.jump(deadline)
-                box.say(
-                    name,
-                    f"MAXDURATION HIT while waiting for the window (next opening {opens:%a %H:%M})",
-                )
-                return (
-                    rh.Outcome.MAX_DURATION,
-                    batches,
-                    waited + int((deadline - (closes)).total_seconds()),
-                )
-            waited += int((opens - box.now()).total_seconds())
+            wait = opens - box.now()
+            waited += int(wait.total_seconds())
+            deadline = deadline + wait if deadline is not None else None
             box.jump(opens)
             box.say(name, "maintenance window open again: switch open")
             open_switch(pool.policy.batch_percentage)
@@ -362,7 +355,7 @@ def _dur(seconds: int) -> str:
 
 
 def _roll_pool(box: Sandbox, p: _Pool, estimate: int) -> rh.PoolRun:
-    """One pool: wait for its window, then its phases in order, its deadline running."""
+    """One pool: wait for its window, then its phases in order."""
     name, policy = p.policy.name, p.policy
     names = tuple(c.value for c in p.components)
     opens = windows.next_open(p.window, box.now())
@@ -374,8 +367,6 @@ def _roll_pool(box: Sandbox, p: _Pool, estimate: int) -> rh.PoolRun:
         )
         box.jump(opens)
     started = box.now()
-    seconds = policy.max_duration_seconds
-    deadline = started + timedelta(seconds=seconds) if seconds else None
     box.say(name, f"starts ({p.nodes} nodes: {', '.join(names)})")
     outcome, batches, waited = rh.Outcome.DONE, 0, 0
     for comp in p.components:
@@ -385,7 +376,7 @@ def _roll_pool(box: Sandbox, p: _Pool, estimate: int) -> rh.PoolRun:
             f"{comp.value} phase: switch open at {first}%, batchInterval "
             f"{_dur(policy.batch_interval_seconds)}",
         )
-        outcome, n, w = _phase(box, p, comp, deadline, canary=bool(policy.canary_batch_percentage))
+        outcome, n, w = _phase(box, p, comp, canary=bool(policy.canary_batch_percentage))
         batches += n
         waited += w
         if outcome != rh.Outcome.DONE:
@@ -461,7 +452,8 @@ def rehearse(spec: ClusterSpec, plan: Plan, crds: Mapping[str, str], opts: Optio
         p.policy.name for p in pools if p.policy.canary_batch_percentage and p.components
     ]
     notes = [
-        "maxDuration counts from the pool's first batch, window waits included",
+        "maxDuration counts each phase's switch-open time, as the bot does (window waits "
+        "not included)",
         "window-fit, gates, the availability budget and stall timeouts are not played; "
         "at a window's end the switch closes",
         "pods become ready after "
