@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gitopsbot import app
+from gitopsbot import app, settings
+from gitopsbot.bot import rehearsal_store
+from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import plan as plan_command
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.errors import (
@@ -37,6 +39,12 @@ examples:
   # the lines the pull request's plan comment gets (rehearsal: {attachToPlan: true})
   gitopsbot rehearse --cluster production --fleet examples/fleet --chart-dir examples/charts \\
       --compressed
+  # keep the predictions for commit HEAD on the state branch, then, once the bot's operation
+  # for it has finished, its measured pool times against them (needs a finished operation)
+  gitopsbot rehearse --cluster <cluster> --to HEAD --record --fleet-url <fleet-url> \\
+      --chart-dir examples/charts/repo
+  gitopsbot rehearse --cluster <cluster> --compare <cluster>-0123456789ab \\
+      --fleet-url <fleet-url>  # needs an operation the bot finished
   # node counts read from the live cluster instead of rollout.yaml's nodes:
   gitopsbot rehearse --cluster <cluster> --kubeconfig <kubeconfig> --context '' \\
       --chart-dir examples/charts/repo
@@ -46,7 +54,8 @@ Charts: helm template renders the target chart from --chart-dir (a directory hol
 pool's nodes: in rollout.yaml, or with --kubeconfig the pool's GPUNodes in the live cluster.
 The clock jumps over every wait: hours of windows and batch intervals take seconds.
 exit status: 0 the rehearsed operation succeeds, 1 it fails (a pool's maxDuration runs out)
-or bad fleet files, 2 bad options, chart repository, Git or cluster unavailable.
+or bad fleet files (--compare: no such finished, rehearsed operation), 2 bad options, chart
+repository, Git or cluster unavailable.
 """
 
 
@@ -89,6 +98,23 @@ def register(sub: Any) -> None:
         "--context",
         metavar="NAME",
         help="kubeconfig context for --kubeconfig ('' the current one; default: kubeContext)",
+    )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="keep the predictions on the state branch (rehearsals/<cluster>/<sha>.yaml; "
+        "needs --to)",
+    )
+    p.add_argument(
+        "--compare",
+        metavar="OP",
+        help="rehearse nothing: compare operation OP's measured pool times with the "
+        "rehearsal recorded for its commit, and keep the comparison next to it",
+    )
+    p.add_argument(
+        "--fleet-url",
+        metavar="URL",
+        help="fleet repository whose state branch --record/--compare use (default: --fleet)",
     )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the rehearsal as JSON")
@@ -142,9 +168,43 @@ def rehearse(args: argparse.Namespace) -> rh.Rehearsal:
         return sandbox_rehearsal.rehearse(spec, plan, chart.crds, options)
 
 
+def _store(args: argparse.Namespace) -> JournalStore:
+    url = app.fleet_url(url=args.fleet_url, path=None if args.fleet_url else args.fleet)
+    repo = app.open_repo(url, settings.cache_dir())
+    fleet = app.read_fleet(repo, "main")
+    return JournalStore(repo, branch=fleet.settings.state_branch, push=True)
+
+
+def compare(args: argparse.Namespace) -> int:
+    store = _store(args)
+    journal = store.history(args.cluster, args.compare)
+    current = store.current(args.cluster)
+    if journal is None and current is not None and current.op_id == args.compare:
+        journal = current
+    if journal is None:
+        sys.stderr.write(f"gitopsbot rehearse: no operation {args.compare} of {args.cluster}\n")
+        return 1
+    found = rehearsal_store.compare_finished(store, journal)
+    if found is None:
+        sys.stderr.write(
+            f"gitopsbot rehearse: {args.compare} is not finished, or its commit "
+            f"{journal.desired_sha[:12]} was never rehearsed with --record\n"
+        )
+        return 1
+    sys.stdout.write("\n".join(found.lines()) + "\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.record and not args.to_ref:
+        sys.stderr.write("gitopsbot rehearse: --record needs --to REF (the commit rehearsed)\n")
+        return 2
     try:
+        if args.compare:
+            return compare(args)
         done = rehearse(args)
+        if args.record:
+            rehearsal_store.save(_store(args), done)
     except FleetError as exc:
         sys.stderr.write(f"gitopsbot rehearse: {len(exc.problems)} problem(s):\n{exc}\n")
         return 1

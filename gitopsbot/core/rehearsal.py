@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from gitopsbot.core.journal import Journal, StepKind
+from gitopsbot.core.journal import Journal, StepKind, dump_yaml, load_yaml
 from gitopsbot.core.plan import Plan
 from gitopsbot.core.plan import StepKind as PlanStepKind
 from gitopsbot.core.timeline import format_duration
@@ -393,3 +393,16 @@ def against_operation(record: Mapping[str, Any], journal: Journal) -> MeasuredCo
     return MeasuredComparison(
         journal.op_id, compare(predicted_from_record(record), measured(journal))
     )
+
+
+def dumps(record: Mapping[str, Any]) -> str:
+    return dump_yaml(dict(record))
+
+
+def loads(text: str) -> dict[str, Any] | None:
+    """A stored record (rehearsal or comparison), or None when it cannot be read."""
+    try:
+        data: Any = load_yaml(text)
+    except ValueError:
+        return None
+    return dict(data) if isinstance(data, Mapping) else None
