@@ -213,6 +213,8 @@ def test_the_rules_carry_an_upgrade_and_a_rollback(world: World) -> None:
     tfs.set_pod_phase(w.plane, w.ns, SMOKE, "Succeeded")
     assert "smoke test succeeded" in _ok(w.run(op, "verify"))
     assert w.bot.kube.get("v1", "Pod", w.ns, SMOKE) is None  # removed by the bot
+    # R18's reconnect check may read the agent's log (empty: no kubelet, no node).
+    assert w.bot.kube.container_log(w.ns, _log_pod(w), "cluster-agent", tail_lines=20) == ""
 
     # A revision left pending by a killed helm is unlocked through Helm's Secret storage.
     revision = _leave_pending(w)
@@ -429,6 +431,28 @@ def _smoke(w: World) -> str:
     return _failed(out)
 
 
+LOG_POD = "log-probe"
+
+
+def _log_pod(w: World) -> str:
+    """A pod with a cluster-agent container (made by the admin once): the controller's have
+    no node here. Its name."""
+    path = f"/api/v1/namespaces/{w.ns}/pods"
+    if not any(p["metadata"]["name"] == LOG_POD for p in w.plane.request("GET", path)["items"]):
+        w.plane.request("POST", path, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": LOG_POD},
+            "spec": {"containers": [{"name": "cluster-agent", "image": "busybox:1"}]},
+        })  # fmt: skip
+    return LOG_POD
+
+
+def _agent_log(w: World) -> str:
+    """R18's reconnect check reads the cluster-agent log (``container_log``). With the verb
+    the real server answers an unbound pod's log empty (no kubelet); without it, 403."""
+    pod = _log_pod(w)
+    return _raises(lambda: w.bot.kube.container_log(w.ns, pod, "cluster-agent"))
+
+
 PROBES: dict[tuple[str, str, str], Probe] = {
     ("customresourcedefinitions", "get", "ClusterRole"): _step("crds"),
     ("customresourcedefinitions", "list", "ClusterRole"): _step("crds"),
@@ -481,6 +505,7 @@ PROBES: dict[tuple[str, str, str], Probe] = {
     ("pods", "create", "Role"): _smoke,
     ("pods", "get", "Role"): _smoke,
     ("pods", "delete", "Role"): _smoke,
+    ("pods/log", "get", "Role"): _agent_log,
 }
 
 
