@@ -65,6 +65,10 @@ class SimConfig:
     real_server: bool = False
     # The Node unbound pods are bound to (created when needed) on a real server.
     kubelet_node: str = "sandbox-node"
+    # The enroll tokens the TensorFusion console accepts from the controller pods'
+    # cluster-agent (agent.py): None accepts any non-empty token. Read when a controller pod
+    # starts; ControllerSim.set_console_tokens changes it at runtime.
+    console_tokens: frozenset[str] | None = None
 
     def nodes_for(self, pool: str) -> int:
         return int(self.pool_nodes.get(pool, self.nodes_per_pool))

@@ -4,7 +4,8 @@ Each ``step()`` looks at everything, as controller-runtime reconcilers eventuall
 only what differs: TensorFusionCluster → GPUPools (spec overwritten from specTemplate, R11),
 GPUPool → Nodes and GPUNodes (the simulated machines), GPUNode → hypervisor pod and phase,
 TensorFusionWorkload → worker pods, owners of client-injected app pods → the pods, the batched
-component rollouts per pool (rollout.py), phases and the controller Deployment's readiness.
+component rollouts per pool (rollout.py), phases and the controller Deployment's readiness
+and Pods (controller_pods.py; the console agent of their cluster-agent container: agent.py).
 It also plays the kubelet for the pods it creates (Pending → Running/Ready after a delay).
 
 ``start()`` runs steps on a thread, woken by Store events and by the next due time; tests
@@ -34,7 +35,7 @@ from typing import Any, Protocol
 
 from gitopsbot.sandbox.apiserver.errors import ApiError
 from gitopsbot.sandbox.apiserver.kubelet import template_hash
-from gitopsbot.sandbox.simulator import hashing, kubelet, sessions, smoke
+from gitopsbot.sandbox.simulator import agent, controller_pods, hashing, kubelet, sessions, smoke
 from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
 from gitopsbot.sandbox.simulator.config import SimConfig, WorkloadSpec
 from gitopsbot.sandbox.simulator.informer import Informer
@@ -392,6 +393,7 @@ class ControllerSim:
         if _rolled_out(dep):
             # Rolled out (by us, or by the emulator's kubelet before we took over).
             self._running_image[key] = _container_image(dep)
+            self._controller_pods(dep, now)
             return
         seen = self._deploy_seen.setdefault((*key, gen), now)
         due = seen + timedelta(seconds=self.config.controller_ready_delay)
@@ -400,6 +402,7 @@ class ControllerSim:
         if done:
             self._running_image[key] = _container_image(dep)
             self._replica_set(dep)
+            self._controller_pods(dep, now)
             ready = updated = replicas
         else:
             if pullable:
@@ -444,6 +447,56 @@ class ControllerSim:
             },
         ]
         self._set_status(dep, {**core, "conditions": conditions})
+
+    def _controller_pods(self, dep: Obj, now: datetime) -> None:
+        """One Running Pod per replica of the rolled-out ReplicaSet, the older ones' Pods
+        deleted (controller_pods.py); a cluster-agent container's log from agent.py."""
+        meta = dep["metadata"]
+        spec = dep.get("spec") or {}
+        template = spec.get("template") or {}
+        owned = [
+            rs
+            for rs in self.cache.list("apps/v1", "ReplicaSet", meta["namespace"])
+            if any(r.get("uid") == meta["uid"] for r in rs["metadata"].get("ownerReferences") or [])
+        ]
+        rs, missing, delete = controller_pods.plan(
+            owned,
+            f"{meta['name']}-{template_hash(template)}",
+            int(spec.get("replicas", 1)),
+            self.cache.list("v1", "Pod", meta["namespace"]),
+            rolled_out=True,
+        )
+        for pod in delete:
+            self._delete(pod)
+        if rs is None:
+            return
+        container = agent.agent_container(template.get("spec") or {})
+        for _ in range(missing):
+            annotations: dict[str, str] = {}
+            if container is not None:
+                annotations[agent.ANNOTATION] = agent.agent_log(
+                    container,
+                    meta["namespace"],
+                    read_secret=self._read_secret,
+                    console_tokens=self.config.console_tokens,
+                    now=now,
+                )
+            self._create(controller_pods.new_pod(rs, now, annotations=annotations))
+
+    def _read_secret(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return self.store.get("v1", "Secret", namespace, name)
+        except ApiError as e:
+            log.debug("controller simulator: Secret %s/%s: %s", namespace, name, e.reason)
+            return None
+
+    def set_console_tokens(self, tokens: frozenset[str] | None) -> None:
+        """The enroll tokens the console accepts from now on (``SimConfig.console_tokens``;
+        None: any non-empty one). Controller pods made later log by it; running ones keep
+        their log, as a connected agent stays connected."""
+        with self._lock:
+            self.config = dataclasses.replace(self.config, console_tokens=tokens)
+        self._kick.set()
 
     def _replica_set(self, dep: Obj) -> None:
         """The new ReplicaSet, ready; older ones scaled to 0 (helm 3's legacy --wait needs it)."""
