@@ -184,6 +184,14 @@ class Sandbox:
         assert self.api is not None, "the sandbox is not running"
         return self.api.store
 
+    def set_console_tokens(self, tokens: frozenset[str] | None) -> None:
+        """The enroll tokens the simulated TensorFusion console accepts from the controller
+        pods' cluster-agent from now on (``SimConfig.console_tokens``; None: any non-empty
+        token). Pods made later log connected or rejected by it (simulator/agent.py). On a
+        real server the agent is not played: no kubelet serves a bound pod's log there."""
+        assert self.sim is not None, "the sandbox is not running"
+        self.sim.set_console_tokens(tokens)
+
     def helm_env(self) -> dict[str, str]:
         """A private helm home under the state dir: the user's helm config is not touched."""
         home = self.state_dir / "helm"
