@@ -38,6 +38,11 @@ class GitRefTree:
     def label(self) -> str:
         return self._label
 
+    @property
+    def sha(self) -> str:
+        """The commit ``ref`` names."""
+        return str(self._commit.id)
+
     def _entry(self, path: str) -> pygit2.Object | None:
         full = (self._prefix + path).strip("/")
         if not full:

@@ -83,7 +83,10 @@ class MetricsServer:
             return
         if thread is not None and thread.is_alive():
             # Closed on the I/O thread itself: the loop ends once nothing is left open.
-            cast("_Trigger", server.trigger).pull_trigger(server.close_everything)
+            try:
+                cast("_Trigger", server.trigger).pull_trigger(server.close_everything)
+            except OSError:  # the trigger's pipe is already gone: close here
+                server.close_everything()
             thread.join(5)
         else:
             server.close_everything()

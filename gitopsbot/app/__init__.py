@@ -87,6 +87,9 @@ from gitopsbot.app.clusters import (
     lease_client as lease_client,
 )
 from gitopsbot.app.clusters import (
+    live_cluster as live_cluster,
+)
+from gitopsbot.app.clusters import (
     replica_identity as replica_identity,
 )
 from gitopsbot.app.clusters import (
@@ -130,6 +133,9 @@ from gitopsbot.app.proposals import (
 )
 from gitopsbot.app.proposals import (
     chart_source_for as chart_source_for,
+)
+from gitopsbot.app.proposals import (
+    fleet_commit as fleet_commit,
 )
 from gitopsbot.app.proposals import (
     fleet_tree as fleet_tree,

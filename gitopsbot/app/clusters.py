@@ -12,7 +12,8 @@ import functools
 import os
 import platform
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.fleetrepo import policy_documents
 from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.leases import Leases
 from gitopsbot.ports.repo import Repo
 
@@ -122,6 +124,25 @@ def executor_factory(
         return built[spec.name]
 
     return make
+
+
+@contextmanager
+def live_cluster(
+    kubeconfig: str, spec: ClusterSpec, context: str | None = None
+) -> Iterator[Cluster]:
+    """A read of ``spec``'s cluster through ``kubeconfig`` (its context ``context``, else the
+    cluster's kubeContext), closed on leaving: ``rehearse --kubeconfig`` counts its nodes."""
+    access = cluster_access(RunOptions(fleet_url="", kubeconfig=kubeconfig))
+    try:
+        conn = access.connect(
+            kube_context=spec.release.kube_context if context is None else context,
+            kubeconfig_secret=None,
+            context_source="--context" if context is not None else kube_context_source(spec),
+            cluster=spec.name,
+        )
+        yield KubeCluster(conn.api_client(), retry=RetryPolicy(attempts=1))
+    finally:
+        access.close()
 
 
 def cluster_connection(reach: ClusterAccess, spec: ClusterSpec) -> Connection:

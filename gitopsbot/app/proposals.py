@@ -50,6 +50,11 @@ def fleet_tree(fleet: Path, ref: str | None = None) -> FileTree:
     return GitRefTree(fleet, ref) if ref else DirectoryTree(fleet)
 
 
+def fleet_commit(fleet: Path, ref: str) -> str:
+    """The commit ``ref`` names in the repository at ``fleet`` (GitFailed when none)."""
+    return GitRefTree(fleet, ref).sha
+
+
 @dataclass(frozen=True, slots=True)
 class ProposalWiring:
     repo: GitRepo

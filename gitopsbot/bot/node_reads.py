@@ -17,6 +17,20 @@ from gitopsbot.core.node_states import NodeSnapshot
 from gitopsbot.ports.cluster import Cluster
 
 
+def pool_node_counts(cluster: Cluster, spec: ClusterSpec) -> dict[str, int]:
+    """GPU nodes per pool of ``spec`` as ``node_snapshots`` counts them (those being deleted
+    left out): what ``rehearse --kubeconfig`` builds its sandbox from."""
+    out: dict[str, int] = {}
+    for pool in spec.rollout.pools:
+        label = f"{tf.GROUP}/pool-{tf.gpupool_name(spec, pool.name)}=true"
+        out[pool.name] = sum(
+            1
+            for n in cluster.list(tf.TF, "GPUNode", label_selector=label)
+            if not (n.get("metadata") or {}).get("deletionTimestamp")
+        )
+    return out
+
+
 def node_snapshots(
     cluster: Cluster, spec: ClusterSpec, pool: str, image: str
 ) -> tuple[NodeSnapshot, ...]:

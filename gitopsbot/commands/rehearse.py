@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gitopsbot import app, settings
-from gitopsbot.bot import rehearsal_store
+from gitopsbot.bot import node_reads, rehearsal_store
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import plan as plan_command
 from gitopsbot.core import rehearsal as rh
@@ -141,19 +140,12 @@ def rehearse(args: argparse.Namespace) -> rh.Rehearsal:
     chart = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
     nodes: dict[str, int] = {}
     if args.kubeconfig:
-        from gitopsbot.sandbox.rehearsal_nodes import live_node_counts
-
-        nodes = live_node_counts(args.kubeconfig, spec, args.context)
+        with app.live_cluster(args.kubeconfig, spec, args.context) as cluster:
+            nodes = node_reads.pool_node_counts(cluster, spec)
     tools = app.resolve_tools(app.RunOptions(fleet_url="", download_binaries=True))
     desired = ""
     if args.to_ref:
-        done = subprocess.run(
-            ["git", "-C", str(args.fleet), "rev-parse", "--verify", f"{args.to_ref}^{{commit}}"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        desired = done.stdout.strip() if done.returncode == 0 else ""
+        desired = app.fleet_commit(Path(args.fleet), args.to_ref)
     with tempfile.TemporaryDirectory(prefix="gitopsbot-rehearsal-") as work:
         options = sandbox_rehearsal.Options(
             helm=tools.helm,
