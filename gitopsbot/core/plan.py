@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from gitopsbot.core.canary_smoke import CanarySmoke
@@ -39,6 +38,9 @@ from gitopsbot.core.gates import AlertsGate, Gate, KubeGate, PromQueryGate
 from gitopsbot.core.images import ImageChange, image_changes
 from gitopsbot.core.model import ClusterSpec, Component, Location, PoolPolicy
 from gitopsbot.core.observed import DeployedState
+from gitopsbot.core.plan_steps import IMPACT as IMPACT
+from gitopsbot.core.plan_steps import Step as Step
+from gitopsbot.core.plan_steps import StepKind as StepKind
 from gitopsbot.core.policy import (
     Decision,
     PolicyInput,
@@ -75,43 +77,6 @@ COMPONENT_IMAGES: Mapping[Component, tuple[str, ...]] = {
 HYPERVISOR_PORT_KEY: tuple[str, ...] = ("componentConfig", "hypervisor", "portNumber")
 DEFAULT_HYPERVISOR_PORT = 8000  # the CRD default where no port is written
 _ABSENT: Any = object()
-# R3's impact column.
-IMPACT: Mapping[str, str] = {
-    "backup": "none: reads the release values and the TensorFusion objects",
-    "crds": "none: CRDs are applied server-side before the release (Helm never upgrades crds/)",
-    "controller": (
-        "while no controller replica is available, pods labelled "
-        '`tensor-fusion.ai/enabled: "true"` cannot be created or scheduled'
-    ),
-    "controller-ready": "none: waits for the controller Deployment to be rolled out",
-    Component.HYPERVISOR: (
-        "running pods do not restart; a node takes no new GPU work until its new "
-        "hypervisor is ready"
-    ),
-    Component.WORKER: "apps connected to a rebuilt worker lose their GPU session",
-    Component.CLIENT: "app pods with outdated injection are deleted and recreated by their owners",
-    "verify": "none: reads status; runs the smoke-test workload when configured",
-}
-
-
-class StepKind(StrEnum):
-    BACKUP = "backup"
-    CRDS = "crds"
-    HELM_UPGRADE = "helm-upgrade"
-    CONTROLLER_READY = "controller-ready"
-    CONTROLLER_RESTART = "controller-restart"
-    POOL_ROLLOUT = "pool-rollout"
-    VERIFY = "verify"
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    kind: StepKind
-    title: str
-    rule: str  # the procedure rule this step carries out (R6, R7, ...)
-    impact: str
-    pool: str = ""
-    components: tuple[Component, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
