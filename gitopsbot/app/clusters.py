@@ -41,7 +41,7 @@ from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.model import ClusterSpec
-from gitopsbot.fleetrepo import policy_documents
+from gitopsbot.fleetrepo import load_cluster, policy_documents
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.leases import Leases
@@ -195,6 +195,7 @@ def apply_gate(repo: Repo, charts: ChartSource) -> ApplyGate:
         charts,
         builtin_documents=builtin_policy_documents(),
         policies_at=lambda sha: policy_documents(repo.tree(sha)),
+        spec_at=lambda sha, name: load_cluster(repo.tree(sha), name),
     )
 
 

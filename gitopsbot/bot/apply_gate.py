@@ -21,11 +21,11 @@ from gitopsbot.core import apply_gate
 from gitopsbot.core import secrets as secrets_mod
 from gitopsbot.core.chart import Chart, is_version, semver_key
 from gitopsbot.core.journal import Journal, OperationKind
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.model import ClusterSpec, CredentialsSpec
 from gitopsbot.core.observed import DeployedState, HelmReleaseInfo
 from gitopsbot.core.plan import make_plan
 from gitopsbot.core.policy import Verdict, load_rules
-from gitopsbot.errors import ChartInvalid, ChartNotFound
+from gitopsbot.errors import ChartInvalid, ChartNotFound, ConfigError
 from gitopsbot.ports.charts import ChartSource
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,22 @@ class ApplyGate:
         *,
         builtin_documents: Sequence[tuple[str, str]],
         policies_at: Callable[[str], Sequence[tuple[str, str]]],
+        spec_at: Callable[[str, str], ClusterSpec] | None = None,
     ) -> None:
         self.charts = charts
         self._builtin = tuple(builtin_documents)
         self._policies_at = policies_at
+        self._spec_at = spec_at
+
+    def _credentials_before(self, journal: Journal) -> CredentialsSpec | None:
+        """credentials.yaml at the commit the operation's merge was made on (what a
+        rotation is judged against, core.rotation); None when unknown or unreadable."""
+        if self._spec_at is None or not journal.base_sha:
+            return None
+        try:
+            return self._spec_at(journal.base_sha, journal.cluster).credentials
+        except ConfigError:
+            return None  # the cluster is new there, or its files did not load
 
     def judge(
         self,
@@ -115,8 +127,11 @@ class ApplyGate:
         index = None
         if journal.kind is not OperationKind.ROLLBACK:
             index = self.charts.index(rel.chart_repo_url)
+        state = deployed.state(spec, deployed_chart.app_version if deployed_chart else "")
+        if state is not None and journal.kind is not OperationKind.ROLLBACK:
+            state = replace(state, credentials=self._credentials_before(journal))
         plan = make_plan(
-            deployed=deployed.state(spec, deployed_chart.app_version if deployed_chart else ""),
+            deployed=state,
             desired=desired,
             target_chart=target,
             deployed_chart=deployed_chart,

@@ -17,7 +17,7 @@ from typing import Any
 
 from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
-from gitopsbot.core import merge_queue, operation, pause
+from gitopsbot.core import merge_queue, operation, pause, rotation
 from gitopsbot.core.commit_classes import desired_paths, reverted_shas
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
@@ -182,7 +182,9 @@ class IntakeMixin(PassBase):
         pr = _pr_in_message(commit)
         base = commit.parents[0] if commit.parents else ""
         undone = self._undone(commit, spec.name)
-        if undone is not None:
+        # A revert of a rotation rotates again, to the credentials it restores: a helm
+        # rollback would leave the vendor Secret and the hypervisors' password behind.
+        if undone is not None and undone.kind is not OperationKind.ROTATION:
             return operation.new_operation(
                 kind=OperationKind.ROLLBACK,
                 cluster=spec.name,
@@ -193,7 +195,7 @@ class IntakeMixin(PassBase):
                 reverts_op=undone.op_id,
                 base_sha=base,
             )
-        shape = self._shape(spec, deployed)
+        shape = self._shape(spec, deployed, base)
         return operation.new_operation(
             kind=shape.kind,
             cluster=spec.name,
@@ -204,16 +206,28 @@ class IntakeMixin(PassBase):
             crds=shape.crds,
             restart=shape.restart,
             base_sha=base,
+            credentials=shape.credentials,
         )
 
-    def _shape(self, spec: ClusterSpec, deployed: Callable[[], Deployed]) -> operation.Shape:
+    def _shape(
+        self, spec: ClusterSpec, deployed: Callable[[], Deployed], base: str = ""
+    ) -> operation.Shape:
         """Compare with what will be deployed when this change starts: the running
-        operation's target if one runs, else the Helm release."""
+        operation's target if one runs, else the Helm release. Credentials are compared with
+        that operation's, else with the commit's parent (``base``): Helm keeps no record of
+        where a secret came from."""
         secret_paths = [r.values_path for r in spec.credentials.secrets]
         current = self.store.current(spec.name)
         before = (
             self.spec_at(current.desired_sha, spec.name) if current and current.active else None
         )
+        credentials_before = before.credentials if before is not None else None
+        if before is None and base:
+            try:
+                parent = self.spec_at(base, spec.name)
+            except ConfigError:
+                parent = None
+            credentials_before = parent.credentials if parent is not None else None
         if before is not None:
             chart: str | None = before.release.version
             values: Mapping[str, Any] = before.values
@@ -223,7 +237,10 @@ class IntakeMixin(PassBase):
             values = release.values
         changed = operation.changed_paths(values, spec.values, ignore=secret_paths)
         return operation.classify_change(
-            deployed_chart=chart, target_chart=spec.release.version, changed=changed
+            deployed_chart=chart,
+            target_chart=spec.release.version,
+            changed=changed,
+            rotated=rotation.rotated(credentials_before, spec.credentials),
         )
 
     def _undone(self, commit: CommitInfo, cluster: str) -> Journal | None:

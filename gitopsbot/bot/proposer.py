@@ -414,6 +414,7 @@ class Proposer:
             values=spec.values,
             source=f"git:{self.watched_branch}",
             secret_literals=dict(secret_literals or {}),
+            credentials=spec.credentials,
         )
         plan = make_plan(
             deployed=deployed,

@@ -42,8 +42,10 @@ class RevertsMixin(PassBase):
         self._close_switches(journal)
         policy = spec.rollout.on_failure
         name = journal.cluster
+        # A rotation is never rolled back by itself: the old credential may be revoked at the
+        # vendor already (docs/rotation.md); it halts for a person.
         can_roll_back = (
-            journal.kind is not OperationKind.ROLLBACK
+            journal.kind not in (OperationKind.ROLLBACK, OperationKind.ROTATION)
             and journal.rollback_point is not None
             and journal.rollback_point.helm_revision > 0
         )

@@ -143,6 +143,7 @@ def _baseline(
         values=before.values,
         source=f"git:{tree.label}",
         secret_literals=literals,
+        credentials=before.credentials,
     )
     return state, chart
 

@@ -33,6 +33,7 @@ class OperationKind(StrEnum):
     ROLLBACK = "rollback"
     CONTROLLER_RESTART = "controller-restart"
     ROLLOUT_ONLY = "rollout-only"
+    ROTATION = "rotation"  # R17-R20: credentials only (core.rotation)
 
 
 class OperationStatus(StrEnum):
@@ -56,6 +57,9 @@ class StepKind(StrEnum):
     POOL_PHASE = "pool-phase"  # R10-R14, R21, R22
     VERIFY = "verify"  # R15
     ROLLBACK = "rollback"  # R16
+    VENDOR_SECRET = "vendor-secret"  # R19 (core.rotation)
+    AGENT_RECONNECT = "agent-reconnect"  # R18 (core.agent_reconnect)
+    HYPERVISOR_RESTART = "hypervisor-restart"  # R20 (core.hypervisor_restart)
 
 
 class StepState(StrEnum):

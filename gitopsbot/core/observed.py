@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from gitopsbot.core.model import Location
+from gitopsbot.core.model import CredentialsSpec, Location
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,9 @@ class DeployedState:
     # A Git baseline that still holds secret-looking literals in values.yaml: values path →
     # where it is written. ``values`` holds ``***`` there, never the literal (docs/plan.md).
     secret_literals: Mapping[str, Location] = field(default_factory=dict)
+    # The credentials.yaml the baseline was applied with (None: unknown, e.g. read from
+    # Helm alone), to tell which credentials a change rotates (core.rotation).
+    credentials: CredentialsSpec | None = None
 
 
 # -- Helm releases, CRD applies and Deployment readiness, as the adapters observe them ------

@@ -11,6 +11,9 @@ reconciler carries out through the ports and then records. Step order (R6-R16):
 - controller-restart (R24: only dynamicConfig / schedulerConfig changed): backup, helm-upgrade,
   controller-restart, controller-ready, verify
 - rollback (R16): backup, rollback, controller-ready, pools, verify; CRDs are never touched
+- rotation (R17-R20, core.rotation): backup, [helm-upgrade], [vendor-secret],
+  [controller-restart], controller-ready, [agent-reconnect], [hypervisor-restart/<pool>...],
+  verify
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from gitopsbot.core import pause, rollout, windows
+from gitopsbot.core import pause, rollout, rotation, windows
 from gitopsbot.core.journal import (
     Journal,
     OperationKind,
@@ -70,11 +73,50 @@ def _pool_steps(policy: RolloutPolicy) -> list[Step]:
     return steps
 
 
+def rotation_steps(
+    policy: RolloutPolicy, credentials: frozenset[rotation.Credential]
+) -> tuple[Step, ...]:
+    """A rotation's steps (core.rotation): only what rotating these credentials takes."""
+    steps = [Step(name=str(StepKind.BACKUP), kind=StepKind.BACKUP)]
+    if rotation.needs_helm_upgrade(credentials):
+        steps.append(Step(name=str(StepKind.HELM_UPGRADE), kind=StepKind.HELM_UPGRADE))
+    if rotation.Credential.VENDOR_KEYS in credentials:
+        steps.append(Step(name=str(StepKind.VENDOR_SECRET), kind=StepKind.VENDOR_SECRET))
+    if rotation.needs_controller_restart(credentials):
+        steps.append(Step(name=str(StepKind.CONTROLLER_RESTART), kind=StepKind.CONTROLLER_RESTART))
+    steps.append(Step(name=str(StepKind.CONTROLLER_READY), kind=StepKind.CONTROLLER_READY))
+    if rotation.Credential.AGENT_TOKEN in credentials:
+        steps.append(Step(name=str(StepKind.AGENT_RECONNECT), kind=StepKind.AGENT_RECONNECT))
+    if rotation.Credential.GREPTIME_PASSWORD in credentials:
+        for pool in policy.ordered_pools():
+            steps.append(
+                Step(
+                    name=hypervisor_restart_step(pool.name),
+                    kind=StepKind.HYPERVISOR_RESTART,
+                    pool=pool.name,
+                )
+            )
+    steps.append(Step(name=str(StepKind.VERIFY), kind=StepKind.VERIFY))
+    return tuple(steps)
+
+
+def hypervisor_restart_step(pool: str) -> str:
+    return f"hypervisor-restart/{pool}"
+
+
 def build_steps(
-    kind: OperationKind, policy: RolloutPolicy, *, crds: bool = True, restart: bool = False
+    kind: OperationKind,
+    policy: RolloutPolicy,
+    *,
+    crds: bool = True,
+    restart: bool = False,
+    credentials: frozenset[rotation.Credential] = frozenset(),
 ) -> tuple[Step, ...]:
     """The step list of an operation. ``crds``: the target chart ships CRDs to apply (R7);
-    ``restart``: R24 applies (a controller restart after the upgrade)."""
+    ``restart``: R24 applies (a controller restart after the upgrade); ``credentials``: what
+    a rotation rotates."""
+    if kind is OperationKind.ROTATION:
+        return rotation_steps(policy, credentials)
 
     def s(kind_: StepKind) -> Step:
         return Step(name=str(kind_), kind=kind_)
@@ -109,6 +151,8 @@ class Shape:
     kind: OperationKind
     crds: bool = True
     restart: bool = False
+    # What a ROTATION rotates (core.rotation).
+    credentials: frozenset[rotation.Credential] = frozenset()
 
 
 def _leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -130,13 +174,21 @@ def changed_paths(
 
 
 def classify_change(
-    *, deployed_chart: str | None, target_chart: str, changed: Collection[str]
+    *,
+    deployed_chart: str | None,
+    target_chart: str,
+    changed: Collection[str],
+    rotated: frozenset[rotation.Credential] = frozenset(),
 ) -> Shape:
     """The operation a change needs. A chart version change (or a first install) is an
-    upgrade with CRDs; otherwise a rollout-only change, or a controller restart (R24) when
-    only dynamicConfig / schedulerConfig changed."""
+    upgrade with CRDs; otherwise a rotation when credentials rotate and no value changed
+    (core.rotation; with other changes the apply gate refuses it, ROTATION-ALONE), a
+    rollout-only change, or a controller restart (R24) when only dynamicConfig /
+    schedulerConfig changed."""
     if deployed_chart is None or deployed_chart != target_chart:
         return Shape(OperationKind.UPGRADE, crds=True)
+    if rotated and not changed:
+        return Shape(OperationKind.ROTATION, crds=False, credentials=rotated)
 
     def r24(path: str) -> bool:
         return any(path == k or path.startswith(k + ".") for k in RESTART_KEYS)
@@ -170,6 +222,7 @@ def new_operation(
     restart: bool = False,
     reverts_op: str = "",
     base_sha: str = "",
+    credentials: frozenset[rotation.Credential] = frozenset(),
 ) -> Journal:
     return Journal(
         op_id=operation_id(cluster, desired_sha),
@@ -178,7 +231,7 @@ def new_operation(
         desired_sha=desired_sha,
         created_at=created_at,
         pr_number=pr_number,
-        steps=build_steps(kind, policy, crds=crds, restart=restart),
+        steps=build_steps(kind, policy, crds=crds, restart=restart, credentials=credentials),
         reverts_op=reverts_op,
         base_sha=base_sha,
     )
@@ -249,7 +302,7 @@ def next_step(
 # pushed before they act, so a restart knows they may have taken effect (helm-upgrade and
 # rollback recognise their revision as written after it; controller-restart's annotation is it).
 READ_ONLY_STEPS: frozenset[StepKind] = frozenset(
-    {StepKind.BACKUP, StepKind.CONTROLLER_READY, StepKind.VERIFY}
+    {StepKind.BACKUP, StepKind.CONTROLLER_READY, StepKind.VERIFY, StepKind.AGENT_RECONNECT}
 )
 
 

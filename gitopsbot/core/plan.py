@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitopsbot.core import rotation
 from gitopsbot.core.canary_smoke import CanarySmoke
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.crd_diff import CrdDiff, diff_charts
@@ -50,6 +51,7 @@ from gitopsbot.core.policy import (
     evaluate,
     restart_needed,
 )
+from gitopsbot.core.rotation_plan import rotation_alone, rotation_steps
 from gitopsbot.core.schema_check import check_values
 from gitopsbot.core.secrets import find_secret_literals, join_path
 from gitopsbot.core.timeline import PoolTimeline, format_duration, pool_timeline
@@ -461,6 +463,13 @@ def make_plan(
             chart_problem=chart_problem,
         ),
     )
+    rotated = rotation.rotated(
+        deployed.credentials if deployed is not None else None, desired.credentials
+    )
+    if rotated:
+        alone = rotation_alone(rotated, diff, desired, versions.chart_changed)
+        if alone is not None:
+            verdicts = (*verdicts, alone)
     first_install = deployed is None
     ports = hypervisor_port_changes(diff) if not first_install else ()
     reasons = component_reasons(diff, images, first_install=first_install, ports=ports)
@@ -475,7 +484,14 @@ def make_plan(
     steps: list[Step] = []
     notes: list[str] = []
     release = f"{rel.namespace}/{rel.release_name}"
-    if upgrade and target_chart is not None:
+    rotating = bool(rotated) and not any(v.rule_id == rotation.ALONE_RULE for v in verdicts)
+    if rotating and target_chart is not None:
+        steps.extend(rotation_steps(desired, rotated))
+        notes.append(
+            f"rotation of the {rotation.describe(rotated)}: the bot reads the new value from "
+            "the referenced source at apply time; change it at the vendor first (docs/rotation.md)"
+        )
+    elif upgrade and target_chart is not None:
         if deployed is not None:
             steps.append(
                 Step(

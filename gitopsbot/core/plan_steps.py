@@ -37,6 +37,10 @@ class StepKind(StrEnum):
     CONTROLLER_RESTART = "controller-restart"
     POOL_ROLLOUT = "pool-rollout"
     VERIFY = "verify"
+    # A rotation's own steps (core.rotation_plan).
+    VENDOR_SECRET = "vendor-secret"
+    AGENT_RECONNECT = "agent-reconnect"
+    HYPERVISOR_RESTART = "hypervisor-restart"
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,9 @@ def test_the_reader_gives_what_the_old_loader_gave(old: ModuleType, name: str) -
     after = assembly.parse_cluster("c", files)
     assert _typed(after.values) == _typed(before.values)
     assert dict(after.values_locations) == dict(before.values_locations)
-    assert after.locations == before.locations
+    # Where credentials.yaml's references are written (issue 15) came after the old loader.
+    newer = {k: v for k, v in after.locations.items() if not k.startswith("credentials.yaml:")}
+    assert newer == before.locations
     assert (after.release, after.environment, after.rollout) == (
         before.release,
         before.environment,

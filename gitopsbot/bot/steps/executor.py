@@ -29,6 +29,7 @@ from gitopsbot.bot.steps import crds as crds_step
 from gitopsbot.bot.steps import helm_upgrade as helm_step
 from gitopsbot.bot.steps import pool_switch
 from gitopsbot.bot.steps import rollback as rollback_step
+from gitopsbot.bot.steps import rotation as rotation_steps
 from gitopsbot.bot.steps import verify as verify_step
 from gitopsbot.bot.steps.cluster_reads import pool_images
 from gitopsbot.bot.steps.outcome import RETRY, WAIT_SLICE_SECONDS, SecretSource, StepOutcome
@@ -99,6 +100,15 @@ class Executor:
             StepKind.VERIFY: lambda: self.verify(step, spec, now, rolled=tf.rolled(journal)),
             StepKind.ROLLBACK: lambda: self.rollback(
                 journal, spec, rollback_to, now=now, step=step
+            ),
+            StepKind.VENDOR_SECRET: lambda: rotation_steps.vendor_secret(
+                self.cluster, self.secrets, spec
+            ),
+            StepKind.AGENT_RECONNECT: lambda: rotation_steps.agent_reconnect_check(
+                self.cluster, step, spec, now
+            ),
+            StepKind.HYPERVISOR_RESTART: lambda: rotation_steps.hypervisor_restart_step(
+                self.cluster, step, spec, now
             ),
         }
         handler = handlers.get(step.kind)

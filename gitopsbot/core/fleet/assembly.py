@@ -100,7 +100,7 @@ def _cluster(
         release = read_release(readers[RELEASE_FILE], docs[RELEASE_FILE], locations)
     credentials = CredentialsSpec()
     if docs.get(CREDENTIALS_FILE, _BROKEN) is not _BROKEN:
-        credentials = read_credentials(readers[CREDENTIALS_FILE], docs[CREDENTIALS_FILE])
+        credentials = read_credentials(readers[CREDENTIALS_FILE], docs[CREDENTIALS_FILE], locations)
     rollout = RolloutPolicy()
     if docs.get(ROLLOUT_FILE, _BROKEN) is not _BROKEN:
         rollout = read_rollout(

@@ -9,6 +9,7 @@ from gitopsbot.core import secrets
 from gitopsbot.core.fleet.fields import DNS_LABEL, ENV_VAR, FieldReader, join
 from gitopsbot.core.model import (
     CredentialsSpec,
+    Location,
     SecretRef,
 )
 
@@ -54,13 +55,19 @@ def secret_ref(
 _CREDENTIALS_KEYS = ("agentReconnectTimeout", "rotation", "secretPaths", "secrets")
 
 
-def read_credentials(r: FieldReader, doc: Any) -> CredentialsSpec:
+def read_credentials(
+    r: FieldReader, doc: Any, locations: dict[str, Location] | None = None
+) -> CredentialsSpec:
+    """``locations`` gets "credentials.yaml:rotation" and "credentials.yaml:secrets.<path>"
+    (where a rotation's cause is written, for its verdicts)."""
     if doc is None:
         return CredentialsSpec()
     top = r.mapping(doc, "", (1, 1))
     if top is None:
         return CredentialsSpec()
     r.known_keys(top, "", _CREDENTIALS_KEYS)
+    if locations is not None and "rotation" in top:
+        locations["credentials.yaml:rotation"] = r.loc(r.key_at(top, "rotation"))
     declared, declared_at = r.string_list(top, "secretPaths", "", ())
     good_paths: list[str] = []
     for i, (path, at) in enumerate(zip(declared, declared_at, strict=True)):
@@ -90,6 +97,8 @@ def read_credentials(r: FieldReader, doc: Any) -> CredentialsSpec:
             ref = secret_ref(r, ref_node, fld, r.value_at(node, path), str(path))
             if ref is not None:
                 refs.append(ref)
+                if locations is not None:
+                    locations[f"credentials.yaml:{fld}"] = r.loc(r.key_at(node, path))
     return CredentialsSpec(
         secrets=tuple(refs),
         rotation=r.integer(top, "rotation", "", 0, low=0),
