@@ -27,8 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gitopsbot.baseline import load_fleet_baseline
-from gitopsbot.bot import failed_marks, wave_proposer, waves
+from gitopsbot.bot import failed_marks, rehearsal_store, wave_proposer, waves
+from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import proposals as core
+from gitopsbot.core import rehearsal as rehearsal_core
 from gitopsbot.core import wave_proposals as wave_core
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
@@ -434,7 +436,9 @@ class Proposer:
         """Post (or edit in place) the plan comment of ``cluster`` on request ``number``, and
         set ``gitopsbot/policy`` on its head: the watched branch is the baseline, the
         request's branch the desired state. The comment is edited only when its text changed;
-        the status is set every time (the forge keeps the latest)."""
+        the status is set every time (the forge keeps the latest). With
+        ``rehearsal.attachToPlan`` the comment ends with the rehearsal recorded for the
+        request's head (docs/rehearsal.md)."""
         fleet, literals = self._baseline_fleet()
         pr = self.forge.get_pull_request(number)
         if cluster not in fleet.clusters:
@@ -463,10 +467,23 @@ class Proposer:
             secret_literals=literals.get(cluster),
             fleet=fleet,
         )
-        self.forge.upsert_comment(number, marker=plan_marker(cluster), body=render_markdown(plan))
+        body = rehearsal_core.with_section(
+            render_markdown(plan), self._rehearsal_section(fleet, cluster, desired_at)
+        )
+        self.forge.upsert_comment(number, marker=plan_marker(cluster), body=body)
         state, description = core.policy_status(plan.decision)
         self.forge.set_status(desired_at, state=state, description=description)
         return pr, plan
+
+    def _rehearsal_section(self, fleet: Fleet, cluster: str, sha: str) -> str:
+        """The compressed rehearsal the plan comment ends with when the watched branch's
+        gitopsbot.yaml turns ``rehearsal.attachToPlan`` on and ``rehearse --record`` kept one
+        for the request's head ``sha`` ("" otherwise: a comment that had one loses it, for a
+        rehearsal of an older head says nothing of this one). Only the comment carries it: a
+        proposal's body is compared to decide whether to write, and in Git-only mode each write
+        is a new head no rehearsal was recorded for."""
+        store = JournalStore(self.repo, branch=fleet.settings.state_branch, push=False)
+        return rehearsal_store.plan_section(store, fleet.settings, cluster, sha)
 
     def _propose(
         self,

@@ -5,9 +5,12 @@
 - ``rehearsals/<cluster>/<desired-sha>.compared.yaml``: once the bot's operation for that
   commit has finished, the predicted rolling time per pool against the measured one.
 
-``compare_finished`` is what the bot calls when an operation finishes (and what
-``rehearse --compare OP`` calls by hand): nothing when the commit was never rehearsed or
-the comparison is already kept.
+``plan_section`` is what the plan comment appends when ``rehearsal.attachToPlan`` is on in
+gitopsbot.yaml: the stored rehearsal of the pull request's head, compressed.
+
+``compare_finished`` is what ``rehearse --compare OP`` calls once the bot's operation has
+finished (the bot does not call it by itself yet): nothing when the commit was never
+rehearsed or the comparison is already kept.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.core.journal import Journal, OperationStatus
+from gitopsbot.core.model import BotSettings
 
 
 def save(store: JournalStore, rehearsal: rh.Rehearsal) -> str:
@@ -55,3 +59,11 @@ def compare_finished(
             f"{journal.cluster}: rehearsal vs {journal.op_id}",
         )
     return found
+
+
+def plan_section(store: JournalStore, settings: BotSettings, cluster: str, sha: str) -> str:
+    """The rehearsal section for the plan comment of ``cluster`` at ``sha``: "" when the
+    team has not turned it on, or that commit was not rehearsed with ``--record``."""
+    if not settings.rehearsal.attach_to_plan:
+        return ""
+    return rh.section(load(store, cluster, sha))

@@ -368,6 +368,15 @@ class ClearedVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class RehearsalSettings:
+    """``rehearsal:`` (docs/rehearsal.md): ``attachToPlan`` appends the rehearsal's
+    compressed timeline to each pull request's plan comment (off: rehearsing costs seconds
+    of helm and simulation per plan)."""
+
+    attach_to_plan: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class BotSettings:
     """``gitopsbot.yaml``."""
 
@@ -389,6 +398,7 @@ class BotSettings:
     # Versions a person cleared of a GPU canary's failed mark (core.canary_marks).
     cleared_versions: tuple[ClearedVersion, ...] = ()
     drift: DriftSettings = DriftSettings()
+    rehearsal: RehearsalSettings = RehearsalSettings()
 
 
 @dataclass(frozen=True, slots=True)

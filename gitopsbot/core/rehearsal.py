@@ -335,6 +335,8 @@ def to_record(r: Rehearsal) -> dict[str, Any]:
         "chart": r.chart,
         "desired_sha": r.desired_sha,
         "succeeded": r.succeeded,
+        # What a pull request's plan comment shows when rehearsal.attachToPlan is on.
+        "compressed": compressed(r),
         "pools": {
             p.pool: {
                 "outcome": p.outcome,
@@ -406,3 +408,30 @@ def loads(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return dict(data) if isinstance(data, Mapping) else None
+
+
+# The plan comment's rehearsal section sits between these, so a later plan replaces it whole.
+# Not "<!-- gitopsbot:...": that is a comment's own marker (core.forge_types), which the
+# forges strip from a body and look comments up by.
+SECTION_START = "<!-- gitopsbot-rehearsal -->"
+SECTION_END = "<!-- /gitopsbot-rehearsal -->"
+
+
+def section(record: Mapping[str, Any] | None) -> str:
+    """The plan comment's rehearsal section from a stored record ("" when none)."""
+    text = str((record or {}).get("compressed") or "").strip()
+    return f"{SECTION_START}\n{text}\n{SECTION_END}\n" if text else ""
+
+
+def with_section(plan_markdown: str, rehearsal_section: str) -> str:
+    """The plan comment with ``rehearsal_section`` at its end, an earlier one replaced (an
+    empty section removes it)."""
+    body = plan_markdown
+    start = body.find(SECTION_START)
+    if start >= 0:
+        end = body.find(SECTION_END, start)
+        tail = body[end + len(SECTION_END) :] if end >= 0 else ""
+        body = body[:start].rstrip("\n") + "\n" + tail.lstrip("\n")
+    if not rehearsal_section:
+        return body
+    return body.rstrip("\n") + "\n\n" + rehearsal_section

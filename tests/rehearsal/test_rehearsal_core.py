@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core import rehearsal as rh
+from gitopsbot.core.forge_types import find_marker, with_marker
 from gitopsbot.core.journal import (
     Journal,
     OperationKind,
@@ -148,3 +149,20 @@ def test_compressed_lines_are_one_per_pool() -> None:
         "- inference: +0s → +2h00m00s, 1h00m00s rolling, waits 1h00m00s for its window: done",
         "- training: +96h00m00s → +96h27m30s, 27m30s rolling: done",
     ]
+
+
+def test_the_plan_comment_section_replaces_an_earlier_one() -> None:
+    record = rh.to_record(_rehearsal())
+    sec = rh.section(record)
+    assert sec.startswith(rh.SECTION_START) and "**Rehearsal**" in sec
+    plan = "## Plan\n\nsteps\n"
+    once = rh.with_section(plan, sec)
+    assert once.startswith(plan.rstrip("\n")) and once.endswith(rh.SECTION_END + "\n")
+    assert rh.with_section(once, sec) == once  # a later plan: replaced, not doubled
+    assert rh.with_section(once, "").strip() == plan.strip()  # turned off: removed
+    assert rh.section(None) == "" and rh.with_section(plan, "") == plan
+    # Not taken for the comment's own marker: the forge keeps it, and finds the plan's.
+    assert find_marker(sec) is None
+    assert rh.SECTION_START in with_marker(once, "plan/production")
+    tag = find_marker(with_marker(once, "plan/production"))
+    assert tag is not None and tag.marker == "plan/production"

@@ -21,7 +21,7 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import Component
+from gitopsbot.core.model import BotSettings, Component, RehearsalSettings
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -95,3 +95,13 @@ def test_predictions_then_the_comparison_kept_once(tmp_path: Path) -> None:
     assert kept is not None
     stored = rh.loads(kept.decode())
     assert stored is not None and stored["pools"]["training"]["measured_seconds"] == 1800
+
+
+def test_plan_section_only_when_the_team_turned_it_on(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    on = BotSettings(rehearsal=RehearsalSettings(attach_to_plan=True))
+    assert rehearsal_store.plan_section(store, on, "production", SHA) == ""  # not rehearsed
+    rehearsal_store.save(store, _rehearsal())
+    assert rehearsal_store.plan_section(store, BotSettings(), "production", SHA) == ""
+    text = rehearsal_store.plan_section(store, on, "production", SHA)
+    assert "- training: +0s → +27m30s, 27m30s rolling: done" in text

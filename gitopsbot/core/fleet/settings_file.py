@@ -22,6 +22,7 @@ from gitopsbot.core.model import (
     ForgeSettings,
     GitAccessSettings,
     ProposalSettings,
+    RehearsalSettings,
 )
 from gitopsbot.errors import FleetError, Problem
 
@@ -39,6 +40,7 @@ _SETTINGS_KEYS = (
     "failedVersions",
     "clearedVersions",
     "drift",
+    "rehearsal",
 )
 _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
@@ -47,6 +49,7 @@ _FORGE_KEYS = ("kind", "url", "repository", "token", "webhookSecret")
 _PROPOSAL_KEYS = ("enabled", "scope", "interval", "maxOpen", "labels", "groupBy")
 _GROUP_BY = ("cluster", "wave")
 _DRIFT_KEYS = ("enabled", "interval", "onDrift", "labels")
+_REHEARSAL_KEYS = ("attachToPlan",)
 _ON_DRIFT = ("report", "propose-git", "propose-reapply")
 _FORGE_KINDS = ("github", "gitlab", "gitea", "git-only")
 _SCOPES = ("patch", "minor", "major", "pinned")
@@ -161,6 +164,14 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         failed_versions=failed_versions,
         cleared_versions=cleared_versions,
         drift=_drift(r, r.section(top, "drift", "", _DRIFT_KEYS)),
+        rehearsal=RehearsalSettings(
+            attach_to_plan=r.boolean(
+                r.section(top, "rehearsal", "", _REHEARSAL_KEYS),
+                "attachToPlan",
+                "rehearsal",
+                RehearsalSettings().attach_to_plan,
+            )
+        ),
         proposals=ProposalSettings(
             enabled=r.boolean(props, "enabled", "proposals", pd.enabled),
             scope=r.choice(props, "scope", "proposals", pd.scope, _SCOPES),  # type: ignore[arg-type]
