@@ -1,4 +1,4 @@
-"""``rehearsal:`` in gitopsbot.yaml (docs/rehearsal.md#on-the-pull-request): ``attachToPlan``
+"""``rehearsal:`` in gitopsbot.yaml (docs/rehearsal.md, "On the pull request"): ``attachToPlan``
 is off unless a team turns it on; a misspelt key or a non-boolean is a problem, named."""
 
 from __future__ import annotations
