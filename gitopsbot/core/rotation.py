@@ -11,8 +11,9 @@ apply time, as for any helm upgrade.
   token, a controller restart (see ``needs_controller_restart``), then a check that the
   ``cluster-agent`` container reconnected (core.agent_reconnect).
 - cloud vendor keys (``cloudVendorCredentials.accessKey``/``secretKey``, R19): the chart
-  writes Secret ``tf-cloud-vendor-credentials`` only when it is absent, so the bot replaces it
-  server-side (keys ``ak``, ``sk``), then restarts the controller and waits for its rollout.
+  writes Secret ``tf-cloud-vendor-credentials`` only when it is absent, so after the helm
+  upgrade every rotation does (see ``needs_helm_upgrade``) the bot replaces it server-side
+  (keys ``ak``, ``sk``), then restarts the controller and waits for its rollout.
 - GreptimeDB password (``greptime.password``, R20): helm upgrade (the chart re-renders its
   Secret and the vector ConfigMap), controller restart, then the hypervisor pods of pools with
   the vector sidecar on are deleted in batches under each pool's window and batch policy; the
@@ -123,8 +124,11 @@ def ordered(credentials: Collection[Credential]) -> tuple[Credential, ...]:
 
 
 def needs_helm_upgrade(credentials: Collection[Credential]) -> bool:
-    """R18 and R20 go through the values; R19's Secret is written by the bot instead."""
-    return bool({Credential.AGENT_TOKEN, Credential.GREPTIME_PASSWORD} & set(credentials))
+    """Every rotation applies the release again. R18 and R20 need it (the chart renders those
+    credentials from the values); for R19 alone it changes nothing the chart owns (the Secret
+    is the bot's, written after), but ``rotation``'s meaning stays one thing: apply the release
+    from Git again with fresh secrets (drift's propose-reapply bumps it for that)."""
+    return bool(credentials)
 
 
 def needs_controller_restart(credentials: Collection[Credential]) -> bool:

@@ -73,8 +73,16 @@ def rotation_steps(desired: ClusterSpec, rotated: frozenset[rotation.Credential]
             Step(
                 StepKind.HELM_UPGRADE,
                 f"helm upgrade {rel.release_name} --version {rel.version} -n {rel.namespace} with "
-                f"the whole values file and the new {', '.join(what)} from its source",
-                "R18" if rotation.Credential.AGENT_TOKEN in rotated else "R20",
+                + (
+                    f"the whole values file and the new {', '.join(what)} from its source"
+                    if what
+                    else "the whole values file, as Git has it (the vendor keys are not values)"
+                ),
+                "R18"
+                if rotation.Credential.AGENT_TOKEN in rotated
+                else "R20"
+                if rotation.Credential.GREPTIME_PASSWORD in rotated
+                else "R17",
                 imp["helm-upgrade"],
             )
         )

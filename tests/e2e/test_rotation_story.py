@@ -250,6 +250,7 @@ def test_vendor_keys_then_greptime_password_with_the_vector_sidecar_on_one_pool(
     assert j.status is OperationStatus.SUCCEEDED, kinds(j)
     assert kinds(j) == [
         ("backup", "succeeded"),
+        ("helm-upgrade", "succeeded"),
         ("vendor-secret", "succeeded"),
         ("controller-restart", "succeeded"),
         ("controller-ready", "succeeded"),

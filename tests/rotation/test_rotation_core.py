@@ -83,7 +83,8 @@ def test_only_a_credentials_change_is_a_rotation() -> None:
         ),
         (
             {C.VENDOR_KEYS},
-            ["backup", "vendor-secret", "controller-restart", "controller-ready", "verify"],
+            ["backup", "helm-upgrade", "vendor-secret", "controller-restart",
+             "controller-ready", "verify"],
         ),
         (
             {C.GREPTIME_PASSWORD},
