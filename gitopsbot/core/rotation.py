@@ -3,7 +3,7 @@ one takes.
 
 A rotation is an operation of its own (``OperationKind.ROTATION``). It starts when a change
 of ``clusters/<name>/credentials.yaml`` alone changes the reference of one of the chart's
-three credentials (added or pointed elsewhere), or raises ``rotation`` while one is
+three credentials (added or pointed elsewhere), or changes ``rotation`` while one is
 referenced. The material is never in Git: the bot reads it from the referenced source at
 apply time, as for any helm upgrade.
 
@@ -106,11 +106,13 @@ def rotated(before: CredentialsSpec | None, after: CredentialsSpec) -> frozenset
     """The credentials moving from ``before`` (the last applied credentials.yaml; None when
     unknown, e.g. nothing deployed) to ``after`` rotate: a credential fully referenced in
     ``after`` whose reference is new or changed, or every referenced one when ``rotation``
-    went up. A removed reference rotates nothing (the value goes; helm applies that)."""
+    changed (up as a person bumps it, or down as a revert of that bump puts it back: either
+    way the values at the sources are read again). A removed reference rotates nothing (the
+    value goes; helm applies that)."""
     if before is None:
         return frozenset()
     old, new = _refs(before), _refs(after)
-    bumped = after.rotation > before.rotation
+    bumped = after.rotation != before.rotation
     found: set[Credential] = set()
     for credential in referenced(after):
         paths = PATHS[credential]

@@ -4,6 +4,7 @@ fleet read from disk and the example charts read by the real LocalChartSource.""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,36 @@ def test_an_unreachable_chart_repository_is_retried_not_blocked(fleet: Path) -> 
     spec = spec_of(fleet)
     with pytest.raises(ChartUnavailable):
         gate(fleet, Down()).judge(journal(spec), spec, deployed(spec))
+
+
+def test_a_rotation_pushed_with_a_values_change_is_denied_at_apply_time(fleet: Path) -> None:
+    """Review bypassed: credentials.yaml's rotation raised and a value changed in one push.
+    The gate reads credentials.yaml at the merge's base commit (spec_at) and denies it."""
+    before = spec_of(fleet)
+    edit(fleet, "credentials.yaml", "rotation: 0", "rotation: 1")
+    rotated_only = spec_of(fleet)
+    edit(fleet, "values.yaml", "replicaCount: 1", "replicaCount: 2")
+    both = spec_of(fleet)
+    seen: list[tuple[str, str]] = []
+
+    def spec_at(sha: str, name: str) -> ClusterSpec:
+        seen.append((sha, name))
+        return before
+
+    judge = ApplyGate(
+        LocalChartSource([CHARTS]),
+        builtin_documents=builtin_policy_documents(),
+        policies_at=lambda _sha: policy_documents(DirectoryTree(fleet)),
+        spec_at=spec_at,
+    )
+    live = deployed(before, chart="1.8.7")
+    mixed = replace(journal(both, OperationKind.ROLLOUT_ONLY), base_sha="b" * 40)
+    judged = judge.judge(mixed, both, live)
+    assert judged.status is OperationStatus.BLOCKED
+    assert "ROTATION-ALONE" in judged.failure
+    assert "clusters/staging/credentials.yaml" in judged.failure
+    assert seen == [("b" * 40, "staging")]
+    alone = replace(journal(rotated_only, OperationKind.ROTATION), base_sha="b" * 40)
+    assert judge.judge(alone, rotated_only, live).status is OperationStatus.RUNNING
+    # Without the base commit's credentials nothing rotates: the gate judges as before.
+    assert gate(fleet).judge(mixed, both, live).status is OperationStatus.RUNNING

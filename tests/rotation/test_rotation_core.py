@@ -41,8 +41,9 @@ def test_the_counter_rotates_every_referenced_credential() -> None:
     before = creds(AGENT, AK, SK)
     after = creds(AGENT, AK, SK, rotation_=1)
     assert rotation.rotated(before, after) == {C.AGENT_TOKEN, C.VENDOR_KEYS}
-    # A counter going down (a revert of a bump) rotates nothing by itself.
-    assert rotation.rotated(after, before) == frozenset()
+    # A counter going down (a revert of a bump) reads the sources again too.
+    assert rotation.rotated(after, before) == {C.AGENT_TOKEN, C.VENDOR_KEYS}
+    assert rotation.rotated(after, after) == frozenset()
 
 
 def test_an_added_reference_rotates_and_a_removed_one_does_not() -> None:
