@@ -26,8 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from gitopsbot import app
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepKind, StepState
+from gitopsbot.core.model import BotSettings
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
 from gitopsbot.sandbox.story_fleet import CLUSTER
 from tests.e2e.conftest import NS
@@ -54,6 +56,29 @@ def push_credentials(world: StoryWorld, text: str, message: str) -> str:
     git("commit", "--quiet", "-m", message, cwd=h)
     git("push", "--quiet", "origin", "main", cwd=h)
     return git("rev-parse", "HEAD", cwd=h).strip()
+
+
+def rotate_by_pull_request(world: StoryWorld, text: str, title: str) -> tuple[int, str]:
+    """As a team does it: a branch changing credentials.yaml, a pull request with the plan
+    comment (``gitopsbot comment``), merged. Returns (number, merge commit)."""
+    h = world.human
+    git("fetch", "--quiet", "origin", cwd=h)
+    git("checkout", "--quiet", "-B", "rotate", "origin/main", cwd=h)
+    (h / CREDENTIALS).write_text(text)
+    git("add", CREDENTIALS, cwd=h)
+    git("commit", "--quiet", "-m", title, cwd=h)
+    git("push", "--quiet", "--force", "origin", "rotate", cwd=h)
+    git("checkout", "--quiet", "main", cwd=h)
+    assert world.forge is not None
+    number = world.forge.new_pull(head="rotate", base="main", title=title, body="").number
+    repo = world.git_repo("commenter")
+    wiring = app.ProposalWiring(repo, world.forge_client(), BotSettings())
+    _info, plan = app.proposer(wiring, "main", [], charts=world.chart_source()).comment(
+        CLUSTER, number
+    )
+    assert plan.decision.value == "allowed", plan.verdicts
+    assert any(s.kind.value == "agent-reconnect" for s in plan.steps)
+    return number, world.merge(number)
 
 
 def edit_values(world: StoryWorld, edit: Callable[[str], str], message: str) -> str:
@@ -178,7 +203,7 @@ def test_agent_token_rotation_reconnects_and_a_refused_token_fails(
     world.sandbox.set_console_tokens(frozenset({AGENT_OK}))
     make_bot(world)
     upgraded(world)
-    first = push_credentials(
+    number, first = rotate_by_pull_request(
         world,
         "secrets:\n"
         "  agent.agentId:\n    env: TF_SANDBOX_AGENT_ID\n"
@@ -204,7 +229,7 @@ def test_agent_token_rotation_reconnects_and_a_refused_token_fails(
     # bot's check reads the agent's refusal and fails the operation at once; nothing rolls
     # back (the old token would be refused too).
     monkeypatch.setenv("TF_SANDBOX_ENROLL", AGENT_BAD)
-    second = push_credentials(
+    again, second = rotate_by_pull_request(
         world,
         "rotation: 1\n"
         "secrets:\n"
@@ -222,6 +247,17 @@ def test_agent_token_rotation_reconnects_and_a_refused_token_fails(
     assert not [h for h in history if "rollback" in str(h.get("description", "")).lower()]
     assert secret_value(world, f"{NS}-agent", "enrollToken") == AGENT_BAD  # not put back
 
+    # Both pull requests carry the plan and the operation's progress, the failure included.
+    assert world.forge is not None
+    forge = world.forge
+
+    def said(n: int) -> str:
+        return "\n".join(c.body for c in list(forge.comments.values()) if c.number == n)
+
+    _until(lambda: "— **failed**" in said(again), "the failure on the pull request", 60)
+    assert "`agent-reconnect` | ✓ succeeded" in said(number)
+    assert "Check the cluster-agent log reports a connection" in said(again)
+    assert "`agent-reconnect` | ✗ failed" in said(again), said(again)
     assert_nowhere(world, binaries["kubectl"], [AGENT_OK, AGENT_BAD], caplog)
 
 

@@ -55,4 +55,5 @@ def controller_restart(
     # R24. The annotation value is the step's start: a repeat after a kill is a no-op.
     at = step.started_at or now
     cluster.restart_deployment(spec.release.namespace, tf.controller_name(spec), at=at)
-    return StepOutcome(StepState.SUCCEEDED, f"restarted deploy/{tf.controller_name(spec)} (R24)")
+    # R24 after a config change, R18-R20 in a rotation: the journal names the operation.
+    return StepOutcome(StepState.SUCCEEDED, f"restarted deploy/{tf.controller_name(spec)}")
