@@ -27,18 +27,18 @@ port), and a note says how the pool's workloads get rebuilt.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from gitopsbot.core import rotation
 from gitopsbot.core.canary_smoke import CanarySmoke
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.crd_diff import CrdDiff, diff_charts
-from gitopsbot.core.gates import AlertsGate, Gate, KubeGate, PromQueryGate
 from gitopsbot.core.images import ImageChange, image_changes
 from gitopsbot.core.model import ClusterSpec, Component, Location, PoolPolicy
 from gitopsbot.core.observed import DeployedState
+from gitopsbot.core.plan_admission import admission_settings as admission_settings
+from gitopsbot.core.plan_admission import describe_gate as describe_gate
 from gitopsbot.core.plan_steps import IMPACT as IMPACT
 from gitopsbot.core.plan_steps import Step as Step
 from gitopsbot.core.plan_steps import StepKind as StepKind
@@ -51,11 +51,15 @@ from gitopsbot.core.policy import (
     evaluate,
     restart_needed,
 )
+from gitopsbot.core.port_changes import DEFAULT_HYPERVISOR_PORT as DEFAULT_HYPERVISOR_PORT
+from gitopsbot.core.port_changes import HYPERVISOR_PORT_KEY as HYPERVISOR_PORT_KEY
+from gitopsbot.core.port_changes import PortChange as PortChange
+from gitopsbot.core.port_changes import hypervisor_port_changes as hypervisor_port_changes
 from gitopsbot.core.rotation_plan import rotation_alone, rotation_steps
 from gitopsbot.core.schema_check import check_values
-from gitopsbot.core.secrets import find_secret_literals, join_path
-from gitopsbot.core.timeline import PoolTimeline, format_duration, pool_timeline
-from gitopsbot.core.values_diff import ValuesDiff, diff_values, get_path
+from gitopsbot.core.secrets import find_secret_literals
+from gitopsbot.core.timeline import PoolTimeline, pool_timeline
+from gitopsbot.core.values_diff import ValuesDiff, diff_values
 from gitopsbot.errors import Problem
 
 # R24's config keys whose change needs a controller restart.
@@ -74,11 +78,6 @@ COMPONENT_IMAGES: Mapping[Component, tuple[str, ...]] = {
     Component.WORKER: ("worker",),
     Component.CLIENT: ("client",),
 }
-# Where the hypervisor port is written, under any pool template: the chart's
-# ``cluster.pool.componentConfig.hypervisor.portNumber`` or another pool's (R23).
-HYPERVISOR_PORT_KEY: tuple[str, ...] = ("componentConfig", "hypervisor", "portNumber")
-DEFAULT_HYPERVISOR_PORT = 8000  # the CRD default where no port is written
-_ABSENT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,58 +137,6 @@ def _values_file(desired: ClusterSpec) -> str:
     return next((f for f in desired.files if f.endswith("values.yaml")), "values.yaml")
 
 
-@dataclass(frozen=True, slots=True)
-class PortChange:
-    path: str
-    before: Any
-    after: Any
-
-
-def _ports_under(
-    parts: tuple[str | int, ...], value: Any
-) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """(path, port) for every hypervisor port written at or under ``parts`` (``value``)."""
-    width = len(HYPERVISOR_PORT_KEY)
-    for k in range(1, width + 1):  # ``parts`` already ends inside the key
-        if parts[-k:] == HYPERVISOR_PORT_KEY[:k]:
-            found = get_path(value, HYPERVISOR_PORT_KEY[k:], _ABSENT)
-            if found is not _ABSENT:
-                yield (*parts, *HYPERVISOR_PORT_KEY[k:]), found
-    # Deeper: walk containers only, building a path per container, never per leaf.
-    if isinstance(value, Mapping):
-        hypervisor = get_path(value, HYPERVISOR_PORT_KEY[:-1], None)
-        if isinstance(hypervisor, Mapping) and HYPERVISOR_PORT_KEY[-1] in hypervisor:
-            yield (*parts, *HYPERVISOR_PORT_KEY), hypervisor[HYPERVISOR_PORT_KEY[-1]]
-        children: Iterable[tuple[str | int, Any]] = value.items()
-    elif isinstance(value, list):
-        children = enumerate(value)
-    else:
-        return
-    for key, child in children:
-        if isinstance(child, Mapping | list):
-            yield from _ports_under((*parts, key), child)
-
-
-def hypervisor_port_changes(diff: ValuesDiff) -> tuple[PortChange, ...]:
-    """Every hypervisor ``portNumber`` whose effective value changes (R23), also where a whole
-    subtree holding it was added or removed; an unset port is the CRD default (8000)."""
-    sides: dict[tuple[str | int, ...], list[Any]] = {}
-    last = HYPERVISOR_PORT_KEY[-1]
-    for c in diff.changes:
-        for side, value in enumerate((c.before, c.after)):
-            if not isinstance(value, Mapping | list) and c.parts[-1:] != (last,):
-                continue  # a scalar elsewhere: most of a diff
-            for parts, port in _ports_under(c.parts, value):
-                sides.setdefault(parts, [None, None])[side] = port
-    out = []
-    for parts, (before, after) in sides.items():
-        old = DEFAULT_HYPERVISOR_PORT if before is None else before
-        new = DEFAULT_HYPERVISOR_PORT if after is None else after
-        if old != new:
-            out.append(PortChange(join_path(parts), old, new))
-    return tuple(sorted(out, key=lambda p: p.path))
-
-
 def component_reasons(
     diff: ValuesDiff,
     images: tuple[ImageChange, ...],
@@ -227,98 +174,6 @@ def component_reasons(
             "hypervisor may roll (F4)"
         )
     return out
-
-
-def describe_gate(gate: Gate) -> str:
-    """One gate as the plan lists it: name, kind and threshold."""
-    if isinstance(gate, PromQueryGate):
-        return (
-            f"{gate.name} (prometheus): `{gate.query}` {gate.op} {gate.threshold:g}"
-            f"; an empty answer is {gate.on_empty}"
-        )
-    if isinstance(gate, AlertsGate):
-        matching = ", ".join(f"{k}={v}" for k, v in sorted(gate.matchers.items()))
-        states = "firing or pending" if gate.include_pending else "firing"
-        return f"{gate.name} (alerts): no {states} alert" + (
-            f" matching {matching}" if matching else ""
-        )
-    assert isinstance(gate, KubeGate)
-    what: dict[str, str] = {
-        "no-pending-gpunodes": "every GPUNode of the pool Running",
-        "no-crashloop": "no selected container in CrashLoopBackOff"
-        + (f" (selector `{gate.selector}`)" if gate.selector else "")
-        + (f" in namespace {gate.namespace}" if gate.namespace else ""),
-        "allocation-failures": f"allocation failures grow by at most {gate.max:g} over 5m",
-    }
-    return f"{gate.name} (kubernetes {gate.check}): {what[gate.check]}"
-
-
-def admission_settings(
-    pool: PoolPolicy, smoke: CanarySmoke | None = None
-) -> tuple[tuple[str, str], ...]:
-    """The pool's issue-18 settings as (key, description), in rollout.yaml's words; empty for
-    a pool that sets none of them (then the plan renders as before)."""
-    out: list[tuple[str, str]] = []
-    for gate in pool.gates:
-        out.append(("gate", describe_gate(gate)))
-    if pool.gates:
-        out.append(
-            (
-                "gateRetries",
-                f"{pool.gate_retries} retries "
-                f"{format_duration(pool.gate_retry_interval_seconds)} apart: an "
-                f"inconclusive judgement {pool.gate_retries + 1} times in a row halts; a fail "
-                "halts at once",
-            )
-        )
-    if pool.max_unavailable is not None:
-        out.append(
-            (
-                "maxUnavailable",
-                f"{pool.max_unavailable}: at most that many GPU nodes out of service at once "
-                "(hypervisor batches; NotReady or cordoned nodes count first)",
-            )
-        )
-    workloads = pool.workloads
-    wait = workloads.wait if workloads is not None else None
-    if wait is not None:
-        scope = f"selector `{wait.selector}`" if wait.selector else "every TensorFusion pod"
-        where = f" in namespace {wait.namespace}" if wait.namespace else ""
-        out.append(
-            (
-                "waitForWorkloads",
-                f"before each worker/client batch, wait until {wait.until} ({scope}{where}), "
-                f"at most {format_duration(wait.timeout_seconds)}, then {wait.on_timeout}",
-            )
-        )
-    if workloads is not None and workloads.max_tenant_share_percent is not None:
-        out.append(
-            (
-                "maxTenantDisruption",
-                f"{workloads.max_tenant_share_percent}%: a worker/client batch touches at most "
-                "that share of the pool's tenants (distinct owning workloads)",
-            )
-        )
-    if smoke is not None and smoke.applies_to(pool):
-        out.append(
-            (
-                "canary-smoke.yaml",
-                "after the canary batch, a smoke pod makes a GPU call on an updated node "
-                f"(timeout {format_duration(smoke.timeout_seconds)}); a failure marks the "
-                "version failed for "
-                "every pool and wave until clearedVersions clears it",
-            )
-        )
-    if out or not pool.window_fit:
-        out.append(
-            (
-                "windowFit",
-                "on: a batch opens only if it fits in what is left of the window"
-                if pool.window_fit
-                else "off: a batch opens whenever the window is open",
-            )
-        )
-    return tuple(out)
 
 
 def _pool_phase(
