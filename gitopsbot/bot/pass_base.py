@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
 
-from gitopsbot.bot import pr_mirror, waves
+from gitopsbot.bot import pr_mirror, rehearsal_store, waves
 from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
@@ -263,6 +263,28 @@ class PassBase:
         a status), and the listeners hear what it means."""
         self.repost(journal)
         self.announcer.announce(journal)
+        if journal.status in (OperationStatus.SUCCEEDED, OperationStatus.FAILED):
+            self.compare_rehearsal(journal)
+
+    def compare_rehearsal(self, journal: Journal) -> None:
+        """A finished operation whose desired commit was rehearsed (``rehearse --record``)
+        gets the comparison of predicted and measured pool times next to the rehearsal on
+        the state branch (docs/rehearsal.md), committed without a push of its own: the
+        pass's end (or the next transition) pushes it. One read when the commit was never
+        rehearsed; nothing written when the comparison is kept already (a re-recorded
+        failure, a restart). A failure here is logged and never changes the operation."""
+        try:
+            rehearsal_store.compare_finished(self.store, journal, push=False)
+        except Exception as e:  # noqa: BLE001 - the operation's outcome is recorded already
+            why = str(e).splitlines()[0] if isinstance(e, GitOpsBotError) and str(e) else ""
+            log.warning(
+                "%s: %s: the rehearsal of %s not compared: %s%s",
+                journal.cluster,
+                journal.op_id,
+                journal.desired_sha[:12],
+                type(e).__name__,
+                f": {why}" if why else "",
+            )
 
     def repost(self, journal: Journal) -> None:
         """The pull request shows ``journal``; nothing is announced."""

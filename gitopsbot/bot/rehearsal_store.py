@@ -8,9 +8,9 @@
 ``plan_section`` is what the plan comment appends when ``rehearsal.attachToPlan`` is on in
 gitopsbot.yaml: the stored rehearsal of the pull request's head, compressed.
 
-``compare_finished`` is what ``rehearse --compare OP`` calls once the bot's operation has
-finished (the bot does not call it by itself yet): nothing when the commit was never
-rehearsed or the comparison is already kept.
+``compare_finished`` is what the bot calls when an operation finishes (succeeded or
+failed: ``PassBase.compare_rehearsal``) and what ``rehearse --compare OP`` calls by hand:
+nothing when the commit was never rehearsed (one read) or the comparison is already kept.
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ def load(store: JournalStore, cluster: str, desired_sha: str) -> dict[str, objec
 
 
 def compare_finished(
-    store: JournalStore, journal: Journal, *, commit: bool = True
+    store: JournalStore, journal: Journal, *, commit: bool = True, push: bool = True
 ) -> rh.MeasuredComparison | None:
     """The comparison for ``journal`` (a finished operation) when its desired commit was
-    rehearsed; kept next to the rehearsal unless already there (or ``commit`` is off)."""
+    rehearsed; kept next to the rehearsal unless already there (or ``commit`` is off).
+    ``push`` False leaves the commit in the mirror for the next push (the bot's pass)."""
     if journal.status not in (OperationStatus.SUCCEEDED, OperationStatus.FAILED):
         return None
     record = load(store, journal.cluster, journal.desired_sha)
@@ -57,6 +58,7 @@ def compare_finished(
         store.commit(
             {path: rh.dumps(found.to_record()).encode()},
             f"{journal.cluster}: rehearsal vs {journal.op_id}",
+            push=push,
         )
     return found
 

@@ -151,6 +151,14 @@ class RolloutPolicy:
         rest = [p for p in self.pools if p.name not in self.order]
         return (*head, *rest)
 
+    def rollout_order(self) -> tuple[PoolPolicy, ...]:
+        """The order the bot moves the pools in: ``canaryPool`` first, then
+        ``ordered_pools`` (the operation's phase steps, and ``gitopsbot rehearse``)."""
+        pools = list(self.ordered_pools())
+        if self.canary_pool:
+            pools.sort(key=lambda p: p.name != self.canary_pool)  # stable: canary first
+        return tuple(pools)
+
 
 @dataclass(frozen=True, slots=True)
 class ReleaseSpec:

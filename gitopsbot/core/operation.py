@@ -57,10 +57,7 @@ def phase_step_name(pool: str, component: Component) -> str:
 
 def _pool_steps(policy: RolloutPolicy) -> list[Step]:
     steps: list[Step] = []
-    pools = list(policy.ordered_pools())
-    if policy.canary_pool:
-        pools.sort(key=lambda p: p.name != policy.canary_pool)  # stable: canary first
-    for pool in pools:
+    for pool in policy.rollout_order():  # canaryPool first
         for component in rollout.phase_components(pool):
             steps.append(
                 Step(

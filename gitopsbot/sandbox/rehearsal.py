@@ -4,9 +4,10 @@ The cluster is built from its own spec: its pools with their node counts (declar
 rollout.yaml, or read from a live cluster by the caller), the TensorFusionCluster the target
 chart renders (real ``helm template`` with the cluster's values), the chart's CRDs, all in the
 API emulator's Store with the controller simulator on a ``ManualClock``. The rehearsal then
-does what the bot does with the pools' switches (R10–R12): pools in rollout order, one at a
-time; each waits for its maintenance window; the canary batch at ``canaryBatchPercentage``,
-a pause for its checks, then the rest at ``batchPercentage``; phases one after another; the
+does what the bot does with the pools' switches (R10–R12): pools in the bot's order
+(``RolloutPolicy.rollout_order``: ``canaryPool`` first, then ``order``), one at a time;
+each waits for its maintenance window; the canary batch at ``canaryBatchPercentage``, a
+pause for its checks, then the rest at ``batchPercentage``; phases one after another; the
 switch closed at the window's end and opened again at the next opening; the pool stopped
 when its ``maxDuration`` runs out (switch-open time of each phase, as the bot measures it),
 which fails the operation as ``onFailure`` says.
@@ -398,7 +399,7 @@ def rehearse(spec: ClusterSpec, plan: Plan, crds: Mapping[str, str], opts: Optio
             if p.maintenance_window
             else None,
         )
-        for p in rollout.ordered_pools()
+        for p in rollout.rollout_order()  # the bot's order: canaryPool first
     ]
     tfc = render_tfc(opts.helm, opts.chart, spec, opts.workdir)
     # The baseline comes up a day before the rehearsal starts (a few readiness delays).

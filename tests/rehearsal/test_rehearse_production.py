@@ -24,7 +24,9 @@ import pytest
 
 from gitopsbot import app
 from gitopsbot.commands import plan as plan_command
+from gitopsbot.core import operation
 from gitopsbot.core import rehearsal as rh
+from gitopsbot.core.journal import OperationKind, StepKind
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.sandbox import rehearsal as sr
@@ -131,6 +133,31 @@ def test_a_rehearsal_that_hits_max_duration_says_so(
     assert "MAXDURATION HIT: pool inference did not finish within its maxDuration" in text
     assert "maxDuration 30m00s ran out at hypervisor progress" in text
     assert "hits its maxDuration (onFailure: revert-pr)" in rh.compressed(r)
+
+
+def test_the_canary_pool_goes_first_as_the_bot_moves_it(
+    tmp_path: Path, binaries: dict[str, Path]
+) -> None:
+    spec = load_fleet(app.fleet_tree(FLEET)).clusters["production"]
+    assert spec.rollout.order == ("inference", "training")
+    canary_last = replace(spec, rollout=replace(spec.rollout, canary_pool="training"))
+    r = _rehearse(tmp_path, binaries, spec=canary_last)
+    assert r.succeeded
+    assert [p.pool for p in r.pools] == ["training", "inference"]
+    training, inference = r.pools
+    assert training.started_at == datetime(2026, 12, 5, 1, 0, tzinfo=UTC)  # its own window
+    assert training.finished_at is not None and inference.started_at is not None
+    assert inference.started_at >= training.finished_at  # the next Tuesday's window
+    # The same order as the operation's phase steps the bot makes for this policy.
+    journal = operation.new_operation(
+        kind=OperationKind.UPGRADE,
+        cluster="production",
+        desired_sha="0" * 40,
+        created_at=TUESDAY,
+        policy=canary_last.rollout,
+    )
+    bot_order = list(dict.fromkeys(s.pool for s in journal.steps if s.kind is StepKind.POOL_PHASE))
+    assert bot_order == [p.pool for p in r.pools]
 
 
 def test_the_command_prints_json_and_exits_0(binaries: dict[str, Path]) -> None:
