@@ -2,9 +2,8 @@
 one takes.
 
 A rotation is an operation of its own (``OperationKind.ROTATION``). It starts when a change
-of ``clusters/<name>/credentials.yaml`` alone changes the reference of one of the chart's
-three credentials (added or pointed elsewhere), or changes ``rotation`` while one is
-referenced. The material is never in Git: the bot reads it from the referenced source at
+of ``clusters/<name>/credentials.yaml`` points the reference of one of the chart's three
+credentials elsewhere, or changes ``rotation`` while one is referenced (``rotated``). The material is never in Git: the bot reads it from the referenced source at
 apply time, as for any helm upgrade.
 
 - agent token (``agent.enrollToken``, R18): helm upgrade with the full values and the new
@@ -104,19 +103,24 @@ def referenced(spec: CredentialsSpec) -> frozenset[Credential]:
 
 def rotated(before: CredentialsSpec | None, after: CredentialsSpec) -> frozenset[Credential]:
     """The credentials moving from ``before`` (the last applied credentials.yaml; None when
-    unknown, e.g. nothing deployed) to ``after`` rotate: a credential fully referenced in
-    ``after`` whose reference is new or changed, or every referenced one when ``rotation``
-    changed (up as a person bumps it, or down as a revert of that bump puts it back: either
-    way the values at the sources are read again). A removed reference rotates nothing (the
-    value goes; helm applies that)."""
+    unknown, e.g. nothing deployed) to ``after`` rotate: a credential referenced in both whose
+    reference changed, or every credential ``after`` references when ``rotation`` changed (up
+    as a person bumps it, or down as a revert of that bump puts it back: either way the values
+    at the sources are read again).
+
+    A reference added without a change of ``rotation`` is adoption, not a rotation: a team
+    moving a value it already has into credentials.yaml, often with an upgrade; that change's
+    helm upgrade merges the value in. A removed reference rotates nothing either (the value
+    goes; helm applies that)."""
     if before is None:
         return frozenset()
     old, new = _refs(before), _refs(after)
     bumped = after.rotation != before.rotation
+    had = referenced(before)
     found: set[Credential] = set()
     for credential in referenced(after):
-        paths = PATHS[credential]
-        if bumped or any(old.get(p) != new[p] for p in paths):
+        changed = credential in had and any(old[p] != new[p] for p in PATHS[credential])
+        if bumped or changed:
             found.add(credential)
     return frozenset(found)
 

@@ -203,8 +203,10 @@ def test_agent_token_rotation_reconnects_and_a_refused_token_fails(
     world.sandbox.set_console_tokens(frozenset({AGENT_OK}))
     make_bot(world)
     upgraded(world)
+    # The references added with the counter raised: rotated now (added alone: adoption).
     number, first = rotate_by_pull_request(
         world,
+        "rotation: 1\n"
         "secrets:\n"
         "  agent.agentId:\n    env: TF_SANDBOX_AGENT_ID\n"
         "  agent.enrollToken:\n    env: TF_SANDBOX_ENROLL\n",
@@ -231,7 +233,7 @@ def test_agent_token_rotation_reconnects_and_a_refused_token_fails(
     monkeypatch.setenv("TF_SANDBOX_ENROLL", AGENT_BAD)
     again, second = rotate_by_pull_request(
         world,
-        "rotation: 1\n"
+        "rotation: 2\n"
         "secrets:\n"
         "  agent.agentId:\n    env: TF_SANDBOX_AGENT_ID\n"
         "  agent.enrollToken:\n    env: TF_SANDBOX_ENROLL\n",
@@ -272,15 +274,19 @@ def test_vendor_keys_then_greptime_password_with_the_vector_sidecar_on_one_pool(
     monkeypatch.setenv("TF_SANDBOX_AK", ACCESS_KEY)
     monkeypatch.setenv("TF_SANDBOX_SK", SECRET_KEY)
     monkeypatch.setenv("TF_SANDBOX_GREPTIME", GREPTIME)
+    monkeypatch.setenv("TF_SANDBOX_GREPTIME_OLD", "greptime-old-password")
     world = make_world(window_lead_seconds=None, batch_percentage=34, batch_interval="2s")
     make_bot(world)
     upgraded(world)
     vendor = (
+        "rotation: 1\n"
         "secrets:\n"
         "  cloudVendorCredentials.accessKey:\n    env: TF_SANDBOX_AK\n"
         "  cloudVendorCredentials.secretKey:\n    env: TF_SANDBOX_SK\n"
     )
-    first = push_credentials(world, vendor, "rotate the cloud vendor keys (R19)")
+    # The GreptimeDB password is referenced from the start, at its old source.
+    old_greptime = "  greptime.password:\n    env: TF_SANDBOX_GREPTIME_OLD\n"
+    first = push_credentials(world, vendor + old_greptime, "rotate the cloud vendor keys (R19)")
     j = wait_for(world, rotation_done(), what="the vendor key rotation", timeout=180)
     assert j.desired_sha == first
     assert j.status is OperationStatus.SUCCEEDED, kinds(j)
@@ -290,6 +296,8 @@ def test_vendor_keys_then_greptime_password_with_the_vector_sidecar_on_one_pool(
         ("vendor-secret", "succeeded"),
         ("controller-restart", "succeeded"),
         ("controller-ready", "succeeded"),
+        ("hypervisor-restart", "skipped"),  # the counter rotates GreptimeDB's too; vector off
+        ("hypervisor-restart", "skipped"),
         ("verify", "succeeded"),
     ]
     assert secret_value(world, "tf-cloud-vendor-credentials", "ak") == ACCESS_KEY
@@ -309,7 +317,7 @@ def test_vendor_keys_then_greptime_password_with_the_vector_sidecar_on_one_pool(
 
     second = push_credentials(
         world, vendor + "  greptime.password:\n    env: TF_SANDBOX_GREPTIME\n",
-        "rotate the GreptimeDB password (R20)",
+        "rotate the GreptimeDB password (R20): its new source",
     )  # fmt: skip
     g = wait_for(world, rotation_done(after=j.op_id), what="the greptime rotation", timeout=240)
     assert g.desired_sha == second

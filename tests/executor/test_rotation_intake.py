@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.errors import KubeForbidden
-from tests.executor.conftest import Env
+from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 
 VENDOR = (
@@ -20,7 +20,10 @@ CREDENTIALS = "clusters/lab/credentials.yaml"
 def test_a_rotation_and_its_revert_are_rotations(env: Env) -> None:
     rec = env.reconciler()
     assert rec.reconcile("lab").action == "baseline"
-    first = env.human.commit("lab: vendor keys from the environment", {CREDENTIALS: VENDOR})
+    # References added with the counter raised: rotate them now (added alone, they are adoption).
+    first = env.human.commit(
+        "lab: vendor keys from the environment", {CREDENTIALS: "rotation: 1\n" + VENDOR}
+    )
     j = drive(env, rec)
     assert j.desired_sha == first
     assert j.kind is OperationKind.ROTATION and j.status is OperationStatus.SUCCEEDED, j.failure
@@ -31,7 +34,7 @@ def test_a_rotation_and_its_revert_are_rotations(env: Env) -> None:
     assert env.cluster.get("v1", "Secret", "tf-system", "tf-cloud-vendor-credentials")
 
     second = env.human.commit(
-        "lab: rotate the vendor keys again", {CREDENTIALS: "rotation: 1\n" + VENDOR}
+        "lab: rotate the vendor keys again", {CREDENTIALS: "rotation: 2\n" + VENDOR}
     )
     k = drive(env, rec)
     assert (k.desired_sha, k.kind) == (second, OperationKind.ROTATION)
@@ -49,7 +52,7 @@ def test_a_rotation_and_its_revert_are_rotations(env: Env) -> None:
 def test_a_failed_rotation_halts_and_is_not_rolled_back(env: Env) -> None:
     rec = env.reconciler()
     rec.reconcile("lab")
-    env.human.commit("lab: vendor keys", {CREDENTIALS: VENDOR})
+    env.human.commit("lab: vendor keys", {CREDENTIALS: "rotation: 1\n" + VENDOR})
     rollbacks = env.helm.calls.count("rollback")
     # The bot may not write the Secret (its Role lacks it): a permanent refusal.
     env.cluster.fail("apply", KubeForbidden("secrets is forbidden"), times=1000)
@@ -59,3 +62,17 @@ def test_a_failed_rotation_halts_and_is_not_rolled_back(env: Env) -> None:
     assert j.step("vendor-secret").state is StepState.FAILED
     assert env.helm.calls.count("rollback") == rollbacks
     assert rec.store.current("lab") == j  # no rollback operation followed
+
+
+def test_references_added_with_an_upgrade_are_adopted_not_rotated(env: Env) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    files = {**fleet_files("1.1.0", "hv:2"), CREDENTIALS: VENDOR}
+    sha = env.merge_pr(8, "lab: 1.1.0, and the vendor keys referenced", files)
+    j = drive(env, rec)
+    assert (j.desired_sha, j.kind, j.status) == (
+        sha,
+        OperationKind.UPGRADE,
+        OperationStatus.SUCCEEDED,
+    ), j.failure
+    assert "vendor-secret" not in [s.name for s in j.steps]

@@ -46,11 +46,17 @@ def test_the_counter_rotates_every_referenced_credential() -> None:
     assert rotation.rotated(after, after) == frozenset()
 
 
-def test_an_added_reference_rotates_and_a_removed_one_does_not() -> None:
-    assert rotation.rotated(creds(), creds(GREPTIME)) == {C.GREPTIME_PASSWORD}
+def test_an_added_reference_is_adoption_unless_the_counter_moves() -> None:
+    # A team moving a value it has into credentials.yaml (often with an upgrade): no rotation.
+    assert rotation.rotated(creds(), creds(GREPTIME)) == frozenset()
+    assert rotation.rotated(creds(AGENT), creds(AGENT, GREPTIME)) == frozenset()
+    assert rotation.rotated(creds(), creds(GREPTIME, rotation_=1)) == {C.GREPTIME_PASSWORD}
     assert rotation.rotated(creds(GREPTIME), creds()) == frozenset()
-    # Half the vendor pair is no rotation: the Secret needs both keys.
-    assert rotation.rotated(creds(), creds(AK)) == frozenset()
+    # Half the vendor pair is no rotation: the Secret needs both keys; the pair completed is
+    # adoption, the pair changed a rotation.
+    assert rotation.rotated(creds(), creds(AK, rotation_=1)) == frozenset()
+    assert rotation.rotated(creds(AK), creds(AK, SK)) == frozenset()
+    assert rotation.rotated(creds(AK, SK), creds(AK, SK_V2)) == {C.VENDOR_KEYS}
 
 
 def test_unknown_before_rotates_nothing() -> None:
