@@ -15,7 +15,6 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -70,11 +69,8 @@ def _rehearse(
 def test_production_rehearses_in_seconds_and_matches_the_plan(
     tmp_path: Path, binaries: dict[str, Path]
 ) -> None:
-    t0 = time.monotonic()
+    # How fast: benchmarks/rehearse_bench.py (never a timed assertion in a test).
     r = _rehearse(tmp_path, binaries)
-    wall = time.monotonic() - t0
-    assert wall < 60, wall
-    print(f"production rehearsal: {wall:.1f}s wall, {r.wall_seconds:.1f}s in the sandbox")
     assert r.succeeded
     inference, training = r.pools
     assert (inference.pool, inference.nodes, inference.components) == (
