@@ -4,8 +4,12 @@ the label ``tensor-fusion.ai/pool-<gpupool>=true``, those being deleted left out
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
+
+from gitopsbot import app
 from gitopsbot.bot.node_reads import pool_node_counts
 from gitopsbot.core.model import (
     ClusterSpec,
@@ -14,7 +18,10 @@ from gitopsbot.core.model import (
     ReleaseSpec,
     RolloutPolicy,
 )
+from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.testing import FakeCluster
+
+ROOT = Path(__file__).resolve().parents[2]
 
 NS = "tensor-fusion-sys"
 
@@ -79,3 +86,19 @@ def test_the_gpupool_name_follows_the_tensor_fusion_cluster_name() -> None:
     assert pool_node_counts(cluster, _spec("training", tfc="prod-tf")) == {"training": 1}
     assert pool_node_counts(cluster, _spec("training")) == {"training": 1}
     assert pool_node_counts(FakeCluster(), _spec()) == {}
+
+
+def test_through_a_kubeconfig_over_http(tmp_path: Path) -> None:
+    """``rehearse --kubeconfig``'s read, as wired (app.live_cluster): the API emulator over
+    HTTP, the GPUNode CRD of the example chart served, the kubeconfig's own context."""
+    crd = ROOT / "examples/charts/tensor-fusion-1.8.7/crds/tensor-fusion.ai_gpunodes.yaml"
+    with ApiServer() as api:
+        api.store.create(yaml.safe_load(crd.read_text()))
+        for name in ("gpu-1", "gpu-2", "gpu-3"):
+            api.store.create(_gpunode(name, "tensor-fusion-training"))
+        api.store.create(_gpunode("gpu-9", "tensor-fusion-inference"))
+        config = api.write_kubeconfig(tmp_path / "kubeconfig", context="lab")
+        spec = _spec("training", "inference")
+        with app.live_cluster(str(config), spec, context="") as cluster:
+            counts = pool_node_counts(cluster, spec)
+    assert counts == {"training": 3, "inference": 1}
