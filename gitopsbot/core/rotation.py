@@ -3,8 +3,9 @@ one takes.
 
 A rotation is an operation of its own (``OperationKind.ROTATION``). It starts when a change
 of ``clusters/<name>/credentials.yaml`` points the reference of one of the chart's three
-credentials elsewhere, or changes ``rotation`` while one is referenced (``rotated``). The material is never in Git: the bot reads it from the referenced source at
-apply time, as for any helm upgrade.
+credentials elsewhere, or changes ``rotation`` while one is referenced (``rotated``). The
+material is never in Git: the bot reads it from the referenced source at apply time, as for
+any helm upgrade.
 
 - agent token (``agent.enrollToken``, R18): helm upgrade with the full values and the new
   token, a controller restart (see ``needs_controller_restart``), then a check that the
