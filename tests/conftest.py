@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import go_tiers
+from tests.go_tiers import REALKUBE
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -36,59 +37,19 @@ def binaries() -> dict[str, Path]:
 
 # ---------------------------------------------------------------- the real control plane
 # Tests marked ``realkube`` run against upstream kube-apiserver, kube-controller-manager and
-# etcd (gitopsbot/sandbox/controlplane.py), built by tests/realkube/build.sh. Where Go or etcd
-# is missing they are skipped with the reason, unless GITOPSBOT_REALKUBE=require (CI sets
-# it), where they fail instead. docs/testing.md says how to run them alone.
-
-REALKUBE_BUILD = ROOT / "tests" / "realkube" / "build.sh"
-_realkube: dict[str, Any] = {}
-
-
-def _realkube_binaries() -> Any:
-    """The ControlPlaneBinaries, built (or reused) once per session; or the reason why not."""
-    if "result" in _realkube:
-        return _realkube["result"]
-    from gitopsbot.sandbox.controlplane import ControlPlaneBinaries, ControlPlaneError
-
-    result: Any
-    sys.stderr.write("\nrealkube: building or reusing the control plane (tests/realkube)\n")
-    done = subprocess.run(["bash", str(REALKUBE_BUILD)], capture_output=True, text=True)
-    if done.returncode != 0:
-        result = f"tests/realkube/build.sh failed: {done.stderr.strip()[-800:]}"
-    else:
-        try:
-            result = ControlPlaneBinaries.in_dir(Path(done.stdout.strip().splitlines()[-1]))
-        except ControlPlaneError as e:
-            result = str(e)
-    _realkube["result"] = result
-    return result
-
-
-def _realkube_required() -> bool:
-    return os.environ.get("GITOPSBOT_REALKUBE", "") == "require"
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Build before the first test, outside any test's timeout (a cold build takes minutes).
-    if any(item.get_closest_marker("realkube") for item in items):
-        found = _realkube_binaries()
-        if isinstance(found, str) and not _realkube_required():
-            skip = pytest.mark.skip(reason=f"realkube: {found}")
-            for item in items:
-                if item.get_closest_marker("realkube"):
-                    item.add_marker(skip)
+# etcd (gitopsbot/sandbox/controlplane.py), built by tests/realkube/build.sh the first time a
+# test needs it (tests/go_tiers.py). Where Go or etcd is missing they are skipped with the
+# reason, unless GITOPSBOT_REALKUBE=require (CI sets it), where they fail instead.
 
 
 @pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def control_plane(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Any]:
     """One real control plane for the session (clean data directory), stopped at the end."""
     from gitopsbot.sandbox.controlplane import ControlPlane
 
-    found = _realkube_binaries()
-    if isinstance(found, str):
-        if _realkube_required():
-            pytest.fail(f"realkube required but unavailable: {found}")
-        pytest.skip(f"realkube: {found}")
+    found = REALKUBE.built(request)
     plane = ControlPlane(found, tmp_path_factory.mktemp("realkube"))
     plane.start()
     try:
@@ -115,12 +76,24 @@ def realkube_namespace(control_plane: Any) -> Iterator[str]:
                 raise
 
 
+_TIER_LINES: dict[str, str] = {}  # from the pytest-xdist workers, by tier
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: tell the controller
+        workeroutput["go_tiers"] = go_tiers.summaries()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    for name, line in getattr(node, "workeroutput", {}).get("go_tiers", {}).items():
+        # "NOT run" from one worker is the news, whatever the others say.
+        if name not in _TIER_LINES or "NOT run" in line:
+            _TIER_LINES[name] = line
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    # Say plainly whether the real-control-plane tier ran, so a skip is never silent.
-    found = _realkube.get("result")
-    if found is None:
-        return
-    if isinstance(found, str):
-        terminalreporter.write_line(f"realkube tier NOT run: {found} (see docs/testing.md)")
-    else:
-        terminalreporter.write_line(f"realkube tier available: {found.apiserver.parent}")
+    # Say plainly whether each Go-built tier ran, so a skip is never silent.
+    for line in {**_TIER_LINES, **go_tiers.summaries()}.values():
+        terminalreporter.write_line(line)

@@ -7,12 +7,8 @@ in the ``realgitea`` tier, against a real Gitea built from its Go module (tests/
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,8 +16,7 @@ from gitopsbot.sandbox.forges.base import LocalForge
 from gitopsbot.testing import FakeForge
 from tests.forge.forge_harness import SERVERS, TOKEN, FakeClock, Harness, make_client
 from tests.forge.realgitea_harness import RealGiteaRepo, RealGiteaSite
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.go_tiers import REALGITEA
 
 
 @pytest.fixture
@@ -54,58 +49,20 @@ def harness(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Harnes
 
 # ---------------------------------------------------------------- the real Gitea
 # Tests marked ``realgitea`` run against upstream Gitea (gitopsbot/sandbox/realgitea.py), built
-# by tests/realgitea/build.sh. Where Go is missing (or the build fails) they are skipped with
-# the reason, unless GITOPSBOT_REALGITEA=require (CI sets it), where they fail instead.
-
-REALGITEA_BUILD = ROOT / "tests" / "realgitea" / "build.sh"
-_realgitea: dict[str, Any] = {}
-
-
-def _realgitea_dir() -> Path | str:
-    """The directory build.sh built (or reused), once per session; or the reason why not."""
-    if "result" in _realgitea:
-        found: Path | str = _realgitea["result"]
-        return found
-    sys.stderr.write("\nrealgitea: building or reusing Gitea (tests/realgitea)\n")
-    done = subprocess.run(["bash", str(REALGITEA_BUILD)], capture_output=True, text=True)
-    result: Path | str
-    if done.returncode != 0:
-        result = f"tests/realgitea/build.sh failed: {done.stderr.strip()[-800:]}"
-    else:
-        result = Path(done.stdout.strip().splitlines()[-1])
-        if not os.access(result / "gitea", os.X_OK):
-            result = f"{result}/gitea: missing after tests/realgitea/build.sh"
-    _realgitea["result"] = result
-    return result
-
-
-def _realgitea_required() -> bool:
-    return os.environ.get("GITOPSBOT_REALGITEA", "") == "require"
-
-
-@pytest.hookimpl(trylast=True)  # after -m/-k deselection: no build for a run without the tier
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Build before the first test, outside any test's timeout (a cold build takes minutes).
-    if any(item.get_closest_marker("realgitea") for item in items):
-        found = _realgitea_dir()
-        if isinstance(found, str) and not _realgitea_required():
-            skip = pytest.mark.skip(reason=f"realgitea: {found}")
-            for item in items:
-                if item.get_closest_marker("realgitea"):
-                    item.add_marker(skip)
+# by tests/realgitea/build.sh the first time a test needs it (tests/go_tiers.py). Where Go is
+# missing (or the build fails) they are skipped with the reason, unless
+# GITOPSBOT_REALGITEA=require (CI sets it), where they fail instead.
 
 
 @pytest.fixture(scope="session")
-def real_gitea_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealGiteaSite]:
+def real_gitea_site(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[RealGiteaSite]:
     """One real Gitea for the session (fresh database), with the org, the bot and the
     approvers set up; stopped at the end."""
     from gitopsbot.sandbox.realgitea import RealGitea
 
-    found = _realgitea_dir()
-    if isinstance(found, str):
-        if _realgitea_required():
-            pytest.fail(f"realgitea required but unavailable: {found}")
-        pytest.skip(f"realgitea: {found}")
+    found: Path = REALGITEA.built(request)
     work = tmp_path_factory.mktemp("realgitea")
     # Lists answer two items at most, as the local forges do: every list paginates.
     gitea = RealGitea(found, work / "gitea", page_size=2)
@@ -120,14 +77,3 @@ def real_gitea_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealGi
 def real_gitea_repo(real_gitea_site: RealGiteaSite) -> RealGiteaRepo:
     """A fresh repository on the real Gitea for one test."""
     return real_gitea_site.new_repo()
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    # Say plainly whether the real-Gitea tier ran, so a skip is never silent.
-    found = _realgitea.get("result")
-    if found is None:
-        return
-    if isinstance(found, str):
-        terminalreporter.write_line(f"realgitea tier NOT run: {found} (see docs/forges.md)")
-    else:
-        terminalreporter.write_line(f"realgitea tier ran against {found}")

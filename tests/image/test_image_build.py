@@ -43,7 +43,13 @@ CANARY_ENV = {
     "GITOPSBOT_WEBHOOK_SECRET": CANARY,
 }
 
-pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.timeout(1800)]
+# One worker builds the image once (the module fixture) and runs every test of it.
+pytestmark = [
+    pytest.mark.image,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+    pytest.mark.xdist_group("image"),
+]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,14 @@ if [ -x "$out/gitea" ] && [ -d "$out/templates" ] && [ -d "$out/options" ]; then
   echo "$out"
   exit 0
 fi
+# One build at a time (pytest-xdist workers, .ci/run): the others wait, then reuse it.
+mkdir -p "$cache/realgitea"
+exec 9>"$cache/realgitea/.lock"
+flock 9
+if [ -x "$out/gitea" ] && [ -d "$out/templates" ] && [ -d "$out/options" ]; then
+  echo "$out"
+  exit 0
+fi
 rm -rf "$out.tmp"
 mkdir -p "$out.tmp"
 cd "$here"

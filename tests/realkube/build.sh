@@ -25,6 +25,15 @@ if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ]; then
   exit 0
 fi
 command -v go >/dev/null || { echo "no Go toolchain on PATH to build kube-apiserver" >&2; exit 3; }
+# One build at a time (pytest-xdist workers, .ci/run): the others wait, then reuse it.
+mkdir -p "$cache/realkube"
+exec 9>"$cache/realkube/.lock"
+flock 9
+if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ]; then
+  echo "$out"
+  exit 0
+fi
+rm -rf "$out.tmp"
 mkdir -p "$out.tmp"
 # Clients (kubectl, helm, the Python client) parse the server's version: give it the release's.
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version"
