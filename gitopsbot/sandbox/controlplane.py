@@ -20,6 +20,9 @@ What it sets up, and why:
   heartbeats here, so it would taint and evict every pod. Deployments, ReplicaSets, garbage
   collection, namespaces and ServiceAccounts are upstream's. There is no scheduler or kubelet:
   pods stay Pending until a test binds them (``sandbox/podrunner.py``).
+- An audit log of every request a ServiceAccount makes (``audit_events()``), at the Metadata
+  level (no bodies: tokens and Secrets never reach it), written synchronously: what the
+  least-privilege test reads to show each granted rule is used and nothing is denied.
 - Each child runs as ``sandbox/server_process.py`` starts it (it dies with this process, in
   its own session), with its log in ``work_dir``; ``stop()`` ends them whatever happened.
 """
@@ -46,6 +49,17 @@ START_TIMEOUT_SECONDS = 90.0
 ADMIN_USER = "realkube-admin"
 # nodelifecycle would taint nodes that never heartbeat and evict their pods.
 CONTROLLERS = "*,-nodelifecycle"
+# ServiceAccounts' requests at Metadata (who, verb, resource, the authorizer's decision and
+# reason), once each when answered; everyone else's (the admin, the controllers) not at all.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
 
 
 class ControlPlaneError(GitOpsBotError):
@@ -117,6 +131,28 @@ class ControlPlane:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    @property
+    def audit_log(self) -> Path:
+        return self.work_dir / "audit.log"
+
+    def audit_offset(self) -> int:
+        """Where the audit log ends now: ``audit_events(since=...)`` reads what comes after."""
+        try:
+            return self.audit_log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def audit_events(self, *, user: str | None = None, since: int = 0) -> list[dict[str, Any]]:
+        """The audit events written after byte ``since`` (of ``user`` alone when given)."""
+        try:
+            with self.audit_log.open("rb") as log:
+                log.seek(since)
+                raw = log.read()
+        except FileNotFoundError:
+            return []
+        events = [json.loads(line) for line in raw.splitlines() if line.strip()]
+        return [e for e in events if user is None or e.get("user", {}).get("username") == user]
 
     def alive(self) -> dict[str, bool]:
         return {name: proc.poll() is None for name, proc in self._children}
@@ -271,9 +307,19 @@ class ControlPlane:
                 # loopback cannot be the kubernetes Service's endpoint: keep none
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
+                f"--audit-policy-file={self._audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",  # written before the answer: a test reads it at once
+                "--audit-log-maxsize=0",
             ],
         )
         self._wait("kube-apiserver", self._ready)
+
+    def _audit_policy(self) -> Path:
+        path = self.work_dir / "audit-policy.json"  # JSON is YAML: the server reads either
+        path.write_text(json.dumps(AUDIT_POLICY))
+        return path
 
     def _ready(self) -> bool:
         try:
