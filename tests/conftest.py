@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,12 +11,68 @@ from typing import Any
 
 import pytest
 
-from tests import go_tiers
+from tests import go_tiers, shared_dirs
 from tests.go_tiers import REALKUBE
 
 ROOT = Path(__file__).resolve().parent.parent
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A pytest-xdist worker starts with COLUMNS=80 and LINES=24 of its own; the commands the
+    # tests start (in a pty of a set size, or in a pipe) must see the environment a person's
+    # shell gives them, as without workers: rich would take 80 columns over the pty's size.
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
 SHARED = ROOT.parent / "shared"
 TENSOR_FUSION = SHARED / "tensor-fusion"
+
+
+# ---------------------------------------------------------------- running on workers
+# The README's command runs the suite on pytest-xdist workers (pyproject's addopts,
+# docs/testing.md). Two things keep that fast and honest:
+# - a module whose tests share an expensive module- or session-scoped world says so with
+#   ``pytest.mark.module_world`` (optionally naming the parametrized fixture that makes one
+#   world per parameter): its tests go to one worker as one group (``--dist loadgroup``), so
+#   the world is made once, not once per worker or per interleaving;
+# - the slow tests are handed out first, so the quick ones fill the gaps at the end instead
+#   of one long test finishing alone.
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        mark = item.get_closest_marker("module_world")
+        if mark is None:
+            continue
+        module = getattr(item, "module", None)
+        group = module.__name__ if module is not None else item.nodeid
+        callspec = getattr(item, "callspec", None)
+        for name in mark.args:
+            if callspec is not None and name in callspec.params:
+                group += f"[{callspec.params[name]}]"
+        item.add_marker(pytest.mark.xdist_group(group))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Every worker sorts alike (xdist checks the collections are equal); stable, so a
+        # module's tests keep their order within each weight.
+        items.sort(key=_weight)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Loud, not slow: a pytest/pytest-xdist pair that drops the groups (pytest 9.2 with
+    # xdist 3.8, pytest-dev/pytest-xdist#1386) would make each world once per worker.
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group")
+            and "@" not in i.nodeid]  # fmt: skip
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup ignored the xdist_group of {lost[0]} ...")
+
+
+def _weight(item: pytest.Item) -> int:
+    if item.get_closest_marker("module_world") or item.get_closest_marker("image"):
+        return 0
+    if item.get_closest_marker("realkube") or item.get_closest_marker("slow"):
+        return 1
+    return 2
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +140,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # a pytest-xdist worker: tell the controller
         workeroutput["go_tiers"] = go_tiers.summaries()
+        return
+    # The controller (or a run without workers): every worker is done with what they shared.
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        shutil.rmtree(factory.getbasetemp() / shared_dirs.SHARED, ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -79,7 +79,7 @@ def _outside_timeout(request: pytest.FixtureRequest, build: Callable[[], Any]) -
         return build()
     finally:
         if timing:
-            import pytest_timeout
+            import pytest_timeout  # type: ignore[import-untyped]
 
             settings = pytest_timeout._get_item_settings(item)
             if settings.timeout:

@@ -324,6 +324,7 @@ def _substitute(text: str, placeholders: dict[str, str]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(420)
+@pytest.mark.module_world  # one sandbox (``world``) for every example, on one worker
 @pytest.mark.parametrize("path", ALL, ids=lambda p: " ".join(p) or "gitopsbot")
 def test_examples_run(path: tuple[str, ...], world: World, tmp_path: Path) -> None:
     found = examples(EPILOGS[path])

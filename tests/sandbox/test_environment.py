@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -342,20 +343,27 @@ def test_foreground_runs_until_interrupted(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        # Ctrl-C as a terminal delivers it, whatever pytest's parent did with SIGINT.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    err: list[str] = []
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
+        # Both pipes read to the end: a child blocked writing to a full pipe cannot exit.
+        drain = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+        drain.start()
         lines = []
         for line in proc.stdout:
             lines.append(line)
             if "export KUBECONFIG=" in line:
                 break
+        threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()  # type: ignore[arg-type]
         assert any(f"export KUBECONFIG={state_dir / 'kubeconfig'}" in x for x in lines), lines
         state = json.loads((state_dir / "sandbox.json").read_text())
         assert state["pid"] == proc.pid and all(_port_open(p) for p in state["ports"])
         proc.send_signal(signal.SIGINT)
         # 130 as for every interrupted command (docs/commands.md, "Exit status").
-        assert proc.wait(timeout=30) == 130
+        assert proc.wait(timeout=30) == 130, "".join(err)[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
