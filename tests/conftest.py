@@ -40,6 +40,10 @@ TENSOR_FUSION = SHARED / "tensor-fusion"
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if item.get_closest_marker("realgitea"):
+            # One worker starts the real Gitea (a session fixture) and runs every test of it.
+            item.add_marker(pytest.mark.xdist_group("realgitea"))
+            continue
         mark = item.get_closest_marker("module_world")
         if mark is None:
             continue
@@ -48,7 +52,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         for name in mark.args:
             if callspec is not None and name in callspec.params:
-                group += f"[{callspec.params[name]}]"
+                # Not "[...]": xdist reads a group only after a node id's last "]".
+                group += f"/{callspec.params[name]}"
         item.add_marker(pytest.mark.xdist_group(group))
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # Every worker sorts alike (xdist checks the collections are equal); stable, so a
@@ -61,14 +66,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # xdist 3.8, pytest-dev/pytest-xdist#1386) would make each world once per worker.
     if not getattr(session.config.option, "loadgroup", False):
         return
+    # xdist's own reading of a group: after the last "@" that follows the last "]".
     lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group")
-            and "@" not in i.nodeid]  # fmt: skip
+            and i.nodeid.rfind("@") < i.nodeid.rfind("]")]  # fmt: skip
     if lost:
         raise pytest.UsageError(f"--dist loadgroup ignored the xdist_group of {lost[0]} ...")
 
 
 def _weight(item: pytest.Item) -> int:
-    if item.get_closest_marker("module_world") or item.get_closest_marker("image"):
+    if any(item.get_closest_marker(m) for m in ("module_world", "image", "realgitea")):
         return 0
     if item.get_closest_marker("realkube") or item.get_closest_marker("slow"):
         return 1

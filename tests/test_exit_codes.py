@@ -33,7 +33,8 @@ TOKEN = "exit-codes-forge-token"
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port: connection refused
 REF = re.compile(r"\s*\(test: (?P<path>[^:()]+)::(?P<name>\w+)\)\s*")
 
-pytestmark = pytest.mark.timeout(120)
+# slow: each test runs the command line, a Git remote or real helm in subprocesses (seconds)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 # -- the table ------------------------------------------------------------------------------

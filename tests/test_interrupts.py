@@ -40,7 +40,11 @@ from tests.test_exit_codes import CHARTS, TOKEN, Ctx, set_repository, set_versio
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = 20.0  # seconds from SIGINT to exit that count as prompt (the demo stops a sandbox)
 
-pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc for processes")
+# slow: each test runs the command line, a Git remote or real helm in subprocesses (seconds)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc for processes"),
+]
 
 
 # -- a subprocess to interrupt --------------------------------------------------------------

@@ -42,6 +42,9 @@ from gitopsbot.testing import FakeForge
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive
 
+# slow: each test runs the command line, a Git remote or real helm in subprocesses (seconds)
+pytestmark = pytest.mark.slow
+
 BOT = "gitopsbot"
 CANARY = "canary-pw-7c1e94d2"  # the bot's password on the remote: must never show up
 REASON = "GH006: Protected branch update failed for refs/heads/main."

@@ -350,6 +350,7 @@ def test_a_client_pod_still_starting_is_pending(tmp_path: Path) -> None:
             policy=spec.rollout,
         )
         step = replace(journal.step("verify"), state=StepState.RUNNING, started_at=lab.clock.now())
+        lab.executor.wait_slice = 0.5  # the pod stays Pending far longer than one slice
         out = lab.executor.run(step, journal, spec, now=lab.clock.now())
         assert out.state is StepState.RUNNING and f"client pod {ref} is Pending" in out.detail
 

@@ -15,6 +15,9 @@ from gitopsbot.core.proposals import LEDGER_FILE
 from gitopsbot.core.yamledit import set_value
 from tests.proposals.conftest import TOKEN, World
 
+# slow: each test runs the command line, a Git remote or real helm in subprocesses (seconds)
+pytestmark = pytest.mark.slow
+
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
 
 

@@ -30,6 +30,9 @@ from gitopsbot.sandbox.forges.github import GitHubForge
 from gitopsbot.sandbox.forges.gitlab import GitLabForge
 from gitopsbot.sandbox.gitremote import GitRemote
 
+# slow: each test runs the command line, a Git remote or real helm in subprocesses (seconds)
+pytestmark = pytest.mark.slow
+
 TOKEN = "tok"
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",

@@ -42,7 +42,8 @@ REPO = ROOT / "examples" / "charts" / "repo"
 RELEASE, NS = "tf", "default"
 LANDED = (HelmReleaseStatus.DEPLOYED, HelmReleaseStatus.SUPERSEDED)
 
-pytestmark = pytest.mark.timeout(240)
+# slow: each test runs the command line, a Git remote or real helm in subprocesses (seconds)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 @pytest.fixture
