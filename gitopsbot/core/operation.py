@@ -19,7 +19,7 @@ reconciler carries out through the ports and then records. Step order (R6-R16):
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -34,7 +34,7 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import Component, RolloutPolicy
+from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
 from gitopsbot.core.plan import Plan
 from gitopsbot.core.plan import StepKind as PlanStep
 
@@ -343,6 +343,16 @@ def following_step(journal: Journal) -> Step | None:
     return pending if pending.state is StepState.PENDING else None
 
 
+def _judged_by(pool: PoolPolicy, kind: OperationKind) -> PoolPolicy:
+    """The pool's policy as this operation's phases obey it. A rollback goes back to what ran
+    before without judging gates (docs/decisions.md): the gate that failed the upgrade would
+    otherwise halt its own rollback and leave the cluster half-reverted, as Argo Rollouts'
+    abort returns to stable without analysis. Windows, holds and the budget still apply."""
+    if kind is OperationKind.ROLLBACK and pool.gates:
+        return replace(pool, gates=())
+    return pool
+
+
 def _drive_pools(
     journal: Journal,
     observations: Observations,
@@ -364,7 +374,7 @@ def _drive_pools(
     # Approvals are decided here, on the journal as it is now: a canary pool finishing in
     # one round of a pass holds the next pool in the next round.
     holds = pause.merged(holds, pause.approval_holds(journal, policy))
-    pools = {p.name: p for p in policy.pools}
+    pools = {p.name: _judged_by(p, journal.kind) for p in policy.pools}
     decided: list[tuple[rollout.PhaseRef, rollout.PhaseDecision]] = []
     waits: list[datetime] = []
     for ref in rollout.runnable_phases(policy, refs, states):

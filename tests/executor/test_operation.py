@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gitopsbot.core import operation, windows
+from gitopsbot.core.gates import PromQueryGate
 from gitopsbot.core.journal import (
     OperationKind,
     OperationStatus,
@@ -276,3 +277,30 @@ def test_rollout_only_with_r24_restarts_the_controller() -> None:
         "controller-restart",
         "controller-ready-after-restart",
     ]
+
+
+# -- a rollback is not judged by gates (issue 28 item 1) -------------------------------------
+
+GATE = PromQueryGate("error-rate", "sum(rate(errors[5m]))", "<", 0.05)
+GATED = RolloutPolicy(pools=(PoolPolicy("a", batch_percentage=50, gates=(GATE,)),))
+
+
+def _at_pools(kind: OperationKind) -> object:
+    j = operation.new_operation(
+        kind=kind, cluster="prod", desired_sha="abc", created_at=T0, policy=GATED,
+        reverts_op="prod-000000000000" if kind is OperationKind.ROLLBACK else "",
+    )  # fmt: skip
+    j = finish(j, *[s.name for s in j.steps if not s.name.startswith("pool/")])
+    seen = {("a", Component.HYPERVISOR): PoolObservation(0, False, False, nodes=2)}
+    return operation.next_step(j, operation.Observations(seen), T0, policy=GATED, pool_windows={})
+
+
+def test_an_upgrade_judges_its_gates_before_the_first_batch() -> None:
+    d = _at_pools(OperationKind.UPGRADE)
+    assert [pd.action for _, pd in d.phases] == [PhaseAction.CHECK_GATES]  # type: ignore[attr-defined]
+
+
+def test_a_rollback_opens_the_batch_without_judging_the_gates_that_failed_the_upgrade() -> None:
+    d = _at_pools(OperationKind.ROLLBACK)
+    assert [pd.action for _, pd in d.phases] == [PhaseAction.OPEN_SWITCH]  # type: ignore[attr-defined]
+    assert [pd.batch_percentage for _, pd in d.phases] == [50]  # type: ignore[attr-defined]
