@@ -28,7 +28,14 @@ import pytest
 
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.prometheus import PromServer
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
+from gitopsbot.sandbox.story import (
+    BotRunner,
+    StoryWorld,
+    finished_op,
+    git,
+    state_reader,
+    wait_for,
+)
 from gitopsbot.sandbox.story_fleet import CLUSTER
 from tests.e2e.conftest import (  # noqa: F401  (_needs_git, _uses_binaries: autouse)
     NEW_IMAGE,
@@ -325,3 +332,42 @@ def test_a_kubernetes_gate_sees_a_crashlooping_pod_and_halts(
     assert len(held_still(world)) == 1
     assert re.search(r"halt|fail", done.failure or "")
     print(f"kube gate: {time.monotonic() - t0:.1f}s")
+
+
+def test_a_failed_gate_rolls_back_without_the_gate_stopping_the_rollback(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    prom: PromServer,
+) -> None:
+    """Issue 28 item 1 (docs/decisions.md, "A rollback beats the gates"): the pool's gates are
+    in Git before the upgrade (so the revert keeps them); the error-rate gate fails after the
+    first batch and stays failed; with onFailure: rollback the rollback runs its pool phase
+    without judging that gate and ends with every node back on the old image."""
+    prom.vector(QUERY, ({"job": "tf"}, 0.01))
+    world = story(make_world, batch_interval="3s", on_failure="rollback")
+    h = world.human
+    git("pull", "--quiet", "origin", "main", cwd=h)
+    path = h / ROLLOUT
+    text = f"prometheus:\n  url: {prom.url}\n  timeout: 2s\n" + path.read_text()
+    path.write_text(text.replace("  shared:\n", "  shared:\n" + gates_yaml(), 1))
+    git("commit", "--quiet", "-am", "gates for pool shared", cwd=h)
+    git("push", "--quiet", "origin", "HEAD:main", cwd=h)
+    watch = Watch()
+    bad = lambda _j: prom.vector(QUERY, ({"job": "tf"}, 0.93))  # noqa: E731
+    make_bot(world, on_pass=after_first_batch(watch, bad))
+    proposal = world.propose()
+    op = f"{CLUSTER}-{world.merge(proposal.number)[:12]}"
+    back = wait_for(world, finished_op(OperationKind.ROLLBACK, after=op), what="the rollback",
+                    timeout=240)  # fmt: skip
+    assert back.status is OperationStatus.SUCCEEDED, back.failure
+    reader = state_reader(world)
+    reader.refresh()
+    failed = reader.history(CLUSTER, op)
+    assert failed is not None and failed.status is OperationStatus.FAILED
+    assert failed.phase(STEP).halt_reason.startswith("pool shared: gate error-rate failed: ")
+    assert back.reverts_op == op
+    assert back.phase(STEP).state is PhaseState.DONE
+    assert back.phase(STEP).batches.gates == ()  # nothing judged, though the metric is bad
+    assert not shared_switch(world)
+    images = world.hypervisor_images()
+    assert images and all(got == [OLD_IMAGE] for got in images.values()), images
