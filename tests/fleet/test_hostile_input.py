@@ -133,6 +133,23 @@ CASES = [
         "pools.inference.maintenanceWindow.cron: '0 0 30 2 *' never fires: no date matches it "
         "(check day-of-month against month, e.g. there is no 30 February)",
     ),
+    # croniter wraps a high-low range around where cron(8) refuses it (issue 28 item 10).
+    Case(
+        "cron-range-backwards",
+        {S + "rollout.yaml": _rollout_with("1-0 * * * *")},
+        f"{S}rollout.yaml:{_line_of(S + 'rollout.yaml', '0 8 * * 1-5')}:13: "
+        "pools.inference.maintenanceWindow.cron: '1-0 * * * *': the range 1-0 of the minute "
+        "field runs backwards (write ranges low-high; a range across midnight or the week's "
+        "end is two, e.g. hours '22-23,0-2')",
+    ),
+    Case(
+        "cron-weekdays-backwards",
+        {S + "rollout.yaml": _rollout_with("0 22 * * fri-mon")},
+        f"{S}rollout.yaml:{_line_of(S + 'rollout.yaml', '0 8 * * 1-5')}:13: "
+        "pools.inference.maintenanceWindow.cron: '0 22 * * fri-mon': the range fri-mon of the "
+        "day-of-week field runs backwards (write ranges low-high; a range across midnight or "
+        "the week's end is two, e.g. hours '22-23,0-2')",
+    ),
 ]
 
 

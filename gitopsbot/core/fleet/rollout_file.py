@@ -69,6 +69,42 @@ _COMPONENTS = tuple(c.value for c in Component)
 _SEARCH_FROM = dt.datetime(2001, 1, 1, tzinfo=dt.UTC)
 
 
+_CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_CRON_NAMES = {
+    3: ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+    4: ("sun", "mon", "tue", "wed", "thu", "fri", "sat"),
+}
+
+
+def backwards_range(cron: str) -> str:
+    """The first range of ``cron`` written high-low (``1-0``, ``22-2``), named by its field
+    ("range 22-2 of the hour field"); "" when none. croniter wraps such a range around
+    silently where cron(8) refuses it: a window a person meant as 22:00-02:00 would open at
+    other hours than they read."""
+    fields = cron.split()
+    if len(fields) != 5:
+        return ""
+    for index, field in enumerate(fields):
+        for part in field.split(","):
+            span = part.split("/", 1)[0]
+            if "-" not in span:
+                continue
+            low, high = (_cron_value(index, v) for v in span.split("-", 1))
+            if low is not None and high is not None and low > high:
+                return f"range {span} of the {_CRON_FIELDS[index]} field"
+    return ""
+
+
+def _cron_value(index: int, text: str) -> int | None:
+    if text.isdigit():
+        return int(text)
+    names = _CRON_NAMES.get(index, ())
+    lowered = text.lower()
+    if lowered in names:
+        return names.index(lowered) + (1 if index == 3 else 0)
+    return None
+
+
 def fires(cron: str) -> bool:
     """Does the (valid) cron expression ever match? ``0 0 30 2 *`` does not."""
     try:
@@ -101,6 +137,15 @@ def _window(
                 join(fld, "cron"),
                 f"'{cron}' is not a valid cron expression",
                 "five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 6'",
+            )
+            cron = ""
+        elif backwards := backwards_range(cron):
+            r.add(
+                r.value_at(win, "cron"),
+                join(fld, "cron"),
+                f"'{cron}': the {backwards} runs backwards",
+                "write ranges low-high; a range across midnight or the week's end is two, "
+                "e.g. hours '22-23,0-2'",
             )
             cron = ""
         elif not fires(cron):
