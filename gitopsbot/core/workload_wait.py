@@ -352,9 +352,21 @@ def size_by_tenants(
     limit = f"{max_tenant_share_percent}% of {len(tenants)} tenant(s) = {allowed}"
     which = "the next batch" if scope == "next" else "every batch left"
     if not controller_order(units):
+        # Nothing outdated is seen (the rollout's end, or a moment where the old pod is gone
+        # and its replacement not yet listed): the bound still holds for whatever the
+        # controller takes next, at worst one tenant a unit (ceil of the share a batch).
         batch = touched(())
+        pct = requested
+        if len(tenants) > allowed:
+            pct = min(requested, max(1, math.floor(100 * allowed / len(units))))
+        how = "as requested" if pct == requested else f"lowered from {requested}%"
         return TenantSizing(
-            requested, f"no outdated unit: {requested}% as requested", batch, allowed, len(tenants)
+            pct,
+            f"no outdated unit seen: {pct}% ({how}): a batch takes at most {allowed} unit(s) "
+            f"(limit {limit})",
+            batch,
+            allowed,
+            len(tenants),
         )
     for pct in range(requested, 0, -1):
         if worst(pct) <= allowed:
