@@ -130,7 +130,9 @@ def _hold(world: StoryWorld) -> None:
         flush=True,
     )
     try:
-        threading.Event().wait()
+        idle = threading.Event()
+        while not idle.wait(0.5):  # short waits: the handler runs once the main thread is back
+            pass
     except KeyboardInterrupt:
         app.interrupts.settle()  # the way --keep ends: exit 0
         print("\nstopping the sandbox")

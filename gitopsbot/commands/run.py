@@ -304,7 +304,10 @@ def run_forever(
     )
     try:
         with live:
-            stop.wait()
+            # Short waits: a SIGTERM the kernel hands to another thread is taken by Python's
+            # handler (which sets ``stop``) only once the main thread is back from its wait.
+            while not stop.wait(0.5):
+                pass
         why = app.interrupts.signal_name() or "stop"
         say(
             f"{why}: stopping at the next step boundary: the running passes record their step "

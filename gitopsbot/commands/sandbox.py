@@ -130,6 +130,10 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
+# How often a main thread that only waits for Ctrl-C looks for it (see _foreground).
+WAKE_SECONDS = 0.5
+
+
 def _foreground(options: env.SandboxOptions) -> int:
     """--foreground: up until Ctrl-C or SIGTERM. The command line's handler raises
     KeyboardInterrupt at a safe point, also while starting; the sandbox is stopped here
@@ -139,7 +143,9 @@ def _foreground(options: env.SandboxOptions) -> int:
         state = sandbox.start()
         print(env.connection_help(state), flush=True)
         while True:
-            time.sleep(3600)
+            # Short sleeps: the kernel may hand SIGINT to another thread, and Python runs the
+            # handler only once the main thread is back from its sleep (an hour, before).
+            time.sleep(WAKE_SECONDS)
     finally:
         sandbox.stop()
 
