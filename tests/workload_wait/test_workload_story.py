@@ -17,7 +17,7 @@ component (``autoUpdateClient``) with ``waitForWorkloads`` and ``maxTenantDisrup
 
 from __future__ import annotations
 
-import threading
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +44,7 @@ ROLLOUT = f"clusters/{CLUSTER}/rollout.yaml"
 STEP = "pool/shared/client"
 GPUPOOL = "tensor-fusion-shared"
 NS, WORKLOAD, CLIENTS = "ml", "trainer", 4
+WORKLOAD_SPEC = WorkloadSpec(WORKLOAD, "shared", namespace=NS, replicas=1, clients=CLIENTS)
 
 
 def merge_with(world: StoryWorld, pool_keys: str) -> str:
@@ -93,8 +94,7 @@ def story(make_world: Callable[..., StoryWorld]) -> StoryWorld:
     # The simulator plays the workload's owner (a Deployment, say): it recreates the client
     # pods a batch deletes, stamped with the pool's current client template (the webhook).
     assert world.sandbox is not None and world.sandbox.sim is not None
-    spec = WorkloadSpec(WORKLOAD, "shared", namespace=NS, replicas=1, clients=CLIENTS)
-    world.sandbox.sim.set_workloads((spec,))
+    world.sandbox.sim.set_workloads((WORKLOAD_SPEC,))
     deadline = time.monotonic() + 20
     while sorted(phase for _, phase in sessions(world)) != ["Running"] * CLIENTS:
         assert time.monotonic() < deadline, sessions(world)
@@ -147,23 +147,14 @@ def test_the_client_batch_waits_for_the_sessions_then_goes_by_tenants(
     assert not pool_policies(world)["shared"].get("autoUpdateClient")
     before = clients(world)
     assert len(before) == CLIENTS  # no client pod deleted while they work
-    # The workload goes idle: its sessions end, and the pods its owner recreates start none.
-    idle = threading.Event()
-
-    def end_sessions() -> None:
-        while not idle.is_set():
-            for name, phase in sessions(world):
-                if phase != "Failed":
-                    end_session(world.store(), NS, name)
-            idle.wait(0.1)
-
-    ender = threading.Thread(target=end_sessions, daemon=True)
-    ender.start()
-    try:
-        done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=60)
-    finally:
-        idle.set()
-        ender.join(5)
+    # The workload goes idle: the pods its owner recreates open no session (set first, so no
+    # new one starts in between), then its running sessions end.
+    assert world.sandbox is not None and world.sandbox.sim is not None
+    world.sandbox.sim.set_workloads((dataclasses.replace(WORKLOAD_SPEC, sessions=False),))
+    for name, phase in sessions(world):
+        if phase != "Failed":
+            end_session(world.store(), NS, name)
+    done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=60)
     assert done.op_id == op and done.status is OperationStatus.SUCCEEDED, done.failure
     # 25% of four tenants is one: opened at 25% (one pod a batch), never at the 50% asked.
     assert pinned and set(pinned) == {25}, pinned

@@ -17,6 +17,9 @@ class WorkloadSpec:
     namespace: str = "default"
     replicas: int = 1
     clients: int = 0
+    # False: the workload is idle; the connections of its client pods made from now on start
+    # with their session ended (``sessions.end_session``), as an app that opens none.
+    sessions: bool = True
 
 
 @dataclass(frozen=True, slots=True)

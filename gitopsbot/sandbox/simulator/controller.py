@@ -1025,11 +1025,15 @@ class ControllerSim:
             client = str((conn.get("spec") or {}).get("clientPod") or "")
             if owned and (key[0], client) not in clients:
                 self._delete(conn)  # the garbage collector's part, should it lag
+        idle_workloads = {(w.namespace, w.name) for w in self.config.workloads if not w.sessions}
         for key, pod in clients.items():
             found = connections.get(key)
             if found is not None and _deleting(found):
                 continue
-            live = found or (None if _deleting(pod) else self._create(sessions.connection_for(pod)))
+            if found is None and not _deleting(pod):
+                idle = (key[0], sessions.workload_of(pod)) in idle_workloads
+                found = self._create(sessions.connection_for(pod, idle=idle))
+            live = found
             if live is None:
                 continue
             workload = str(live["spec"]["workloadName"])

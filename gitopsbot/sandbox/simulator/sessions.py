@@ -40,11 +40,17 @@ def is_remote_client(pod: Obj) -> bool:
     )
 
 
-def connection_for(pod: Obj) -> Obj:
+def workload_of(pod: Obj) -> str:
+    """The workload the webhook selected for a remote client ``pod``."""
+    return str(pod["metadata"]["annotations"][SELECTED_WORKLOAD])
+
+
+def connection_for(pod: Obj, *, idle: bool = False) -> Obj:
     """The TensorFusionConnection the pod controller creates for a remote client ``pod``
-    (which must carry its uid: it owns the connection)."""
+    (which must carry its uid: it owns the connection); ``idle``: its session is ended from
+    the start (the app opens none)."""
     meta = pod["metadata"]
-    workload = str(meta["annotations"][SELECTED_WORKLOAD])
+    workload = workload_of(pod)
     return {
         "apiVersion": TF,
         "kind": KIND,
@@ -52,6 +58,7 @@ def connection_for(pod: Obj) -> Obj:
             "name": meta["name"],
             "namespace": meta["namespace"],
             "labels": {WORKLOAD_LABEL: workload},
+            **({"annotations": {ENDED: "true"}} if idle else {}),
             "ownerReferences": [
                 {
                     "apiVersion": "v1",
@@ -98,4 +105,10 @@ def end_session(store: StorePort, namespace: str, name: str) -> Obj:
     return store.patch_merge(TF, KIND, namespace, name, patch, manager="sandbox-test")
 
 
-__all__ = ["connection_for", "connection_status", "end_session", "is_remote_client"]
+__all__ = [
+    "connection_for",
+    "connection_status",
+    "end_session",
+    "is_remote_client",
+    "workload_of",
+]
