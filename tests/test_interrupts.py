@@ -213,14 +213,28 @@ def assert_clean(stderr: str) -> None:
     assert "Traceback" not in stderr, stderr[-3000:]
 
 
+@dataclass
+class Silent:
+    """A server that takes connections and never answers: its ``url``, and ``reached``, set
+    once a connection came (the command under test is blocked on it, past its start-up)."""
+
+    url: str
+    reached: threading.Event
+
+    def wait_reached(self, child: Child, timeout: float = 60) -> None:
+        if not self.reached.wait(timeout):
+            pytest.fail(f"no connection to {self.url} within {timeout:.0f}s\n{child.stderr}")
+
+
 @pytest.fixture
-def silent_server() -> Iterator[str]:
-    """http://127.0.0.1:PORT where connections are taken and never answered."""
+def silent_server() -> Iterator[Silent]:
+    """A ``Silent`` server on 127.0.0.1."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(64)
     taken: list[socket.socket] = []
     stop = threading.Event()
+    reached = threading.Event()
 
     def accept() -> None:
         server.settimeout(0.2)
@@ -229,11 +243,12 @@ def silent_server() -> Iterator[str]:
                 taken.append(server.accept()[0])
             except OSError:
                 continue
+            reached.set()
 
     worker = threading.Thread(target=accept, daemon=True)
     worker.start()
     try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+        yield Silent(f"http://127.0.0.1:{server.getsockname()[1]}", reached)
     finally:
         stop.set()
         worker.join()
@@ -295,19 +310,19 @@ def test_one_sigint_stops_the_demo_and_everything_it_started(
 
 @pytest.mark.timeout(120)
 def test_a_second_sigint_forces_when_the_first_stop_is_slow(
-    tmp_path: Path, binaries: dict[str, Path], silent_server: str, children: list[Child]
+    tmp_path: Path, binaries: dict[str, Path], silent_server: Silent, children: list[Child]
 ) -> None:
     """``propose``'s loop stops after its running pass; that pass waits on a forge that never
     answers, so the first Ctrl-C only says it is stopping; the second exits at once."""
     ctx = Ctx(tmp_path, _base_env(tmp_path), binaries)
-    fleet = ctx.fleet(silent_server, set_version("1.8.0"))  # 1.8.7 is there to propose
+    fleet = ctx.fleet(silent_server.url, set_version("1.8.0"))  # 1.8.7 is there to propose
     propose = Child.start(
         *("propose", "--fleet", str(fleet), "--chart-dir", str(CHARTS)),
         env={**ctx.base, "GITOPSBOT_FORGE_TOKEN": TOKEN},
     )
     children.append(propose)
     propose.wait_for(r"a pass every \d+s \(Ctrl-C to stop\)")
-    time.sleep(2)  # into the pass: its pull request waits on the silent forge
+    silent_server.wait_reached(propose)  # into the pass: its pull request waits on the forge
     propose.interrupt()
     propose.wait_for(r"stopping after the running pass \(Ctrl-C again to force\)", stream="err")
     time.sleep(1.5)
@@ -424,16 +439,16 @@ def test_status_watch_exits_0(
 
 @pytest.mark.timeout(120)
 def test_plan_exits_130_with_one_line(
-    tmp_path: Path, binaries: dict[str, Path], silent_server: str, children: list[Child]
+    tmp_path: Path, binaries: dict[str, Path], silent_server: Silent, children: list[Child]
 ) -> None:
     """Blocked reading a chart repository that never answers."""
     ctx = Ctx(tmp_path, _base_env(tmp_path), binaries)
     files = tmp_path / "files"
-    fleet = ctx.fleet(edit=set_repository(silent_server))
+    fleet = ctx.fleet(edit=set_repository(silent_server.url))
     git(tmp_path, "clone", "--quiet", str(fleet), str(files), cwd=tmp_path)
     plan = Child.start("plan", "--cluster", "staging", "--fleet", str(files), env=ctx.base)
     children.append(plan)
-    time.sleep(3)  # past start-up: waiting on the chart repository
+    silent_server.wait_reached(plan)  # past start-up: waiting on the chart repository
     assert plan.proc.poll() is None, plan.stderr
     plan.interrupt()
     assert plan.exit_within(5) == 130, plan.stderr
