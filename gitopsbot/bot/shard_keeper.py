@@ -82,6 +82,9 @@ class ShardKeeper:
         self._list_said = ""
         self.members: frozenset[str] = frozenset({identity})
         self._stop = threading.Event()
+        # Held by the loop for a whole step: ``stop`` releases only once the step in flight
+        # is over, so no renew or take of that step lands after the release.
+        self._stepping = threading.Lock()
         self._thread: threading.Thread | None = None
         self.set_clusters(clusters)
 
@@ -255,18 +258,33 @@ class ShardKeeper:
     def _loop(self) -> None:
         while not self._stop.is_set():
             began = self._clock.monotonic()
-            try:
-                self.step()
-            except Exception:  # a bug must not stop the renewals silently: log, go on
-                log.exception("leases: step failed")
+            with self._stepping:
+                if self._stop.is_set():
+                    break
+                try:
+                    self.step()
+                except Exception:  # a bug must not stop the renewals silently: log, go on
+                    log.exception("leases: step failed")
             spent = self._clock.monotonic() - began
             self._stop.wait(max(0.0, self.timing.retry_period_seconds - spent))
 
     def stop(self) -> int:
         """Stop the loop and release every Lease (after the passes stopped); the count released."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.timing.renew_deadline_seconds)
+        # A step in flight (slow API calls on a loaded machine) could otherwise take or renew
+        # a Lease after it was released here: wait for it, as long as its calls may take.
+        stepping = self._stepping.acquire(timeout=self.timing.duration_seconds)
+        if not stepping:
+            log.warning("leases: a step is still running; releasing anyway")
+        try:
+            return self._release_all()
+        finally:
+            if stepping:
+                self._stepping.release()
+            if self._thread is not None:
+                self._thread.join(timeout=self.timing.renew_deadline_seconds)
+
+    def _release_all(self) -> int:
         released = 0
         for cluster, keeper in list(self._keepers.items()):
             # A pass still running keeps its Lease until it returns (or the deadline ends it).

@@ -9,7 +9,7 @@ from typing import Any
 
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.pass_base import PassResult
-from gitopsbot.bot.shard_keeper import ShardKeeper
+from gitopsbot.bot.shard_keeper import CLUSTER_LABELS, ShardKeeper
 from gitopsbot.core.sharding import cluster_lease
 from gitopsbot.testing import FakeLeases
 from tests.leases.test_lease_keeper import Clock
@@ -183,3 +183,46 @@ def test_run_refuses_leases_with_once_and_a_deadline_not_below_the_duration(
     assert "--once works alone" in capsys.readouterr().err
     assert main([*base, "--lease-duration", "10", "--lease-renew-deadline", "10"]) == 2
     assert "renew deadline must be shorter" in capsys.readouterr().err
+
+
+class _SlowList(FakeLeases):
+    """FakeLeases whose cluster ``list`` blocks, once armed, until let go: a step in flight
+    on a loaded machine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed, self.inside, self.go = False, threading.Event(), threading.Event()
+
+    def list(self, namespace: str, labels: Any) -> Any:
+        if self.armed and labels == CLUSTER_LABELS:
+            self.inside.set()
+            self.go.wait(10)
+        return super().list(namespace, labels)
+
+
+def test_stop_waits_for_the_step_in_flight_so_nothing_is_taken_after_the_release() -> None:
+    """A step still running when ``stop`` is called (its list slow) would take the Leases
+    ``stop`` had just released: the step ends first, then everything is released."""
+    leases, clock = _SlowList(), Clock()
+    timing = LeaseTiming(duration_seconds=15, renew_deadline_seconds=0.5, retry_period_seconds=0.1)
+    a = ShardKeeper(
+        leases, namespace=NS, identity="a", clock=clock, clusters=CLUSTERS, timing=timing
+    )
+    for _ in range(2):
+        a.step()
+    assert a.holding == set(CLUSTERS)
+    leases.armed = True
+    a.start()
+    assert leases.inside.wait(5), "the loop's step did not list"
+    stopped: list[int] = []
+    stopper = threading.Thread(target=lambda: stopped.append(a.stop()))
+    stopper.start()
+    stopper.join(1.0)  # past the renew deadline: stop no longer waits for the thread alone
+    leases.go.set()
+    stopper.join(10)
+    assert stopped == [12]
+    assert a._thread is not None
+    a._thread.join(5)  # the loop is over: nothing it does lands after this
+    assert not a._thread.is_alive()
+    holders = [leases.read(NS, cluster_lease(c)).spec.holder for c in CLUSTERS]  # type: ignore[union-attr]
+    assert holders == [""] * 12, holders
