@@ -14,10 +14,10 @@ Reading an epilog (the lines after ``examples:`` up to the first unindented one)
 - ``needs ...`` at the start of either comment, or after ``; ``, marks an example that cannot
   run here (a pod, a real forge): it is not run, and it must say so;
 - ``until Ctrl-C`` in either comment, and every example of ``demo`` (about two minutes each;
-  tests/e2e/test_demo.py runs it whole), runs for INTERRUPT_AFTER seconds and is then sent
-  SIGINT, as a person stops it: its status is the one docs/commands.md gives for that
-  (INTERRUPTED_STATUS: 130 interrupted; 0 for run, propose and status --watch, which stop
-  cleanly);
+  tests/e2e/test_demo.py runs it whole), runs until it is past its start-up and is then
+  sent SIGINT, as a person stops it (tests/ctrl_c.py): its status is the one
+  docs/commands.md gives for that (INTERRUPTED_STATUS: 130 interrupted; 0 for run, propose
+  and status --watch, which stop cleanly);
 - ``exit N:`` in its own comment is the status it must end with; otherwise 0.
 
 Substitution, the only change made to an example's text: each placeholder, a word in angle
@@ -59,7 +59,10 @@ from gitopsbot.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-INTERRUPT_AFTER = 5  # seconds: past start-up of run, propose, status --watch, sandbox, demo
+# An example that runs until Ctrl-C gets its SIGINT SETTLE seconds after its first line of
+# output (past its start-up), or after SILENT_LIMIT if it says nothing (tests/ctrl_c.py).
+CTRL_C = ROOT / "tests" / "ctrl_c.py"
+SETTLE, SILENT_LIMIT = 3, 30
 # docs/commands.md#exit-statuses: 130 interrupted; run, propose and status --watch stop
 # cleanly at 0 (the way they end).
 INTERRUPTED_STATUS = {"demo": 130, "sandbox": 130}
@@ -337,10 +340,10 @@ def test_examples_run(path: tuple[str, ...], world: World, tmp_path: Path) -> No
     for i, example in runnable:
         text = _substitute(example.text, world.placeholders)
         if example.interrupted(path):
-            # --foreground: one SIGINT to the command alone, as one Ctrl-C (a second one
-            # forces an exit); ``--preserve-status``: the command's status, not timeout's 124.
+            # One SIGINT to the command alone, as one Ctrl-C (a second one forces an exit);
+            # the status is the command's.
             text = (
-                f"timeout --foreground --preserve-status -k 60 -s INT {INTERRUPT_AFTER} "
+                f"{shlex.quote(sys.executable)} {CTRL_C} {SETTLE} {SILENT_LIMIT} -- "
                 f"bash -c {shlex.quote(text)}"
             )
         # Braces: run in this shell (exports hold), output to the example's own log.
