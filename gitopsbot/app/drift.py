@@ -21,14 +21,16 @@ from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
 from gitopsbot.app.proposals import chart_source_for
 from gitopsbot.bot import drift as drift_check
+from gitopsbot.bot import waves
 from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.drift import DriftReport
+from gitopsbot.core.journal import Journal
 from gitopsbot.core.model import BotSettings, ClusterSpec
 from gitopsbot.errors import ChartError, ConfigError
-from gitopsbot.fleetrepo import load_fleet
+from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
@@ -65,8 +67,28 @@ def check_fleet(options: RunOptions, chart_dirs: Sequence[Path] = ()) -> DriftRu
         store.current,
         _chart_for(charts),
         executor_factory(options),
+        journals_for=_journals_for(store),
+        spec_at=_spec_at(repo),
     )
     return DriftRun(reports)
+
+
+def _journals_for(store: JournalStore) -> Callable[[str], list[Journal]]:
+    """Every recorded operation of a cluster: what it applied, pinned and left of the CRDs."""
+
+    def journals_for(cluster: str) -> list[Journal]:
+        return waves.journals(store, cluster)
+
+    return journals_for
+
+
+def _spec_at(repo: Repo) -> Callable[[str, str], ClusterSpec | None]:
+    """A cluster's files at a watched-branch commit (the one the bot applied)."""
+
+    def spec_at(sha: str, cluster: str) -> ClusterSpec | None:
+        return find_cluster(repo.tree(sha), cluster)
+
+    return spec_at
 
 
 def _chart_for(charts: ChartSource) -> Callable[[ClusterSpec], Chart | None]:
@@ -138,4 +160,6 @@ def drift_watch(
         may_act=may_act,
         record=store.record_drift,
         fetch=repo.fetch,
+        journals_for=_journals_for(store),
+        spec_at=_spec_at(repo),
     )

@@ -13,17 +13,17 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.steps.cluster_reads import crd_digest, pool_images
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import drift, manual_revision
+from gitopsbot.core import drift, drift_baseline, manual_revision
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.images import effective_images
-from gitopsbot.core.journal import Journal, OperationStatus, StepKind, StepState
+from gitopsbot.core.journal import Journal
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.postrender import rolling_update_policy
 from gitopsbot.errors import GitOpsBotError
@@ -35,13 +35,56 @@ log = logging.getLogger(__name__)
 class DriftInputs:
     """What Git and the state branch say about one cluster."""
 
-    spec: ClusterSpec
+    spec: ClusterSpec  # the cluster's files at the watched branch's head
     journal: Journal | None = None  # the cluster's current (or last) operation
     chart: Chart | None = None  # Git's chart version, for the images it defaults
+    # Every recorded operation of the cluster (history, current, queued): what the bot
+    # applied, pinned and left of the CRDs (core.drift_baseline). Empty: ``journal`` alone.
+    journals: tuple[Journal, ...] = ()
+    # The cluster's files at the commit of the operation the bot applied last or is applying,
+    # and its chart, when Git's head holds a change not applied (None: not read).
+    applied: ClusterSpec | None = None
+    applied_chart: Chart | None = None
+
+    def baseline(self) -> drift_baseline.Baseline:
+        found = self.journals or ((self.journal,) if self.journal is not None else ())
+        return drift_baseline.of(found)
 
 
-def desired_state(spec: ClusterSpec, executor: Executor, inputs: DriftInputs) -> drift.DesiredState:
-    """What the bot would deploy and pin from Git for ``spec``."""
+def gather(
+    spec: ClusterSpec,
+    journals: Sequence[Journal],
+    current: Journal | None,
+    chart_for: Callable[[ClusterSpec], Chart | None],
+    spec_at: Callable[[str, str], ClusterSpec | None] | None = None,
+) -> DriftInputs:
+    """The inputs of ``spec``'s check: with the applied operation's files when they differ
+    from Git's head (``spec_at(sha, cluster)``; a commit that cannot be read leaves Git's
+    head alone compared, as before)."""
+    inputs = DriftInputs(spec, current, chart_for(spec), tuple(journals))
+    applied = inputs.baseline().applied
+    if spec_at is None or applied is None or applied.desired_sha == "":
+        return inputs
+    try:
+        found = spec_at(applied.desired_sha, spec.name)
+    except (GitOpsBotError, ValueError) as e:
+        log.info("%s: drift: the files of %s not read: %s", spec.name, applied.op_id, e)
+        return inputs
+    if found is None or found == spec:
+        return inputs
+    return replace(inputs, applied=found, applied_chart=chart_for(found))
+
+
+def desired_state(
+    spec: ClusterSpec,
+    executor: Executor,
+    inputs: DriftInputs,
+    baseline: drift_baseline.Baseline | None = None,
+    chart: Chart | None = None,
+) -> drift.DesiredState:
+    """What the bot would deploy and pin from ``spec`` (Git's head, or the applied files),
+    with what the bot recorded of its operations."""
+    base = baseline if baseline is not None else inputs.baseline()
     digests: dict[str, str] = {}
     unresolved: list[str] = []
     for ref in spec.credentials.secrets:
@@ -52,15 +95,18 @@ def desired_state(spec: ClusterSpec, executor: Executor, inputs: DriftInputs) ->
             unresolved.append(ref.values_path)
             continue
         digests.update({p: drift.secret_digest(v) for p, v in resolved.items()})
-    images = effective_images(spec.values, inputs.chart) if inputs.chart is not None else {}
+    source = chart if chart is not None else inputs.chart
+    images = effective_images(spec.values, source) if source is not None else {}
     return drift.DesiredState(
         chart_version=spec.release.version,
         values=spec.values,
         secret_digests=digests,
         secret_paths=_secret_paths(spec),
         unresolved_secrets=tuple(unresolved),
-        crd_digest=_recorded_crds(inputs.journal),
+        crd_digest=base.crd_digest,
         pool_policies={p.name: rolling_update_policy(p) for p in spec.rollout.pools},
+        pins=base.pins,
+        pinned_by=base.pinned_by(),
         images={k: v for k, v in images.items() if v},
     )
 
@@ -68,16 +114,6 @@ def desired_state(spec: ClusterSpec, executor: Executor, inputs: DriftInputs) ->
 def _secret_paths(spec: ClusterSpec) -> tuple[str, ...]:
     refs = tuple(r.values_path for r in spec.credentials.secrets)
     return (*spec.credentials.secret_paths, *refs)
-
-
-def _recorded_crds(journal: Journal | None) -> str:
-    """The CRD bundle digest the bot's last successful operation left (its CRDs step)."""
-    if journal is None or journal.status is not OperationStatus.SUCCEEDED:
-        return ""
-    for step in journal.steps:
-        if step.kind is StepKind.CRDS and step.state is StepState.SUCCEEDED and step.effect:
-            return step.effect.description
-    return ""
 
 
 def observed_state(
@@ -161,8 +197,14 @@ def check(
     that cannot be reached is no verdict)."""
     executor = read_only(executor_for(inputs.spec))
     observed = observed_state(inputs.spec, executor, inputs.journal)
-    desired = desired_state(inputs.spec, executor, inputs)
-    return drift.compare(inputs.spec.name, desired, observed)
+    base = inputs.baseline()
+    desired = desired_state(inputs.spec, executor, inputs, base)
+    applied = None
+    if inputs.applied is not None:
+        applied = desired_state(inputs.applied, executor, inputs, base, inputs.applied_chart)
+    return drift.compare(
+        inputs.spec.name, desired, observed, applied=applied, pending_why=base.pending_why()
+    )
 
 
 def status_line(store: JournalStore, cluster: str) -> str | None:
@@ -184,13 +226,20 @@ def check_clusters(
     journal_for: Callable[[str], Journal | None],
     chart_for: Callable[[ClusterSpec], Chart | None],
     executor_for: Callable[[ClusterSpec], Executor],
+    *,
+    journals_for: Callable[[str], Sequence[Journal]] | None = None,
+    spec_at: Callable[[str, str], ClusterSpec | None] | None = None,
 ) -> dict[str, drift.DriftReport | str]:
     """Each cluster's report, or why it could not be checked (its cluster or Helm
-    unavailable): one cluster's failure does not stop the others."""
+    unavailable): one cluster's failure does not stop the others. ``journals_for``: every
+    recorded operation of a cluster; ``spec_at``: a cluster's files at a watched-branch
+    commit (``gather``)."""
     out: dict[str, drift.DriftReport | str] = {}
     for spec in specs:
         try:
-            inputs = DriftInputs(spec, journal_for(spec.name), chart_for(spec))
+            current = journal_for(spec.name)
+            journals = journals_for(spec.name) if journals_for is not None else ()
+            inputs = gather(spec, journals, current, chart_for, spec_at)
             out[spec.name] = check(inputs, executor_for)
         except GitOpsBotError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from gitopsbot.bot import drift as drift_check
@@ -51,6 +51,8 @@ class DriftWatch:
         may_act: Callable[[str], bool] | None = None,
         record: Callable[[str, DriftRecord | None], bool] | None = None,
         fetch: Callable[[], None] | None = None,
+        journals_for: Callable[[str], Sequence[Journal]] | None = None,
+        spec_at: Callable[[str, str], ClusterSpec | None] | None = None,
     ) -> None:
         self.settings = settings
         self._specs = specs
@@ -64,6 +66,8 @@ class DriftWatch:
         self._may_act = may_act
         self._record = record
         self._fetch = fetch
+        self._journals_for = journals_for
+        self._spec_at = spec_at
         self._told: dict[str, str] = {}  # cluster → the drift digest last told by an Event
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -78,7 +82,12 @@ class DriftWatch:
             if self._may_act is None or self._may_act(name)
         ]
         found = drift_check.check_clusters(
-            specs, self._journal_for, self._chart_for, self._executor_for
+            specs,
+            self._journal_for,
+            self._chart_for,
+            self._executor_for,
+            journals_for=self._journals_for,
+            spec_at=self._spec_at,
         )
         by_name = {s.name: s for s in specs}
         for name, report in found.items():
@@ -98,6 +107,9 @@ class DriftWatch:
             self._event(spec, report)
         else:
             self._told.pop(spec.name, None)
+        if report.pending:  # a change Git holds back, the bot's own pins: told, not drift
+            log.info("%s: pending, not drift: %s", spec.name,
+                     "; ".join(p.line() for p in report.pending))  # fmt: skip
         if self._record is not None:  # for `status`, which reads Git only
             try:
                 self._record(

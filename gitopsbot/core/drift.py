@@ -3,7 +3,9 @@
 
 ``DesiredState`` is what the bot renders or pins from Git for the cluster; ``ObservedState`` a
 snapshot read from the cluster (``bot/drift.py``). ``compare`` returns a ``DriftReport``: one
-``DriftItem`` per difference, saying what, where, desired and observed.
+``DriftItem`` per difference, saying what, where, desired and observed, and the differences
+that are not drift (``Pending``): a change Git holds back, compared against what the bot
+applied (``core.drift_baseline``), and a value the bot pinned itself (issue 28).
 
 Secrets: ``observed_values`` turns the release's values into masked values plus a digest per
 secret leaf before anything else sees them, so a snapshot never holds secret material; a
@@ -18,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitopsbot.core import secrets as secrets_mod
@@ -52,11 +54,15 @@ class DesiredState:
     secret_paths: tuple[str, ...] = ()
     # SecretRef paths whose secret could not be resolved now (reported as not compared).
     unresolved_secrets: tuple[str, ...] = ()
-    # The CRD bundle's digest as the bot's last operation to this chart version left it
-    # (its CRDs step); "" = unknown, not compared.
+    # The CRD bundle's digest as the bot's last CRDs step left it, whatever operation came
+    # after (core.drift_baseline); "" = unknown, not compared.
     crd_digest: str = ""
     # Pool → the ``nodePoolRollingUpdatePolicy`` the bot pins (core.postrender).
     pool_policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Pool → policy keys the bot's last operation pinned itself (a batch a budget or the
+    # tenants shrank): the cluster holding them is the bot's own work, never drift.
+    pins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    pinned_by: str = ""  # that operation's id
     # Component → image ("" or missing: unknown, not compared).
     images: Mapping[str, str] = field(default_factory=dict)
 
@@ -112,11 +118,25 @@ class DriftItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Pending:
+    """A difference that is not drift: a change Git holds back (waves, a window, a pause, an
+    approval, an operation still applying it) or a value the bot pinned itself. Shown, never
+    proposed away."""
+
+    item: DriftItem
+    why: str
+
+    def line(self) -> str:
+        return f"{self.item.line()} ({self.why})"
+
+
+@dataclass(frozen=True, slots=True)
 class DriftReport:
     cluster: str
     items: tuple[DriftItem, ...]
     # What could not be compared, and why (a secret not resolved, no chart to know images...).
     unchecked: tuple[str, ...] = ()
+    pending: tuple[Pending, ...] = ()  # not drift: not in the digest, the summary's count
 
     @property
     def drifted(self) -> bool:
@@ -129,13 +149,15 @@ class DriftReport:
 
     def summary(self) -> str:
         if not self.items:
-            return f"{self.cluster}: no drift"
+            held = f" ({len(self.pending)} pending)" if self.pending else ""
+            return f"{self.cluster}: no drift{held}"
         kinds = sorted({i.what for i in self.items})
         return f"{self.cluster}: drift ({len(self.items)}: {', '.join(kinds)})"
 
     def lines(self) -> list[str]:
         out = [self.summary()]
         out.extend(f"  {i.line()}" for i in self.items)
+        out.extend(f"  pending, not drift: {p.line()}" for p in self.pending)
         out.extend(f"  not compared: {u}" for u in self.unchecked)
         return out
 
@@ -148,6 +170,16 @@ class DriftReport:
                 for i in self.items
             ],
             "unchecked": list(self.unchecked),
+            "pending": [
+                {
+                    "what": p.item.what,
+                    "where": p.item.where,
+                    "desired": p.item.desired,
+                    "observed": p.item.observed,
+                    "why": p.why,
+                }
+                for p in self.pending
+            ],
         }
 
 
@@ -246,8 +278,11 @@ def _values(desired: DesiredState, observed: ObservedState) -> list[DriftItem]:
     return out
 
 
-def _policies(desired: DesiredState, observed: ObservedState) -> list[DriftItem]:
+def _policies(
+    desired: DesiredState, observed: ObservedState
+) -> tuple[list[DriftItem], list[Pending]]:
     out: list[DriftItem] = []
+    pinned: list[Pending] = []
     for pool, want in desired.pool_policies.items():
         places: list[tuple[str, Mapping[str, Any] | None]] = [
             (
@@ -268,9 +303,15 @@ def _policies(desired: DesiredState, observed: ObservedState) -> list[DriftItem]
                 found = have.get(key)
                 if found is None and value is False:
                     continue  # an absent switch is a closed one
-                if found != value:
-                    out.append(_policy_item(pool, where, key, value, found))
-    return out
+                if found == value:
+                    continue
+                item = _policy_item(pool, where, key, value, found)
+                if found is not None and desired.pins.get(pool, {}).get(key) == found:
+                    why = f"pinned by the bot's operation {desired.pinned_by or '(unknown)'}"
+                    pinned.append(Pending(item, why))
+                else:
+                    out.append(item)
+    return out, pinned
 
 
 # rollout.yaml fields the policy keys come from (core/fleet/rollout_file.py).
@@ -311,12 +352,14 @@ def _images(desired: DesiredState, observed: ObservedState) -> list[DriftItem]:
     return out
 
 
-def compare(cluster: str, desired: DesiredState, observed: ObservedState) -> DriftReport:
-    """Every difference between Git's desired state and the cluster's."""
+def _compare(
+    desired: DesiredState, observed: ObservedState
+) -> tuple[list[DriftItem], list[str], list[Pending]]:
+    """Items, what was not compared, and the bot's own pins, of one desired state."""
     unchecked: list[str] = []
     if not observed.chart_version:
         item = DriftItem("chart", "Helm release", desired.chart_version, "not installed")
-        return DriftReport(cluster, (item,))
+        return [item], [], []
     items: list[DriftItem] = []
     if observed.manual is not None:
         items.append(
@@ -334,17 +377,56 @@ def compare(cluster: str, desired: DesiredState, observed: ObservedState) -> Dri
         f"secret {p}: its credential could not be resolved" for p in desired.unresolved_secrets
     )
     if not desired.crd_digest:
-        unchecked.append("CRDs: no digest recorded by the bot for this chart version")
+        unchecked.append("CRDs: the bot has recorded no CRDs step for this cluster yet")
     elif desired.crd_digest != observed.crd_digest:
         items.append(
             DriftItem("crds", "TensorFusion CRDs", f"bundle {desired.crd_digest[:19]}",
                       f"bundle {observed.crd_digest[:19] or ABSENT}")
         )  # fmt: skip
-    items.extend(_policies(desired, observed))
+    policies, pinned = _policies(desired, observed)
+    items.extend(policies)
     if not desired.images:
         unchecked.append("images: the chart could not be read")
     items.extend(_images(desired, observed))
-    return DriftReport(cluster, tuple(items), tuple(unchecked))
+    return items, unchecked, pinned
+
+
+def compare(
+    cluster: str,
+    desired: DesiredState,
+    observed: ObservedState,
+    *,
+    applied: DesiredState | None = None,
+    pending_why: str = "",
+) -> DriftReport:
+    """Every difference between Git's desired state and the cluster's.
+
+    ``applied``: what the bot applied last or is applying, when Git's head holds a change it
+    has not applied (``pending_why`` says why). Then the cluster is compared with both: a
+    difference only from Git's head (the cluster has the applied value) is pending, not
+    drift; one from both (the cluster has neither) is drift, told against the applied value
+    and, where the held change touches the same place, not written into Git by a request (it
+    would undo the held change: a person decides).
+    """
+    items, unchecked, pinned = _compare(desired, observed)
+    if applied is None or applied == desired:
+        return DriftReport(cluster, tuple(items), tuple(unchecked), tuple(pinned))
+    old_items, old_unchecked, old_pinned = _compare(applied, observed)
+    head = {(i.what, i.where): i for i in items}
+    drifted: list[DriftItem] = []
+    for item in old_items:
+        also = head.get((item.what, item.where))
+        if also is None:
+            continue  # the cluster has Git's head's value already (the operation applied it)
+        if also.desired != item.desired:
+            item = replace(item, git_file="", git_path="", value=None)
+        drifted.append(item)
+    before = {(i.what, i.where) for i in old_items}
+    pending = [Pending(i, pending_why) for i in items if (i.what, i.where) not in before]
+    seen_pins = {(p.item.what, p.item.where) for p in pinned}
+    pinned += [p for p in old_pinned if (p.item.what, p.item.where) not in seen_pins]
+    notes = list(dict.fromkeys([*unchecked, *old_unchecked]))
+    return DriftReport(cluster, tuple(drifted), tuple(notes), (*pending, *pinned))
 
 
 def event_of(report: DriftReport) -> EventSpec:

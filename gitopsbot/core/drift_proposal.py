@@ -12,7 +12,8 @@ Two kinds, chosen in gitopsbot.yaml (``drift.onDrift``):
   the team's explicit decision to change the cluster.
 
 Either way the body lists every item of the drift (secret-free: ``DriftItem`` never holds a
-secret) and its digest, so a changed drift updates the request.
+secret) and its digest, so a changed drift updates the request. What is pending (a change Git
+holds back, a value the bot pinned itself) is listed as such and never edited.
 """
 
 from __future__ import annotations
@@ -105,6 +106,14 @@ def proposal(report: DriftReport, files: Mapping[str, str], *, reapply: bool) ->
     ]
     if report.unchecked:
         lines += ["Not compared: " + "; ".join(report.unchecked) + ".", ""]
+    if report.pending:
+        # A change Git holds back or a value the bot pinned: shown, never proposed away.
+        lines += [
+            "Pending, not drift (this request leaves them alone): "
+            + "; ".join(p.line() for p in report.pending)
+            + ".",
+            "",
+        ]
     if reapply:
         lines += [
             f"This request would **re-apply Git**: it bumps `rotation` in "

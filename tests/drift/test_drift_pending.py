@@ -1,0 +1,170 @@
+"""bot.drift against the state branch's journals (issue 28 items 2, 3, 5), with a cluster and
+Helm faked: a change held by waves is pending (compared with the applied commit's files), the
+batch the bot shrank is its own pin, and CRDs edited by hand are found after a rotation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gitopsbot.bot import drift as drift_check
+from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.drift import DriftReport
+from gitopsbot.core.journal import (
+    Effect,
+    Journal,
+    OperationKind,
+    OperationStatus,
+    PhaseProgress,
+    StepKind,
+    StepState,
+)
+from gitopsbot.core.model import (
+    ClusterSpec,
+    Component,
+    Environment,
+    PoolPolicy,
+    ReleaseSpec,
+    RolloutPolicy,
+)
+from gitopsbot.core.observed import HelmReleaseInfo, HelmReleaseStatus
+from gitopsbot.core.operation import new_operation, phase_step_name
+from gitopsbot.core.postrender import rolling_update_policy
+
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+POOL = PoolPolicy("shared", batch_percentage=50)
+CRDS = [
+    {
+        "metadata": {"name": "gpupools.tensor-fusion.ai"},
+        "spec": {"group": tf.GROUP, "names": {"kind": "GPUPool"}},
+    }
+]
+APPLIED_SHA, HELD_SHA = "a" * 40, "b" * 40
+WAVES = "blocked: WAVES deny: wave prod waits for staging to soak 24h"
+
+
+def spec(version: str) -> ClusterSpec:
+    release = ReleaseSpec("https://charts.example", "tensor-fusion", version, "tf", "tf-sys")
+    values = {"controller": {"replicas": 1}}
+    policy = RolloutPolicy(pools=(POOL,))
+    return ClusterSpec("prod", Environment("production"), release, values, policy)
+
+
+class Helm:
+    def __init__(self, version: str) -> None:
+        self.version = version
+
+    def history(self, release: str, namespace: str) -> list[HelmReleaseInfo]:
+        return [
+            HelmReleaseInfo(release, namespace, 2, HelmReleaseStatus.DEPLOYED, "tensor-fusion",
+                            self.version, self.version, "gitopsbot op=prod-aaaaaaaaaaaa")
+        ]  # fmt: skip
+
+    def get_values(self, release: str, namespace: str) -> dict[str, Any]:
+        return {"controller": {"replicas": 1}}
+
+
+class Cluster:
+    def __init__(self, batch: int = 50, crds: list[dict[str, Any]] | None = None) -> None:
+        policy = {**rolling_update_policy(POOL), "batchPercentage": batch}
+        manager = {"nodeManagerConfig": {"nodePoolRollingUpdatePolicy": policy}}
+        self.objects: dict[str, dict[str, Any]] = {
+            "TensorFusionCluster": {
+                "spec": {"gpuPools": [{"name": "shared", "specTemplate": manager}]}
+            },
+            "GPUPool": {"spec": manager},
+        }
+        self.crds = CRDS if crds is None else crds
+
+    def get(self, api: str, kind: str, namespace: str | None, name: str) -> Any:
+        return self.objects.get(kind)
+
+    def list(self, api: str, kind: str) -> list[dict[str, Any]]:
+        return self.crds
+
+
+class NoSecrets:
+    def resolve_all(self, refs: Any) -> dict[str, Any]:
+        return {}
+
+
+def recorded_crds() -> str:
+    return tf.digest([(c["metadata"]["name"], c["spec"]) for c in CRDS])
+
+
+def upgrade(sha: str = APPLIED_SHA, status: OperationStatus = OperationStatus.SUCCEEDED) -> Journal:
+    made = new_operation(kind=OperationKind.UPGRADE, cluster="prod", desired_sha=sha,
+                         created_at=T0, policy=RolloutPolicy(pools=(POOL,)))  # fmt: skip
+    step = replace(
+        made.step(str(StepKind.CRDS)),
+        state=StepState.SUCCEEDED,
+        finished_at=T0 + timedelta(minutes=1),
+        effect=Effect(description=recorded_crds()),
+    )
+    return replace(made.with_step(step), status=status)
+
+
+def later(kind: OperationKind, sha: str, status: OperationStatus, **kw: Any) -> Journal:
+    made = new_operation(kind=kind, cluster="prod", desired_sha=sha,
+                         created_at=T0 + timedelta(hours=2),
+                         policy=RolloutPolicy(pools=(POOL,)))  # fmt: skip
+    return replace(made, status=status, **kw)
+
+
+def check(
+    head: ClusterSpec,
+    journals: list[Journal],
+    cluster: Cluster,
+    helm: Helm,
+    files: dict[str, ClusterSpec] | None = None,
+) -> DriftReport:
+    def executor_for(_s: ClusterSpec) -> Executor:
+        return Executor(cluster=cluster, helm=helm, secrets=NoSecrets())  # type: ignore[arg-type]
+
+    found = drift_check.check_clusters(
+        [head],
+        lambda _n: journals[-1],
+        lambda _s: None,
+        executor_for,
+        journals_for=lambda _n: journals,
+        spec_at=lambda sha, _n: (files or {}).get(sha),
+    )
+    report = found["prod"]
+    assert isinstance(report, DriftReport), report
+    return report
+
+
+def test_a_bump_held_by_waves_is_pending_not_drift() -> None:
+    held = later(OperationKind.UPGRADE, HELD_SHA, OperationStatus.BLOCKED, failure=WAVES)
+    report = check(
+        spec("1.8.7"), [upgrade(), held], Cluster(), Helm("1.8.0"),
+        files={APPLIED_SHA: spec("1.8.0"), HELD_SHA: spec("1.8.7")},
+    )  # fmt: skip
+    assert not report.drifted, report.lines()
+    assert [(p.item.what, p.item.desired, p.item.observed, p.why) for p in report.pending] == [
+        ("chart", "1.8.7", "1.8.0", f"operation {held.op_id} {WAVES}")
+    ]
+
+
+def test_a_batch_the_bot_shrank_is_not_drift() -> None:
+    done = upgrade()
+    hv = phase_step_name("shared", Component.HYPERVISOR)
+    done = done.with_phase(PhaseProgress(step=hv, batch_percentage=33))
+    report = check(spec("1.8.7"), [done], Cluster(batch=33), Helm("1.8.7"))
+    assert not report.drifted, report.lines()
+    assert {p.item.observed for p in report.pending} == {"33"}
+    # The same 33 without the bot's pin in its journal is drift.
+    report = check(spec("1.8.7"), [upgrade()], Cluster(batch=33), Helm("1.8.7"))
+    assert {(i.desired, i.observed) for i in report.items} == {("50", "33")}
+
+
+def test_crds_edited_by_hand_after_a_rotation_are_drift() -> None:
+    rotation = later(OperationKind.ROTATION, HELD_SHA, OperationStatus.SUCCEEDED)
+    edited = [{**CRDS[0], "spec": {**CRDS[0]["spec"], "scope": "Cluster"}}]
+    report = check(spec("1.8.7"), [upgrade(), rotation], Cluster(crds=edited), Helm("1.8.7"))
+    assert [i.what for i in report.items] == ["crds"], report.lines()
+    assert not any("CRDs" in u for u in report.unchecked)
+    clean = check(spec("1.8.7"), [upgrade(), rotation], Cluster(), Helm("1.8.7"))
+    assert not clean.drifted, clean.lines()
