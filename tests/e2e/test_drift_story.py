@@ -1,6 +1,7 @@
 """Drift in the sandbox (issue 14 part 2): after the bot's upgrade, a person's manual
 ``helm upgrade --set`` and a hand edit of a GPUPool are each found by the drift check, with
-real helm, kubectl, git and the local forge."""
+real helm, kubectl, git and the local forge; the batch an availability budget shrank is the
+bot's own pin, not drift (issue 28)."""
 
 from __future__ import annotations
 
@@ -33,11 +34,12 @@ from gitopsbot.sandbox.story import (
     BotRunner,
     StoryWorld,
     finished_op,
+    git,
     state_reader,
     wait_for,
 )
 from gitopsbot.sandbox.story_fleet import CLUSTER
-from tests.e2e.conftest import NS, RELEASE
+from tests.e2e.conftest import NS, RELEASE, pool_policies
 
 pytestmark = pytest.mark.slow
 CANARY = "canary-enroll-0xC0FFEE-never-shown"
@@ -316,3 +318,59 @@ def test_a_reapply_request_merged_applies_git_again(
     watch.check_once()  # the drift is gone: the request is closed
     assert drift_pull(world, CLUSTER, state="closed").number == pull.number
     assert drift_check.status_line(fresh_state(world), CLUSTER) is None  # drift.yaml removed
+
+
+def test_a_batch_the_availability_budget_shrank_is_not_drift(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+) -> None:
+    """Issue 28 item 3: ``maxUnavailable: 2`` of five nodes, one cordoned by a person, shrinks
+    the 40% batch to 20%; the bot pins 20 in the TensorFusionCluster (the controller copies it
+    to the GPUPool) and it stays after the upgrade. Drift, as ``run`` checks it with
+    ``onDrift: propose-git``, reports the bot's own pin as pending, and opens no request to
+    write 20 into rollout.yaml."""
+    world = make_world(
+        pools=1, nodes=5, window_lead_seconds=None, batch_percentage=40, batch_interval="1s",
+        hypervisor_ready_delay=0.5, on_failure="halt", poll_interval="2s",
+    )  # fmt: skip
+    world.store().patch_merge(
+        "v1", "Node", None, "tensor-fusion-shared-gpu-002", {"spec": {"unschedulable": True}}
+    )
+    bot = make_bot(world)
+    proposal = world.propose()
+    h = world.human
+    git("fetch", "--quiet", "origin", cwd=h)
+    git("checkout", "--quiet", "-B", "budget", f"origin/{proposal.branch}", cwd=h)
+    rollout = h / f"clusters/{CLUSTER}/rollout.yaml"
+    budget = "  shared:\n    maxUnavailable: 2\n"
+    rollout.write_text(rollout.read_text().replace("  shared:\n", budget, 1))
+    git("commit", "--quiet", "-am", "availability budget for pool shared", cwd=h)
+    git("push", "--quiet", "origin", f"budget:{proposal.branch}", cwd=h)
+    world.merge(proposal.number)
+    done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=180)
+    bot.stop()
+    assert done.status.value == "succeeded", done.failure
+    assert done.phase("pool/shared/hypervisor").batch_percentage == 20
+    assert pool_policies(world)["shared"]["batchPercentage"] == 20  # the pin stays
+
+    watch, metrics = scheduled(world, "propose-git")
+    deadline = time.monotonic() + 30  # until the controller has copied the pin to the GPUPool
+    while True:
+        found = watch.check_once()[CLUSTER]
+        assert isinstance(found, DriftReport), found
+        pins = [p for p in found.pending if p.item.where.endswith("batchPercentage")]
+        if len(pins) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not found.drifted, found.lines()
+    assert sorted((p.item.where, p.item.desired, p.item.observed) for p in pins) == [
+        ("GPUPool tensor-fusion-shared: batchPercentage", "40", "20"),
+        ("TensorFusionCluster tensor-fusion pool shared: batchPercentage", "40", "20"),
+    ]
+    assert all(p.why == f"pinned by the bot's operation {done.op_id}" for p in pins)
+    assert metrics.registry.get_sample_value("gitopsbot_drift_items", {"cluster": CLUSTER}) == 0
+    assert world.forge is not None
+    with world.forge.lock:
+        requests = [p for p in world.forge.pulls.values()
+                    if p.head == f"gitopsbot-drift/{CLUSTER}"]  # fmt: skip
+    assert requests == []
