@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gitopsbot.core.journal import Journal, OperationStatus, StepKind, StepState
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepKind, StepState
 
 # An operation in these states changed the cluster (FAILED: a step failed after something
 # was applied; BLOCKED is the state for "nothing was applied").
@@ -49,6 +49,10 @@ class Baseline:
                 return f"operation {held.op_id} queued{when}"
             return f"operation {held.op_id} {held.failure or 'blocked'}"
         applied = self.applied
+        if applied is not None and applied.kind is OperationKind.ROLLBACK:
+            # The bot undid a change Git still holds: its revert is the way Git follows.
+            undone = f" of {applied.reverts_op}" if applied.reverts_op else ""
+            return f"rollback {applied.op_id}{undone} by the bot: Git has not caught up yet"
         if applied is not None and applied.status is OperationStatus.RUNNING:
             held_by = "; ".join(f"{k}: {v}" for k, v in sorted(applied.holds.items()))
             return f"operation {applied.op_id} running" + (f" (held: {held_by})" if held_by else "")

@@ -155,6 +155,17 @@ def test_a_running_operation_and_a_queued_one_are_pending_with_their_reason() ->
     assert drift_baseline.of([upgrade]).pending_why().startswith("merged on the watched branch")
 
 
+def test_git_behind_the_bots_own_rollback_is_pending_as_the_rollback() -> None:
+    failed = op(OperationKind.UPGRADE, "a" * 40, 0, OperationStatus.FAILED)
+    rollback = op(
+        OperationKind.ROLLBACK, "b" * 40, 1, OperationStatus.SUCCEEDED, reverts_op=failed.op_id
+    )
+    why = drift_baseline.of([failed, rollback]).pending_why()
+    assert why == (
+        f"rollback {rollback.op_id} of {failed.op_id} by the bot: Git has not caught up yet"
+    )
+
+
 # -- item 3: the bot's own pinned batch is never drift ----------------------------------------
 
 
