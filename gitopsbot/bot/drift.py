@@ -62,13 +62,13 @@ def gather(
     from Git's head (``spec_at(sha, cluster)``; a commit that cannot be read leaves Git's
     head alone compared, as before)."""
     inputs = DriftInputs(spec, current, chart_for(spec), tuple(journals))
-    applied = inputs.baseline().applied
-    if spec_at is None or applied is None or applied.desired_sha == "":
+    sha = inputs.baseline().compared_sha()
+    if spec_at is None or not sha:
         return inputs
     try:
-        found = spec_at(applied.desired_sha, spec.name)
+        found = spec_at(sha, spec.name)
     except (GitOpsBotError, ValueError) as e:
-        log.info("%s: drift: the files of %s not read: %s", spec.name, applied.op_id, e)
+        log.info("%s: drift: the cluster's files at %s not read: %s", spec.name, sha[:12], e)
         return inputs
     if found is None or found == spec:
         return inputs

@@ -38,6 +38,14 @@ class Baseline:
     pins: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     crd_digest: str = ""  # the last CRDs step's digest; "" = none recorded
 
+    def compared_sha(self) -> str:
+        """The watched-branch commit whose files drift compares the cluster with, beside Git's
+        head: the applied operation's; with none yet (the release installed before the bot),
+        the commit a held change moved away from; "" = none known (Git's head alone)."""
+        if self.applied is not None:
+            return self.applied.desired_sha
+        return self.held.base_sha if self.held is not None else ""
+
     def pending_why(self) -> str:
         """Why Git's head is not (all) on the cluster, when its files differ from the
         applied operation's."""

@@ -148,6 +148,22 @@ def test_a_bump_held_by_waves_is_pending_not_drift() -> None:
     ]
 
 
+def test_a_bump_held_by_waves_before_any_operation_of_the_bot_is_pending() -> None:
+    # The release was installed before the bot: the held change's first parent is compared.
+    held = later(
+        OperationKind.UPGRADE, HELD_SHA, OperationStatus.BLOCKED, failure=WAVES,
+        base_sha=APPLIED_SHA,
+    )  # fmt: skip
+    report = check(
+        spec("1.8.7"), [held], Cluster(), Helm("1.8.0"),
+        files={APPLIED_SHA: spec("1.8.0"), HELD_SHA: spec("1.8.7")},
+    )  # fmt: skip
+    assert not report.drifted, report.lines()
+    assert [(p.item.what, p.why) for p in report.pending] == [
+        ("chart", f"operation {held.op_id} {WAVES}")
+    ]
+
+
 def test_a_batch_the_bot_shrank_is_not_drift() -> None:
     done = upgrade()
     hv = phase_step_name("shared", Component.HYPERVISOR)
