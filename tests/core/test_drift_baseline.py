@@ -24,7 +24,10 @@ from gitopsbot.core.postrender import rolling_update_policy
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 POLICY = RolloutPolicy(pools=(PoolPolicy("shared", batch_percentage=50),))
 PINNED = rolling_update_policy(POLICY.pools[0])
-WAVES = "blocked: WAVES deny: wave prod waits for staging to soak 24h"
+WAVES = (
+    "blocked by policy (denied): clusters/prod/release.yaml:5: WAVES denied: "
+    "wave prod waits for wave staging"
+)
 
 
 def op(kind: OperationKind, sha: str, hours: int, status: OperationStatus, **kw: object) -> Journal:

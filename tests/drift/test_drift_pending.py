@@ -42,7 +42,10 @@ CRDS = [
     }
 ]
 APPLIED_SHA, HELD_SHA = "a" * 40, "b" * 40
-WAVES = "blocked: WAVES deny: wave prod waits for staging to soak 24h"
+WAVES = (
+    "blocked by policy (denied): clusters/prod/release.yaml:5: WAVES denied: "
+    "wave prod waits for wave staging"
+)
 
 
 def spec(version: str) -> ClusterSpec:

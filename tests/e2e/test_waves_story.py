@@ -29,7 +29,9 @@ from pathlib import Path
 import pytest
 
 from gitopsbot import app
+from gitopsbot.app import drift as drift_app
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.core.drift import DriftReport
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepKind, StepState
 from gitopsbot.sandbox.fleet_services import GIT_USER
 from gitopsbot.sandbox.gitremote import GitRemote
@@ -142,18 +144,21 @@ class WaveWorld:
                     files[path] = text
         return files
 
-    def start_bot(self, monkeypatch: pytest.MonkeyPatch) -> app.Bot:
-        """``gitopsbot run`` over the whole fleet, in this process."""
-        monkeypatch.setenv("GITOPSBOT_GIT_TOKEN", PASSWORD)
-        options = app.RunOptions(
+    def run_options(self, clusters: tuple[str, ...] = (), cache: str = "bot") -> app.RunOptions:
+        return app.RunOptions(
             fleet_url=self.url,
             kubeconfig=str(self.clusters.kubeconfig),
-            cache=self.root / "bot",
+            clusters=clusters,
+            cache=self.root / cache,
             helm=str(self.binaries["helm4"]),
             kubectl=str(self.binaries["kubectl"]),
             workers=2,
         )
-        bot = self.bot = app.build_bot(options)
+
+    def start_bot(self, monkeypatch: pytest.MonkeyPatch) -> app.Bot:
+        """``gitopsbot run`` over the whole fleet, in this process."""
+        monkeypatch.setenv("GITOPSBOT_GIT_TOKEN", PASSWORD)
+        bot = self.bot = app.build_bot(self.run_options())
         assert bot.clusters == tuple(sorted(CLUSTERS))
         bot.scheduler.set_clusters(bot.clusters)
         bot.scheduler.start()
@@ -391,3 +396,15 @@ def test_a_halt_in_the_canary_wave_stops_production(wave_world: Callable[..., Wa
     assert f"upgrade {op[healthy]} started: no longer held by waves" in log, log
     for name in PRODUCTION:
         assert f"upgrade {op[name]} started" not in log, log
+
+    # Drift, as `gitopsbot drift` checks it (issue 28 item 2): the bump the waves hold back is
+    # pending with its reason, never drift a request would undo by writing 1.8.0 into Git.
+    checked = drift_app.check_fleet(world.run_options(PRODUCTION, "drift")).reports
+    for name in PRODUCTION:
+        report = checked[name]
+        assert isinstance(report, DriftReport), report
+        assert [i for i in report.items if i.what == "chart"] == [], report.lines()
+        (chart,) = [p for p in report.pending if p.item.what == "chart"]
+        assert (chart.item.desired, chart.item.observed) == (NEW, OLD)
+        assert chart.why.startswith(f"operation {op[name]} blocked by policy (denied): "), chart.why
+        assert f"WAVES denied: wave production waits for wave canary: {halting}" in chart.why
