@@ -80,10 +80,9 @@ def desired_state(
     executor: Executor,
     inputs: DriftInputs,
     baseline: drift_baseline.Baseline | None = None,
-    chart: Chart | None = None,
 ) -> drift.DesiredState:
     """What the bot would deploy and pin from ``spec`` (Git's head, or the applied files),
-    with what the bot recorded of its operations."""
+    with what the bot recorded of its operations; ``inputs.chart`` is ``spec``'s chart."""
     base = baseline if baseline is not None else inputs.baseline()
     digests: dict[str, str] = {}
     unresolved: list[str] = []
@@ -95,8 +94,7 @@ def desired_state(
             unresolved.append(ref.values_path)
             continue
         digests.update({p: drift.secret_digest(v) for p, v in resolved.items()})
-    source = chart if chart is not None else inputs.chart
-    images = effective_images(spec.values, source) if source is not None else {}
+    images = effective_images(spec.values, inputs.chart) if inputs.chart is not None else {}
     return drift.DesiredState(
         chart_version=spec.release.version,
         values=spec.values,
@@ -201,7 +199,9 @@ def check(
     desired = desired_state(inputs.spec, executor, inputs, base)
     applied = None
     if inputs.applied is not None:
-        applied = desired_state(inputs.applied, executor, inputs, base, inputs.applied_chart)
+        # The applied files' own chart: never Git's head's images for an older version.
+        own = replace(inputs, chart=inputs.applied_chart)
+        applied = desired_state(inputs.applied, executor, own, base)
     return drift.compare(
         inputs.spec.name, desired, observed, applied=applied, pending_why=base.pending_why()
     )

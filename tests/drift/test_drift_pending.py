@@ -11,6 +11,7 @@ from typing import Any
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.chart import Chart
 from gitopsbot.core.drift import DriftReport
 from gitopsbot.core.journal import (
     Effect,
@@ -82,6 +83,8 @@ class Cluster:
         self.crds = CRDS if crds is None else crds
 
     def get(self, api: str, kind: str, namespace: str | None, name: str) -> Any:
+        if kind == "Deployment":  # the controller, as the applied 1.8.0 left it
+            return {"spec": {"template": {"spec": {"containers": [{"image": "ctl:1.8.0"}]}}}}
         return self.objects.get(kind)
 
     def list(self, api: str, kind: str) -> list[dict[str, Any]]:
@@ -122,6 +125,7 @@ def check(
     cluster: Cluster,
     helm: Helm,
     files: dict[str, ClusterSpec] | None = None,
+    charts: dict[str, Chart] | None = None,
 ) -> DriftReport:
     def executor_for(_s: ClusterSpec) -> Executor:
         return Executor(cluster=cluster, helm=helm, secrets=NoSecrets())  # type: ignore[arg-type]
@@ -129,7 +133,7 @@ def check(
     found = drift_check.check_clusters(
         [head],
         lambda _n: journals[-1],
-        lambda _s: None,
+        lambda s: (charts or {}).get(s.release.version),
         executor_for,
         journals_for=lambda _n: journals,
         spec_at=lambda sha, _n: (files or {}).get(sha),
@@ -165,6 +169,21 @@ def test_a_bump_held_by_waves_before_any_operation_of_the_bot_is_pending() -> No
     assert [(p.item.what, p.why) for p in report.pending] == [
         ("chart", f"operation {held.op_id} {WAVES}")
     ]
+
+
+def test_the_held_versions_images_are_pending_when_the_applied_chart_cannot_be_read() -> None:
+    # Git's head's chart (1.8.7) is readable, the applied one (1.8.0) not: the controller
+    # image of 1.8.7 is the held change's, never drift against the applied files.
+    held = later(OperationKind.UPGRADE, HELD_SHA, OperationStatus.BLOCKED, failure=WAVES)
+    defaults = {"controller": {"image": {"repository": "ctl"}}}
+    new = Chart("tensor-fusion", "1.8.7", "1.8.7", "", defaults, None, {}, "")
+    report = check(
+        spec("1.8.7"), [upgrade(), held], Cluster(), Helm("1.8.0"),
+        files={APPLIED_SHA: spec("1.8.0")}, charts={"1.8.7": new},
+    )  # fmt: skip
+    assert not report.drifted, report.lines()
+    assert sorted(p.item.what for p in report.pending) == ["chart", "image"]
+    assert "images: the chart could not be read" in report.unchecked
 
 
 def test_a_batch_the_bot_shrank_is_not_drift() -> None:
