@@ -115,9 +115,13 @@ def _secret_paths(spec: ClusterSpec) -> tuple[str, ...]:
 
 
 def observed_state(
-    spec: ClusterSpec, executor: Executor, journal: Journal | None
+    spec: ClusterSpec,
+    executor: Executor,
+    journal: Journal | None,
+    applied: Journal | None = None,
 ) -> drift.ObservedState:
-    """A snapshot of ``spec``'s cluster, read only."""
+    """A snapshot of ``spec``'s cluster, read only. ``applied``: the operation that made the
+    bot's last Helm revisions, when the current one (``journal``) applied nothing (held)."""
     helm, cluster, rel = executor.helm, executor.cluster, spec.release
     history = helm.history(rel.release_name, rel.namespace)
     latest = history[-1] if history else None
@@ -149,7 +153,9 @@ def observed_state(
         gpupool_names=gp_names,
         pool_images=pool_images(cluster, spec),
         controller_image=_controller_image(executor, spec),
-        manual=manual_revision.detect(latest, journal),
+        # A held change made no revision: a person's helm upgrade is newer than the applied
+        # operation's, whatever the current one is.
+        manual=manual_revision.detect(latest, applied or journal),
         operation_active=journal is not None and journal.active,
     )
 
@@ -194,8 +200,8 @@ def check(
     """The drift of one cluster: read, then compare. Raises the adapters' errors (a cluster
     that cannot be reached is no verdict)."""
     executor = read_only(executor_for(inputs.spec))
-    observed = observed_state(inputs.spec, executor, inputs.journal)
     base = inputs.baseline()
+    observed = observed_state(inputs.spec, executor, inputs.journal, base.applied)
     desired = desired_state(inputs.spec, executor, inputs, base)
     applied = None
     if inputs.applied is not None:

@@ -57,14 +57,18 @@ def spec(version: str) -> ClusterSpec:
 
 
 class Helm:
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, by_hand: bool = False) -> None:
         self.version = version
+        self.by_hand = by_hand  # revision 3, a person's helm upgrade
 
     def history(self, release: str, namespace: str) -> list[HelmReleaseInfo]:
-        return [
+        found = [
             HelmReleaseInfo(release, namespace, 2, HelmReleaseStatus.DEPLOYED, "tensor-fusion",
                             self.version, self.version, "gitopsbot op=prod-aaaaaaaaaaaa")
         ]  # fmt: skip
+        if self.by_hand:
+            found.append(replace(found[0], revision=3, description="Upgrade complete"))
+        return found
 
     def get_values(self, release: str, namespace: str) -> dict[str, Any]:
         return {"controller": {"replicas": 1}}
@@ -109,7 +113,12 @@ def upgrade(sha: str = APPLIED_SHA, status: OperationStatus = OperationStatus.SU
         finished_at=T0 + timedelta(minutes=1),
         effect=Effect(description=recorded_crds()),
     )
-    return replace(made.with_step(step), status=status)
+    helm = replace(
+        made.step(str(StepKind.HELM_UPGRADE)),
+        state=StepState.SUCCEEDED,
+        effect=Effect(helm_revision=2, description="gitopsbot op=prod-aaaaaaaaaaaa"),
+    )
+    return replace(made.with_step(step).with_step(helm), status=status)
 
 
 def later(kind: OperationKind, sha: str, status: OperationStatus, **kw: Any) -> Journal:
@@ -153,6 +162,16 @@ def test_a_bump_held_by_waves_is_pending_not_drift() -> None:
     assert [(p.item.what, p.item.desired, p.item.observed, p.why) for p in report.pending] == [
         ("chart", "1.8.7", "1.8.0", f"operation {held.op_id} {WAVES}")
     ]
+
+
+def test_a_helm_upgrade_by_hand_while_a_bump_is_held_is_drift() -> None:
+    held = later(OperationKind.UPGRADE, HELD_SHA, OperationStatus.BLOCKED, failure=WAVES)
+    report = check(
+        spec("1.8.7"), [upgrade(), held], Cluster(), Helm("1.8.0", by_hand=True),
+        files={APPLIED_SHA: spec("1.8.0")},
+    )  # fmt: skip
+    assert [(i.what, i.where) for i in report.items] == [("revision", "Helm revision 3")]
+    assert [p.item.what for p in report.pending] == ["chart"]
 
 
 def test_a_bump_held_by_waves_before_any_operation_of_the_bot_is_pending() -> None:
