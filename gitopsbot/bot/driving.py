@@ -28,7 +28,15 @@ from gitopsbot.bot.pass_base import PassBase, PassResult
 from gitopsbot.bot.pr_commands import take_commands
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
-from gitopsbot.core import canary_marks, node_states, operation, pause, phase_view, rollout
+from gitopsbot.core import (
+    canary_marks,
+    canary_record,
+    node_states,
+    operation,
+    pause,
+    phase_view,
+    rollout,
+)
 from gitopsbot.core.journal import (
     Journal,
     OperationKind,
@@ -513,9 +521,14 @@ class DrivingMixin(PassBase):
         if result is None or result.passed:
             note = f"; {result.message}" if result is not None else ""
             passed = replace(pd, reason=pd.reason + note)
-            return passed, replace(phase, canary_done=True, state=PhaseState.ROLLING)
+            # The evidence stays with the phase: the step's detail is replaced by the next
+            # batch's reason, and the pod is gone.
+            kept = canary_record.of(result, now) if result is not None else None
+            rolled = replace(phase, canary_done=True, state=PhaseState.ROLLING, canary=kept)
+            return passed, rolled
         if not result.failed:  # still running: look again
             return replace(pd, action=rollout.PhaseAction.WAIT, reason=result.message), phase
+        phase = replace(phase, canary=canary_record.of(result, now))
         why = f"GPU canary: {result.message}"
         if journal.kind is OperationKind.UPGRADE:
             failure = canary_marks.failure_of(

@@ -19,8 +19,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from gitopsbot.core import batch_record, located_yaml, node_states
+from gitopsbot.core import batch_record, canary_record, located_yaml, node_states
 from gitopsbot.core.batch_record import BatchRecord
+from gitopsbot.core.canary_record import CanaryRecord
 from gitopsbot.core.model import Component
 from gitopsbot.core.node_states import NodeRecord
 from gitopsbot.errors import FleetError
@@ -143,6 +144,8 @@ class PhaseProgress:
     batches: BatchRecord = field(default_factory=BatchRecord)
     # Each node's state in this phase (hypervisor phases; core.node_states).
     nodes: tuple[NodeRecord, ...] = ()
+    # The GPU canary's judgement with its evidence, passed or failed (core.canary_record).
+    canary: CanaryRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +360,8 @@ def _phase_view_fields(p: PhaseProgress) -> dict[str, Any]:
         out["batches"] = batch_record.to_data(p.batches)
     if p.nodes:
         out["nodes"] = node_states.to_data(p.nodes)
+    if p.canary is not None:
+        out["canary"] = canary_record.to_data(p.canary)
     return out
 
 
@@ -427,6 +432,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
                 paused_by=str(p.get("paused_by", "")),
                 batches=batch_record.from_data(p.get("batches")),
                 nodes=node_states.from_data(p.get("nodes")),
+                canary=canary_record.from_data(p.get("canary")),
             )
             for p in d.get("phases") or ()
         ),

@@ -17,6 +17,8 @@ window that closes first adds to it, and the view says when the window closes.
 
 Under a hypervisor phase with per-node records (``core.node_states``, issue #18), one more
 line counts the nodes per state (``node_line``), and ``status`` lists them (``node_table``).
+The GPU canary's judgement and evidence, the gates' last judgement and why the next batch
+waits are notes under the phase (``batch_notes``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gitopsbot.core import node_states, rollout, timeline
+from gitopsbot.core import canary_record, node_states, rollout, timeline
 from gitopsbot.core.journal import PhaseProgress, PhaseState, Step, StepState
 from gitopsbot.core.model import Component
 from gitopsbot.core.node_states import NodeRecord
@@ -130,9 +132,13 @@ def phase_nodes(phase: PhaseProgress) -> tuple[NodeRecord, ...]:
 
 
 def batch_notes(phase: PhaseProgress) -> tuple[str, ...]:
-    """What the gates said at the last batch boundary, with their evidence, and why the next
-    batch does not open yet (issue 18, core.batch_record); () when neither applies."""
+    """What the GPU canary found after the canary batch (passed or failed, with its evidence:
+    core.canary_record), what the gates said at the last batch boundary, with their evidence,
+    and why the next batch does not open yet (issue 18, core.batch_record); () when none
+    applies."""
     out: list[str] = []
+    if phase.canary is not None:
+        out.append(canary_record.note(phase.canary))
     b = phase.batches
     if b.gates:
         at = f" at {b.gates_passed}%" if b.gates_passed >= 0 else ""

@@ -33,6 +33,7 @@ from gitopsbot.bot.failed_marks import record_canary_failure
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import canary_marks
 from gitopsbot.core.canary_marks import CanaryFailure
+from gitopsbot.core.canary_smoke import CanaryVerdict
 from gitopsbot.core.journal import OperationKind, OperationStatus, PhaseState, StepState
 from gitopsbot.core.node_states import NodeState
 from gitopsbot.fleetrepo import load_fleet
@@ -196,7 +197,8 @@ def test_gpu_canary_passes_and_the_pool_rolls_to_the_end(world: StoryWorld, bot:
     smoke = _watch_smoke(world)
     details: list[str] = []
     bot.on_pass = lambda _r, j: details.append(j.step(STEP).detail) if j is not None else None
-    op = _upgrade(world)
+    proposal = world.propose()
+    op = f"{CLUSTER}-{world.merge(proposal.number)[:12]}"
     done = wait_for(world, finished_op(OperationKind.UPGRADE), what="the upgrade", timeout=150)
     assert done.op_id == op and done.status is OperationStatus.SUCCEEDED, done.failure
     assert done.step(STEP).state is StepState.SUCCEEDED
@@ -223,6 +225,21 @@ def test_gpu_canary_passes_and_the_pool_rolls_to_the_end(world: StoryWorld, bot:
     # The journal said so when the canary passed (later batches' reasons replace it).
     passed = f"GPU canary smoke pod {name} succeeded on node {node}"
     assert any(passed in d for d in details), details
+    # ... and the phase keeps the evidence after them (#28 item 6): in the journal archived
+    # in history/ and in the pull request's comment.
+    kept = phase.canary
+    assert kept is not None and kept.verdict is CanaryVerdict.PASSED, phase
+    assert (kept.evidence.pod, kept.evidence.node, kept.evidence.phase) == (name, node, "Succeeded")
+    assert kept.evidence.hypervisor_image == NEW_IMAGE and kept.evidence.worker_image, kept
+    archived = _state_file(world, f"clusters/{CLUSTER}/history/{op}.yaml")
+    assert "verdict: passed" in archived and f"pod: {name}" in archived, archived
+    shown = (
+        f"GPU canary passed {kept.at:%Y-%m-%d %H:%M:%S} UTC: pod {kept.evidence.namespace}/{name}"
+    )
+    assert world.forge is not None
+    with world.forge.lock:
+        comments = [c.body for c in world.forge.comments.values() if c.number == proposal.number]
+    assert any(shown in c and f"hypervisor {NEW_IMAGE}" in c for c in comments), comments
     world.state_log()  # fetched: no canary failure recorded
     listed = git("ls-tree", "--name-only", f"origin/{STATE_BRANCH}", cwd=world.human)
     assert canary_marks.RECORD_DIR not in listed.split()
@@ -266,6 +283,10 @@ def test_gpu_canary_fails_halts_the_pool_and_holds_the_version_until_cleared(
     assert f"broken GPU path for image {NEW_IMAGE}" in why, why
     assert f"{VERSION} marked failed for every cluster and wave" in why
     assert phase.halt_reason == why and done.failure == f"{STEP}: {why}"
+    kept = phase.canary  # the evidence, as for a pass (#28 item 6)
+    assert kept is not None and kept.verdict is CanaryVerdict.FAILED, phase
+    assert (kept.evidence.node, kept.evidence.phase) == (node, "Failed"), kept
+    assert f"broken GPU path for image {NEW_IMAGE}" in kept.evidence.exit_message, kept
     # Only the canary node changed, the switch is closed, and nothing more rolls.
     assert not _switch(world)
     assert _on_new(world) == [node]

@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitopsbot.core import journal as J
+from gitopsbot.core.canary_record import CanaryRecord
+from gitopsbot.core.canary_smoke import CanaryEvidence, CanaryVerdict
 from gitopsbot.core.model import Component
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
@@ -42,6 +44,15 @@ phases = st.builds(
     last_progress_at=times,
     halt_reason=text,
     canary_done=st.booleans(),
+    canary=st.one_of(
+        st.none(),
+        st.builds(
+            CanaryRecord,
+            verdict=st.sampled_from([CanaryVerdict.PASSED, CanaryVerdict.FAILED]),
+            at=some_time,
+            evidence=st.builds(CanaryEvidence, text, text, text, text, text, text, text),
+        ),
+    ),
 )
 points = st.one_of(
     st.none(),
