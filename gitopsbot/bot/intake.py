@@ -18,7 +18,7 @@ from typing import Any
 from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core import merge_queue, operation, pause, rotation
-from gitopsbot.core.commit_classes import desired_paths, reverted_shas
+from gitopsbot.core.commit_classes import desired_paths, restore_is_undo, reverted_shas
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.core.model import ClusterSpec
@@ -181,7 +181,7 @@ class IntakeMixin(PassBase):
         # (``_record_new``): a paged listing must not delay taking the merge in.
         pr = _pr_in_message(commit)
         base = commit.parents[0] if commit.parents else ""
-        undone = self._undone(commit, spec.name)
+        undone = self._undone(commit, spec)
         # A revert of a rotation rotates again, to the credentials it restores: a helm
         # rollback would leave the vendor Secret and the hypervisors' password behind.
         if undone is not None and undone.kind is not OperationKind.ROTATION:
@@ -243,11 +243,15 @@ class IntakeMixin(PassBase):
             rotated=rotation.rotated(credentials_before, spec.credentials),
         )
 
-    def _undone(self, commit: CommitInfo, cluster: str) -> Journal | None:
+    def _undone(self, commit: CommitInfo, spec: ClusterSpec) -> Journal | None:
         """The recorded operation this commit undoes: named by git's "This reverts commit"
         line, or (a hand-made undo) the cluster's last operation when the commit restores
-        exactly the desired files that operation started from. A blocked operation changed
-        nothing: undoing it is an ordinary change, judged and applied as one."""
+        exactly the desired files that operation started from and leaves its chart version
+        alone: a chart version set back by hand is a downgrade, an upgrade to an older
+        version judged as any chart change (``commit_classes.restore_is_undo``). A blocked
+        operation changed nothing: undoing it is an ordinary change, judged and applied as
+        one."""
+        cluster = spec.name
         for sha in reverted_shas(commit.message):
             found = self._find_op(cluster, sha)
             blocked = found is not None and found.status is OperationStatus.BLOCKED
@@ -266,7 +270,14 @@ class IntakeMixin(PassBase):
         paths = desired_paths(cluster)
         now = [self.repo.read(commit.sha, p) for p in paths]
         before = [self.repo.read(last.base_sha, p) for p in paths]
-        return last if now == before else None
+        if now != before:
+            return None
+        try:
+            undone = self.spec_at(last.desired_sha, cluster)
+        except ConfigError:
+            undone = None  # its version unknown: judged as a change, never waved through
+        chart = undone.release.version if undone is not None else ""
+        return last if restore_is_undo(chart, spec.release.version) else None
 
     def _find_op(self, cluster: str, sha: str) -> Journal | None:
         found = self.store.history(cluster, operation.operation_id(cluster, sha))

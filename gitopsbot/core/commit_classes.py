@@ -14,7 +14,10 @@ Conventions (documented in docs/git.md):
 * A commit is a *revert* when either (a) its message has git's line
   ``This reverts commit <sha>.`` or (b) — independently, so a hand-made undo counts too — a
   cluster it touched now has exactly the desired files it had at an earlier commit (other
-  than the state just before). (b) is decided per cluster.
+  than the state just before) **and the same chart version as just before**. (b) is decided
+  per cluster. A chart version set back by hand is a downgrade, not an undo
+  (``restore_is_undo``, issue #28): an upgrade to an older version, judged as any chart
+  change (plan, policies), and no rollback that would mark the version it left failed.
 """
 
 from __future__ import annotations
@@ -121,30 +124,48 @@ def desired_paths(cluster: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class CommitSnapshot:
-    """A commit and, per cluster present at it, the fingerprint of its desired files."""
+    """A commit and, per cluster present at it, the fingerprint of its desired files and
+    its chart version (``release.yaml``'s; "" when unknown or not given)."""
 
     commit: CommitInfo
     clusters: Mapping[str, DesiredFiles]
+    charts: Mapping[str, str] = field(default_factory=dict)
 
 
 def snapshot(
-    commit: CommitInfo, read: Callable[[str], bytes | None], clusters: Iterable[str]
+    commit: CommitInfo,
+    read: Callable[[str], bytes | None],
+    clusters: Iterable[str],
+    chart: Callable[[str], str] | None = None,
 ) -> CommitSnapshot:
     """Fingerprint ``clusters`` at ``commit``; ``read`` reads a path at that commit (for
-    instance ``repo.tree(sha).read``, with ``clusters`` from ``tree.list("clusters")``)."""
+    instance ``repo.tree(sha).read``, with ``clusters`` from ``tree.list("clusters")``);
+    ``chart`` names a cluster's chart version at that commit (the fleet loader's)."""
+    names = sorted(clusters)
     return CommitSnapshot(
         commit=commit,
         clusters={
             name: desired_files({f: read(f"{CLUSTERS_DIR}/{name}/{f}") for f in DESIRED_FILES})
-            for name in sorted(clusters)
+            for name in names
         },
+        charts={name: chart(name) for name in names} if chart is not None else {},
     )
+
+
+def restore_is_undo(chart_before: str, chart_after: str) -> bool:
+    """Whether a commit that restores a cluster's earlier desired files undoes the change
+    before it (a hand-made rollback): only when it leaves the chart version alone. A chart
+    version set back by hand is a person choosing an older version, a downgrade judged as an
+    upgrade; an explicit undo of a version is ``git revert`` (or the bot's own rollback).
+    An unknown version ("") is no undo: judged as a change, never waved through."""
+    return bool(chart_before) and chart_before == chart_after
 
 
 @dataclass(frozen=True, slots=True)
 class ClassifiedCommit:
     """One commit's meaning. ``restores`` maps a touched cluster to the earlier commit whose
-    desired files it now equals (the newest such); ``reverts`` are the shas git's revert line
+    desired files it now equals (the newest such), unless its chart version changed (a
+    downgrade by hand, ``restore_is_undo``); ``reverts`` are the shas git's revert line
     names; ``proposals`` are the bot proposals the message names."""
 
     commit: CommitInfo
@@ -177,6 +198,7 @@ def classify_commits(
     """
     seen: list[CommitSnapshot] = [*history, *([baseline] if baseline is not None else [])]
     previous: Mapping[str, DesiredFiles] = baseline.clusters if baseline is not None else {}
+    charts: Mapping[str, str] = baseline.charts if baseline is not None else {}
     out: list[ClassifiedCommit] = []
     for snap in new:
         touched = sorted(
@@ -187,6 +209,10 @@ def classify_commits(
         restores: dict[str, str] = {}
         for name in touched:
             now = snap.clusters.get(name)
+            if (name in charts or name in snap.charts) and not restore_is_undo(
+                charts.get(name, ""), snap.charts.get(name, "")
+            ):
+                continue  # a chart version set back by hand: a downgrade, not an undo
             # The state just before differs (the cluster was touched), so any match is older.
             for earlier in reversed(seen):
                 if earlier.clusters.get(name) == now and now is not None:
@@ -211,7 +237,7 @@ def classify_commits(
             )
         )
         seen.append(snap)
-        previous = snap.clusters
+        previous, charts = snap.clusters, snap.charts
     by_cluster: dict[str, list[ClassifiedCommit]] = {}
     for item in out:
         for name in item.clusters:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from gitopsbot.bot import failed_marks, waves
 from gitopsbot.core.journal import OperationKind, OperationStatus, PhaseState, StepState
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive
@@ -159,15 +160,49 @@ def test_a_stale_synced_status_does_not_end_the_phase(env: Env) -> None:
     assert done.phase("pool/a/hypervisor").started_at is not None  # the switch was opened
 
 
-def test_a_hand_made_undo_is_a_rollback(env: Env) -> None:
+def test_a_chart_version_set_back_by_hand_is_a_downgrade_not_a_rollback(env: Env) -> None:
+    """#28 item 10: a commit that writes the older chart version back by hand (not `git
+    revert`) is an upgrade to the older version, judged as one; no rollback is recorded, so
+    no failed-version request blames the version it left."""
     rec = env.reconciler()
     rec.reconcile("lab")
     env.merge_pr(16, "lab: chart 1.1.0, hv:2", fleet_files("1.1.0", "hv:2"))
     upgraded = drive(env, rec)
     assert upgraded.status is OperationStatus.SUCCEEDED
-    # Not `git revert`: a person writes the old files back by hand.
+    # Not `git revert`: a person writes the old files back by hand, chart version included.
     env.human.pull()
     env.human.commit("lab: back to 1.0.0", fleet_files("1.0.0", "hv:1"))
+    rec.reconcile("lab")
+    down = rec.store.current("lab")
+    assert down is not None and down.kind is OperationKind.UPGRADE and not down.reverts_op
+    # Judged as an upgrade: the policies see a lower appVersion (F5), which needs a person.
+    assert down.status is OperationStatus.BLOCKED, down
+    assert "F5 needs-acknowledgement: chart 1.0.0 ships app 1.0.0" in down.failure
+    assert env.world.images() == {"hv:2"}  # nothing applied
+    files = fleet_files("1.0.0", "hv:1")
+    rollout = "clusters/lab/rollout.yaml"
+    files[rollout] += 'acknowledgements:\n  F5: "1.1.0 breaks our driver; back to 1.0.0"\n'
+    env.human.commit("lab: acknowledge the downgrade", files)
+    done = drive(env, rec)
+    assert done.kind is OperationKind.UPGRADE and not done.reverts_op, done
+    assert done.status is OperationStatus.SUCCEEDED, done.failure
+    latest = env.helm.history("tf", "tf-system")[-1]
+    assert latest.description == f"gitopsbot op={done.op_id} step=helm-upgrade"
+    assert latest.chart_version == "1.0.0"
+    assert env.world.images() == {"hv:1"}
+    version_of = waves.version_reader(rec.repo)
+    assert failed_marks.rollbacks(rec.store, ["lab"], version_of) == []
+
+
+def test_a_hand_made_undo_is_a_rollback(env: Env) -> None:
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(16, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    upgraded = drive(env, rec)
+    assert upgraded.status is OperationStatus.SUCCEEDED
+    # Not `git revert`: a person writes the old files back by hand (the chart stays).
+    env.human.pull()
+    env.human.commit("lab: back to hv:1", fleet_files("1.0.0", "hv:1"))
     done = drive(env, rec)
     assert done.kind is OperationKind.ROLLBACK and done.reverts_op == upgraded.op_id
     # Revision 1 was installed by hand (not post-rendered): the rollback is an upgrade to its

@@ -21,6 +21,7 @@ from gitopsbot.core.commit_classes import (
     parse_proposal_branch,
     proposal_branch,
     proposals_in_message,
+    restore_is_undo,
     reverted_shas,
     snapshot,
 )
@@ -204,6 +205,45 @@ def test_without_baseline_everything_present_is_touched() -> None:
     result = classify_commits([_snap("c0", "init", {"a": V1, "b": V2})], baseline=None)
     assert result.commits[0].clusters == ("a", "b")
     assert set(result.by_cluster) == {"a", "b"}
+
+
+def _charted(sha: str, message: str, files: dict[str, bytes | None], chart: str) -> CommitSnapshot:
+    info = CommitInfo(sha=sha, parents=(), author="a <a@x>", message=message, time=T0)
+    return snapshot(info, lambda p: files.get(p.rsplit("/", 1)[-1]), ["a"], lambda _c: chart)
+
+
+def test_a_chart_version_set_back_by_hand_is_a_downgrade_not_a_revert() -> None:
+    """#28 item 10: the same bytes as an earlier commit, but the chart version moved back: a
+    person chose an older version (a change, judged as an upgrade), not an undo. Values
+    written back under the same chart stay a hand-made undo; ``git revert`` stays a revert."""
+    c0 = _charted("c0", "init", {"release.yaml": b"version: 1.0.0\n"}, "1.0.0")
+    c1 = _charted("c1", "bump", {"release.yaml": b"version: 1.1.0\n"}, "1.1.0")
+    back = _charted("c2", "back to 1.0.0", {"release.yaml": b"version: 1.0.0\n"}, "1.0.0")
+    got = classify_commits([back], baseline=c1, history=[c0]).commits[0]
+    assert (got.kind, got.clusters, dict(got.restores)) == (CommitKind.CHANGE, ("a",), {})
+    line = "Revert\n\nThis reverts commit " + "b" * 40 + "."
+    reverted = _charted("c2", line, {"release.yaml": b"version: 1.0.0\n"}, "1.0.0")
+    assert classify_commits([reverted], baseline=c1, history=[c0]).commits[0].kind == (
+        CommitKind.REVERT
+    )
+    v0 = _charted(
+        "v0", "init", {"release.yaml": b"version: 1.0.0\n", "values.yaml": b"a\n"}, "1.0.0"
+    )
+    v1 = _charted(
+        "v1", "values", {"release.yaml": b"version: 1.0.0\n", "values.yaml": b"b\n"}, "1.0.0"
+    )
+    undo = _charted(
+        "v2", "undo", {"release.yaml": b"version: 1.0.0\n", "values.yaml": b"a\n"}, "1.0.0"
+    )
+    got = classify_commits([undo], baseline=v1, history=[v0]).commits[0]
+    assert (got.kind, dict(got.restores)) == (CommitKind.REVERT, {"a": "v0"})
+
+
+def test_restore_is_undo_only_when_the_chart_stays() -> None:
+    assert restore_is_undo("1.0.0", "1.0.0")
+    assert not restore_is_undo("1.1.0", "1.0.0")  # set back by hand: a downgrade
+    assert not restore_is_undo("1.0.0", "1.1.0")
+    assert not restore_is_undo("", "")  # unknown: judged as a change
 
 
 # -- on real commits ----------------------------------------------------------------------
