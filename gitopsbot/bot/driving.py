@@ -35,6 +35,7 @@ from gitopsbot.core import (
     operation,
     pause,
     phase_view,
+    pr_commands,
     rollout,
 )
 from gitopsbot.core.journal import (
@@ -77,6 +78,7 @@ class DrivingMixin(PassBase):
         executor = self.executor_for(spec)
         in_git = self.pause_holds(journal)
         journal = take_commands(self, journal, spec, in_git)  # /gitopsbot pause, resume, ...
+        journal = self.git_approvals(journal, spec)  # approve: <op id> in rollout.yaml
         holds = pause.merged(in_git, pause.from_comments(journal))
         observations = self._observe(journal, spec, executor)
         decision = operation.next_step(
@@ -110,6 +112,33 @@ class DrivingMixin(PassBase):
             return pause.NONE
         where = f"clusters/{journal.cluster}/rollout.yaml at {head[:12]}"
         return pause.merged(pause.from_policy(spec.rollout, where), self._canary_hold(journal))
+
+    def git_approvals(self, journal: Journal, spec: ClusterSpec) -> Journal:
+        """``journal`` with the approvals ``approve:`` in rollout.yaml at the watched branch's
+        head gives it (docs/pause.md), recorded as a comment's are (``approved:``, one line
+        in ``commands:`` naming the file and commit). Unchanged when the head cannot be read:
+        an approval waits for a fleet that loads, it is never assumed."""
+        head = self.repo.head(self.settings.watched_branch)
+        if head is None:
+            return journal
+        try:
+            at_head = self.spec_at(head, journal.cluster)
+        except ConfigError:
+            return journal
+        if at_head is None:
+            return journal
+        tokens = pause.approved_in_git(journal, spec.rollout, at_head.rollout)
+        if not tokens:
+            return journal
+        where = f"clusters/{journal.cluster}/rollout.yaml at {head[:12]}"
+        line = f"{where}: approve {journal.op_id}: approved {', '.join(tokens)}"
+        approved = replace(
+            journal,
+            approved=tuple(dict.fromkeys((*journal.approved, *tokens))),
+            commands=(*journal.commands, line)[-pr_commands.MAX_RECORDED :],
+        )
+        log.info("%s: %s", journal.cluster, line)
+        return self.save(approved, f"{journal.op_id}: {line}"[:300])
 
     def _cleared(self) -> tuple[ClearedVersion, ...]:
         """``clearedVersions`` as the watched branch's head says now (a person's entry

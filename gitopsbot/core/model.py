@@ -97,6 +97,9 @@ class PoolPolicy:
     paused: bool = False
     # "canary-batch": after this pool's verified canary batch, wait for /gitopsbot approve.
     require_approval: str = ""
+    # Approval in Git (docs/pause.md): the operation id whose awaited approvals of this pool
+    # it gives; read from the watched branch's head each pass, like ``paused``.
+    approve: str = ""
     # Availability budget (issue 18): the most GPU nodes out of service at once, counting
     # nodes already NotReady or cordoned; a count, or a percentage of the pool's nodes.
     max_unavailable: Share | None = None
@@ -141,6 +144,8 @@ class RolloutPolicy:
     paused: bool = False
     # "canary-pool": after the canary pool is done, the others wait for /gitopsbot approve.
     require_approval: str = ""
+    # Approval in Git: the operation id whose every awaited approval it gives (docs/pause.md).
+    approve: str = ""
     # Where the pools' Prometheus and alert gates ask (core.gates; the token stays in the
     # bot's environment, named by tokenEnv).
     prometheus: PrometheusEndpoint | None = None

@@ -7,8 +7,9 @@ counts toward ``maxDuration`` (``rollout.active_seconds`` counts open time only)
 
 Holds come from ``rollout.yaml`` (``paused:`` at the top or per pool), read from the
 watched branch's head each pass, not from the operation's commit: a pause must reach the
-running operation, not queue behind it. A commit that changes only those fields therefore
-starts no operation of its own (``pause_only``).
+running operation, not queue behind it. So do approvals in Git (``approve: <operation
+id>``, ``approved_in_git``). A commit that changes only those fields therefore starts no
+operation of its own (``pause_only``).
 
 Pure: policies in, values out.
 """
@@ -64,14 +65,37 @@ def merged(*holds: Holds) -> Holds:
 
 def _unpaused(policy: RolloutPolicy) -> RolloutPolicy:
     return replace(
-        policy, paused=False, pools=tuple(replace(p, paused=False) for p in policy.pools)
+        policy,
+        paused=False,
+        approve="",
+        pools=tuple(replace(p, paused=False, approve="") for p in policy.pools),
     )
 
 
 def pause_only(before: RolloutPolicy, after: RolloutPolicy) -> bool:
-    """Whether ``after`` differs from ``before`` in its ``paused`` fields and nothing else:
-    such a commit starts no operation (the running one reads the holds from the head)."""
+    """Whether ``after`` differs from ``before`` in its ``paused`` and ``approve`` fields and
+    nothing else: such a commit starts no operation (the running one reads them from the
+    head)."""
     return before != after and _unpaused(before) == _unpaused(after)
+
+
+def approved_in_git(journal: Journal, policy: RolloutPolicy, head: RolloutPolicy) -> list[str]:
+    """The approvals ``journal`` awaits now (``awaiting`` under its own ``policy``) that
+    ``approve:`` in the head's rollout.yaml (``head``) gives: the top-level one every token,
+    a pool's the tokens of that pool. Only an ``approve`` naming this operation's id counts,
+    so an approval left in the file never approves a later change."""
+    pools = {p.name for p in head.pools if p.approve == journal.op_id}
+    out: list[str] = []
+    for token in awaiting(journal, policy):
+        if head.approve == journal.op_id or token_pool(token) in pools:
+            out.append(token)
+    return out
+
+
+def token_pool(token: str) -> str:
+    """The pool an approval token names: ``pool/<pool>/<component>`` (a canary batch) or
+    ``canary-pool:<pool>`` (the canary pool)."""
+    return token.split("/")[1] if token.startswith("pool/") else token.split(":", 1)[-1]
 
 
 def recorded(journal: Journal) -> Holds:
@@ -137,5 +161,8 @@ def approval_holds(journal: Journal, policy: RolloutPolicy) -> Holds:
         )
         for pool in held:
             if token.startswith("pool/") or pool != policy.canary_pool:
-                pools[pool] = f"awaiting approval: {what}; comment /gitopsbot approve to go on"
+                pools[pool] = (
+                    f"awaiting approval: {what}; comment /gitopsbot approve to go on "
+                    f"(or approve: {journal.op_id} in rollout.yaml)"
+                )
     return Holds(pools=pools)

@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from gitopsbot.core.forge_types import PullComment
 from gitopsbot.core.journal import Journal
-from gitopsbot.core.pause import CLUSTER
+from gitopsbot.core.pause import CLUSTER, token_pool
 
 PREFIX = "/gitopsbot"
 # Lines of ``Journal.commands`` kept: the state branch's history has every one of them.
@@ -136,14 +136,8 @@ def apply(
 
 
 def _token_pools(awaiting: Mapping[str, str]) -> dict[str, str]:
-    """Approval token → the pool it names ("pool/<pool>/<component>" or "canary-pool:<pool>")."""
-    out: dict[str, str] = {}
-    for token in awaiting:
-        if token.startswith("pool/"):
-            out[token] = token.split("/")[1]
-        else:
-            out[token] = token.split(":", 1)[-1]
-    return out
+    """Approval token → the pool it names (``pause.token_pool``)."""
+    return {token: token_pool(token) for token in awaiting}
 
 
 def _done(journal: Journal, comment: PullComment, line: str, reply: str, acted: bool) -> Outcome:

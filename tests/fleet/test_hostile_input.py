@@ -39,6 +39,17 @@ def _line_of(path: str, needle: str) -> int:
     return next(i for i, ln in enumerate(text.splitlines(), 1) if needle in ln)
 
 
+def _approve(where: str, value: str) -> tuple[str, int]:
+    """The staging rollout.yaml with ``approve: <value>`` in pool inference ("pool") or at
+    the top ("top"), and the line it is on."""
+    text = (EXAMPLE / "clusters/staging/rollout.yaml").read_text()
+    anchor = "    nodes: 2\n" if where == "pool" else "onFailure: revert-pr\n"
+    indent = "    " if where == "pool" else ""
+    text = text.replace(anchor, f"{anchor}{indent}approve: {value}\n", 1)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "approve:" in ln)
+    return text, line
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -151,6 +162,39 @@ CASES = [
         "the week's end is two, e.g. hours '22-23,0-2')",
     ),
 ]
+
+
+# Approval in Git (issue 28 item 10): bound to an operation id of this cluster.
+_APPROVE_CASES = [
+    (
+        "approve-not-an-operation-id",
+        "pool",
+        "3f1c2a9b7d10",
+        "pools.inference.approve: expected an operation id such as lab-3f1c2a9b7d10 "
+        "(<cluster>-<first 12 hex digits of the merge commit>), got '3f1c2a9b7d10' (copy the "
+        "operation id from `gitopsbot status` or the bot's comment on the request)",
+    ),
+    (
+        "approve-another-clusters-operation",
+        "top",
+        "production-3f1c2a9b7d10",
+        "approve: 'production-3f1c2a9b7d10' is an operation of cluster 'production', not of "
+        "'staging' (copy the operation id from `gitopsbot status` or the bot's comment on the "
+        "request)",
+    ),
+    (
+        "approve-not-a-string",
+        "pool",
+        "true",
+        "pools.inference.approve: expected a string, got boolean (quote it)",
+    ),
+]
+for _id, _where, _value, _message in _APPROVE_CASES:
+    _text, _line = _approve(_where, _value)
+    _col = 14 if _where == "pool" else 10
+    CASES.append(
+        Case(_id, {S + "rollout.yaml": _text}, f"{S}rollout.yaml:{_line}:{_col}: {_message}")
+    )
 
 
 def _tree(example_files: dict[str, str], case: Case) -> MemoryTree:

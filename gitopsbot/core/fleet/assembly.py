@@ -104,7 +104,7 @@ def _cluster(
     rollout = RolloutPolicy()
     if docs.get(ROLLOUT_FILE, _BROKEN) is not _BROKEN:
         rollout = read_rollout(
-            readers[ROLLOUT_FILE], docs[ROLLOUT_FILE], known_timezones, locations
+            readers[ROLLOUT_FILE], docs[ROLLOUT_FILE], known_timezones, locations, cluster=name
         )
     smoke = None
     if docs.get(SMOKE_TEST_FILE, _BROKEN) is not _BROKEN:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Collection
 from typing import Any
 
@@ -37,6 +38,7 @@ _ROLLOUT_KEYS = (
     "acknowledgements",
     "paused",
     "requireApproval",
+    "approve",
     "pools",
     PROMETHEUS_KEY,
 )
@@ -54,6 +56,7 @@ _POOL_KEYS = (
     "canaryBatchPercentage",
     "paused",
     "requireApproval",
+    "approve",
     "maxUnavailable",
     "windowFit",
     *GATE_POOL_KEYS,
@@ -192,6 +195,39 @@ def _approval(r: FieldReader, node: LocatedMap, fld: str, only: str, needs: str)
     return value
 
 
+# An operation id: ``<cluster>-<first 12 of the merge commit>`` (core.operation.operation_id).
+_OPERATION_ID = re.compile(r"^(?P<cluster>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-[0-9a-f]{12}$")
+
+
+def _approve(r: FieldReader, node: LocatedMap, fld: str, cluster: str) -> str:
+    """``approve``: the id of the operation whose awaited approvals it gives (docs/pause.md).
+    Bound to that operation, so it never approves a later change; one of another cluster
+    could approve nothing here, so it is refused rather than ignored."""
+    value = r.string(node, "approve", fld, "")
+    if not value:
+        return ""
+    at, where = r.value_at(node, "approve"), join(fld, "approve")
+    hint = "copy the operation id from `gitopsbot status` or the bot's comment on the request"
+    m = _OPERATION_ID.match(value)
+    if m is None:
+        r.add(
+            at, where,
+            f"expected an operation id such as lab-3f1c2a9b7d10 (<cluster>-<first 12 hex "
+            f"digits of the merge commit>), got '{value}'",
+            hint,
+        )  # fmt: skip
+        return ""
+    if cluster and m["cluster"] != cluster:
+        r.add(
+            at,
+            where,
+            f"'{value}' is an operation of cluster '{m['cluster']}', not of '{cluster}'",
+            hint,
+        )
+        return ""
+    return value
+
+
 def _share(r: FieldReader, node: LocatedMap, key: str, fld: str) -> Share | None:
     """``maxUnavailable``: a positive count (``2``) or a percentage (``"25%"``)."""
     if node.get(key) is None:
@@ -218,6 +254,7 @@ def _pool(
     known_timezones: Collection[str] | None,
     locations: dict[str, Location],
     prometheus: PrometheusEndpoint | None = None,
+    cluster: str = "",
 ) -> PoolPolicy:
     d = PoolPolicy(name=name)
     r.known_keys(node, fld, _POOL_KEYS)
@@ -269,6 +306,7 @@ def _pool(
         ),
         paused=r.boolean(node, "paused", fld, d.paused),
         require_approval=_approval(r, node, fld, "canary-batch", "canaryBatchPercentage"),
+        approve=_approve(r, node, fld, cluster),
         max_unavailable=_share(r, node, "maxUnavailable", fld),
         window_fit=r.boolean(node, "windowFit", fld, d.window_fit),
         gates=gates.gates,
@@ -283,7 +321,10 @@ def read_rollout(
     doc: Any,
     known_timezones: Collection[str] | None,
     locations: dict[str, Location],
+    cluster: str = "",
 ) -> RolloutPolicy:
+    """The policy; ``cluster``: the cluster's name, which an ``approve`` must name ("" when
+    not known: the id's form is still checked)."""
     d = RolloutPolicy()
     if doc is None:
         return d
@@ -309,7 +350,7 @@ def read_rollout(
         elif not isinstance(node, LocatedMap):
             r.add(r.value_at(pools_node, name), fld, f"expected a mapping, got {kind_of(node)}")
             continue
-        pools.append(_pool(r, name, node, fld, known_timezones, locations, prometheus))
+        pools.append(_pool(r, name, node, fld, known_timezones, locations, prometheus, cluster))
     names = [p.name for p in pools]
     order, order_at = r.string_list(top, "order", "", ())
     for i, (pool, at) in enumerate(zip(order, order_at, strict=True)):
@@ -352,5 +393,6 @@ def read_rollout(
         acknowledgements=acks,
         paused=r.boolean(top, "paused", "", d.paused),
         require_approval=_approval(r, top, "", "canary-pool", "canaryPool"),
+        approve=_approve(r, top, "", cluster),
         prometheus=prometheus,
     )
