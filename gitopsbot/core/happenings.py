@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from gitopsbot.core import phase_view
+from gitopsbot.core import canary_record, phase_view
 from gitopsbot.core.journal import (
     Journal,
     OperationKind,
@@ -210,6 +210,9 @@ def _phase(before: PhaseProgress | None, after: PhaseProgress, journal: Journal)
         # batch, units done and ETA as of the change: the one line a log, an Event or a
         # chat message gives per change (core.phase_view)
         detail += " · " + phase_view.view(after, step, at).summary(at)
+    if after.canary is not None and (before is None or before.canary != after.canary):
+        # The GPU canary was judged in this change: its evidence, once (core.canary_record).
+        detail += " · " + canary_record.note(after.canary)
     return [_of(journal, kind, at=at, step=step, progress=after.progress, detail=detail)]
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from gitopsbot.bot import report
-from gitopsbot.core import canary_record
+from gitopsbot.core import canary_record, happenings
 from gitopsbot.core import journal as J
 from gitopsbot.core.canary_smoke import CanaryEvidence, CanaryResult, CanaryVerdict
 from gitopsbot.core.model import Component
@@ -77,3 +77,16 @@ def test_status_log_and_pull_request_show_a_passing_canarys_evidence() -> None:
     assert any(SHOWN in line for line in report.change_lines(j, AT, {}))  # the progress log
     assert SHOWN in report.markdown(j)  # the pull-request comment
     assert not any("GPU canary" in line for line in report.lines(_journal(None), AT))
+
+
+def test_the_log_line_of_the_change_that_judged_it_names_the_evidence_once() -> None:
+    """The progress log of ``gitopsbot run`` (and the Kubernetes Event) is one line per
+    happening: the one where the canary was judged carries its evidence, later ones not."""
+    before = _journal(None)
+    phase = before.phase(STEP)
+    before = before.with_phase(replace(phase, state=J.PhaseState.CANARY_VERIFY, progress=25))
+    after = _journal(canary_record.of(_result(CanaryVerdict.PASSED), AT))
+    said = [h.summary() for h in happenings.changes(before, after)]
+    assert sum(SHOWN in line for line in said) == 1, said
+    moved = after.with_phase(replace(after.phase(STEP), progress=66))
+    assert not any("GPU canary" in h.summary() for h in happenings.changes(after, moved))
