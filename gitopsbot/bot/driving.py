@@ -505,8 +505,9 @@ class DrivingMixin(PassBase):
     ) -> PhaseProgress:
         """The phase with each node's state as seen now (issue 18, core.node_states): which
         batch took it, updated, verified once the canary check or the gates passed after
-        it, failed with a halt, held while a gate, the window or a person keeps the switch
-        closed. Recorded with the phase, so a restart resumes from it."""
+        it, failed with a halt (only those a batch took and that are not back), held while
+        a gate, the window or a person keeps the switch closed. Recorded with the phase, so
+        a restart resumes from it."""
         held = ""
         if phase.state in (PhaseState.BETWEEN, PhaseState.PAUSED):
             held = phase.batches.waiting or phase.paused_by or "switch closed"
@@ -518,10 +519,7 @@ class DrivingMixin(PassBase):
             updated = node_states.names_in(records, node_states.NodeState.UPDATED)
             records = node_states.verified(records, updated, now)
         if pd.action is rollout.PhaseAction.HALT:
-            taken = node_states.names_in(
-                records, node_states.NodeState.IN_BATCH, node_states.NodeState.UPDATED
-            )
-            records = node_states.failed(records, taken, pd.reason, now)
+            records = node_states.halted(records, pd.reason, now)
         return replace(phase, nodes=records)
 
     def _gpu_canary(

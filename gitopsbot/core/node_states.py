@@ -146,6 +146,16 @@ def failed(
     )
 
 
+def halted(records: tuple[NodeRecord, ...], detail: str, now: datetime) -> tuple[NodeRecord, ...]:
+    """After the pool halted (a gate, a deadline, a stall): the nodes a batch took and that
+    are not back (in batch) are failed with ``detail``. A node no batch took stays as it is
+    (pending, held, cordoned; a hypervisor the controller replaced on its own before the
+    first batch, facts §3.4, is not the operation's doing), and a node its batch brought
+    back stays updated: not verified, not blamed (issue 28 item 8)."""
+    taken = (r.name for r in records if r.batch > 0 and r.state is NodeState.IN_BATCH)
+    return failed(records, taken, detail, now)
+
+
 def names_in(records: Iterable[NodeRecord], *states: NodeState) -> tuple[str, ...]:
     """The names of the nodes in any of ``states``, e.g. the updated ones to verify."""
     return tuple(r.name for r in records if r.state in states)

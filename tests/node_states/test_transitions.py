@@ -191,3 +191,34 @@ def test_malformed_entries_are_skipped() -> None:
     assert [r.name for r in got] == ["naive", "ok"]
     assert got[0].since == T0 and got[0].detail == ""
     assert got[1].state is NodeState.UPDATED
+
+
+def test_a_halt_fails_only_the_nodes_a_batch_took_and_that_are_not_back() -> None:
+    # issue 28 item 8: a gate failing at 0% (before the first batch) blames no node
+    before = (
+        NodeRecord("a", NodeState.IN_BATCH, 2, at(1)),  # taken by batch 2, not back
+        NodeRecord("b", NodeState.UPDATED, 1, at(1)),  # its batch brought it back
+        NodeRecord("c", NodeState.PENDING, 0, at(0)),
+        NodeRecord("d", NodeState.CORDONED, 0, at(0), "cordoned (spec.unschedulable)"),
+        NodeRecord("e", NodeState.HELD, 0, at(0), "gates before the batch at 50%"),
+    )
+    r = by_name(ns.halted(before, "pool shared: gate error-rate failed", at(2)))
+    assert r["a"] == NodeRecord(
+        "a", NodeState.FAILED, 2, at(2), "pool shared: gate error-rate failed"
+    )
+    assert [r[n] for n in "bcde"] == list(before[1:])
+
+
+def test_a_gate_failing_before_the_first_batch_leaves_every_node_as_it_was() -> None:
+    # Before the first batch no batch took a node, even one the controller already replaced
+    # on its own (facts §3.4) or one restarting: the halt at 0% marks none failed.
+    snaps = [snap("a"), snap("b", updated=True), snap("c", moving=True, ready=False)]
+    r = ns.advance((), snaps, batch=0, gate_hold="", now=at(0))
+    r = ns.halted(r, "pool shared: gate error-rate failed: 0.93", at(1))
+    assert [(x.name, x.state, x.batch) for x in r] == [
+        ("a", NodeState.PENDING, 0),
+        ("b", NodeState.UPDATED, 0),
+        ("c", NodeState.PENDING, 0),
+    ]
+    assert ns.counts(r)[NodeState.FAILED] == 0
+    assert "failed" not in ns.summary(r)
