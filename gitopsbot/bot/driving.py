@@ -445,10 +445,21 @@ class DrivingMixin(PassBase):
             phase = pd.phase
             if pd.action is rollout.PhaseAction.OPEN_SWITCH:
                 executor.set_switch(
-                    spec, ref.pool, ref.component, open_=True, batch_percentage=pd.batch_percentage
+                    spec,
+                    ref.pool,
+                    ref.component,
+                    open_=True,
+                    batch_percentage=pd.batch_percentage,
+                    batch_interval_seconds=pd.batch_interval_seconds,
                 )
             elif pd.action is rollout.PhaseAction.CLOSE_SWITCH or pd.close:
-                executor.set_switch(spec, ref.pool, ref.component, open_=False)
+                executor.set_switch(
+                    spec,
+                    ref.pool,
+                    ref.component,
+                    open_=False,
+                    batch_interval_seconds=pd.batch_interval_seconds,
+                )
             if pd.action is rollout.PhaseAction.CHECK_GATES:
                 # Gates are judged with the switch closed, between two batches (issue 18).
                 pool_policy = next(p for p in spec.rollout.pools if p.name == ref.pool)

@@ -22,7 +22,7 @@ from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.release_reads import PassReads
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import promotion_gate, windows
+from gitopsbot.core import admission, promotion_gate, windows
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.core.policy import Verdict
@@ -301,8 +301,21 @@ class PassBase:
         for step in journal.steps:
             phase = journal.phase(step.name)
             if step.component and phase.state in (PhaseState.ROLLING, PhaseState.CANARY):
+                policy = next((p for p in spec.rollout.pools if p.name == step.pool), None)
+                # Git's batchInterval back where the bot pinned one (an availability budget)
+                interval = (
+                    policy.batch_interval_seconds
+                    if policy is not None and admission.budget_bound(policy, step.component)
+                    else None
+                )
                 try:
-                    executor.set_switch(spec, step.pool, step.component, open_=False)
+                    executor.set_switch(
+                        spec,
+                        step.pool,
+                        step.component,
+                        open_=False,
+                        batch_interval_seconds=interval,
+                    )
                 except GitOpsBotError as e:
                     log.error("%s: could not close %s: %s", journal.cluster, step.name, e)
 

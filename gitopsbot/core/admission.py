@@ -16,6 +16,12 @@ the switch is open, ``admit`` decides with those levers:
   Nodes already out of service (NotReady, or cordoned by a person) use the budget first; the
   batch percentage shrinks so that ``ceil(pct × nodes / 100)`` fits what is left, or the
   pool waits when nothing is left.
+- **The budget's pace.** The controller starts the next batch ``batchInterval`` after the
+  last on its own while the switch is open (R22): with a short interval it would start one
+  before the bot judged the budget at the boundary. While a budget bounds a hypervisor
+  phase the bot pins ``batchInterval`` to at least ``BUDGET_INTERVAL``, closes the switch at
+  every boundary (``core.rollout``) and opens it again only once that interval is over
+  (``budget_pace``), the budget judged just before: the batch starts on that open.
 - **Tenants and workloads** (worker and client phases): the caller's tenant-share
   percentage caps the batch; a workload wait that is not satisfied keeps the switch closed.
 
@@ -30,14 +36,23 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gitopsbot.core import windows
-from gitopsbot.core.journal import PhaseProgress
+from gitopsbot.core.journal import PhaseProgress, PhaseState
 from gitopsbot.core.model import Component, PoolPolicy
-from gitopsbot.core.timeline import DEFAULT_READINESS_SECONDS, MIN_STEP_SECONDS, format_duration
+from gitopsbot.core.timeline import (
+    BUDGET_INTERVAL_SECONDS,
+    DEFAULT_READINESS_SECONDS,
+    MIN_STEP_SECONDS,
+    format_duration,
+)
 
 # How often to look again while the budget is used up (a node may come back any time).
 BUDGET_LOOK = timedelta(seconds=10)
 # Batches measured in this phase that the expectation is drawn from (the latest ones).
 RECENT_BATCHES = 5
+# The least batchInterval pinned while a budget bounds a phase: the time the bot has to close
+# the switch at a boundary before the controller could start the next batch on its own. It
+# looks every 2 s then (core.rollout.MIN_LOOK) and at each GPUPool change: five looks.
+BUDGET_INTERVAL = timedelta(seconds=BUDGET_INTERVAL_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +93,43 @@ def expected_batch_seconds(
     measured = phase.batches.seconds[-RECENT_BATCHES:]
     if measured:
         return float(statistics.median(measured)), True
-    step_wait = max(policy.batch_interval_seconds, MIN_STEP_SECONDS)
+    step_wait = max(pinned_interval_seconds(policy, component), MIN_STEP_SECONDS)
     return float(DEFAULT_READINESS_SECONDS[component] + step_wait), False
+
+
+def budget_bound(policy: PoolPolicy, component: Component) -> bool:
+    """Whether ``maxUnavailable`` bounds this phase: its batches are nodes (hypervisor)."""
+    return component is Component.HYPERVISOR and policy.max_unavailable is not None
+
+
+def pinned_interval_seconds(policy: PoolPolicy, component: Component) -> int:
+    """The ``batchInterval`` the bot writes with an open switch: Git's, or at least
+    ``BUDGET_INTERVAL`` while a budget bounds the phase."""
+    git = policy.batch_interval_seconds
+    if budget_bound(policy, component):
+        return max(git, int(BUDGET_INTERVAL.total_seconds()))
+    return git
+
+
+def budget_pace(
+    policy: PoolPolicy, component: Component, phase: PhaseProgress, now: datetime
+) -> tuple[datetime, str] | None:
+    """While a budget bounds the phase and its switch was closed at a boundary: when the
+    pinned interval since that boundary is over, and why the batch waits for it; None when
+    it may open now (no budget, not at a boundary, or the interval is over)."""
+    b = phase.batches
+    if not budget_bound(policy, component) or phase.state is not PhaseState.BETWEEN:
+        return None
+    if b.started_at is None or b.from_progress != phase.progress or not phase.progress:
+        return None
+    pinned = pinned_interval_seconds(policy, component)
+    due = b.started_at + timedelta(seconds=pinned)
+    if now >= due:
+        return None
+    return due, (
+        f"batchInterval {pinned}s after the batch at {phase.progress}% "
+        f"(at least {int(BUDGET_INTERVAL.total_seconds())}s with maxUnavailable)"
+    )
 
 
 def budget_percentage(policy: PoolPolicy, capacity: Capacity, requested: int) -> tuple[int, str]:

@@ -17,6 +17,12 @@ Semantics (docs/executor.md):
 - Canary: with ``canary_batch_percentage`` > 0 the first batch runs at that percentage, then
   the switch closes and the pool is verified before the rest runs at ``batch_percentage``.
 - Done: progress 100 and ``…ConfigSynced`` (R14); a pool without GPU nodes is done at once.
+- Availability budget (``maxUnavailable``, hypervisor): the bot, not the controller, starts
+  every batch. The controller starts the next batch ``batchInterval`` after the last on its
+  own while the switch is open (R22), which a short interval lets it do before the bot has
+  looked; so the bot pins ``batchInterval`` to at least ``BUDGET_INTERVAL``, closes the
+  switch at every batch boundary, and opens it again once that interval is over with the
+  budget judged just before: the batch starts on that open (issue 28 item 7).
 """
 
 from __future__ import annotations
@@ -43,14 +49,19 @@ MIN_LOOK = timedelta(seconds=2)
 FINAL_LOOK = timedelta(seconds=0.5)
 
 
-def rolling_look(policy: PoolPolicy, progress: int = 0, *, canary: bool = False) -> timedelta:
+def rolling_look(
+    policy: PoolPolicy, progress: int = 0, *, canary: bool = False, budget: bool = False
+) -> timedelta:
     """How soon to look again at a rolling pool at ``progress`` %: once per batch interval
-    within [MIN_LOOK, POLL]; in the last batch a tenth of it, within [FINAL_LOOK, POLL]."""
+    within [MIN_LOOK, POLL]; in the last batch a tenth of it, within [FINAL_LOOK, POLL].
+    ``budget``: an availability budget bounds the phase: at least every MIN_LOOK, so the
+    switch closes at a boundary well within ``admission.BUDGET_INTERVAL``."""
     interval = timedelta(seconds=policy.batch_interval_seconds)
     batch = policy.canary_batch_percentage if canary else policy.batch_percentage
     if batch > 0 and progress + batch >= 100:
         return min(POLL, max(FINAL_LOOK, interval / 10))
-    return min(POLL, max(MIN_LOOK, interval))
+    look = min(POLL, max(MIN_LOOK, interval))
+    return min(look, MIN_LOOK) if budget else look
 
 
 class PhaseAction(StrEnum):
@@ -110,7 +121,9 @@ class PhaseDecision:
     """What to do for one phase, and the progress to record once it is done.
 
     ``batch_percentage`` goes with OPEN_SWITCH; ``halt`` with HALT (the switch is closed in
-    the same action when it is open: ``close`` is true).
+    the same action when it is open: ``close`` is true). ``batch_interval_seconds``: the
+    ``batchInterval`` to write with the switch (None: leave it): while a budget bounds the
+    phase, the pinned one on open and Git's again on every close.
     """
 
     action: PhaseAction
@@ -120,6 +133,7 @@ class PhaseDecision:
     batch_percentage: int | None = None
     close: bool = False
     halt: HaltReason | None = None
+    batch_interval_seconds: int | None = None
 
 
 def phase_components(pool: PoolPolicy) -> tuple[Component, ...]:
@@ -177,6 +191,27 @@ def decide_phase(
 ) -> PhaseDecision:
     """The next action for ``component`` of ``policy``'s pool (see the module docstring).
     ``held``: why a person holds the pool (core.pause), "" when nobody does."""
+    d = _decide(policy, component, observed, phase, now, window, held)
+    if not admission.budget_bound(policy, component):
+        return d
+    if d.action is PhaseAction.OPEN_SWITCH:
+        pinned = admission.pinned_interval_seconds(policy, component)
+        return replace(d, batch_interval_seconds=pinned)
+    if d.action is PhaseAction.CLOSE_SWITCH or d.close:
+        # Git's interval back with the switch closed: the pin is the bot's, never drift.
+        return replace(d, batch_interval_seconds=policy.batch_interval_seconds)
+    return d
+
+
+def _decide(
+    policy: PoolPolicy,
+    component: Component,
+    observed: PoolObservation,
+    phase: PhaseProgress,
+    now: datetime,
+    window: windows.Window | None,
+    held: str,
+) -> PhaseDecision:
     if phase.state is PhaseState.HALTED:
         return PhaseDecision(PhaseAction.HALT, phase, phase.halt_reason, close=observed.switch_open)
     if phase.state is PhaseState.DONE:
@@ -239,9 +274,8 @@ def decide_phase(
             between = _closed(phase, now, PhaseState.BETWEEN)
             between = replace(between, batches=replace(between.batches, waiting=stop))
             return PhaseDecision(PhaseAction.CLOSE_SWITCH, between, stop, until=now)
-    return PhaseDecision(
-        PhaseAction.WAIT, phase, "rolling", until=_next_look(policy, phase, now, window)
-    )
+    look = _next_look(policy, phase, now, window, budget=admission.budget_bound(policy, component))
+    return PhaseDecision(PhaseAction.WAIT, phase, "rolling", until=look)
 
 
 # A gate pass lets the switch open this long afterwards; later (a window or a hold came in
@@ -331,6 +365,10 @@ def _stop_between(
         return adm.reason
     if adm.batch_percentage != pinned:
         return adm.reason or f"next batch at {adm.batch_percentage}%"
+    if admission.budget_bound(policy, component):
+        # The controller may not start the next batch on its own: the budget is judged again
+        # once the pinned interval is over, just before the switch opens (issue 28 item 7).
+        return f"batch finished at {phase.progress}%: the availability budget judges the next"
     return ""
 
 
@@ -354,6 +392,11 @@ def _open(
         return PhaseDecision(
             PhaseAction.CHECK_GATES, checking, f"gates before the batch at {phase.progress}%"
         )
+    pace = admission.budget_pace(policy, component, phase, now)
+    if pace is not None:  # the pinned interval first: the budget is judged when it is over
+        until, why = pace
+        paced = replace(phase, batches=replace(phase.batches, waiting=why))
+        return PhaseDecision(PhaseAction.WAIT, paced, why, until=until)
     state = PhaseState.CANARY if canary else PhaseState.ROLLING
     requested = policy.canary_batch_percentage if canary else policy.batch_percentage
     wait = _workload(policy, observed, phase, now)
@@ -394,7 +437,7 @@ def _open(
         last_progress_at=now,  # the stall clock starts when the switch opens
         # what `status` and the pull request show (core.phase_view)
         batch_percentage=batch,
-        batch_interval_seconds=policy.batch_interval_seconds,
+        batch_interval_seconds=admission.pinned_interval_seconds(policy, component),
         total=observed.total,
         window_closes_at=windows.closes_at(window, now),
         max_duration_seconds=policy.max_duration_seconds,
@@ -500,10 +543,15 @@ def _halt(
 
 
 def _next_look(
-    policy: PoolPolicy, phase: PhaseProgress, now: datetime, window: windows.Window | None
+    policy: PoolPolicy,
+    phase: PhaseProgress,
+    now: datetime,
+    window: windows.Window | None,
+    *,
+    budget: bool = False,
 ) -> datetime:
     canary = phase.state is PhaseState.CANARY
-    due = [now + rolling_look(policy, phase.progress, canary=canary)]
+    due = [now + rolling_look(policy, phase.progress, canary=canary, budget=budget)]
     ends = windows.closes_at(window, now)
     if ends is not None:
         due.append(ends)

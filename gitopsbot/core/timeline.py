@@ -12,7 +12,8 @@ run time):
 - ``maxUnavailable`` bounds a hypervisor batch: its percentage shrinks so that
   ``ceil(pct × nodes / 100) ≤ maxUnavailable.of(nodes)`` (``budget_batch_percentage``, the
   arithmetic of ``admission.budget_percentage`` with no node already out of service), so
-  more batches;
+  more batches, and ``batchInterval`` counts at least ``BUDGET_INTERVAL_SECONDS`` (the
+  bot pins it: the controller must not start a batch before the bot judged the budget);
 - ``gates`` are judged with the switch closed before every batch (the canary's too):
   ``GATE_JUDGE_SECONDS`` per judgement, assuming every gate passes at its first judgement;
   after the re-open the controller still waits ``batchInterval`` since its last batch, which
@@ -41,6 +42,9 @@ DEFAULT_READINESS_SECONDS: dict[Component, int] = {
 # batch finished (core.rollout.POLL at most) plus one Prometheus round trip per gate, every
 # gate passing at its first judgement.
 GATE_JUDGE_SECONDS = 10
+# The least batchInterval the bot pins while maxUnavailable bounds a hypervisor phase, so the
+# controller cannot start a batch the budget was not judged for (core.admission).
+BUDGET_INTERVAL_SECONDS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +131,10 @@ def phase_timeline(
                 canary_pct
             )
     steps = progress_steps(pct) if nodes > 0 else 0
-    step_wait = max(pool.batch_interval_seconds, MIN_STEP_SECONDS)
+    interval = pool.batch_interval_seconds
+    if component is Component.HYPERVISOR and pool.max_unavailable is not None:
+        interval = max(interval, BUDGET_INTERVAL_SECONDS)
+    step_wait = max(interval, MIN_STEP_SECONDS)
     gate_pause = GATE_JUDGE_SECONDS if pool.gates else 0
     estimate = steps * readiness_seconds + max(steps - 1, 0) * step_wait
     canary = 0
@@ -177,6 +184,13 @@ def _admission_notes(pool: PoolPolicy, phases: tuple[PhaseTimeline, ...], nodes:
                 f"budget: maxUnavailable {share} of {nodes} nodes ({allowed} at once) holds "
                 f"the {ph.batch_percentage}% batch of {ph.batch_size}; nodes already NotReady "
                 "or cordoned use it first and shrink batches at run time"
+            )
+        if pool.batch_interval_seconds < BUDGET_INTERVAL_SECONDS and ph.batches > 1:
+            out.append(
+                f"budget: batchInterval {format_duration(pool.batch_interval_seconds)} pinned "
+                f"to {format_duration(BUDGET_INTERVAL_SECONDS)}: the bot closes the switch at "
+                "every batch boundary and opens the next batch itself once the budget is "
+                "judged, so the controller cannot start one the budget does not allow"
             )
     judged = sum(ph.gate_judgements for ph in phases)
     if pool.gates and judged:

@@ -89,6 +89,23 @@ def test_budget_shrinks_batches_and_lengthens_the_estimate() -> None:
     assert before.admission_notes == ()
 
 
+def test_a_budget_counts_the_batch_interval_the_bot_pins() -> None:
+    # issue 28 item 7: with a budget, batchInterval counts at least 10 s (the bot pins it so
+    # the controller cannot start a batch the budget was not judged for) and the plan says so
+    base = pool("gpu", nodes=2, batch_percentage=100, batch_interval_seconds=1)
+    bounded = pool_timeline(replace(base, max_unavailable=Share(1)), (HYP,))
+    ph = bounded.phases[0]
+    assert (ph.batch_percentage, ph.batches) == (50, 2)
+    assert bounded.estimate_seconds == 2 * 90 + 1 * 10
+    assert any(
+        n.startswith("budget: batchInterval 1s pinned to 10s: the bot closes the switch")
+        for n in bounded.admission_notes
+    ), bounded.admission_notes
+    slow = pool_timeline(replace(base, batch_interval_seconds=30, max_unavailable=Share(1)), (HYP,))
+    assert slow.estimate_seconds == 2 * 90 + 30
+    assert not any("pinned" in n for n in slow.admission_notes)
+
+
 def test_budget_not_binding_and_used_up() -> None:
     loose = pool_timeline(
         pool("p", nodes=10, batch_percentage=20, max_unavailable=Share(5)), (HYP,)

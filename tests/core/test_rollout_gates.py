@@ -164,7 +164,10 @@ def test_the_budget_shrinks_the_pinned_batch_at_a_boundary() -> None:
     d = decide(policy, obs(40, open_=True, nodes=5, down=("gpu-4",)), phase, T0 + 40 * S)
     assert d.action is PhaseAction.CLOSE_SWITCH and d.phase.state is PhaseState.BETWEEN
     assert "shrunk to 20%" in d.phase.batches.waiting and "gpu-4" in d.phase.batches.waiting
-    reopened = decide(policy, obs(40, open_=False, nodes=5, down=("gpu-4",)), d.phase, T0 + 41 * S)
+    # issue 28 item 7: it opens again once the pinned interval (10 s) since the boundary is over
+    early = decide(policy, obs(40, open_=False, nodes=5, down=("gpu-4",)), d.phase, T0 + 41 * S)
+    assert early.action is PhaseAction.WAIT and early.until == T0 + 50 * S
+    reopened = decide(policy, obs(40, open_=False, nodes=5, down=("gpu-4",)), d.phase, T0 + 50 * S)
     assert reopened.action is PhaseAction.OPEN_SWITCH and reopened.batch_percentage == 20
 
 
@@ -217,3 +220,71 @@ def test_the_retry_time_is_kept_in_the_journal() -> None:
     assert "gates_retry_at" not in batch_record.to_data(BatchRecord(from_progress=33))
     # a new batch starts without it
     assert record.finished(66, T0 + 80 * S).gates_retry_at is None
+
+
+# -- the budget is a bound whatever batchInterval says (issue 28 item 7) ---------------------
+
+BUDGET = replace(GATED, gates=(), batch_percentage=100, batch_interval_seconds=1,
+                 max_unavailable=Share(1))  # fmt: skip
+
+
+def test_a_budget_pins_a_batch_interval_the_controller_cannot_outrun() -> None:
+    # Two nodes, Git asks for both at once every 1 s: the bot opens at 50% (one node) with
+    # batchInterval 10 s, so the controller waits long enough for the bot to see the boundary.
+    d = decide(BUDGET, obs(0, open_=False, nodes=2), PhaseProgress("pool/a/hypervisor"), T0)
+    assert d.action is PhaseAction.OPEN_SWITCH
+    assert (d.batch_percentage, d.batch_interval_seconds) == (50, 10)
+    # while the batch runs the bot looks at least every 2 s, well within those 10 s
+    rolling = decide(BUDGET, obs(0, open_=True, nodes=2), d.phase, T0 + S)
+    assert rolling.action is PhaseAction.WAIT and rolling.until is not None
+    assert rolling.until <= T0 + 3 * S
+    # Git's interval if longer; nothing pinned without a budget or for worker/client phases
+    slow = replace(BUDGET, batch_interval_seconds=60)
+    assert rollout.decide_phase(policy=slow, component=Component.HYPERVISOR,
+                                observed=obs(0, open_=False, nodes=2),
+                                phase=PhaseProgress("pool/a/hypervisor"), now=T0,
+                                window=WINDOW).batch_interval_seconds == 60  # fmt: skip
+    free = replace(BUDGET, max_unavailable=None)
+    assert (
+        decide(free, obs(0, open_=False, nodes=2), PhaseProgress("s"), T0).batch_interval_seconds
+        is None
+    )
+    worker = rollout.decide_phase(policy=BUDGET, component=Component.WORKER,
+                                  observed=obs(0, open_=False, nodes=2), phase=PhaseProgress("s"),
+                                  now=T0, window=WINDOW)  # fmt: skip
+    assert worker.action is PhaseAction.OPEN_SWITCH and worker.batch_interval_seconds is None
+
+
+def test_a_budget_closes_the_switch_at_every_boundary_and_judges_it_when_the_interval_is_over() -> (
+    None
+):
+    opened = decide(BUDGET, obs(0, open_=False, nodes=2), PhaseProgress("pool/a/hypervisor"), T0)
+    # batch 1 done, nothing out of service: the switch closes all the same (Git's interval back)
+    d = decide(BUDGET, obs(50, open_=True, nodes=2), opened.phase, T0 + 4 * S)
+    assert d.action is PhaseAction.CLOSE_SWITCH and d.phase.state is PhaseState.BETWEEN
+    assert d.batch_interval_seconds == 1
+    assert (
+        d.phase.batches.waiting == "batch finished at 50%: the availability budget judges the next"
+    )
+    # the pinned interval is not over: the switch stays closed, whatever the budget says
+    wait = decide(BUDGET, obs(50, open_=False, nodes=2), d.phase, T0 + 5 * S)
+    assert wait.action is PhaseAction.WAIT and wait.until == T0 + 14 * S
+    assert "batchInterval 10s after the batch at 50%" in wait.reason
+    # over: the budget is judged now; the first node went out of service meanwhile: it waits
+    down = decide(BUDGET, obs(50, open_=False, nodes=2, down=("gpu-1",)), wait.phase, T0 + 14 * S)
+    assert down.action is PhaseAction.WAIT and "used up" in down.reason and "gpu-1" in down.reason
+    # back: the batch opens, and the controller starts it at once (its interval is over)
+    back = decide(BUDGET, obs(50, open_=False, nodes=2), down.phase, T0 + 20 * S)
+    assert back.action is PhaseAction.OPEN_SWITCH
+    assert (back.batch_percentage, back.batch_interval_seconds) == (50, 10)
+    # done: the switch closes with Git's interval back (the pin is never drift)
+    done = decide(
+        BUDGET, replace(obs(100, open_=True, nodes=2), synced=True), back.phase, T0 + 25 * S
+    )
+    assert done.action is PhaseAction.CLOSE_SWITCH and done.batch_interval_seconds == 1
+
+
+def test_a_budget_looks_every_two_seconds_whatever_batch_interval_git_asks() -> None:
+    slow = replace(BUDGET, batch_percentage=20, batch_interval_seconds=60)
+    assert rollout.rolling_look(slow, 0) == rollout.POLL
+    assert rollout.rolling_look(slow, 0, budget=True) == rollout.MIN_LOOK

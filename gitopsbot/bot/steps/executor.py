@@ -208,9 +208,16 @@ class Executor:
         *,
         open_: bool,
         batch_percentage: int | None = None,
+        batch_interval_seconds: int | None = None,
     ) -> None:
         pool_switch.set_switch(
-            self.cluster, spec, pool, component, open_=open_, batch_percentage=batch_percentage
+            self.cluster,
+            spec,
+            pool,
+            component,
+            open_=open_,
+            batch_percentage=batch_percentage,
+            batch_interval_seconds=batch_interval_seconds,
         )
 
     def node_snapshots(self, spec: ClusterSpec, pool: str) -> tuple[NodeSnapshot, ...]:

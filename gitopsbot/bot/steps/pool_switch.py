@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from gitopsbot.bot import workload_reads
 from gitopsbot.bot.steps.cluster_reads import pool_images
@@ -22,6 +22,7 @@ from gitopsbot.bot.steps.verify import check_nodes
 from gitopsbot.core import rollout
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.postrender import go_duration
 from gitopsbot.errors import KubeConflict, KubeError, PermanentError
 from gitopsbot.ports.cluster import Cluster
 
@@ -161,12 +162,16 @@ def set_switch(
     *,
     open_: bool,
     batch_percentage: int | None = None,
+    batch_interval_seconds: int | None = None,
 ) -> None:
     """Open or close one switch in the TFC's pool template (F1: the only place the bot
-    turns a rollout on). A merge patch replaces the whole gpuPools list, so it carries
-    the resourceVersion read: a concurrent writer (the controller updating the TFC) makes it
-    fail with KubeConflict, and the switch is read and written again, up to
-    ``CONFLICT_ATTEMPTS`` times, before the conflict reaches the pass (which retries later).
+    turns a rollout on), with the batch percentage and interval to pin (None: left as they
+    are; the interval is pinned while an availability budget holds, core.admission).
+
+    A merge patch replaces the whole gpuPools list, so it carries the resourceVersion read: a
+    concurrent writer (the controller updating the TFC) makes it fail with KubeConflict, and
+    the switch is read and written again, up to ``CONFLICT_ATTEMPTS`` times, before the
+    conflict reaches the pass (which retries later).
 
     Afterwards the bot gives up its field ownership of the TFC (``Cluster.release_fields``):
     the merge patch made "gitopsbot" the manager of ``.spec.gpuPools``, and a person's
@@ -175,7 +180,8 @@ def set_switch(
     name = tf.tfc_name(spec)
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
-            _write_switch(cluster, name, pool, component, open_, batch_percentage)
+            pins = _Pins(batch_percentage, batch_interval_seconds)
+            _write_switch(cluster, name, pool, component, open_, pins)
             break
         except KubeConflict as e:
             if attempt == CONFLICT_ATTEMPTS:
@@ -202,13 +208,18 @@ def set_switch(
     log.warning("%s: could not release the bot's fields of %s: it keeps changing", spec.name, name)
 
 
+class _Pins(NamedTuple):
+    batch_percentage: int | None
+    batch_interval_seconds: int | None
+
+
 def _write_switch(
     cluster: Cluster,
     name: str,
     pool: str,
     component: Component,
     open_: bool,
-    batch_percentage: int | None,
+    pins: _Pins,
 ) -> None:
     tfc = cluster.get(tf.TF, "TensorFusionCluster", None, name)
     if tfc is None:
@@ -221,8 +232,10 @@ def _write_switch(
         manager = dict(template.get("nodeManagerConfig") or {})
         policy = dict(manager.get("nodePoolRollingUpdatePolicy") or {})
         policy[SWITCH[component]] = open_
-        if batch_percentage is not None:
-            policy["batchPercentage"] = batch_percentage
+        if pins.batch_percentage is not None:
+            policy["batchPercentage"] = pins.batch_percentage
+        if pins.batch_interval_seconds is not None:
+            policy["batchInterval"] = go_duration(pins.batch_interval_seconds)
         manager["nodePoolRollingUpdatePolicy"] = policy
         template["nodeManagerConfig"] = manager
         entry["specTemplate"] = template
