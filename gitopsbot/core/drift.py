@@ -95,7 +95,8 @@ class ObservedState:
     controller_image: str = ""  # "" = not read
     # A Helm revision made outside the bot after its last operation (core.manual_revision).
     manual: ManualRevision | None = None
-    # An operation is running: switches may be open on purpose, so they are not compared.
+    # An operation is running: switches may be open and batches pinned on purpose, so they
+    # are not compared.
     operation_active: bool = False
 
 
@@ -298,8 +299,8 @@ def _policies(
                 out.append(DriftItem("pool-policy", where, "present", ABSENT))
                 continue
             for key, value in want.items():
-                if key in SWITCHES and observed.operation_active:
-                    continue  # an operation opens switches on purpose
+                if key in _PINNED and observed.operation_active:
+                    continue  # an operation opens switches and pins batches on purpose
                 found = have.get(key)
                 if found is None and value is False:
                     continue  # an absent switch is a closed one
@@ -313,6 +314,10 @@ def _policies(
                     out.append(item)
     return out, pinned
 
+
+# What an operation writes into a pool's policy on purpose: the switches, the batch the
+# budget or the tenants allow, the interval pinned while a budget holds (core.admission).
+_PINNED = frozenset({*SWITCHES, "batchPercentage", "batchInterval"})
 
 # rollout.yaml fields the policy keys come from (core/fleet/rollout_file.py).
 _ROLLOUT_FIELDS = {"batchPercentage": "batchPercentage", "batchInterval": "batchInterval"}

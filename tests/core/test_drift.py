@@ -157,6 +157,18 @@ def test_switches_open_during_an_operation_are_not_drift() -> None:
     assert not drift.compare("staging", _desired(), observed).drifted
 
 
+def test_the_batch_and_interval_pinned_during_an_operation_are_not_drift() -> None:
+    # issue 28 item 7: with a budget the bot opens at the batch it allows and pins
+    # batchInterval to at least 10 s; both are its own, never drift
+    pinned = {**POLICY, "autoUpdateHypervisor": True, "batchPercentage": 5, "batchInterval": "10s"}
+    observed = _observed(tfc_policies={"training": pinned}, operation_active=True)
+    assert not drift.compare("staging", _desired(), observed).drifted
+    # without an operation the same values are drift (a person's edit)
+    after = _observed(tfc_policies={"training": {**pinned, "autoUpdateHypervisor": False}})
+    found = {i.where.rsplit(": ", 1)[1] for i in drift.compare("staging", _desired(), after).items}
+    assert found == {"batchPercentage", "batchInterval"}
+
+
 def test_missing_pool_and_images() -> None:
     observed = _observed(
         tfc_policies={}, pool_images={"training": {"hypervisor": "hv:2"}}, controller_image="ctl:x"
