@@ -20,9 +20,12 @@ Semantics (docs/executor.md):
 - Availability budget (``maxUnavailable``, hypervisor): the bot, not the controller, starts
   every batch. The controller starts the next batch ``batchInterval`` after the last on its
   own while the switch is open (R22), which a short interval lets it do before the bot has
-  looked; so the bot pins ``batchInterval`` to at least ``BUDGET_INTERVAL``, closes the
-  switch at every batch boundary, and opens it again once that interval is over with the
-  budget judged just before: the batch starts on that open (issue 28 item 7).
+  looked; so the bot pins ``batchInterval`` to at least ``admission.BUDGET_INTERVAL``,
+  closes the switch at every batch boundary, and opens it again once that interval is over
+  with the budget judged just before: the batch starts on that open (issue 28 item 7).
+
+Past 500 lines on purpose: one state machine whose transitions (open, boundary, hold, halt,
+gates) read each other; the judgements themselves live in core.admission and core.gates.
 """
 
 from __future__ import annotations
