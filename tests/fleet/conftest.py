@@ -6,17 +6,14 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from tests.fleet.fleet_testing import EXAMPLE, MemoryTree
+from tests.fleet import fleet_testing
+from tests.fleet.fleet_testing import MemoryTree
 
 
 @pytest.fixture(scope="session")
 def example_files() -> dict[str, str]:
     """Every file of examples/fleet, by path relative to it."""
-    return {
-        p.relative_to(EXAMPLE).as_posix(): p.read_text()
-        for p in sorted(EXAMPLE.rglob("*"))
-        if p.is_file()
-    }
+    return fleet_testing.example_files()
 
 
 @pytest.fixture
@@ -24,12 +21,6 @@ def tree_with(example_files: dict[str, str]) -> Callable[..., MemoryTree]:
     """The example fleet in memory, with some files replaced (str) or removed (None)."""
 
     def build(changes: Mapping[str, str | None]) -> MemoryTree:
-        files: dict[str, str] = dict(example_files)
-        for path, text in changes.items():
-            if text is None:
-                files.pop(path, None)
-            else:
-                files[path] = text
-        return MemoryTree(files)
+        return fleet_testing.example_tree(changes, example_files)
 
     return build

@@ -30,6 +30,29 @@ class MemoryTree:
         return sorted(names)
 
 
+def example_files() -> dict[str, str]:
+    """Every file of examples/fleet, by path relative to it."""
+    return {
+        p.relative_to(EXAMPLE).as_posix(): p.read_text()
+        for p in sorted(EXAMPLE.rglob("*"))
+        if p.is_file()
+    }
+
+
+def example_tree(
+    changes: Mapping[str, str | None], files: Mapping[str, str] | None = None
+) -> MemoryTree:
+    """The example fleet (or ``files``) in memory, with some files replaced (str) or removed
+    (None)."""
+    tree: dict[str, str] = dict(example_files() if files is None else files)
+    for path, text in changes.items():
+        if text is None:
+            tree.pop(path, None)
+        else:
+            tree[path] = text
+    return MemoryTree(tree)
+
+
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
     """``a: &a [lol ×width]``, ``b: &b [*a ×width]``, … : width**levels nodes once expanded
     (nine of nine: 387 million), in about 400 bytes."""
