@@ -9,6 +9,7 @@ imports an adapter; no production module imports the test fakes.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import shutil
 import subprocess
@@ -57,7 +58,8 @@ def _modules(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.py") if ".venv" not in p.parts)
 
 
-def _imports(path: Path) -> set[str]:
+@functools.cache  # several tests walk every module: parse each once per process
+def _imports(path: Path) -> frozenset[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -65,10 +67,10 @@ def _imports(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
-    return names
+    return frozenset(names)
 
 
-def _hits(imported: set[str], banned: set[str]) -> set[str]:
+def _hits(imported: frozenset[str], banned: set[str]) -> set[str]:
     return {m for m in imported for b in banned if m == b or m.startswith(b + ".")}
 
 

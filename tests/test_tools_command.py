@@ -17,6 +17,8 @@ import pytest
 
 from gitopsbot import settings
 
+pytestmark = pytest.mark.slow  # the command line in subprocesses (docs/testing.md)
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 

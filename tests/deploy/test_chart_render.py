@@ -25,6 +25,8 @@ from tests.deploy.chart_support import (
     with_values,
 )
 
+pytestmark = pytest.mark.slow  # real helm 3 and 4 in subprocesses (docs/testing.md)
+
 ROOT = CHART.parents[1]
 NS = "gitopsbot"
 SA = {"kind": "ServiceAccount", "name": "bot-gitopsbot", "namespace": NS}

@@ -21,6 +21,8 @@ import pytest
 from gitopsbot.core.postrender import encode_policy
 from tests.executor.adapters.test_postrender import POLICY, STREAM
 
+pytestmark = pytest.mark.slow  # the post-renderer in subprocesses (docs/testing.md)
+
 # Run in a fresh interpreter: this test process has imported everything already.
 PROBE = """
 import json, sys
