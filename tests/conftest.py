@@ -44,9 +44,26 @@ TENSOR_FUSION = SHARED / "tensor-fusion"
 #   of one long test finishing alone.
 
 
+REALKUBE_GROUPS = 4
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slots: dict[str, str] = {}
+    realkube: dict[str, list[pytest.Item]] = {}
     for item in items:
+        module = getattr(item, "module", None)
+        if item.get_closest_marker("realkube") or "control_plane" in getattr(
+            item, "fixturenames", ()
+        ):
+            # A worker that runs a test on the real control plane starts one (a session
+            # fixture: about 45 CPU-seconds over a run, idle included); REALKUBE_GROUPS groups,
+            # a module's tests in one (so a module_world is still made once), keep that to a
+            # few control planes instead of one per worker (_balance_realkube).
+            name = module.__name__ if module is not None else item.nodeid
+            item.add_marker(pytest.mark.xdist_group(slots.setdefault(name, "")))
+            realkube.setdefault(name, []).append(item)
+            continue
         if item.get_closest_marker("realgitea"):
             # One worker starts the real Gitea (a session fixture) and runs every test of it.
             item.add_marker(pytest.mark.xdist_group("realgitea"))
@@ -54,7 +71,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         mark = item.get_closest_marker("module_world")
         if mark is None:
             continue
-        module = getattr(item, "module", None)
         group = module.__name__ if module is not None else item.nodeid
         callspec = getattr(item, "callspec", None)
         for name in mark.args:
@@ -62,10 +78,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 # Not "[...]": xdist reads a group only after a node id's last "]".
                 group += f"/{callspec.params[name]}"
         item.add_marker(pytest.mark.xdist_group(group))
+    _balance_realkube(realkube)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # Every worker sorts alike (xdist checks the collections are equal); stable, so a
         # module's tests keep their order within each weight.
         items.sort(key=_weight)
+
+
+# Seconds a realkube module took on a busy run (docs/testing.md), to spread the heavy ones
+# over the groups; a module not named counts REALKUBE_TEST_SECONDS a test.
+REALKUBE_MODULE_SECONDS = {
+    "tests.realkube.test_rbac": 310,
+    "tests.realkube.test_helm_killed": 100,
+    "tests.e2e.test_story": 90,
+    "tests.realkube.test_person_helm_upgrade": 80,
+    "tests.realkube.test_rbac_story": 80,
+}
+REALKUBE_TEST_SECONDS = 3
+
+
+def _balance_realkube(modules: dict[str, list[pytest.Item]]) -> None:
+    """Each realkube module's tests into one of REALKUBE_GROUPS groups, heaviest module
+    first into the lightest group: the same on every worker (xdist compares collections)."""
+    load = [0] * REALKUBE_GROUPS
+
+    def weight(name: str) -> int:
+        return REALKUBE_MODULE_SECONDS.get(name, REALKUBE_TEST_SECONDS * len(modules[name]))
+
+    for name in sorted(modules, key=lambda n: (-weight(n), n)):
+        slot = load.index(min(load))
+        load[slot] += weight(name)
+        for item in modules[name]:
+            # Replaces the placeholder group added above (xdist reads the closest marker).
+            item.own_markers = [m for m in item.own_markers if m.name != "xdist_group"]
+            item.add_marker(pytest.mark.xdist_group(f"realkube-{slot}"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
