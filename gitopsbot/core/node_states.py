@@ -147,12 +147,14 @@ def failed(
 
 
 def halted(records: tuple[NodeRecord, ...], detail: str, now: datetime) -> tuple[NodeRecord, ...]:
-    """After the pool halted (a gate, a deadline, a stall): the nodes a batch took and that
-    are not back (in batch) are failed with ``detail``. A node no batch took stays as it is
+    """After the pool halted (a gate, a GPU canary, a deadline, a stall): the nodes a batch
+    took and that were not verified since (in batch, or updated: the halt's check is the one
+    that judged them) are failed with ``detail``. A node no batch took stays as it is
     (pending, held, cordoned; a hypervisor the controller replaced on its own before the
-    first batch, facts §3.4, is not the operation's doing), and a node its batch brought
-    back stays updated: not verified, not blamed (issue 28 item 8)."""
-    taken = (r.name for r in records if r.batch > 0 and r.state is NodeState.IN_BATCH)
+    first batch, facts §3.4, is not the operation's doing: issue 28 item 8), and so does a
+    node verified before."""
+    judged = (NodeState.IN_BATCH, NodeState.UPDATED)
+    taken = (r.name for r in records if r.batch > 0 and r.state in judged)
     return failed(records, taken, detail, now)
 
 

@@ -193,20 +193,23 @@ def test_malformed_entries_are_skipped() -> None:
     assert got[1].state is NodeState.UPDATED
 
 
-def test_a_halt_fails_only_the_nodes_a_batch_took_and_that_are_not_back() -> None:
-    # issue 28 item 8: a gate failing at 0% (before the first batch) blames no node
+def test_a_halt_fails_only_the_nodes_a_batch_took_and_no_check_verified() -> None:
+    # issue 28 item 8: a gate failing at 0% (before the first batch) blames no node; the
+    # nodes of the batch the failed check judged (in batch, or back but not verified: the
+    # GPU canary's node) are failed
+    why = "pool shared: gate error-rate failed"
     before = (
         NodeRecord("a", NodeState.IN_BATCH, 2, at(1)),  # taken by batch 2, not back
-        NodeRecord("b", NodeState.UPDATED, 1, at(1)),  # its batch brought it back
+        NodeRecord("b", NodeState.UPDATED, 2, at(1)),  # back, judged by the failed check
         NodeRecord("c", NodeState.PENDING, 0, at(0)),
         NodeRecord("d", NodeState.CORDONED, 0, at(0), "cordoned (spec.unschedulable)"),
         NodeRecord("e", NodeState.HELD, 0, at(0), "gates before the batch at 50%"),
+        NodeRecord("f", NodeState.VERIFIED, 1, at(1)),  # verified after batch 1
     )
-    r = by_name(ns.halted(before, "pool shared: gate error-rate failed", at(2)))
-    assert r["a"] == NodeRecord(
-        "a", NodeState.FAILED, 2, at(2), "pool shared: gate error-rate failed"
-    )
-    assert [r[n] for n in "bcde"] == list(before[1:])
+    r = by_name(ns.halted(before, why, at(2)))
+    assert r["a"] == NodeRecord("a", NodeState.FAILED, 2, at(2), why)
+    assert r["b"] == NodeRecord("b", NodeState.FAILED, 2, at(2), why)
+    assert [r[n] for n in "cdef"] == list(before[2:])
 
 
 def test_a_gate_failing_before_the_first_batch_leaves_every_node_as_it_was() -> None:
