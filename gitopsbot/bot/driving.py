@@ -37,6 +37,8 @@ from gitopsbot.core import (
     phase_view,
     pr_commands,
     rollout,
+    verify_wait,
+    windows,
 )
 from gitopsbot.core.journal import (
     Journal,
@@ -469,18 +471,30 @@ class DrivingMixin(PassBase):
                 if pd.action is rollout.PhaseAction.WAIT and pd.until == now:
                     advanced = True  # passed: decide again in this pass, to open the batch
             if pd.action is rollout.PhaseAction.VERIFY_CANARY:
-                problems = executor.check(spec, [ref.pool], canary=True, component=ref.component)
-                since = phase.last_progress_at or now
-                settling = (now - since).total_seconds() < VERIFY_TIMEOUT_SECONDS
-                if problems and settling:  # pods of the canary batch may still be starting
-                    pd = replace(pd, action=rollout.PhaseAction.WAIT, reason="; ".join(problems))
-                elif problems:
-                    pd = replace(
-                        pd, action=rollout.PhaseAction.HALT, reason="canary: " + "; ".join(problems)
+                # Judged against the operation's start: a pod Pending since before it is
+                # reported, not blamed on the canary (core.verify_wait).
+                problems = executor.check(
+                    spec,
+                    [ref.pool],
+                    canary=True,
+                    component=ref.component,
+                    predates=journal.created_at,
+                )
+                window = self.pool_windows(spec).get(ref.pool)
+                pool_policy = next(p for p in spec.rollout.pools if p.name == ref.pool)
+                pd = verify_wait.judge(
+                    policy=pool_policy,
+                    decision=pd,
+                    problems=problems,
+                    now=now,
+                    window=window,
+                    timeout_seconds=VERIFY_TIMEOUT_SECONDS,
+                )
+                phase = pd.phase
+                if pd.action is rollout.PhaseAction.VERIFY_CANARY:  # passed
+                    pd, phase = self._gpu_canary(
+                        journal, spec, ref, pd, phase, executor, now, window
                     )
-                    phase = replace(phase, state=PhaseState.HALTED, halt_reason=pd.reason)
-                else:
-                    pd, phase = self._gpu_canary(journal, spec, ref, pd, phase, executor, now)
             if ref.component is Component.HYPERVISOR and phase.state is not PhaseState.PENDING:
                 checked = phase.canary_done and not journal.phase(ref.step).canary_done
                 checked = checked or phase.batches.gates_passed_at == now
@@ -499,6 +513,9 @@ class DrivingMixin(PassBase):
             note = f"{ref.step} {pd.action} {phase.progress}%"
             if hold_moved:
                 note += f" ({phase.paused_by or 'resumed'})"
+            elif phase.batches.waiting != journal.phase(ref.step).batches.waiting:
+                # A new reason to wait: said once, in the journal's commit and the log.
+                note += f" ({phase.batches.waiting or 'no longer waiting'})"
             journal = journal.with_step(step).with_phase(phase)
             notes.append(note)
         return journal, advanced
@@ -542,6 +559,7 @@ class DrivingMixin(PassBase):
         phase: PhaseProgress,
         executor: Executor,
         now: datetime,
+        window: windows.Window | None = None,
     ) -> tuple[rollout.PhaseDecision, PhaseProgress]:
         """After the canary batch's pods check out: the GPU-path smoke workload of
         ``canary-smoke.yaml`` through a worker on an updated node (issue 18). It gates the
@@ -562,10 +580,21 @@ class DrivingMixin(PassBase):
             # The evidence stays with the phase: the step's detail is replaced by the next
             # batch's reason, and the pod is gone.
             kept = canary_record.of(result, now) if result is not None else None
-            rolled = replace(phase, canary_done=True, state=PhaseState.ROLLING, canary=kept)
+            # The verify's clock stops with it; the next open starts the switch's.
+            rolled = rollout.stop_clock(phase, now, PhaseState.ROLLING)
+            rolled = replace(
+                rolled,
+                canary_done=True,
+                canary=kept,
+                batches=verify_wait.cleared(rolled.batches),
+            )
             return passed, rolled
         if not result.failed:  # still running: look again
-            return replace(pd, action=rollout.PhaseAction.WAIT, reason=result.message), phase
+            reason = f"GPU canary: {result.message}"
+            pool_policy = next(p for p in spec.rollout.pools if p.name == ref.pool)
+            waited = verify_wait.waiting(pool_policy, phase, reason, now, window, None)
+            return replace(pd, action=rollout.PhaseAction.WAIT, reason=result.message), waited
+        phase = rollout.stop_clock(phase, now, phase.state)
         phase = replace(phase, canary=canary_record.of(result, now))
         why = f"GPU canary: {result.message}"
         if journal.kind is OperationKind.UPGRADE:

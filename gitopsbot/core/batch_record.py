@@ -37,7 +37,11 @@ class BatchRecord:
     judgements in a row at this boundary, ``gates_retry_at``: when the next judgement after an
     inconclusive one is due (gateRetryInterval; a pass before then does not judge again);
     ``gates``: the last judgement; ``waiting``: why the next batch does not open (admission),
-    "" when it may; ``wait_since``: when a workload wait began."""
+    "" when it may; ``wait_since``: when a workload wait began. ``waiting_since``,
+    ``waiting_until``, ``waiting_limit``: for a wait the bot bounds (the canary verify,
+    core.verify_wait), when ``waiting`` was first recorded with its text, when the wait ends
+    at the latest and which limit ends it then (the verify timeout, maxDuration, the window's
+    close); recorded once per change of ``waiting``, not per look."""
 
     from_progress: int = 0
     started_at: datetime | None = None
@@ -49,6 +53,9 @@ class BatchRecord:
     gates: tuple[GateNote, ...] = ()
     waiting: str = ""
     wait_since: datetime | None = None
+    waiting_since: datetime | None = None
+    waiting_until: datetime | None = None
+    waiting_limit: str = ""
 
     def finished(self, progress: int, now: datetime) -> BatchRecord:
         """A batch boundary at ``progress``: its duration recorded, the next batch starts."""
@@ -105,6 +112,12 @@ def to_data(b: BatchRecord) -> dict[str, Any]:
         out["waiting"] = b.waiting
     if b.wait_since is not None:
         out["wait_since"] = _time(b.wait_since)
+    if b.waiting_since is not None:
+        out["waiting_since"] = _time(b.waiting_since)
+    if b.waiting_until is not None:
+        out["waiting_until"] = _time(b.waiting_until)
+    if b.waiting_limit:
+        out["waiting_limit"] = b.waiting_limit
     return out
 
 
@@ -137,4 +150,7 @@ def from_data(data: Any) -> BatchRecord:
         else (),
         waiting=str(data.get("waiting") or ""),
         wait_since=_parse_time(data.get("wait_since")),
+        waiting_since=_parse_time(data.get("waiting_since")),
+        waiting_until=_parse_time(data.get("waiting_until")),
+        waiting_limit=str(data.get("waiting_limit") or ""),
     )

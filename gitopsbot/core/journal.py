@@ -122,7 +122,9 @@ class PhaseProgress:
     step: str  # the POOL_PHASE step's name
     state: PhaseState = PhaseState.PENDING
     started_at: datetime | None = None  # first time the switch was opened
-    opened_at: datetime | None = None  # start of the current open interval (None: closed)
+    # Start of the interval the deadline counts now: the switch open, or the canary batch
+    # verified with it closed (core.rollout.active_seconds); None: stopped.
+    opened_at: datetime | None = None
     open_seconds: int = 0  # switch-open time accumulated over earlier intervals
     progress: int = 0  # R14 progress, 0..100
     last_progress_at: datetime | None = None  # when progress last changed (or the switch opened)

@@ -18,16 +18,18 @@ window that closes first adds to it, and the view says when the window closes.
 Under a hypervisor phase with per-node records (``core.node_states``, issue #18), one more
 line counts the nodes per state (``node_line``), and ``status`` lists them (``node_table``).
 The GPU canary's judgement and evidence, the gates' last judgement and why the next batch
-waits are notes under the phase (``batch_notes``).
+waits (or the canary verify: since when, until when, and which limit ends it) are notes
+under the phase (``batch_notes``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core import canary_record, node_states, rollout, timeline
+from gitopsbot.core.batch_record import BatchRecord
 from gitopsbot.core.journal import PhaseProgress, PhaseState, Step, StepState
 from gitopsbot.core.model import Component
 from gitopsbot.core.node_states import NodeRecord
@@ -147,8 +149,22 @@ def batch_notes(phase: PhaseProgress) -> tuple[str, ...]:
         )
         out.append(f"gates{at}: {judged}")
     if b.waiting and phase.state not in (PhaseState.DONE, PhaseState.HALTED):
-        out.append(f"next batch waits: {b.waiting}")
+        what = "waits" if phase.state is PhaseState.CANARY_VERIFY else "next batch waits"
+        out.append(f"{what}: {b.waiting}{_bounds(b)}")
     return tuple(out)
+
+
+def _bounds(b: BatchRecord) -> str:
+    """Since when a bounded wait runs, until when at the latest and which limit ends it then
+    (core.verify_wait); "" for a wait recorded without them."""
+    parts = []
+    if b.waiting_since is not None:
+        parts.append(f"since {b.waiting_since.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z")
+    if b.waiting_until is not None:
+        parts.append(f"until {b.waiting_until.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z at the latest")
+    if b.waiting_limit:
+        parts.append(f"ended by {b.waiting_limit}")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def node_line(records: tuple[NodeRecord, ...]) -> str:

@@ -9,9 +9,11 @@ Pure: observations and "now" are arguments; nothing is mutated.
 
 Semantics (docs/executor.md):
 
-- maxDuration counts the time the switch was open, summed over windows. A rollout paused by
-  a closed window does not burn its deadline, else a 1-hour window with a 2-hour deadline
-  could never finish a rollout that spans two nights.
+- maxDuration counts the time the switch was open, summed over windows, and the time the
+  canary batch is verified with the switch closed (a verify that cannot finish halts at the
+  deadline). A rollout paused by a closed window or a person does not burn its deadline,
+  else a 1-hour window with a 2-hour deadline could never finish a rollout that spans two
+  nights.
 - A stall is progress unchanged for ``stall_timeout`` while the switch is open. F4: a
   GPUNode stuck in Pending pauses the controller forever; its name goes into the reason.
 - Canary: with ``canary_batch_percentage`` > 0 the first batch runs at that percentage, then
@@ -146,13 +148,17 @@ def phase_components(pool: PoolPolicy) -> tuple[Component, ...]:
 
 
 def active_seconds(phase: PhaseProgress, now: datetime) -> float:
-    """Switch-open time so far (the clock maxDuration is measured on)."""
+    """Switch-open and canary-verify time so far (the clock maxDuration is measured on)."""
     running = (now - phase.opened_at).total_seconds() if phase.opened_at else 0.0
     return phase.open_seconds + max(running, 0.0)
 
 
-def _closed(phase: PhaseProgress, now: datetime, state: PhaseState) -> PhaseProgress:
+def stop_clock(phase: PhaseProgress, now: datetime, state: PhaseState) -> PhaseProgress:
+    """The phase in ``state`` with the deadline's clock stopped, the time it ran added."""
     return replace(phase, state=state, opened_at=None, open_seconds=int(active_seconds(phase, now)))
+
+
+_closed = stop_clock
 
 
 # Marks kept per phase: a batchPercentage of 1 makes 100 steps; a progress reset (the
@@ -252,13 +258,20 @@ def _decide(
         waiting = (
             phase if phase.state is PhaseState.PENDING else replace(phase, state=PhaseState.PAUSED)
         )
+        if phase.opened_at is not None:  # a canary verify's clock: the window stops it
+            waiting = _closed(waiting, now, waiting.state)
         return PhaseDecision(PhaseAction.WAIT, waiting, "outside the maintenance window", opens)
 
     canary = policy.canary_batch_percentage > 0 and not phase.canary_done
     if canary and phase.state is PhaseState.CANARY_VERIFY:
-        return PhaseDecision(PhaseAction.VERIFY_CANARY, phase, "canary batch finished")
+        if phase.opened_at is None:  # after a hold (or from an older journal): counts again
+            phase = replace(phase, opened_at=now)
+        look = _verify_look(policy, phase, now, window)
+        return PhaseDecision(PhaseAction.VERIFY_CANARY, phase, "canary batch finished", look)
     if canary and phase.state is PhaseState.CANARY and observed.switch_open and phase.progress:
-        verify = _closed(phase, now, PhaseState.CANARY_VERIFY)
+        # The deadline keeps counting while the batch is verified (``opened_at`` stays): a
+        # verify that cannot finish halts at maxDuration (issue 28 item 4).
+        verify = replace(phase, state=PhaseState.CANARY_VERIFY)
         verify = replace(verify, batches=verify.batches.finished(phase.progress, now))
         return PhaseDecision(PhaseAction.CLOSE_SWITCH, verify, "canary batch finished")
 
@@ -509,9 +522,9 @@ def _hold(
     until = now + POLL
     canary = policy.canary_batch_percentage > 0 and not phase.canary_done
     if canary and phase.state is PhaseState.CANARY_VERIFY:
-        return PhaseDecision(
-            PhaseAction.VERIFY_CANARY, replace(phase, paused_by=held), "canary batch finished"
-        )
+        # A person's hold stops the deadline's clock (docs/pause.md), the verify goes on.
+        paused = replace(_closed(phase, now, phase.state), paused_by=held)
+        return PhaseDecision(PhaseAction.VERIFY_CANARY, paused, "canary batch finished", until)
     if observed.switch_open:
         state = PhaseState.PAUSED
         if canary and phase.state is PhaseState.CANARY and phase.progress:
@@ -531,8 +544,10 @@ def _halt(
 ) -> tuple[HaltReason, str] | None:
     limit = policy.max_duration_seconds
     if limit is not None and active_seconds(phase, now) >= limit:
+        verifying = phase.state is PhaseState.CANARY_VERIFY and phase.batches.waiting
+        why = f" while waiting for {phase.batches.waiting}" if verifying else ""
         return HaltReason.MAX_DURATION, (
-            f"pool {policy.name}: maxDuration {limit}s exceeded at {phase.progress}%"
+            f"pool {policy.name}: maxDuration {limit}s exceeded at {phase.progress}%{why}"
         )
     if observed.switch_open and phase.opened_at is not None and phase.last_progress_at:
         quiet = (now - phase.last_progress_at).total_seconds()
@@ -563,6 +578,21 @@ def _next_look(
         due.append(now + timedelta(seconds=max(left, 0)))
     if phase.last_progress_at is not None:
         due.append(phase.last_progress_at + timedelta(seconds=policy.stall_timeout_seconds))
+    return max(min(due), now)
+
+
+def _verify_look(
+    policy: PoolPolicy, phase: PhaseProgress, now: datetime, window: windows.Window | None
+) -> datetime:
+    """While the canary batch is verified: a POLL later, or when the deadline or the window
+    ends the verify, if sooner."""
+    due = [now + POLL]
+    ends = windows.closes_at(window, now)
+    if ends is not None:
+        due.append(ends)
+    if policy.max_duration_seconds is not None:
+        left = policy.max_duration_seconds - active_seconds(phase, now)
+        due.append(now + timedelta(seconds=max(left, 0)))
     return max(min(due), now)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from gitopsbot.core.canary_smoke import SMOKE_LABEL
@@ -22,6 +23,9 @@ CLIENT_SELECTOR = f"{GROUP}/enabled=true"
 WORKER_SELECTOR = f"{GROUP}/component=worker"
 TF = f"{GROUP}/v1"
 CheckMode = Literal["verify", "images", "canary", "running"]
+# Put before a problem that predates the operation (a pod Pending since before it began): the
+# canary verify reports it and does not count it (core.verify_wait, docs/executor.md).
+PRE_EXISTING = "pre-existing: "
 
 
 def tfc_name(spec: ClusterSpec) -> str:
@@ -158,10 +162,12 @@ def check_pods(
     *,
     mode: CheckMode,
     template_hash: str | None = None,
+    predates: datetime | None = None,
 ) -> list[str]:
     """R15 for the worker or client pods of ``pool``, in the modes of
     ``bot.steps.verify.check_nodes``. Pods being deleted (the rollout replaces them) and
-    finished ones are not judged."""
+    finished ones are not judged. ``predates``: when the operation began; a pod Pending since
+    before then is reported marked ``PRE_EXISTING`` (``pre_existing``)."""
     problems: list[str] = []
     stale: list[str] = []
     moved = 0
@@ -171,7 +177,14 @@ def check_pods(
         if meta.get("deletionTimestamp") or pod_phase == "Succeeded":
             continue
         ref = f"{meta.get('namespace')}/{meta.get('name')}"
-        if pod_phase != "Running":
+        before = pre_existing(pod, predates)
+        if before is not None:
+            problems.append(
+                f"{PRE_EXISTING}{component} pod {ref} Pending since "
+                f"{before.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z "
+                "(it was Pending before the operation began)"
+            )
+        elif pod_phase != "Running":
             problems.append(f"{component} pod {ref} is {phase(pod)}")
         carried = pod_images(component, pod)
         local_gpu = (
@@ -199,6 +212,41 @@ def check_pods(
         none_moved=bool(stale) and not moved,
         what=(f"pool {pool}: no {component} pod on {image} after the canary batch"),
     )
+
+
+def created(obj: Mapping[str, Any]) -> datetime | None:
+    """``metadata.creationTimestamp`` (UTC), None when absent or unreadable."""
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def pre_existing(pod: Mapping[str, Any], predates: datetime | None) -> datetime | None:
+    """When a Pending pod was created, if that was before ``predates`` (the operation's
+    start): a pod never goes back to Pending, so it has been Pending since before the
+    operation, and being older it is not one a batch of it replaced. None otherwise. Only
+    Pending: a Failed or Unknown pod may have turned so during the operation."""
+    if predates is None or (pod.get("status") or {}).get("phase") != "Pending":
+        return None
+    at = created(pod)
+    return at if at is not None and at < predates else None
+
+
+def split_pre_existing(problems: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The problems that count, and those that predate the operation (marker removed)."""
+    counted = [p for p in problems if not p.startswith(PRE_EXISTING)]
+    known = [p.removeprefix(PRE_EXISTING) for p in problems if p.startswith(PRE_EXISTING)]
+    return counted, known
+
+
+def pre_existing_note(known: Sequence[str]) -> str:
+    """How problems that predate the operation are named wherever the bot reports them."""
+    return "pre-existing, not counted: " + "; ".join(known) if known else ""
 
 
 def by_mode(

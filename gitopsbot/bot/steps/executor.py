@@ -97,7 +97,9 @@ class Executor:
             StepKind.HELM_UPGRADE: lambda: self.helm_upgrade(journal, spec, now=now, step=step),
             StepKind.CONTROLLER_READY: lambda: self.controller_ready(step, spec, now),
             StepKind.CONTROLLER_RESTART: lambda: self.controller_restart(step, spec, now),
-            StepKind.VERIFY: lambda: self.verify(step, spec, now, rolled=tf.rolled(journal)),
+            StepKind.VERIFY: lambda: self.verify(
+                step, spec, now, rolled=tf.rolled(journal), predates=journal.created_at
+            ),
             StepKind.ROLLBACK: lambda: self.rollback(
                 journal, spec, rollback_to, now=now, step=step
             ),
@@ -282,9 +284,16 @@ class Executor:
         canary: bool = False,
         component: Component | None = None,
         rolled: Mapping[str, Collection[Component]] | None = None,
+        predates: datetime | None = None,
     ) -> list[str]:
         return verify_step.check(
-            self.cluster, spec, pools, canary=canary, component=component, rolled=rolled
+            self.cluster,
+            spec,
+            pools,
+            canary=canary,
+            component=component,
+            rolled=rolled,
+            predates=predates,
         )
 
     def verify(
@@ -294,7 +303,14 @@ class Executor:
         now: datetime,
         *,
         rolled: Mapping[str, Collection[Component]] | None = None,
+        predates: datetime | None = None,
     ) -> StepOutcome:
         return verify_step.verify(
-            self.cluster, step, spec, now, rolled=rolled, wait_slice=self.wait_slice
+            self.cluster,
+            step,
+            spec,
+            now,
+            rolled=rolled,
+            predates=predates,
+            wait_slice=self.wait_slice,
         )

@@ -40,6 +40,7 @@ def check(
     canary: bool = False,
     component: Component | None = None,
     rolled: Mapping[str, Collection[Component]] | None = None,
+    predates: datetime | None = None,
 ) -> list[str]:
     """Problems found (empty: verified). ``pools`` limits the check.
 
@@ -47,7 +48,8 @@ def check(
     mid-rollout, see ``tf_objects.canary_component``): most of its pods are still on the old
     image and the pool may be Updating; the other components are only checked for Running.
     ``rolled``: pool → components this operation rolled (its POOL_PHASE steps, see
-    ``tf_objects.rolled``); None when not known."""
+    ``tf_objects.rolled``); None when not known. ``predates``: when the operation began; a
+    worker or client pod Pending since before it is marked ``tf.PRE_EXISTING``."""
     problems: list[str] = []
     name = tf.tfc_name(spec)
     tfc = cluster.get(tf.TF, "TensorFusionCluster", None, name)
@@ -90,6 +92,7 @@ def check(
             tf.worker_pods(gp_name, workloads, workers),
             images_of_pool.get("worker"),
             mode=modes[Component.WORKER],
+            predates=predates,
         )
         problems += tf.check_pods(
             Component.CLIENT,
@@ -98,6 +101,7 @@ def check(
             images_of_pool.get("client"),
             mode=modes[Component.CLIENT],
             template_hash=tf.status_hash(gp, Component.CLIENT),
+            predates=predates,
         )
     return problems
 
@@ -163,15 +167,21 @@ def verify(
     now: datetime,
     *,
     rolled: Mapping[str, Collection[Component]] | None = None,
+    predates: datetime | None = None,
     wait_slice: float = WAIT_SLICE_SECONDS,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> StepOutcome:
-    problems = check(cluster, spec, rolled=rolled)
+    """The step. ``predates``: when the operation began; a pod Pending since before it is
+    named in the outcome as pre-existing and does not fail the step (docs/executor.md)."""
+    found = check(cluster, spec, rolled=rolled, predates=predates)
+    problems, known = tf.split_pre_existing(found)
     if not problems and spec.smoke_test is not None:
         return _smoke_test(cluster, step, spec, now, wait_slice=wait_slice, monotonic=monotonic)
     if not problems:
         # Wording kept: docs/sandbox.md and docs/demo.md quote it.
-        return StepOutcome(StepState.SUCCEEDED, "TFC, pools, nodes and hypervisors Running")
+        note = tf.pre_existing_note(known)
+        done = "TFC, pools, nodes and hypervisors Running" + (f"; {note}" if note else "")
+        return StepOutcome(StepState.SUCCEEDED, done)
     waited = (now - (step.started_at or now)).total_seconds()
     if waited >= VERIFY_TIMEOUT_SECONDS:
         return StepOutcome(StepState.FAILED, "verification failed (R15): " + "; ".join(problems))
