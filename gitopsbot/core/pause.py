@@ -2,8 +2,9 @@
 
 A hold keeps a pool's switch closed: at the next batch boundary the bot closes it (the
 controller finishes the batch in flight, R22) and the phase is recorded PAUSED with the
-hold's reason; when the hold goes, the bot opens the switch again. Closed-switch time never
-counts toward ``maxDuration`` (``rollout.active_seconds`` counts open time only).
+hold's reason; when the hold goes, the bot opens the switch again. Held time never counts
+toward ``maxDuration`` (``rollout.active_seconds`` counts open time and an unheld canary
+verify only).
 
 Holds come from ``rollout.yaml`` (``paused:`` at the top or per pool), read from the
 watched branch's head each pass, not from the operation's commit: a pause must reach the

@@ -77,3 +77,22 @@ def test_a_verify_that_cannot_finish_says_why_and_halts_at_max_duration(env: Env
     assert failed is not None and failed.status is OperationStatus.FAILED
     assert "maxDuration 300s exceeded" in failed.failure
     assert "while waiting for canary verify: client pod apps/new is Pending" in failed.failure
+
+
+def test_the_verify_time_stays_counted_once_the_canary_passed(env: Env) -> None:
+    env.world.nodes["a"] = 4
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(19, "lab: hv:2", fleet_files("1.0.0", "hv:2", canary=25))
+    j = _until(env, rec, lambda j: j.phase(STEP).state is PhaseState.CANARY_VERIFY)
+    before = j.phase(STEP)
+    assert before.opened_at is not None  # the verify's clock runs
+    env.clock.t += 3 * M  # the verify takes 3 minutes
+    rec.reconcile("lab")  # passed: the clock stops with it
+    passed = rec.store.current("lab").phase(STEP)
+    assert passed.canary_done and passed.opened_at is None
+    counted = before.open_seconds + (env.clock.t - before.opened_at).total_seconds()
+    assert passed.open_seconds == int(counted)
+    rec.reconcile("lab")  # the rest opens: its clock adds to what was counted
+    opened = rec.store.current("lab").phase(STEP)
+    assert opened.state is PhaseState.ROLLING and opened.open_seconds == passed.open_seconds
