@@ -500,6 +500,8 @@ class DrivingMixin(PassBase):
                 checked = checked or phase.batches.gates_passed_at == now
                 phase = self._node_states(spec, ref.pool, step, phase, pd, now, executor, checked)
             hold_moved = phase.paused_by != journal.phase(ref.step).paused_by  # held, let go
+            # A new reason to wait (recorded once per change, core.verify_wait): the step says it.
+            wait_moved = phase.batches.waiting != journal.phase(ref.step).batches.waiting
             if step.state is StepState.PENDING and phase.state is not PhaseState.PENDING:
                 step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
             if phase.state is PhaseState.DONE:
@@ -510,11 +512,12 @@ class DrivingMixin(PassBase):
                 journal = replace(journal, failure=f"{step.name}: {pd.reason}")
             elif pd.reason and (pd.action is not rollout.PhaseAction.WAIT or hold_moved):
                 step = replace(step, detail=pd.reason)
+            elif wait_moved and phase.batches.waiting:
+                step = replace(step, detail=phase.batches.waiting)
             note = f"{ref.step} {pd.action} {phase.progress}%"
             if hold_moved:
                 note += f" ({phase.paused_by or 'resumed'})"
-            elif phase.batches.waiting != journal.phase(ref.step).batches.waiting:
-                # A new reason to wait: said once, in the journal's commit and the log.
+            elif wait_moved:  # said once, in the journal's commit and the log
                 note += f" ({phase.batches.waiting or 'no longer waiting'})"
             journal = journal.with_step(step).with_phase(phase)
             notes.append(note)

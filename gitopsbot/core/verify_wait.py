@@ -103,7 +103,7 @@ def judge(
     if (now - since).total_seconds() < timeout_seconds:  # pods of the batch may be starting
         reason = f"canary verify: {named}"
         waited = waiting(policy, phase, reason, now, window, timeout_seconds)
-        return replace(decision, action=PhaseAction.WAIT, phase=waited, reason=reason, until=None)
+        return replace(decision, action=PhaseAction.WAIT, phase=waited, reason=reason)
     why = f"canary: verify timeout ({timeout_seconds}s) passed with: {named}"
     halted = replace(stop_clock(phase, now, PhaseState.HALTED), halt_reason=why)
     return replace(decision, action=PhaseAction.HALT, phase=halted, reason=why)

@@ -115,6 +115,7 @@ def test_the_wait_is_recorded_once_with_since_until_and_limit() -> None:
         timeout_seconds=TIMEOUT,
     )
     assert first.action is PhaseAction.WAIT
+    assert first.until == T0 + 4 * M + rollout.POLL  # looks again while it waits
     b = first.phase.batches
     assert b.waiting == "canary verify: hypervisor pod hv-1 is Pending"
     assert b.waiting_since == T0 + 3 * M  # the verify began when the batch finished

@@ -63,6 +63,7 @@ def test_a_verify_that_cannot_finish_says_why_and_halts_at_max_duration(env: Env
     b = j.phase(STEP).batches
     assert b.waiting == "canary verify: client pod apps/new is Pending"
     assert b.waiting_limit == "maxDuration (300s)" and b.waiting_until is not None
+    assert j.step(STEP).detail == b.waiting  # not "canary batch finished"
     saved = rec.store.current("lab")
     rec.reconcile("lab")  # the same reason a pass later: nothing new recorded
     assert rec.store.current("lab").phase(STEP) == saved.phase(STEP)
