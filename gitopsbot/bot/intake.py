@@ -17,7 +17,7 @@ from typing import Any
 
 from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
-from gitopsbot.core import merge_queue, operation, pause, rotation
+from gitopsbot.core import load_failure, merge_queue, operation, pause, rotation
 from gitopsbot.core.commit_classes import desired_paths, restore_is_undo, reverted_shas
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
@@ -82,12 +82,19 @@ class IntakeMixin(PassBase):
             spec = self.spec_at(newest.sha, cluster)
         except ConfigError as e:
             # Bad fleet files got merged: nothing is applied; the next good commit is.
+            # Recorded for ``status`` with the seen commit: the pass succeeds, and the state
+            # branch must not read as the previous operation or "no operation yet".
             log.error("%s: fleet invalid at %s: %s", cluster, newest.sha[:12], e)
+            failed = load_failure.of(newest.sha, str(e), now)
             self.store.commit(
-                {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                {
+                    f"clusters/{cluster}/seen": (head + "\n").encode(),
+                    f"clusters/{cluster}/{load_failure.FILE}": load_failure.dumps(failed).encode(),
+                },
                 f"{cluster}: fleet invalid at {newest.sha[:12]}; nothing applied\n\n{e}"[:4000],
             )
             return PassResult(cluster, "invalid", str(e))
+        self.store.clear_load_failure(cluster)  # a newer commit loads: the record is stale
         if spec is None:
             self.store.commit(
                 {f"clusters/{cluster}/seen": (head + "\n").encode()},

@@ -11,6 +11,8 @@ Layout of the state branch (``gitopsbot/state`` by default; docs/executor.md):
   last operation (reported, never undone)
 - ``clusters/<name>/pass-failure.yaml``: passes fail before or outside an operation (an
   unreachable cluster, a missing kube context): the error's first line and since when
+- ``clusters/<name>/load-failure.yaml``: the newest commit for the cluster could not be
+  loaded (nothing applied): the commit and the located reason
 - ``tools.yaml``: the helm and kubectl versions (and paths) ``run`` started with
 
 Reads go to the branch's head as ``Repo.head`` reports it (the local commit when a push is
@@ -25,10 +27,17 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime
 
-from gitopsbot.core import drift_record, manual_revision, pass_failure, tool_record
+from gitopsbot.core import (
+    drift_record,
+    load_failure,
+    manual_revision,
+    pass_failure,
+    tool_record,
+)
 from gitopsbot.core import journal as journal_mod
 from gitopsbot.core.drift_record import DriftRecord
 from gitopsbot.core.journal import Journal, OperationStatus, StepKind, StepState
+from gitopsbot.core.load_failure import LoadFailure
 from gitopsbot.core.manual_revision import ManualRevision
 from gitopsbot.core.pass_failure import PassFailure
 from gitopsbot.core.tool_record import ToolRecord
@@ -132,6 +141,19 @@ class JournalStore:
         if self._read(path) is None:
             return False
         self.commit({path: None}, f"{cluster}: passes succeed again")
+        return True
+
+    def load_failure(self, cluster: str) -> LoadFailure | None:
+        data = self._read(f"{cluster_dir(cluster)}/{load_failure.FILE}")
+        return None if data is None else load_failure.loads(data.decode("utf-8", "replace"))
+
+    def clear_load_failure(self, cluster: str) -> bool:
+        """A newer commit for the cluster loaded: remove the record, if any (one commit).
+        True when it committed."""
+        path = f"{cluster_dir(cluster)}/{load_failure.FILE}"
+        if self._read(path) is None:
+            return False
+        self.commit({path: None}, f"{cluster}: the newest commit loads again")
         return True
 
     def manual_revision(self, cluster: str) -> ManualRevision | None:

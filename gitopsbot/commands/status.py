@@ -18,7 +18,9 @@ from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import node_states, promotion, promotion_gate
 from gitopsbot.core.journal import Journal
+from gitopsbot.core.load_failure import LoadFailure
 from gitopsbot.core.model import Fleet
+from gitopsbot.core.pass_failure import PassFailure
 from gitopsbot.core.phase_view import StepRow
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
@@ -131,10 +133,16 @@ def _by_wave(
 def _cluster(store: JournalStore, name: str, now: datetime) -> list[str | list[StepRow]]:
     out: list[str | list[StepRow]] = []
     current = store.current(name)
+    # The newest merge not loaded comes right after the head line: the operation shown
+    # below it is an older commit's, not this merge's.
+    unloaded = store.load_failure(name)
+    not_loaded = [f"  ⚠ {unloaded.describe()}"] if unloaded is not None else []
     if current is None:
         out.append(f"{name}: no operation yet (watching since {(store.seen(name) or '?')[:12]})")
+        out.extend(not_loaded)
     else:
         out.extend(report.head_lines(current))
+        out.extend(not_loaded)
         out.append(report.step_rows(current, now))
         out.extend(report.tail_lines(current))
     manual = store.manual_revision(name)
@@ -173,11 +181,18 @@ def as_json(store: JournalStore, cluster: str | None, now: datetime) -> tuple[di
     clusters: dict[str, Any] = {}
     for name in [cluster] if cluster else names:
         current, queued = store.current(name), store.queued(name)
+        unloaded, failing = store.load_failure(name), store.pass_failure(name)
         clusters[name] = {
             "operation": None if current is None else _operation_json(current, now),
             "queued": None if queued is None else {"op_id": queued.op_id},
+            "not_loaded": None if unloaded is None else _since_json(unloaded, sha=unloaded.sha),
+            "pass_failure": None if failing is None else _since_json(failing),
         }
     return {"clusters": clusters}, 0
+
+
+def _since_json(found: LoadFailure | PassFailure, **extra: str) -> dict[str, str]:
+    return {**extra, "error": found.error, "since": found.since.isoformat()}
 
 
 def _operation_json(journal: Journal, now: datetime) -> dict[str, Any]:

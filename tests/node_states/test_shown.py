@@ -99,6 +99,9 @@ class _Store:
     def pass_failure(self, cluster: str) -> None:
         return None
 
+    def load_failure(self, cluster: str) -> None:
+        return None
+
     def tools(self) -> None:
         return None
 
