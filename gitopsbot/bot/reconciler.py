@@ -34,7 +34,7 @@ from gitopsbot.bot.reverts import (
 )
 from gitopsbot.core import manual_revision, merge_queue
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.errors import GitInterrupted, GitOpsBotError
+from gitopsbot.errors import ConfigError, GitInterrupted, GitOpsBotError
 
 log = logging.getLogger(__name__)
 # How often an idle cluster's release is looked at for a revision made outside the bot.
@@ -115,20 +115,29 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin, HeldMixin):
             log.error("%s: could not record the failing pass on the state branch: %s", cluster, e)
 
     def _watch_release(self, cluster: str, last: Journal | None, now: datetime) -> None:
-        """While idle, at most every MANUAL_CHECK: a Helm revision made outside the bot since
-        its last operation (a person's break-glass upgrade) is reported on the state branch
-        and in the log. The bot does not undo it."""
-        if last is None or not manual_revision.last_bot_revision(last):
-            return
+        """While idle, at most every MANUAL_CHECK: the cluster's release is read, so a kube
+        context that does not exist or an unreachable cluster fails the pass (recorded for
+        ``status`` as "every pass fails", docs/executor.md) even before any operation, not
+        only when a merge comes; and a Helm revision made outside the bot since its last
+        operation (a person's break-glass upgrade) is reported on the state branch and in the
+        log. The bot does not undo it."""
         checked = self._release_checked.get(cluster)
         if checked is not None and now - checked < MANUAL_CHECK:
             return
-        self._release_checked[cluster] = now
-        spec = self.spec_at(last.desired_sha, cluster)
+        sha = last.desired_sha if last is not None else self.store.seen(cluster)
+        try:
+            spec = self.spec_at(sha, cluster) if sha else None
+        except ConfigError:
+            return  # the newest commit did not load: intake recorded it; nothing to reach
         if spec is None:
             return
         rel = spec.release
         latest = self.executor_for(spec).helm.status(rel.release_name, rel.namespace)
+        # Only once reached: a failing read is tried again by the next pass, so the passes in
+        # between do not clear the failure's record as if the cluster were fine.
+        self._release_checked[cluster] = now
+        if last is None or not manual_revision.last_bot_revision(last):
+            return
         found = manual_revision.detect(latest, last)
         if self.store.record_manual_revision(cluster, found) and found is not None:
             log.warning("%s: %s", cluster, found.describe())

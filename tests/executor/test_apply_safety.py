@@ -12,7 +12,7 @@ from datetime import timedelta
 from gitopsbot.commands.status import render
 from gitopsbot.core.forge_types import CommitState
 from gitopsbot.core.journal import OperationKind, OperationStatus
-from gitopsbot.errors import ConfigError, GitOpsBotError, HelmChartUnusable
+from gitopsbot.errors import ConfigError, GitOpsBotError, HelmChartUnusable, TransientError
 from gitopsbot.ports.helm import ChartRef
 from tests.executor.conftest import NS, RELEASE, Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive, upgrades
@@ -147,6 +147,45 @@ def test_a_failing_pass_is_recorded_once_and_cleared_when_passes_succeed(env: En
     rec.executor_for = working
     done = drive(env, rec)
     assert done.status is OperationStatus.SUCCEEDED
+    assert rec.store.pass_failure("lab") is None
+
+
+def test_an_idle_cluster_that_cannot_be_reached_shows_every_pass_fails(env: Env) -> None:
+    """#28 item 9: no operation yet, no merge coming: a missing kube context, then an
+    unreachable API server, are each a failing pass recorded for ``status``, not only a log
+    line; the first pass that reaches the cluster clears it."""
+    rec = env.reconciler()
+    rec.reconcile("lab")  # the baseline: nothing applied, nothing running
+    working = rec.executor_for
+
+    def missing(spec: object) -> object:
+        raise ConfigError('kube context "gpu-lab" not found in ~/.kube/config')
+
+    rec.executor_for = missing  # type: ignore[assignment]
+    for _ in range(2):
+        try:
+            rec.reconcile("lab")
+        except GitOpsBotError:
+            pass
+        else:
+            raise AssertionError("an idle pass that cannot reach the cluster should fail")
+        env.clock.t += timedelta(seconds=5)  # the next poll, well within a minute
+    text, _ = render(rec.store, "lab", env.clock.t)
+    assert "no operation yet" in text
+    assert "⚠ every pass fails since" in text and '"gpu-lab" not found' in text
+
+    rec.executor_for = working
+    env.helm.fail("status", TransientError("dial tcp 10.0.0.9:6443: connection refused"))
+    try:
+        rec.reconcile("lab")
+    except GitOpsBotError:
+        pass
+    else:
+        raise AssertionError("an unreachable cluster should fail the idle pass")
+    failing = rec.store.pass_failure("lab")
+    assert failing is not None and "connection refused" in failing.error
+
+    rec.reconcile("lab")
     assert rec.store.pass_failure("lab") is None
 
 
