@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from gitopsbot.core import gantt, phase_view, timeline
+from gitopsbot.core import gantt, phase_view, promotion_gate, timeline
 from gitopsbot.core.forge_types import CommitState
 from gitopsbot.core.journal import Journal, OperationStatus, PhaseState, Step, StepState
 from gitopsbot.core.phase_view import StepRow
@@ -196,10 +196,7 @@ def markdown(journal: Journal) -> str:
     if journal.remediation:
         extra.append(f"Remediation: {journal.remediation}")
     if journal.status is OperationStatus.BLOCKED:
-        extra.append(
-            "Nothing was applied. A newer commit for this cluster (a fix, an acknowledgement "
-            "in `rollout.yaml`, or a revert) replaces this operation."
-        )
+        extra.append(_blocked_note(journal))
     if journal.verdicts:
         listed = "\n".join(f"- `{line}`" for line in journal.verdicts)
         extra.append(f"Policy at apply:\n{listed}")
@@ -207,3 +204,19 @@ def markdown(journal: Journal) -> str:
     table = "\n".join(rows)
     as_said = f"Operation `{journal.op_id}`, as of {now:%Y-%m-%d %H:%M:%S} UTC"
     return "\n\n".join([head, as_said, *extra, table, *([chart] if chart else [])])
+
+
+def _blocked_note(journal: Journal) -> str:
+    """What a blocked operation waits for. Held only by waves, it starts by itself (the bot
+    judges it again every pass, ``bot.held``): asking for a newer commit would be wrong."""
+    held = promotion_gate.held_message(journal)
+    if held and promotion_gate.held_only_by_waves(journal.verdicts):
+        return (
+            "Nothing was applied yet. Held by waves, not refused: it starts by itself, "
+            "without a newer commit, as soon as its wave is due (the bot judges it again at "
+            f"every pass). Waiting for: {held}."
+        )
+    return (
+        "Nothing was applied. A newer commit for this cluster (a fix, an acknowledgement "
+        "in `rollout.yaml`, or a revert) replaces this operation."
+    )
