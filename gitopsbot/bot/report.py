@@ -75,7 +75,10 @@ def step_rows(journal: Journal, now: datetime | None) -> list[StepRow]:
             shown = phase_view.view(phase, step, now).summary(now)
             row = replace(row, progress=phase.progress, phase_state=str(phase.state), summary=shown)
         row = replace(
-            row, nodes=phase_view.phase_nodes(phase), batch_notes=phase_view.batch_notes(phase)
+            row,
+            nodes=phase_view.phase_nodes(phase),
+            batch_notes=phase_view.batch_notes(phase),
+            held=phase.paused_by,
         )
         rows.append(row)
     return rows
@@ -97,7 +100,9 @@ def change_lines(journal: Journal, now: datetime, seen: dict[str, str]) -> list[
             continue
         first = key not in seen
         seen[key] = row.change
-        if first and row.state is StepState.PENDING:
+        was_held = seen.get(f"{key}/held", "")
+        seen[f"{key}/held"] = row.held
+        if first and row.state is StepState.PENDING and not row.held:
             continue  # not started: nothing happened yet
         text = f"{head}: {row.icon} {row.name} {row.state}"
         if row.summary:
@@ -107,6 +112,10 @@ def change_lines(journal: Journal, now: datetime, seen: dict[str, str]) -> list[
         if row.node_line:
             text += f" · {row.node_line}"
         text += "".join(f" · {note}" for note in row.batch_notes)
+        if row.held and row.held != was_held:
+            text += f" · paused: {row.held}"
+        elif was_held and not row.held:
+            text += " · resumed"
         out.append(text)
     return out
 

@@ -112,6 +112,7 @@ class StepRow:
     summary: str = ""
     nodes: tuple[NodeRecord, ...] = ()  # per-node records of a hypervisor phase (issue #18)
     batch_notes: tuple[str, ...] = ()  # the last gate judgement, why the next batch waits
+    held: str = ""  # what pauses the phase (``PhaseProgress.paused_by``), "" when nothing
 
     @property
     def node_line(self) -> str:
@@ -123,8 +124,10 @@ class StepRow:
         """What a change is told by: the states and the progress, not the clocks (a node
         changing state is a change; its ``since`` alone is not)."""
         notes = " ".join(self.batch_notes)
+        # A pause or resume is a change even where the state stays (a pending phase held).
         return (
-            f"{self.name} {self.state} {self.phase_state} {self.progress} {self.node_line} {notes}"
+            f"{self.name} {self.state} {self.phase_state} {self.progress} {self.node_line} "
+            f"{notes} {self.held}"
         )
 
 
