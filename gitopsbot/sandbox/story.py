@@ -429,6 +429,7 @@ class Progress:
     t0: float = field(default_factory=time.monotonic)
     seen: dict[str, str] = field(default_factory=dict)
     windowed: frozenset[str] = frozenset()  # pools with a maintenance window
+    window_opens: datetime | None = None  # when their window opens (the story's cron)
 
     def say(self, text: str) -> None:
         if self.out is not None:
@@ -448,10 +449,11 @@ class Progress:
             waiting = s.pool in self.windowed and f"{s.name} wait" in r.detail
             if held and waiting and key not in self.seen:
                 self.seen[key] = "yes"
-                self.say(
-                    f"  {s.name}: held by its maintenance window until "
-                    f"{r.next_at.astimezone(UTC):%H:%M:%S} UTC"
-                )
+                # When the window opens, not the pass's next_at: that is only when the bot
+                # looks again (a poll, another pool's batch), often well before it opens.
+                opens = self.window_opens
+                when = f", which opens at {opens.astimezone(UTC):%H:%M:%S} UTC" if opens else ""
+                self.say(f"  {s.name}: held by its maintenance window{when}")
 
     def journal(self, j: Journal) -> None:
         key = f"{j.op_id}:status"
@@ -688,6 +690,7 @@ def play(
         say(f"fleet repository {world.fleet_url} (clusters/{CLUSTER}: {options.pools} pools)")
         if world.fleet.window_opens is not None:
             progress.windowed = frozenset(world.fleet.pools[1:])
+            progress.window_opens = world.fleet.window_opens
             say(
                 f"pool {world.fleet.pools[-1]}'s maintenance window opens at "
                 f"{world.fleet.window_opens:%H:%M:%S} UTC (cron '{_cron(world)}')"
