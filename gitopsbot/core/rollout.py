@@ -250,6 +250,9 @@ def _decide(
 
     if not windows.is_open(window, now):
         opens = windows.next_open(window, now)
+        # Admission is judged again when the window opens: its last reason (a budget used up
+        # by a node since uncordoned) would be stale in `status` all the while.
+        phase = _not_admitting(phase)
         if observed.switch_open:
             paused = _closed(phase, now, PhaseState.PAUSED)
             return PhaseDecision(
@@ -513,6 +516,13 @@ def gates_judged(
     )
 
 
+def _not_admitting(phase: PhaseProgress) -> PhaseProgress:
+    """``phase`` with no admission reason: something else keeps the switch closed now."""
+    if not phase.batches.waiting:
+        return phase
+    return replace(phase, batches=replace(phase.batches, waiting=""))
+
+
 def _hold(
     policy: PoolPolicy, phase: PhaseProgress, observed: PoolObservation, now: datetime, held: str
 ) -> PhaseDecision:
@@ -520,6 +530,7 @@ def _hold(
     wait, looking again a POLL later for the hold to go. A finished canary batch is still
     verified first (CANARY_VERIFY keeps its state), so a resume does not run it again."""
     until = now + POLL
+    phase = _not_admitting(phase)  # the hold is why it waits now (paused_by), not admission
     canary = policy.canary_batch_percentage > 0 and not phase.canary_done
     if canary and phase.state is PhaseState.CANARY_VERIFY:
         # A person's hold stops the deadline's clock (docs/pause.md), the verify goes on.
