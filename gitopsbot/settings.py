@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gitopsbot.errors import ConfigError
+
 
 def cache_dir() -> Path:
     """Where fetched binaries and chart archives are cached.
@@ -56,6 +58,20 @@ def in_cluster_service() -> tuple[str, str] | None:
     host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
     port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
     return (host, port) if host and port else None
+
+
+def kubeconfig() -> str:
+    """``KUBECONFIG`` as kubectl and helm read it, for ``--kubeconfig`` left out ("" unset).
+    A list of files (kubectl merges them) is refused: the bot, helm and kubectl must all
+    read one file, the one the error names."""
+    value = os.environ.get("KUBECONFIG", "").strip()
+    files = [f for f in value.split(os.pathsep) if f]
+    if len(files) > 1:
+        raise ConfigError(
+            f"KUBECONFIG lists {len(files)} files ({value}): the bot reads one; "
+            "give it with --kubeconfig"
+        )
+    return files[0] if files else ""
 
 
 def pod_name() -> str | None:

@@ -72,7 +72,8 @@ def resolve_tools(options: RunOptions) -> tool_lookup.ToolSet:
 def cluster_access(options: RunOptions) -> ClusterAccess:
     """How each cluster is reached: kubeContext, in-cluster, kubeconfigSecret."""
     return ClusterAccess(
-        kubeconfig=options.kubeconfig,
+        # As kubectl and helm: --kubeconfig, else KUBECONFIG, else ~/.kube/config.
+        kubeconfig=options.kubeconfig or settings.kubeconfig(),
         in_cluster=options.in_cluster,
         service_account=ServiceAccountFiles(settings.service_account_dir()),
         service=settings.in_cluster_service(),
@@ -210,12 +211,12 @@ def replica_identity(base: str = "") -> str:
 def lease_client(options: RunOptions, access: ClusterAccess | None = None) -> Leases:
     """The Leases client of the management cluster: ``--leases-kubeconfig``, else in a pod
     (or ``--in-cluster``) the pod's ServiceAccount (docs/cluster-access.md), else the run's
-    ``--kubeconfig`` (else ~/.kube/config)."""
+    ``--kubeconfig`` (else KUBECONFIG, else ~/.kube/config)."""
     if not options.leases_kubeconfig:
         reach = access if access is not None else cluster_access(options)
         if reach.uses_in_cluster():
             return KubeLeases(reach.home().api_client())
-    path = options.leases_kubeconfig or options.kubeconfig
+    path = options.leases_kubeconfig or options.kubeconfig or settings.kubeconfig()
     return KubeLeases.from_kubeconfig(path or str(Path.home() / ".kube" / "config"))
 
 

@@ -44,7 +44,12 @@ def register(sub: Any) -> None:
     where.add_argument("--fleet", metavar="PATH", help="a bare clone of the fleet repository")
     p.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this one")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.add_argument("--kubeconfig", default="", metavar="PATH", help="kubeconfig of kubeContexts")
+    p.add_argument(
+        "--kubeconfig",
+        default="",
+        metavar="PATH",
+        help="kubeconfig of kubeContexts (default $KUBECONFIG, else ~/.kube/config)",
+    )
     p.add_argument(
         "--chart-dir",
         action="append",

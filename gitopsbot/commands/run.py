@@ -81,7 +81,11 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help="only this cluster (repeatable; default all)",
     )
-    p.add_argument("--kubeconfig", default="", help="kubeconfig file (default ~/.kube/config)")
+    p.add_argument(
+        "--kubeconfig",
+        default="",
+        help="kubeconfig file (default $KUBECONFIG, else ~/.kube/config)",
+    )
     p.add_argument(
         "--in-cluster",
         action="store_true",

@@ -183,3 +183,28 @@ def test_a_killed_bots_directory_is_removed_by_the_next_start(tmp_path: Path) ->
     alive.mkdir()
     remove_dead_leftovers(tmp_path)
     assert not dead.exists() and alive.exists()
+
+
+def test_without_kubeconfig_the_bot_reads_kubeconfig_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As kubectl and helm: --kubeconfig, else KUBECONFIG, else ~/.kube/config; a list of
+    files is refused (the bot, helm and kubectl would not read the same one)."""
+    from gitopsbot import settings
+    from gitopsbot.app.clusters import cluster_access
+    from gitopsbot.app.options import RunOptions
+    from gitopsbot.errors import ConfigError
+
+    mine = tmp_path / "mine.kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", str(mine))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert settings.kubeconfig() == str(mine)
+    access = cluster_access(RunOptions(fleet_url="x"))
+    with pytest.raises(ConfigError, match=str(mine)):
+        access.connect(kube_context="sandbox")
+    explicit = cluster_access(RunOptions(fleet_url="x", kubeconfig=str(tmp_path / "k")))
+    with pytest.raises(ConfigError, match=str(tmp_path / "k")):
+        explicit.connect(kube_context="sandbox")
+    monkeypatch.setenv("KUBECONFIG", f"{mine}:{tmp_path / 'other'}")
+    with pytest.raises(ConfigError, match="KUBECONFIG lists 2 files"):
+        settings.kubeconfig()
