@@ -64,6 +64,7 @@ class Child:
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
     changed: threading.Condition = field(default_factory=threading.Condition)
+    readers: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
     def start(cls, *args: str, env: dict[str, str], cwd: Path = ROOT) -> Child:
@@ -81,7 +82,9 @@ class Child:
         child = cls(proc)
         assert proc.stdout is not None and proc.stderr is not None
         for stream, lines in ((proc.stdout, child.out), (proc.stderr, child.err)):
-            threading.Thread(target=child._read, args=(stream, lines), daemon=True).start()
+            reader = threading.Thread(target=child._read, args=(stream, lines), daemon=True)
+            reader.start()
+            child.readers.append(reader)
         return child
 
     def _read(self, stream: object, lines: list[str]) -> None:
@@ -116,8 +119,13 @@ class Child:
         os.kill(self.proc.pid, signal.SIGINT)
 
     def exit_within(self, seconds: float) -> int:
+        """The exit status, once the process ended and its output was read to the end (the
+        readers may still hold its last lines when ``wait`` returns)."""
         try:
-            return self.proc.wait(timeout=seconds)
+            status = self.proc.wait(timeout=seconds)
+            for reader in self.readers:
+                reader.join(10)
+            return status
         except subprocess.TimeoutExpired:
             pytest.fail(
                 f"still running {seconds:.0f}s after SIGINT\n"
