@@ -33,9 +33,6 @@ from gitopsbot.app.bot import (
     build_bot as build_bot,
 )
 from gitopsbot.app.bot import (
-    configure_logging as configure_logging,
-)
-from gitopsbot.app.bot import (
     forge_client as forge_client,
 )
 from gitopsbot.app.bot import (
@@ -124,6 +121,9 @@ from gitopsbot.app.git_access import (
 )
 from gitopsbot.app.git_access import (
     ssh_key_credentials as ssh_key_credentials,
+)
+from gitopsbot.app.log_setup import (
+    configure_logging as configure_logging,
 )
 from gitopsbot.app.options import (
     RunOptions as RunOptions,

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from gitopsbot.adapters import logs as log_output
 from gitopsbot.adapters import tools as tool_lookup
 from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory
 from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_settings
@@ -44,7 +43,6 @@ from gitopsbot.app.clusters import (
 from gitopsbot.app.drift import drift_watch
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
-from gitopsbot.bot import log_context
 from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.bot.event_recorder import EventRecorder
@@ -404,14 +402,3 @@ def build_bot(options: RunOptions) -> Bot:
         metrics=metrics, health=health, notifier=wired.notifier, events=wired.events,
         drift=watch,
     )  # fmt: skip
-
-
-def configure_logging(
-    fmt: str, *, root_level: int, levels: dict[str, int] | None = None
-) -> Callable[[], None] | None:
-    """Log lines in ``fmt`` (``text``/``json``) to standard error, each naming the cluster,
-    operation and step of the pass that emitted it (docs/logging.md). None when the embedding
-    program configured logging already; else how to undo it."""
-    return log_output.configure(
-        fmt, root_level=root_level, levels=levels, filters=[log_context.RecordFields()]
-    )
