@@ -6,27 +6,15 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from gitopsbot import __version__, app, settings
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
 # Order is the order shown in --help.
-COMMANDS = (
-    "validate",
-    "plan",
-    "rehearse",
-    "sandbox",
-    "propose",
-    "comment",
-    "run",
-    "status",
-    "drift",
-    "demo",
-    "post_render",
-    "tools",
-)
+COMMANDS = tuple(SUMMARIES)
 
 EPILOG = """\
 examples:
@@ -51,7 +39,9 @@ after the running pass (0), status --watch ends (0); a second Ctrl-C exits at on
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(full: Collection[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The command line, the commands in ``full`` built in full and the others only their
+    --help lines, so a command imports only what it runs (``gitopsbot --version`` nothing)."""
     parser = argparse.ArgumentParser(
         prog="gitopsbot",
         description="Upgrade TensorFusion clusters from Git: plan on the pull request, "
@@ -66,13 +56,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-format", **_log_format_option(default=None))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        module = importlib.import_module(f"gitopsbot.commands.{name}")
-        module.register(sub)
-    for command in sub.choices.values():
+        if name in full:
+            module = importlib.import_module(f"gitopsbot.commands.{name}")
+            module.register(sub)
+        else:
+            sub.add_parser(_spelling(name), help=SUMMARIES[name])
+    for each in sub.choices.values():
         # Also after the command (`gitopsbot run ... --log-format json`, as the Helm chart
         # passes it); SUPPRESS: when absent there, the global option's value stands.
-        command.add_argument("--log-format", **_log_format_option(default=argparse.SUPPRESS))
+        each.add_argument("--log-format", **_log_format_option(default=argparse.SUPPRESS))
     return parser
+
+
+def _spelling(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is one (the global options before it
+    take no command names as values); None for ``gitopsbot --help`` and the like."""
+    spellings = {_spelling(name): name for name in COMMANDS}
+    return next((spellings[word] for word in argv if word in spellings), None)
 
 
 LOG_FORMATS = ("text", "json")
@@ -103,8 +107,9 @@ def _configure_logging(args: argparse.Namespace) -> Callable[[], None] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    named = command_named(words)
+    args = build_parser([named] if named else []).parse_args(words)
     try:
         undo = _configure_logging(args)
     except ConfigError as e:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from gitopsbot.core.postrender import PostRenderError, decode_policy_document, rewrite_manifests
 
-HELP = "Helm post-renderer: pin the Git rollout policy, switches closed (internal)"
 DESCRIPTION = (
     "Read rendered Kubernetes manifests on stdin, write them to stdout with every "
     "TensorFusionCluster pool's nodePoolRollingUpdatePolicy set from the policy file "

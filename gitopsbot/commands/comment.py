@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.commands.propose import add_fleet_options, proposer, wire
 from gitopsbot.core.policy import Decision
 from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
@@ -28,7 +29,7 @@ forge token's variable unset), 2 bad options, Git, forge or chart repository una
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "comment",
-        help="post the plan of one cluster on an existing pull request",
+        help=SUMMARIES["comment"],
         description="Compute the plan of CLUSTER between the watched branch and pull request "
         "N's branch, keep it as one comment on the request, and set the gitopsbot/policy "
         "status on its head (docs/proposals.md).",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gitopsbot import app, settings
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox.story import (
     GIT_PASSWORD,
@@ -45,7 +46,7 @@ Ctrl-C exits at once). --keep: Ctrl-C after the story stops the sandbox, exit 0.
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
-        help="play the whole story in a local sandbox: propose, merge, roll out, revert",
+        help=SUMMARIES["demo"],
         description="Start a local sandbox (Kubernetes API emulator, TensorFusion controller "
         "simulator, chart repository, Git remote, local GitHub) and play a whole upgrade: a "
         "proposal pull request with its plan, the merge, the bot's backup, CRDs, helm upgrade, "

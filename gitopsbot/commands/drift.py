@@ -10,6 +10,7 @@ from typing import Any
 
 from gitopsbot import app
 from gitopsbot.app import drift as drift_app
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.core.drift import DriftReport
 from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
@@ -32,7 +33,7 @@ exit status: 0 no drift, 1 drift found (or bad fleet files, a --cluster not in t
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "drift",
-        help="compare each cluster's deployed state with Git (read only)",
+        help=SUMMARIES["drift"],
         description="Report where each cluster's deployed state differs from what the bot "
         "would deploy from Git: chart version, values (secrets by digest), a Helm revision "
         "made outside the bot, CRDs, the pinned pool policy, images (docs/drift.md).",

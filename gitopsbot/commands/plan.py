@@ -12,6 +12,7 @@ from typing import Any
 from gitopsbot import app, settings
 from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.bot import waves as bot_waves
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.core import promotion_gate
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.fleet.fields import suggest
@@ -57,7 +58,7 @@ or policy, 2 bad options, chart repository or Git unavailable.
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "plan",
-        help="show what upgrading one cluster will do, and the policy verdict",
+        help=SUMMARIES["plan"],
         description="Compute the upgrade plan of one cluster from the fleet repository: steps "
         "with their impact on running work, version, values, image and CRD diffs, the per-pool "
         "rollout timeline, and the policy verdicts (docs/plan.md, docs/policies.md).",

@@ -14,6 +14,7 @@ import argparse
 from typing import Any
 
 from gitopsbot import post_render
+from gitopsbot.commands import SUMMARIES
 
 EPILOG = """\
 examples:
@@ -32,7 +33,7 @@ policy file cannot be read (helm aborts the upgrade on non-zero).
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "post-render",
-        help=post_render.HELP,
+        help=SUMMARIES["post_render"],
         description=post_render.DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

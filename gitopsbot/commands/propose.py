@@ -16,6 +16,7 @@ from typing import Any
 
 from gitopsbot import app
 from gitopsbot.bot.proposer import PassReport
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.commands.plan import add_chart_dir
 from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError, SecretUnavailable
 
@@ -48,7 +49,7 @@ at once (130).
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "propose",
-        help="propose upstream chart versions as pull requests",
+        help=SUMMARIES["propose"],
         description="Watch each cluster's chart repository and open one pull request per "
         "cluster for the newest chart version its policy allows, with the upgrade plan as "
         "body; supersede older proposals, never reopen a declined one, keep at most "

@@ -14,6 +14,7 @@ from typing import Any
 from gitopsbot import app, settings
 from gitopsbot.bot import node_reads, rehearsal_store
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.commands import plan as plan_command
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.errors import (
@@ -61,7 +62,7 @@ repository, Git or cluster unavailable.
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "rehearse",
-        help="play one cluster's upgrade in a sandbox on a virtual clock; print its timeline",
+        help=SUMMARIES["rehearse"],
         description="Build a sandbox from the cluster's own spec (pools and node counts, "
         "windows, deadlines, canary, phases, onFailure) with the target chart, play the "
         "upgrade on a clock that jumps over waits, and print when each pool starts and "

@@ -11,6 +11,7 @@ from typing import Any
 
 from gitopsbot import app
 from gitopsbot.bot.lease_keeper import LeaseTiming
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ ONCE_LIMIT = 200
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "run",
-        help="apply merged changes: the long-running bot",
+        help=SUMMARIES["run"],
         description="Watch the fleet repository and carry out every merged change per cluster: "
         "backup, CRDs, helm upgrade, controller, pool rollouts under their windows and "
         "deadlines, verification; record progress on the state branch; roll back on revert.",

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox import environment as env
 from gitopsbot.sandbox.environment import SandboxState
@@ -59,7 +60,7 @@ from the state directory, 2 bad options, 130 --foreground stopped by Ctrl-C
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "sandbox",
-        help="run a local Kubernetes API with TensorFusion installed (up/down)",
+        help=SUMMARIES["sandbox"],
         description="A local stand-in cluster: Kubernetes API emulator, TensorFusion controller "
         "simulator and chart repository on loopback, with the tensor-fusion test chart "
         "installed by real helm. See docs/sandbox.md.",

@@ -16,6 +16,7 @@ from gitopsbot import app
 from gitopsbot.bot import report
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.core import node_states, promotion, promotion_gate
 from gitopsbot.core.journal import Journal
 from gitopsbot.core.load_failure import LoadFailure
@@ -46,7 +47,7 @@ repository, 2 bad options or Git unavailable (docs/commands.md#exit-statuses).
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "status",
-        help="where each cluster stands (from Git)",
+        help=SUMMARIES["status"],
         description="Show each cluster's current or last operation, its steps and per-pool "
         "rollout progress, and any queued change, from the bot's state branch.",
         epilog=EXAMPLES,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gitopsbot.app import pinned
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.errors import BinaryUnavailable
 
 EPILOG = """\
@@ -34,7 +35,7 @@ exit status: 0 every tool asked for is in the cache, 1 one is not and --fetch wa
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "tools",
-        help="where the pinned helm and kubectl are; put them on PATH",
+        help=SUMMARIES["tools"],
         description="Print the paths of the pinned, verified helm 4, helm 3 and kubectl the "
         "sandbox, the demo and `run --download-binaries` use, or a shell line that puts them "
         "on PATH.",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gitopsbot import app
+from gitopsbot.commands import SUMMARIES
 from gitopsbot.commands.plan import add_chart_dir, chart_source, source_label, target_chart
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.model import Fleet
@@ -35,7 +36,7 @@ options.
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "validate",
-        help="check a fleet repository (files, secrets, policies) from Git alone",
+        help=SUMMARIES["validate"],
         description="Load and check a fleet repository without a cluster or network.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
