@@ -33,6 +33,7 @@ from gitopsbot.core import (
     canary_record,
     node_states,
     operation,
+    pass_decision,
     pause,
     phase_view,
     pr_commands,
@@ -40,6 +41,7 @@ from gitopsbot.core import (
     verify_wait,
     windows,
 )
+from gitopsbot.core.canary_marks import CanaryFailure
 from gitopsbot.core.journal import (
     Journal,
     OperationKind,
@@ -53,6 +55,7 @@ from gitopsbot.core.journal import (
 )
 from gitopsbot.core.model import ClearedVersion, ClusterSpec, Component
 from gitopsbot.core.operation import Action, Decision
+from gitopsbot.core.pass_decision import OperationView
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
 log = logging.getLogger(__name__)
@@ -65,35 +68,41 @@ POOL_ROUNDS = 4
 class DrivingMixin(PassBase):
     """Advances an active operation by one decision: a step, the pool switches, or the end."""
 
-    def advance(self, journal: Journal, now: datetime) -> PassResult:
-        log_context.note(operation=journal.op_id)  # the pass's log lines name it from here
+    def take_inputs(self, journal: Journal) -> Journal:
+        """``journal`` with what a person said since the last pass recorded: the pull
+        request's commands (``/gitopsbot pause``, ``resume``, ``approve``) and ``approve:``
+        in rollout.yaml at the watched branch's head. Unchanged when the operation's cluster
+        is not in the fleet at its commit (the pass fails it)."""
         spec = self.spec_at(journal.desired_sha, journal.cluster)
         if spec is None:
-            failed = replace(
-                journal,
-                status=OperationStatus.FAILED,
-                failure=f"cluster {journal.cluster} is not in the fleet at "
-                f"{journal.desired_sha[:12]}",
-            )
-            self.save(failed, "failed: cluster missing")
-            return PassResult(journal.cluster, "failed", failed.failure)
-        executor = self.executor_for(spec)
-        in_git = self.pause_holds(journal)
-        journal = take_commands(self, journal, spec, in_git)  # /gitopsbot pause, resume, ...
-        journal = self.git_approvals(journal, spec)  # approve: <op id> in rollout.yaml
-        holds = pause.merged(in_git, pause.from_comments(journal))
-        observations = self._observe(journal, spec, executor)
-        decision = operation.next_step(
-            journal,
-            observations,
-            now,
-            policy=spec.rollout,
+            return journal
+        journal = take_commands(self, journal, spec, self.pause_holds(journal))
+        return self.git_approvals(journal, spec)
+
+    def observe_operation(self, journal: Journal) -> OperationView | None:
+        """What the active operation's decision reads: its spec at its commit, the pools'
+        windows, who holds what (Git at the head, the comments, a failed-version mark) and
+        each unfinished pool phase's pool. None when its cluster is not in the fleet at its
+        commit."""
+        spec = self.spec_at(journal.desired_sha, journal.cluster)
+        if spec is None:
+            return None
+        holds = pause.merged(self.git_pauses(journal), pause.from_comments(journal))
+        return OperationView(
+            spec=spec,
             pool_windows=self.pool_windows(spec),
             holds=holds,
+            mark=self.standing_mark(journal),
+            observations=self._observe(journal, spec, self.executor_for(spec)),
         )
-        return self.carry_out(decision, journal, spec, executor, now, observations, holds)
 
     def pause_holds(self, journal: Journal) -> pause.Holds:
+        """Who holds the operation outside its pull request: Git's pauses and a failed-version
+        mark of its version (``core.pass_decision.mark_holds``)."""
+        mark = pass_decision.mark_holds(journal, self.standing_mark(journal))
+        return pause.merged(self.git_pauses(journal), mark)
+
+    def git_pauses(self, journal: Journal) -> pause.Holds:
         """Which pools Git holds now (docs/pause.md): ``paused:`` in rollout.yaml at the
         watched branch's head, read each pass so an edit reaches the running operation.
         When the head's fleet does not load, the holds the journal recorded stay."""
@@ -113,7 +122,7 @@ class DrivingMixin(PassBase):
         if spec is None:
             return pause.NONE
         where = f"clusters/{journal.cluster}/rollout.yaml at {head[:12]}"
-        return pause.merged(pause.from_policy(spec.rollout, where), self._canary_hold(journal))
+        return pause.from_policy(spec.rollout, where)
 
     def git_approvals(self, journal: Journal, spec: ClusterSpec) -> Journal:
         """``journal`` with the approvals ``approve:`` in rollout.yaml at the watched branch's
@@ -153,25 +162,21 @@ class DrivingMixin(PassBase):
         except ConfigError:
             return self.settings.cleared_versions
 
-    def _canary_hold(self, journal: Journal) -> pause.Holds:
-        """A version a GPU canary marked failed anywhere in the fleet (issue 18) holds every
-        pool of an upgrade to it until ``clearedVersions`` clears it: the switches close at
-        the next batch boundary, as for a person's pause. A rollback is never held."""
-        if journal.kind is OperationKind.ROLLBACK:
-            return pause.NONE
+    def standing_mark(self, journal: Journal) -> CanaryFailure | None:
+        """The standing failed-version mark of the operation's chart version, if any: a GPU
+        canary failed on it anywhere in the fleet (issue 18) and ``clearedVersions`` at the
+        watched branch's head does not clear it. Whom it holds is decided
+        (``core.pass_decision.mark_holds``)."""
         marks, _ = failed_marks.read_canary_marks(self.repo, self.store.branch)
         if not marks:
-            return pause.NONE
+            return None
         try:
             spec = self.spec_at(journal.desired_sha, journal.cluster)
         except ConfigError:
-            return pause.NONE
+            return None
         if spec is None:
-            return pause.NONE
-        mark = canary_marks.hold_for(spec.release.version, marks, self._cleared())
-        if mark is None or mark.op_id == journal.op_id:  # its own failure halts it instead
-            return pause.NONE
-        return pause.Holds(cluster=mark.reason())
+            return None
+        return canary_marks.hold_for(spec.release.version, marks, self._cleared())
 
     def _observe(
         self, journal: Journal, spec: ClusterSpec, executor: Executor
@@ -201,9 +206,13 @@ class DrivingMixin(PassBase):
         if decision.action is Action.IDLE:
             return PassResult(name, "idle")
         if decision.action is Action.WAIT:
+            waiting = journal.step(decision.step) if decision.step else None
+            if waiting is not None and waiting.detail != decision.reason and self.may_act(name):
+                # Why a step waits is recorded once per change of reason (a person's pause
+                # holding a rotation's restart), so status and the pull request say it.
+                said = replace(waiting, detail=decision.reason)
+                self.save(journal.with_step(said), f"{waiting.name}: {decision.reason}"[:300])
             return PassResult(name, "wait", decision.reason, decision.until)
-        if not self.may_act(name):  # the Lease was lost or is being given up: stop here
-            return PassResult(name, "paused", f"lease not held: {decision.action} not carried out")
         if decision.action is Action.START:
             started, files = self.backed_up(
                 replace(journal, status=OperationStatus.RUNNING), spec, now

@@ -1,14 +1,20 @@
-"""One reconcile pass for one cluster: observe → decide → execute one step → record.
+"""One reconcile pass for one cluster: intake → observe → decide → act.
 
-The pass (style-research §6.3):
+The pass (style-research §6.3, docs/decisions.md#the-pass):
 
-1. **Intake** (``bot.intake``): new commits on the watched branch touching
-   ``clusters/<name>/`` become an operation, placed by the merge queue.
-2. **Decide** (pure): ``core.operation.next_step(journal, observations, now)``.
-3. **Execute** one step, or the pool switch changes, through ``bot.steps.executor``
-   (``bot.driving``).
-4. **Record**: a commit on the state branch for every transition, mirrored on the pull
-   request (one comment per operation, edited, and the ``gitopsbot/apply`` status).
+1. **Intake** (``bot.intake``, ``DrivingMixin.take_inputs``): new commits on the watched
+   branch touching ``clusters/<name>/`` become an operation, placed by the merge queue; a
+   person's commands (pull-request comments, ``approve:`` in Git) are recorded.
+2. **Observe** (``observe``): one ``core.pass_decision.Seen`` of everything the decision may
+   read: the operation and the queue, Git at the watched head and at the operation's commit,
+   the holds, the pools, the Lease.
+3. **Decide** (pure): ``core.pass_decision.decide(seen)``, which asks
+   ``core.operation.next_step`` for an active operation: one action and its reason, in the
+   written precedence.
+4. **Act** (``act``): one step, or the pool switch changes, through ``bot.steps.executor``
+   (``bot.driving``), and the **record**: a commit on the state branch for every transition,
+   mirrored on the pull request (one comment per operation, edited, and the
+   ``gitopsbot/apply`` status).
 
 On failure (a step FAILED, a rollout halted), ``bot.reverts`` remediates as
 ``rollout.on_failure`` says. What the parts share (ports, caches, ``save``) is in
@@ -18,6 +24,7 @@ On failure (a step FAILED, a rollout halted), ``bot.reverts`` remediates as
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from gitopsbot.bot import log_context
@@ -32,8 +39,9 @@ from gitopsbot.bot.reverts import (
     REVERTING,
     RevertsMixin,
 )
-from gitopsbot.core import manual_revision, merge_queue
+from gitopsbot.core import manual_revision, pass_decision, windows
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.pass_decision import PassAction, PassDecision, Seen
 from gitopsbot.errors import ConfigError, GitInterrupted, GitOpsBotError
 
 log = logging.getLogger(__name__)
@@ -153,37 +161,97 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin, HeldMixin):
             if running is not None and running.active:
                 self.repost(running)
                 self.announcer.seen(running)  # told before the restart
+        # 1. Intake: what Git says now becomes records (a new operation, the queue).
         intake = self.intake(cluster, now)
         if intake is not None:
             return intake
         current = self.store.current(cluster)
         if current is not None and current.kind is OperationKind.ROLLBACK:
             self._retry_revert_pr(current, now)
-        if self.held_by_waves(current) and current is not None:
-            return self.retry_held(current, now)
+        if current is not None and current.active:
+            log_context.note(operation=current.op_id)  # the pass's log lines name it from here
+            # A person's commands (comments, approve: in Git) are recorded before the pass
+            # observes, so the decision reads them as it reads the rest of the journal.
+            current = self.take_inputs(current)
+        # 2. Observe, 3. decide (pure), 4. act.
+        seen = self.observe(cluster, current, now)
+        return self.act(pass_decision.decide(seen), seen)
+
+    def observe(self, cluster: str, current: Journal | None, now: datetime) -> Seen:
+        """Everything the pass's decision may read, read once (``core.pass_decision``)."""
+        queued = None
         if current is None or not current.active:
             queued = self.store.queued(cluster)
-            if queued is None:
+        queued_windows: tuple[windows.Window | None, ...] = ()
+        if queued is not None and not pass_decision.held_by_waves(current, queued):
+            spec = self.spec_at(queued.desired_sha, cluster)
+            queued_windows = tuple(self.pool_windows(spec).values()) if spec else ()
+        operating = None
+        if current is not None and current.active:
+            operating = self.observe_operation(current)
+        return Seen(
+            cluster=cluster,
+            now=now,
+            current=current,
+            queued=queued,
+            queued_windows=queued_windows,
+            operating=operating,
+            lease_held=self.may_act(cluster),
+        )
+
+    def act(self, decision: PassDecision, seen: Seen) -> PassResult:
+        """Carry ``decision`` out and record it."""
+        cluster, now, current = seen.cluster, seen.now, seen.current
+        match decision.action:
+            case PassAction.NOT_HOLDER:
+                return PassResult(cluster, "paused", decision.reason)
+            case PassAction.IDLE:
                 self._watch_release(cluster, current, now)
                 return PassResult(cluster, "idle")
-            spec = self.spec_at(queued.desired_sha, cluster)
-            wins = list(self.pool_windows(spec).values()) if spec else []
-            promoted = merge_queue.promote(queued, now=now, pool_windows=wins)
-            if promoted.status is OperationStatus.QUEUED:
-                if promoted != queued:
-                    self.save(promoted, "queued until the window opens")
-                return PassResult(cluster, "queued", next_at=promoted.queue.queued_until)
-            if spec is not None:
-                promoted = self.judged(promoted, spec, self.read_deployed(spec))
-            if promoted.status is OperationStatus.BLOCKED:
-                gone = {f"clusters/{cluster}/queued.yaml": None}
-                self.save(promoted, f"{promoted.op_id} {promoted.failure}"[:300], files=gone)
-                return PassResult(cluster, "blocked", promoted.failure)
-            files: dict[str, bytes | None] = {}
-            if spec is not None:  # its backup in the same commit (``backed_up``)
-                promoted, files = self.backed_up(promoted, spec, now)
-            message = f"{promoted.kind} {promoted.op_id} started"
-            self.store.start(promoted, message + ("; backup succeeded" if files else ""), files)
-            self.mirror(promoted)
-            return PassResult(cluster, "started", promoted.op_id, next_at=now)
-        return self.advance(current, now)
+            case PassAction.REJUDGE:
+                assert current is not None
+                return self.retry_held(current, now)
+            case PassAction.QUEUED:
+                promoted = decision.promoted
+                assert promoted is not None and seen.queued is not None
+                if promoted != seen.queued:
+                    self.save(promoted, decision.reason)
+                return PassResult(cluster, "queued", next_at=decision.until)
+            case PassAction.ADMIT:
+                assert decision.promoted is not None
+                return self.admit(decision.promoted, now)
+            case PassAction.MISSING:
+                assert current is not None
+                failed = replace(current, status=OperationStatus.FAILED, failure=decision.reason)
+                self.save(failed, "failed: cluster missing")
+                return PassResult(cluster, "failed", failed.failure)
+        assert current is not None and seen.operating is not None and decision.step is not None
+        view = seen.operating
+        return self.carry_out(
+            decision.step,
+            current,
+            view.spec,
+            self.executor_for(view.spec),
+            now,
+            view.observations,
+            view.holds,
+        )
+
+    def admit(self, promoted: Journal, now: datetime) -> PassResult:
+        """A queued change whose turn came: judged through the policy gate with what is
+        deployed now (blocked, or started with its backup in the same commit)."""
+        cluster = promoted.cluster
+        spec = self.spec_at(promoted.desired_sha, cluster)
+        if spec is not None:
+            promoted = self.judged(promoted, spec, self.read_deployed(spec))
+        if promoted.status is OperationStatus.BLOCKED:
+            gone = {f"clusters/{cluster}/queued.yaml": None}
+            self.save(promoted, f"{promoted.op_id} {promoted.failure}"[:300], files=gone)
+            return PassResult(cluster, "blocked", promoted.failure)
+        files: dict[str, bytes | None] = {}
+        if spec is not None:  # its backup in the same commit (``backed_up``)
+            promoted, files = self.backed_up(promoted, spec, now)
+        message = f"{promoted.kind} {promoted.op_id} started"
+        self.store.start(promoted, message + ("; backup succeeded" if files else ""), files)
+        self.mirror(promoted)
+        return PassResult(cluster, "started", promoted.op_id, next_at=now)

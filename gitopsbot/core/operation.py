@@ -284,6 +284,11 @@ def next_step(
     pending = next((s for s in journal.steps if not s.state.finished), None)
     if pending is None:
         return Decision(Action.FINISH)
+    if pending.kind is StepKind.HYPERVISOR_RESTART and holds.reason(pending.pool):
+        # A rotation's restart deletes the pool's hypervisor pods: a person's pause holds it
+        # between two batches as it holds a rollout's switch (docs/decisions.md).
+        reason = f"paused: {holds.reason(pending.pool)}"
+        return Decision(Action.WAIT, step=pending.name, until=now + rollout.POLL, reason=reason)
     if pending.kind is not StepKind.POOL_PHASE:
         return Decision(Action.RUN_STEP, step=pending.name)
     return _drive_pools(journal, observations, now, policy, pool_windows, holds)
@@ -343,14 +348,30 @@ def following_step(journal: Journal) -> Step | None:
     return pending if pending.state is StepState.PENDING else None
 
 
-def _judged_by(pool: PoolPolicy, kind: OperationKind) -> PoolPolicy:
-    """The pool's policy as this operation's phases obey it. A rollback goes back to what ran
-    before without judging gates (docs/decisions.md): the gate that failed the upgrade would
-    otherwise halt its own rollback and leave the cluster half-reverted, as Argo Rollouts'
-    abort returns to stable without analysis. Windows, holds and the budget still apply."""
-    if kind is OperationKind.ROLLBACK and pool.gates:
-        return replace(pool, gates=())
-    return pool
+def obeyed_by(pool: PoolPolicy, kind: OperationKind) -> PoolPolicy:
+    """The pool's policy as an operation of ``kind`` obeys it (docs/decisions.md#precedence).
+
+    A rollback goes back to what ran before without the checks an upgrade must pass: no gate,
+    no availability budget, no workload wait, no canary batch (so no canary verify, GPU
+    canary or approval after it) and no ``maxDuration``. Each of them may be the very thing
+    the failed upgrade broke (the gate's metric, the nodes out of service, the sessions that
+    do not end), and judged again it would halt or hold its own rollback and leave the
+    cluster half-reverted. Argo Rollouts' abort returns to stable the same way, without
+    analysis or steps. What a rollback still obeys: the maintenance window and a person's
+    pause (the caller's holds), the batch size and interval, the stall timeout (a rollback
+    that makes no progress is a failure a person must see), and the hard safety rules
+    outside the pools (CRDs are never downgraded, R16)."""
+    if kind is not OperationKind.ROLLBACK:
+        return pool
+    return replace(
+        pool,
+        gates=(),
+        max_unavailable=None,
+        workloads=None,
+        canary_batch_percentage=0,
+        require_approval="",
+        max_duration_seconds=None,
+    )
 
 
 def _drive_pools(
@@ -374,7 +395,7 @@ def _drive_pools(
     # Approvals are decided here, on the journal as it is now: a canary pool finishing in
     # one round of a pass holds the next pool in the next round.
     holds = pause.merged(holds, pause.approval_holds(journal, policy))
-    pools = {p.name: _judged_by(p, journal.kind) for p in policy.pools}
+    pools = {p.name: obeyed_by(p, journal.kind) for p in policy.pools}
     decided: list[tuple[rollout.PhaseRef, rollout.PhaseDecision]] = []
     waits: list[datetime] = []
     for ref in rollout.runnable_phases(policy, refs, states):

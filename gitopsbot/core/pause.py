@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gitopsbot.core.journal import Journal, StepKind, StepState
+from gitopsbot.core.journal import Journal, OperationKind, StepKind, StepState
 from gitopsbot.core.model import RolloutPolicy
 
 CLUSTER = "*"  # the key of a comment's hold on the whole cluster (core.pr_commands)
@@ -35,8 +35,9 @@ class Holds:
     pools: Mapping[str, str] = field(default_factory=dict)
 
     def reason(self, pool: str) -> str:
-        """Why ``pool`` is held ("" when it is not)."""
-        return self.cluster or self.pools.get(pool, "")
+        """Why ``pool`` is held ("" when it is not): every hold on it, the cluster's first,
+        so lifting one never reveals another that was held all along."""
+        return "; ".join(r for r in (self.cluster, self.pools.get(pool, "")) if r)
 
     def __bool__(self) -> bool:
         return bool(self.cluster or any(self.pools.values()))
@@ -122,7 +123,12 @@ def awaiting(journal: Journal, policy: RolloutPolicy) -> dict[str, str]:
     - ``canary-batch`` (a pool's): the phase ``pool/<pool>/<component>`` whose canary batch
       passed verification, until approved;
     - ``canary-pool`` (the cluster's): every other pool, once each phase of the canary pool
-      succeeded, until ``canary-pool:<pool>`` is approved."""
+      succeeded, until ``canary-pool:<pool>`` is approved.
+
+    A rollback awaits none: it goes back to what ran before without the steps an upgrade
+    must pass (``operation.obeyed_by``, docs/decisions.md#precedence)."""
+    if journal.kind is OperationKind.ROLLBACK:
+        return {}
     out: dict[str, str] = {}
     pools = {p.name: p for p in policy.pools}
     phases = [s for s in journal.steps if s.kind is StepKind.POOL_PHASE]

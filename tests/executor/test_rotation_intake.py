@@ -4,6 +4,10 @@ rollback, which would leave the vendor Secret behind), and a failure is never ro
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import pytest
+
 from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.errors import KubeForbidden
 from tests.executor.conftest import Env, fleet_files
@@ -76,3 +80,48 @@ def test_references_added_with_an_upgrade_are_adopted_not_rotated(env: Env) -> N
         OperationStatus.SUCCEEDED,
     ), j.failure
     assert "vendor-secret" not in [s.name for s in j.steps]
+
+
+GREPTIME = "rotation: 1\nsecrets:\n  greptime.password:\n    env: LAB_GREPTIME\n"
+
+
+def test_a_pause_in_git_holds_a_rotations_hypervisor_restart_and_says_so_once(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rotation's restart deletes hypervisor pods: a person's pause holds it between two
+    batches as it holds a rollout's switch (docs/decisions.md), and the wait is recorded once
+    in the step's detail, not once per pass. The resume lets it go on."""
+    monkeypatch.setenv("LAB_GREPTIME", "greptime-new-password")
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    paused = fleet_files("1.0.0", "hv:1")
+    paused["clusters/lab/rollout.yaml"] = "paused: true\n" + paused["clusters/lab/rollout.yaml"]
+    env.human.commit("lab: hold every pool", paused)
+    head = env.human.commit("lab: rotate the GreptimeDB password", {CREDENTIALS: GREPTIME})
+    held = None
+    for _ in range(40):
+        rec.reconcile("lab")
+        env.world.tick()
+        env.clock.t += timedelta(seconds=30)
+        j = rec.store.current("lab")
+        restart = next((s for s in j.steps if s.name.startswith("hypervisor-restart/")), None)
+        if j.kind is OperationKind.ROTATION and restart is not None and restart.detail:
+            held = j
+            break
+    assert held is not None, rec.store.current("lab")
+    restart = next(s for s in held.steps if s.name.startswith("hypervisor-restart/"))
+    # Started in the same record as the step before it ended, never run: run, it would have
+    # been skipped at once (no vector sidecar here), its detail saying so.
+    assert restart.state is StepState.RUNNING
+    assert restart.detail == (f"paused: paused in Git (clusters/lab/rollout.yaml at {head[:12]})")
+    commits = rec.store.head()
+    for _ in range(3):
+        assert rec.reconcile("lab").action == "wait"
+        env.clock.t += timedelta(seconds=30)
+    assert rec.store.head() == commits  # the same reason is not recorded again
+    env.human.commit("lab: let go", fleet_files("1.0.0", "hv:1"))
+    done = drive(env, rec)
+    assert done.op_id == held.op_id and done.status is OperationStatus.SUCCEEDED, done.failure
+    assert all(
+        s.state is StepState.SKIPPED for s in done.steps if s.name.startswith("hypervisor-restart/")
+    )  # the sandbox's pools run no vector sidecar
