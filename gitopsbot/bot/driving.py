@@ -5,7 +5,7 @@
 3. **Record**: a commit on the state branch for every transition that buys safety, mirrored
    on the pull request (one comment per operation, edited, and the ``gitopsbot/apply``
    status). A step's end and the next plain step's start share one commit
-   (``_start_following``); a read-only step records no start of its own
+   (``PassBase.start_following``); a read-only step records no start of its own
    (``operation.READ_ONLY_STEPS``); a pool boundary closes one pool and opens the next in one.
 
 Resume: a killed pass leaves the journal at its last recorded transition; the next pass runs
@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from gitopsbot.bot import failed_marks, log_context
 from gitopsbot.bot.pass_base import PassBase, PassResult
 from gitopsbot.bot.pr_commands import take_commands
+from gitopsbot.bot.reverts import Reverts
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
 from gitopsbot.core import (
@@ -56,7 +57,7 @@ from gitopsbot.core.journal import (
 from gitopsbot.core.model import ClearedVersion, ClusterSpec, Component
 from gitopsbot.core.operation import Action, Decision
 from gitopsbot.core.pass_decision import OperationView
-from gitopsbot.errors import ConfigError, GitOpsBotError
+from gitopsbot.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +66,23 @@ log = logging.getLogger(__name__)
 POOL_ROUNDS = 4
 
 
-class DrivingMixin(PassBase):
-    """Advances an active operation by one decision: a step, the pool switches, or the end."""
+class Driver:
+    """Advances an active operation by one decision: a step, the pool switches, or the end.
+    A failure is handed to ``reverts`` (``onFailure``)."""
+
+    def __init__(self, ctx: PassBase, reverts: Reverts) -> None:
+        self.ctx = ctx
+        self.reverts = reverts
 
     def take_inputs(self, journal: Journal) -> Journal:
         """``journal`` with what a person said since the last pass recorded: the pull
         request's commands (``/gitopsbot pause``, ``resume``, ``approve``) and ``approve:``
         in rollout.yaml at the watched branch's head. Unchanged when the operation's cluster
         is not in the fleet at its commit (the pass fails it)."""
-        spec = self.spec_at(journal.desired_sha, journal.cluster)
+        spec = self.ctx.spec_at(journal.desired_sha, journal.cluster)
         if spec is None:
             return journal
-        journal = take_commands(self, journal, spec, self.pause_holds(journal))
+        journal = take_commands(self.ctx, journal, spec, self.pause_holds(journal))
         return self.git_approvals(journal, spec)
 
     def observe_operation(self, journal: Journal) -> OperationView | None:
@@ -84,16 +90,16 @@ class DrivingMixin(PassBase):
         windows, who holds what (Git at the head, the comments, a failed-version mark) and
         each unfinished pool phase's pool. None when its cluster is not in the fleet at its
         commit."""
-        spec = self.spec_at(journal.desired_sha, journal.cluster)
+        spec = self.ctx.spec_at(journal.desired_sha, journal.cluster)
         if spec is None:
             return None
         holds = pause.merged(self.git_pauses(journal), pause.from_comments(journal))
         return OperationView(
             spec=spec,
-            pool_windows=self.pool_windows(spec),
+            pool_windows=self.ctx.pool_windows(spec),
             holds=holds,
             mark=self.standing_mark(journal),
-            observations=self._observe(journal, spec, self.executor_for(spec)),
+            observations=self._observe(journal, spec, self.ctx.executor_for(spec)),
         )
 
     def pause_holds(self, journal: Journal) -> pause.Holds:
@@ -106,11 +112,11 @@ class DrivingMixin(PassBase):
         """Which pools Git holds now (docs/pause.md): ``paused:`` in rollout.yaml at the
         watched branch's head, read each pass so an edit reaches the running operation.
         When the head's fleet does not load, the holds the journal recorded stay."""
-        head = self.repo.head(self.settings.watched_branch)
+        head = self.ctx.repo.head(self.ctx.settings.watched_branch)
         if head is None:
             return pause.NONE
         try:
-            spec = self.spec_at(head, journal.cluster)
+            spec = self.ctx.spec_at(head, journal.cluster)
         except ConfigError as e:
             log.warning(
                 "%s: pauses kept as recorded: the fleet at %s: %s",
@@ -129,11 +135,11 @@ class DrivingMixin(PassBase):
         head gives it (docs/pause.md), recorded as a comment's are (``approved:``, one line
         in ``commands:`` naming the file and commit). Unchanged when the head cannot be read:
         an approval waits for a fleet that loads, it is never assumed."""
-        head = self.repo.head(self.settings.watched_branch)
+        head = self.ctx.repo.head(self.ctx.settings.watched_branch)
         if head is None:
             return journal
         try:
-            at_head = self.spec_at(head, journal.cluster)
+            at_head = self.ctx.spec_at(head, journal.cluster)
         except ConfigError:
             return journal
         if at_head is None:
@@ -149,29 +155,29 @@ class DrivingMixin(PassBase):
             commands=(*journal.commands, line)[-pr_commands.MAX_RECORDED :],
         )
         log.info("%s: %s", journal.cluster, line)
-        return self.save(approved, f"{journal.op_id}: {line}"[:300])
+        return self.ctx.save(approved, f"{journal.op_id}: {line}"[:300])
 
     def _cleared(self) -> tuple[ClearedVersion, ...]:
         """``clearedVersions`` as the watched branch's head says now (a person's entry
         releases a hold without a restart); the bot's settings when it cannot be read."""
-        head = self.repo.head(self.settings.watched_branch)
+        head = self.ctx.repo.head(self.ctx.settings.watched_branch)
         if head is None:
-            return self.settings.cleared_versions
+            return self.ctx.settings.cleared_versions
         try:
-            return self.fleet_at(head).settings.cleared_versions
+            return self.ctx.fleet_at(head).settings.cleared_versions
         except ConfigError:
-            return self.settings.cleared_versions
+            return self.ctx.settings.cleared_versions
 
     def standing_mark(self, journal: Journal) -> CanaryFailure | None:
         """The standing failed-version mark of the operation's chart version, if any: a GPU
         canary failed on it anywhere in the fleet (issue 18) and ``clearedVersions`` at the
         watched branch's head does not clear it. Whom it holds is decided
         (``core.pass_decision.mark_holds``)."""
-        marks, _ = failed_marks.read_canary_marks(self.repo, self.store.branch)
+        marks, _ = failed_marks.read_canary_marks(self.ctx.repo, self.ctx.store.branch)
         if not marks:
             return None
         try:
-            spec = self.spec_at(journal.desired_sha, journal.cluster)
+            spec = self.ctx.spec_at(journal.desired_sha, journal.cluster)
         except ConfigError:
             return None
         if spec is None:
@@ -207,25 +213,25 @@ class DrivingMixin(PassBase):
             return PassResult(name, "idle")
         if decision.action is Action.WAIT:
             waiting = journal.step(decision.step) if decision.step else None
-            if waiting is not None and waiting.detail != decision.reason and self.may_act(name):
+            if waiting is not None and waiting.detail != decision.reason and self.ctx.may_act(name):
                 # Why a step waits is recorded once per change of reason (a person's pause
                 # holding a rotation's restart), so status and the pull request say it.
                 said = replace(waiting, detail=decision.reason)
-                self.save(journal.with_step(said), f"{waiting.name}: {decision.reason}"[:300])
+                self.ctx.save(journal.with_step(said), f"{waiting.name}: {decision.reason}"[:300])
             return PassResult(name, "wait", decision.reason, decision.until)
         if decision.action is Action.START:
-            started, files = self.backed_up(
+            started, files = self.ctx.backed_up(
                 replace(journal, status=OperationStatus.RUNNING), spec, now
             )
             message = f"{journal.op_id} started" + ("; backup succeeded" if files else "")
-            self.save(started, message, files=files)
+            self.ctx.save(started, message, files=files)
             return PassResult(name, "started", journal.op_id, now)
         if decision.action is Action.FINISH:
             done = replace(journal, status=OperationStatus.SUCCEEDED)
-            self.save(done, f"{journal.kind} {journal.op_id} succeeded")
+            self.ctx.save(done, f"{journal.kind} {journal.op_id} succeeded")
             return PassResult(name, "succeeded", journal.op_id)
         if decision.action is Action.REMEDIATE:
-            return self.remediate(journal, spec, decision.reason or decision.step, now)
+            return self.reverts.remediate(journal, spec, decision.reason or decision.step, now)
         if decision.action is Action.DRIVE_POOLS:
             return self.drive_pools(decision, journal, spec, executor, now, observations, holds)
         return self.run_step(journal.step(decision.step), journal, spec, executor, now)
@@ -234,7 +240,7 @@ class DrivingMixin(PassBase):
         self, step: Step, journal: Journal, spec: ClusterSpec, executor: Executor, now: datetime
     ) -> PassResult:
         log_context.note(operation=journal.op_id, step=step.name)  # until the pass ends
-        # A step the previous transition's commit already started (``_start_following``)
+        # A step the previous transition's commit already started (``PassBase.start_following``)
         # arrives RUNNING with its start recorded and pushed: it acts without another save.
         # A read-only step needs no recorded start (operation.READ_ONLY_STEPS): its start is
         # recorded with its outcome, or with its first RUNNING save.
@@ -242,23 +248,23 @@ class DrivingMixin(PassBase):
         if step.state is StepState.PENDING:
             step = replace(step, state=StepState.RUNNING, started_at=now, attempts=1)
             if operation.start_must_be_recorded(step.kind):
-                journal = self.save(journal.with_step(step), f"{step.name} started")
+                journal = self.ctx.save(journal.with_step(step), f"{step.name} started")
             else:
                 unrecorded = True
         elif step.state is StepState.RUNNING and step.started_at is None:
             step = replace(step, started_at=now)
         rollback_to = self._rollback_target(journal) if step.kind is StepKind.ROLLBACK else None
-        if not self.may_act(journal.cluster):  # recording "started" outlasted the Lease
+        if not self.ctx.may_act(journal.cluster):  # recording "started" outlasted the Lease
             return PassResult(journal.cluster, "paused", f"lease not held: {step.name} not run")
         outcome = executor.run(step, journal, spec, now=now, rollback_to=rollback_to)
-        if not self.may_act(journal.cluster):
+        if not self.ctx.may_act(journal.cluster):
             # Lost while the step ran (its helm was stopped): the new holder runs the step
             # again and recognises what took effect; recording here could overwrite its work.
             return PassResult(journal.cluster, "paused", f"lease lost during {step.name}")
         return self.record(outcome, step, journal, now, unrecorded=unrecorded)
 
     def _rollback_target(self, journal: Journal) -> RollbackPoint | None:
-        undone = self.store.history(journal.cluster, journal.reverts_op)
+        undone = self.ctx.store.history(journal.cluster, journal.reverts_op)
         return undone.rollback_point if undone is not None else None
 
     def record(
@@ -277,7 +283,7 @@ class DrivingMixin(PassBase):
             retry = now + timedelta(seconds=outcome.retry_after or 5)
             if outcome.detail != step.detail or unrecorded:
                 journal = journal.with_step(replace(step, detail=outcome.detail))
-                self.save(journal, f"{step.name}: {outcome.detail[:100]}")
+                self.ctx.save(journal, f"{step.name}: {outcome.detail[:100]}")
             return PassResult(journal.cluster, "running", f"{step.name}: {outcome.detail}", retry)
         finished = replace(
             step,
@@ -294,13 +300,13 @@ class DrivingMixin(PassBase):
         if outcome.state is StepState.FAILED and outcome.blocked:
             # Nothing of the operation reached the release: no revert, no rollback.
             journal = replace(journal, status=OperationStatus.BLOCKED)
-            self._close_switches(journal)
-            self.save(journal, f"{step.name} failed before changing anything: blocked")
+            self.ctx._close_switches(journal)
+            self.ctx.save(journal, f"{step.name} failed before changing anything: blocked")
             return PassResult(journal.cluster, "blocked", f"{step.name}: {outcome.detail}")
-        journal = self._start_following(journal)
+        journal = self.ctx.start_following(journal)
         # Pushed with the next transition when only reads or pool changes follow
         # (``operation.push_may_wait``); the pass's end pushes it unless it comes back at once.
-        self.save(
+        self.ctx.save(
             journal,
             f"{step.name} {outcome.state}",
             files=dict(outcome.files),
@@ -309,61 +315,6 @@ class DrivingMixin(PassBase):
         return PassResult(
             journal.cluster, str(outcome.state), f"{step.name}: {outcome.detail}", now
         )
-
-    def backed_up(
-        self, journal: Journal, spec: ClusterSpec, now: datetime
-    ) -> tuple[Journal, dict[str, bytes | None]]:
-        """``journal`` (a new operation, about to be recorded) with its backup step done and
-        the step after it started, and the backup's files: the operation's first record
-        carries them, one commit and one pass fewer before the first change (#13). Backup
-        only reads the cluster, so running it before anything is recorded is safe: killed
-        here, the next pass records the operation afresh. When it does not succeed at once
-        (the API answers an error, or the step would wait), ``journal`` comes back unchanged
-        and the step runs as usual after the record, with its retries and timeout."""
-        pending = next((s for s in journal.steps if not s.state.finished), None)
-        if (
-            journal.status is not OperationStatus.RUNNING
-            or pending is None
-            or pending.kind is not StepKind.BACKUP
-            or pending.state is not StepState.PENDING
-        ):
-            return journal, {}
-        try:
-            outcome = self.executor_for(spec).backup(journal, spec)
-        except GitOpsBotError as e:
-            log.info("%s: backup after the record: %s", journal.cluster, e)
-            return journal, {}
-        if outcome.state is not StepState.SUCCEEDED:
-            return journal, {}
-        done = replace(
-            pending,
-            state=StepState.SUCCEEDED,
-            started_at=now,
-            finished_at=now,
-            attempts=1,
-            detail=outcome.detail,
-        )
-        journal = journal.with_step(done)
-        if outcome.rollback_point is not None and journal.rollback_point is None:
-            journal = replace(journal, rollback_point=outcome.rollback_point)
-        return self._start_following(journal), dict(outcome.files)
-
-    def _start_following(self, journal: Journal) -> Journal:
-        """``journal`` with the next plain step started too, when nothing observed can change
-        what comes next (``operation.following_step``): one commit for both transitions, not
-        two (the store names the start in the commit's subject). The start is still committed
-        and pushed before that step acts (the next pass, at once), as recovery needs: the helm
-        step knows its own pending revision as "written after the step started", and the
-        controller restart's annotation is its start. Its start is this moment, not the
-        pass's: the step that just ran may have taken minutes, which must not count against
-        the next step's timeout."""
-        following = operation.following_step(journal)
-        if following is None:
-            return journal
-        started = replace(
-            following, state=StepState.RUNNING, started_at=self.clock.now(), attempts=1
-        )
-        return journal.with_step(started)
 
     def drive_pools(
         self,
@@ -379,25 +330,25 @@ class DrivingMixin(PassBase):
         A phase that finished lets the next phase or pool open: observed again and decided
         again in the same pass (at most POOL_ROUNDS rounds, the Lease asked before each), so
         a pool boundary costs one commit and no extra pass. The last phase done starts the
-        step after the pools in the same commit (``_start_following``)."""
+        step after the pools in the same commit (``PassBase.start_following``)."""
         before = journal
         notes: list[str] = []
         advanced = False  # a phase finished in some round
         for round_ in range(POOL_ROUNDS):
             if round_:
-                now = self.clock.now()
+                now = self.ctx.clock.now()
                 observations = self._observe(journal, spec, executor)
                 again = operation.next_step(
                     journal,
                     observations,
                     now,
                     policy=spec.rollout,
-                    pool_windows=self.pool_windows(spec),
+                    pool_windows=self.ctx.pool_windows(spec),
                     holds=holds,
                 )
                 if again.action is not Action.DRIVE_POOLS:
                     break
-                if not self.may_act(journal.cluster):
+                if not self.ctx.may_act(journal.cluster):
                     # Records nothing either: the new holder observes what this pass did
                     # (a closed switch, a pool synced) and records it itself.
                     return PassResult(
@@ -412,8 +363,8 @@ class DrivingMixin(PassBase):
         # say it once.
         notes = list(dict.fromkeys(notes))
         if journal != before:
-            journal = self._start_following(journal)
-            self.save(journal, "; ".join(notes))
+            journal = self.ctx.start_following(journal)
+            self.ctx.save(journal, "; ".join(notes))
         # After a finished phase, come back at once, not a poll later: to run the step after
         # the pools, or to look at (and wait on the watch of) the pool just opened.
         until = now if advanced else decision.until
@@ -489,7 +440,7 @@ class DrivingMixin(PassBase):
                     component=ref.component,
                     predates=journal.created_at,
                 )
-                window = self.pool_windows(spec).get(ref.pool)
+                window = self.ctx.pool_windows(spec).get(ref.pool)
                 pool_policy = next(p for p in spec.rollout.pools if p.name == ref.pool)
                 pd = verify_wait.judge(
                     policy=pool_policy,
@@ -619,7 +570,9 @@ class DrivingMixin(PassBase):
                 at=now,
             )
             if failure is not None:
-                failed_marks.record_canary_failure(self.store, self.repo, failure, self._cleared())
+                failed_marks.record_canary_failure(
+                    self.ctx.store, self.ctx.repo, failure, self._cleared()
+                )
                 why += f"; {spec.release.version} marked failed for every cluster and wave"
         halted = replace(phase, state=PhaseState.HALTED, halt_reason=why)
         return replace(pd, action=rollout.PhaseAction.HALT, reason=why), halted

@@ -20,39 +20,37 @@ from dataclasses import replace
 from datetime import datetime
 
 from gitopsbot.bot.pass_base import PassBase, PassResult
-from gitopsbot.core import promotion_gate
 from gitopsbot.core.journal import Journal, OperationStatus
 
 log = logging.getLogger(__name__)
 
 
-class HeldMixin(PassBase):
-    def held_by_waves(self, journal: Journal | None) -> bool:
-        return (
-            journal is not None
-            and journal.status is OperationStatus.BLOCKED
-            and promotion_gate.held_only_by_waves(journal.verdicts)
-            and self.store.queued(journal.cluster) is None
-        )
+class Held:
+    """Judges a change held by waves again and starts it once it may (module docstring)."""
+
+    def __init__(self, ctx: PassBase) -> None:
+        self.ctx = ctx
 
     def retry_held(self, held: Journal, now: datetime) -> PassResult:
         cluster = held.cluster
-        spec = self.spec_at(held.desired_sha, cluster)
+        spec = self.ctx.spec_at(held.desired_sha, cluster)
         if spec is None:
             return PassResult(cluster, "idle")
         fresh = replace(held, status=OperationStatus.RUNNING, failure="", verdicts=())
-        judged = self.judged(fresh, spec, self.read_deployed(spec))
+        judged = self.ctx.judged(fresh, spec, self.ctx.read_deployed(spec))
         if judged.status is OperationStatus.BLOCKED:
             if (judged.failure, judged.verdicts) != (held.failure, held.verdicts):
                 # Why it waits changed (a cluster got the version, a soak began): recorded and
                 # shown on the pull request, not announced again (it was, when blocked).
-                self.store.save(judged, f"{judged.op_id} still {judged.failure}"[:300])
-                self.repost(judged)
-            return PassResult(cluster, "held", judged.failure, next_at=self.held_until.get(cluster))
-        started, files = self.backed_up(judged, spec, now)
+                self.ctx.store.save(judged, f"{judged.op_id} still {judged.failure}"[:300])
+                self.ctx.repost(judged)
+            return PassResult(
+                cluster, "held", judged.failure, next_at=self.ctx.held_until.get(cluster)
+            )
+        started, files = self.ctx.backed_up(judged, spec, now)
         message = f"{started.kind} {started.op_id} started: no longer held by waves"
         if files:
             message += "; backup succeeded"
-        self.save(started, message, files=files)
+        self.ctx.save(started, message, files=files)
         log.info("%s: %s", cluster, message)
         return PassResult(cluster, "started", started.op_id, next_at=now)

@@ -31,28 +31,31 @@ _PR_IN_MESSAGE = re.compile(r"(?:pull request #|\(#|!)(\d+)")
 _ROLLBACK_IN_REMEDIATION = re.compile(r"^rollback:([\w.-]+)")
 
 
-class IntakeMixin(PassBase):
+class Intake:
     """New commits of the watched branch → operations, admitted to the merge queue."""
 
+    def __init__(self, ctx: PassBase) -> None:
+        self.ctx = ctx
+
     def intake(self, cluster: str, now: datetime) -> PassResult | None:
-        head = self.repo.head(self.settings.watched_branch)
+        head = self.ctx.repo.head(self.ctx.settings.watched_branch)
         if head is None:
             return None
-        current = self.store.current(cluster)
+        current = self.ctx.store.current(cluster)
         if current is not None and self._reverting(current):
             # The failed operation's own revert (committed, perhaps not pushed yet) is not a
             # person's revert: remediation finishes first, new commits are taken in after.
             return None
-        seen = self.store.seen(cluster)
+        seen = self.ctx.store.seen(cluster)
         if seen == head:
             return None
         if seen is None:
-            self.store.commit(
+            self.ctx.store.commit(
                 {f"clusters/{cluster}/seen": (head + "\n").encode()},
                 f"{cluster}: baseline {head[:12]}",
             )
             return PassResult(cluster, "baseline", head)
-        commits = self.repo.log(self.settings.watched_branch, seen, LOG_LIMIT)
+        commits = self.ctx.repo.log(self.ctx.settings.watched_branch, seen, LOG_LIMIT)
         touching = [c for c in commits if self._touches(c, cluster)]
         # A pause or resume in rollout.yaml reaches the running operation from the head
         # (``DrivingMixin.pause_holds``): it is no change to apply, nor one to queue.
@@ -60,7 +63,7 @@ class IntakeMixin(PassBase):
         touching = [c for c in touching if c not in pauses]
         if not touching:
             what = "pause edits" if pauses else "nothing new"
-            self.store.commit(
+            self.ctx.store.commit(
                 {f"clusters/{cluster}/seen": (head + "\n").encode()},
                 f"{cluster}: {what} up to {head[:12]}",
             )
@@ -76,17 +79,17 @@ class IntakeMixin(PassBase):
                 f"by {done.op_id}; recorded as seen, nothing applied"
             )
             log.info("%s", text)
-            self.store.commit({f"clusters/{cluster}/seen": (head + "\n").encode()}, text)
+            self.ctx.store.commit({f"clusters/{cluster}/seen": (head + "\n").encode()}, text)
             return None
         try:
-            spec = self.spec_at(newest.sha, cluster)
+            spec = self.ctx.spec_at(newest.sha, cluster)
         except ConfigError as e:
             # Bad fleet files got merged: nothing is applied; the next good commit is.
             # Recorded for ``status`` with the seen commit: the pass succeeds, and the state
             # branch must not read as the previous operation or "no operation yet".
             log.error("%s: fleet invalid at %s: %s", cluster, newest.sha[:12], e)
             failed = load_failure.of(newest.sha, str(e), now)
-            self.store.commit(
+            self.ctx.store.commit(
                 {
                     f"clusters/{cluster}/seen": (head + "\n").encode(),
                     f"clusters/{cluster}/{load_failure.FILE}": load_failure.dumps(failed).encode(),
@@ -94,9 +97,9 @@ class IntakeMixin(PassBase):
                 f"{cluster}: fleet invalid at {newest.sha[:12]}; nothing applied\n\n{e}"[:4000],
             )
             return PassResult(cluster, "invalid", str(e))
-        self.store.clear_load_failure(cluster)  # a newer commit loads: the record is stale
+        self.ctx.store.clear_load_failure(cluster)  # a newer commit loads: the record is stale
         if spec is None:
-            self.store.commit(
+            self.ctx.store.commit(
                 {f"clusters/{cluster}/seen": (head + "\n").encode()},
                 f"{cluster}: removed from the fleet at {newest.sha[:12]}; nothing applied",
             )
@@ -105,7 +108,7 @@ class IntakeMixin(PassBase):
 
         def deployed() -> Deployed:
             if not found:
-                found.append(self.read_deployed(spec))
+                found.append(self.ctx.read_deployed(spec))
             return found[0]
 
         new = self._operation_for(newest, spec, now, deployed)
@@ -116,7 +119,7 @@ class IntakeMixin(PassBase):
         if not journal.active or not any(s.state is StepState.FAILED for s in journal.steps):
             return False
         try:
-            spec = self.spec_at(journal.desired_sha, journal.cluster)
+            spec = self.ctx.spec_at(journal.desired_sha, journal.cluster)
         except ConfigError:
             return False
         return spec is not None and spec.rollout.on_failure == "rollback"
@@ -131,16 +134,17 @@ class IntakeMixin(PassBase):
             rollback = self._automatic_rollback(found) if found is not None else None
             if rollback is not None:
                 return rollback
-        current = self.store.current(cluster)
+        current = self.ctx.store.current(cluster)
         if current is None or current.kind is not OperationKind.ROLLBACK or not current.reverts_op:
             return None
-        undone = self.store.history(cluster, current.reverts_op)
+        undone = self.ctx.store.history(cluster, current.reverts_op)
         rollback = self._automatic_rollback(undone) if undone is not None else None
         if rollback is None or rollback.op_id != current.op_id:
             return None
         paths = desired_paths(cluster)
         same = all(
-            self.repo.read(commit.sha, p) == self.repo.read(current.desired_sha, p) for p in paths
+            self.ctx.repo.read(commit.sha, p) == self.ctx.repo.read(current.desired_sha, p)
+            for p in paths
         )
         return current if same else None
 
@@ -149,7 +153,7 @@ class IntakeMixin(PassBase):
         match = _ROLLBACK_IN_REMEDIATION.match(failed.remediation)
         if match is None:
             return None
-        return self.store.history(failed.cluster, match.group(1))
+        return self.ctx.store.history(failed.cluster, match.group(1))
 
     def _pause_only(self, commit: CommitInfo, cluster: str) -> bool:
         """``commit`` changes, of ``cluster``'s files, only ``paused:`` in its rollout.yaml
@@ -157,12 +161,12 @@ class IntakeMixin(PassBase):
         prefix = f"clusters/{cluster}/"
         if not commit.parents:
             return False
-        paths = [p for p in self.repo.diff_paths(commit.parents[0], commit.sha)]
+        paths = [p for p in self.ctx.repo.diff_paths(commit.parents[0], commit.sha)]
         if [p for p in paths if p.startswith(prefix)] != [prefix + ROLLOUT_FILE]:
             return False
         try:
-            before = self.spec_at(commit.parents[0], cluster)
-            after = self.spec_at(commit.sha, cluster)
+            before = self.ctx.spec_at(commit.parents[0], cluster)
+            after = self.ctx.spec_at(commit.sha, cluster)
         except ConfigError:
             return False
         if before is None or after is None:
@@ -174,7 +178,7 @@ class IntakeMixin(PassBase):
         if not commit.parents:
             return True
         return any(
-            p.startswith(prefix) for p in self.repo.diff_paths(commit.parents[0], commit.sha)
+            p.startswith(prefix) for p in self.ctx.repo.diff_paths(commit.parents[0], commit.sha)
         )
 
     def _operation_for(
@@ -224,14 +228,14 @@ class IntakeMixin(PassBase):
         that operation's, else with the commit's parent (``base``): Helm keeps no record of
         where a secret came from."""
         secret_paths = [r.values_path for r in spec.credentials.secrets]
-        current = self.store.current(spec.name)
+        current = self.ctx.store.current(spec.name)
         before = (
-            self.spec_at(current.desired_sha, spec.name) if current and current.active else None
+            self.ctx.spec_at(current.desired_sha, spec.name) if current and current.active else None
         )
         credentials_before = before.credentials if before is not None else None
         if before is None and base:
             try:
-                parent = self.spec_at(base, spec.name)
+                parent = self.ctx.spec_at(base, spec.name)
             except ConfigError:
                 parent = None
             credentials_before = parent.credentials if parent is not None else None
@@ -264,7 +268,7 @@ class IntakeMixin(PassBase):
             blocked = found is not None and found.status is OperationStatus.BLOCKED
             if found is not None and found.rollback_point is not None and not blocked:
                 return found
-        last = self.store.current(cluster)
+        last = self.ctx.store.current(cluster)
         if (
             last is None
             or not last.base_sha
@@ -275,29 +279,29 @@ class IntakeMixin(PassBase):
         ):
             return None
         paths = desired_paths(cluster)
-        now = [self.repo.read(commit.sha, p) for p in paths]
-        before = [self.repo.read(last.base_sha, p) for p in paths]
+        now = [self.ctx.repo.read(commit.sha, p) for p in paths]
+        before = [self.ctx.repo.read(last.base_sha, p) for p in paths]
         if now != before:
             return None
         try:
-            undone = self.spec_at(last.desired_sha, cluster)
+            undone = self.ctx.spec_at(last.desired_sha, cluster)
         except ConfigError:
             undone = None  # its version unknown: judged as a change, never waved through
         chart = undone.release.version if undone is not None else ""
         return last if restore_is_undo(chart, spec.release.version) else None
 
     def _find_op(self, cluster: str, sha: str) -> Journal | None:
-        found = self.store.history(cluster, operation.operation_id(cluster, sha))
+        found = self.ctx.store.history(cluster, operation.operation_id(cluster, sha))
         if found is not None and found.desired_sha.startswith(sha[:12]):
             return found
         return None
 
     def _merged_by(self, commit: CommitInfo) -> int | None:
         """The pull request the forge says merged ``commit`` (None: none, or no answer)."""
-        if self.forge is None:
+        if self.ctx.forge is None:
             return None
         try:
-            for pr in self.forge.list_merged_since(commit.time - timedelta(days=7)):
+            for pr in self.ctx.forge.list_merged_since(commit.time - timedelta(days=7)):
                 if pr.merge_commit_sha == commit.sha:
                     return pr.number
         except ForgeError as e:
@@ -318,12 +322,12 @@ class IntakeMixin(PassBase):
         commit message named (a rebase merge names none), put it on the journal in a
         follow-up save. Only then is it mirrored on its pull request and
         announced, so both name the right one."""
-        self.store.save(journal, message, seen=head, files=files)
+        self.ctx.store.save(journal, message, seen=head, files=files)
         merged = self._merged_by(commit)
         if merged is not None and merged != journal.pr_number:
             journal = replace(journal, pr_number=merged)
-            self.store.save(journal, f"{journal.op_id}: merged by pull request #{merged}")
-        self.mirror(journal)
+            self.ctx.store.save(journal, f"{journal.op_id}: merged by pull request #{merged}")
+        self.ctx.mirror(journal)
         return journal
 
     def _admit(
@@ -335,8 +339,8 @@ class IntakeMixin(PassBase):
         deployed: Callable[[], Deployed],
         commit: CommitInfo,
     ) -> PassResult:
-        current = self.store.current(spec.name)
-        queued = self.store.queued(spec.name)
+        current = self.ctx.store.current(spec.name)
+        queued = self.ctx.store.queued(spec.name)
         if (
             new.kind is OperationKind.ROLLBACK
             and current is not None
@@ -344,22 +348,22 @@ class IntakeMixin(PassBase):
             and current.op_id == new.reverts_op
         ):
             # The change being reverted is still running: stop it here, the rollback follows.
-            self._close_switches(current)
+            self.ctx._close_switches(current)
             current = replace(
                 current, status=OperationStatus.FAILED, failure="reverted", remediation="reverted"
             )
-            self.save(current, f"{current.op_id} stopped: reverted by {new.desired_sha[:12]}")
+            self.ctx.save(current, f"{current.op_id} stopped: reverted by {new.desired_sha[:12]}")
         admission = merge_queue.admit(
             new,
             running=current,
             queued=queued,
             now=now,
-            pool_windows=list(self.pool_windows(spec).values()),
+            pool_windows=list(self.ctx.pool_windows(spec).values()),
         )
         if admission.superseded is not None:
-            self.save(admission.superseded, f"{admission.superseded.op_id} superseded")
+            self.ctx.save(admission.superseded, f"{admission.superseded.op_id} superseded")
             if queued is not None and admission.journal.status is not OperationStatus.QUEUED:
-                self.store.commit({f"clusters/{spec.name}/queued.yaml": None}, "queue emptied")
+                self.ctx.store.commit({f"clusters/{spec.name}/queued.yaml": None}, "queue emptied")
         placed = admission.journal
         if placed.status is OperationStatus.QUEUED:
             when = (
@@ -370,12 +374,12 @@ class IntakeMixin(PassBase):
             message = f"{placed.kind} {placed.op_id} queued: {when}"
             self._record_new(placed, message, head, commit)
             return PassResult(spec.name, "queued", when, next_at=admission.expected_start)
-        placed = self.judged(placed, spec, deployed())
+        placed = self.ctx.judged(placed, spec, deployed())
         if placed.status is OperationStatus.BLOCKED:
             message = f"{placed.kind} {placed.op_id} {placed.failure}"[:300]
             self._record_new(placed, message, head, commit)
             return PassResult(spec.name, "blocked", placed.failure)
-        placed, files = self.backed_up(placed, spec, now)
+        placed, files = self.ctx.backed_up(placed, spec, now)
         message = f"{placed.kind} {placed.op_id} started" + ("; backup succeeded" if files else "")
         self._record_new(placed, message, head, commit, files)
         return PassResult(spec.name, "started", placed.op_id, next_at=now)

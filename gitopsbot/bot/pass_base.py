@@ -2,9 +2,10 @@
 and how a transition is recorded (a state-branch commit, mirrored on the pull request).
 
 ``PassBase`` holds the constructor, ``spec_at`` / ``fleet_at`` / ``pool_windows``, ``save`` /
-``mirror`` and ``_close_switches``; the mixins ``IntakeMixin`` (``bot.intake``),
-``DrivingMixin`` (``bot.driving``) and ``RevertsMixin`` (``bot.reverts``) build on it, and
-``bot.reconciler.Reconciler`` puts them together.
+``mirror``, ``_close_switches`` and a new operation's first record (``backed_up``,
+``start_following``). The parts of the pass (``bot.intake.Intake``, ``bot.driving.Driver``,
+``bot.reverts.Reverts``, ``bot.held.Held``) are objects given it as their ``ctx``, none
+inheriting another; ``bot.reconciler.Reconciler`` is the context and puts them together.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.release_reads import PassReads
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import admission, promotion_gate, windows
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core import admission, operation, promotion_gate, windows
+from gitopsbot.core.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    PhaseState,
+    StepKind,
+    StepState,
+)
 from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.core.policy import Verdict
 from gitopsbot.errors import ConfigError, GitOpsBotError
@@ -112,7 +120,6 @@ class PassBase:
         self._specs: dict[tuple[str, str], ClusterSpec | None] = {}
         self._specs_lock = threading.Lock()
         self._shown: set[str] = set()  # clusters whose running operation was re-posted
-        self._pr_retried: dict[str, datetime] = {}  # cluster → last revert-PR retry
         self._release_checked: dict[str, datetime] = {}  # cluster → last manual-revision check
         # cluster → when the soak that holds its change ends (``wave_verdicts``), if one does
         self.held_until: dict[str, datetime | None] = {}
@@ -319,17 +326,59 @@ class PassBase:
                 except GitOpsBotError as e:
                     log.error("%s: could not close %s: %s", journal.cluster, step.name, e)
 
-    # -- provided by a sibling mixin ------------------------------------------------------
-
-    def remediate(
-        self, journal: Journal, spec: ClusterSpec, reason: str, now: datetime
-    ) -> PassResult:
-        """On failure (``bot.reverts.RevertsMixin.remediate``)."""
-        raise NotImplementedError
+    # -- a new operation's first record, and a step's start with the previous end --------
 
     def backed_up(
         self, journal: Journal, spec: ClusterSpec, now: datetime
     ) -> tuple[Journal, dict[str, bytes | None]]:
-        """A new operation's backup run before its first record
-        (``bot.driving.DrivingMixin.backed_up``)."""
-        raise NotImplementedError
+        """``journal`` (a new operation, about to be recorded) with its backup step done and
+        the step after it started, and the backup's files: the operation's first record
+        carries them, one commit and one pass fewer before the first change (#13). Backup
+        only reads the cluster, so running it before anything is recorded is safe: killed
+        here, the next pass records the operation afresh. When it does not succeed at once
+        (the API answers an error, or the step would wait), ``journal`` comes back unchanged
+        and the step runs as usual after the record, with its retries and timeout."""
+        pending = next((s for s in journal.steps if not s.state.finished), None)
+        if (
+            journal.status is not OperationStatus.RUNNING
+            or pending is None
+            or pending.kind is not StepKind.BACKUP
+            or pending.state is not StepState.PENDING
+        ):
+            return journal, {}
+        try:
+            outcome = self.executor_for(spec).backup(journal, spec)
+        except GitOpsBotError as e:
+            log.info("%s: backup after the record: %s", journal.cluster, e)
+            return journal, {}
+        if outcome.state is not StepState.SUCCEEDED:
+            return journal, {}
+        done = replace(
+            pending,
+            state=StepState.SUCCEEDED,
+            started_at=now,
+            finished_at=now,
+            attempts=1,
+            detail=outcome.detail,
+        )
+        journal = journal.with_step(done)
+        if outcome.rollback_point is not None and journal.rollback_point is None:
+            journal = replace(journal, rollback_point=outcome.rollback_point)
+        return self.start_following(journal), dict(outcome.files)
+
+    def start_following(self, journal: Journal) -> Journal:
+        """``journal`` with the next plain step started too, when nothing observed can change
+        what comes next (``operation.following_step``): one commit for both transitions, not
+        two (the store names the start in the commit's subject). The start is still committed
+        and pushed before that step acts (the next pass, at once), as recovery needs: the helm
+        step knows its own pending revision as "written after the step started", and the
+        controller restart's annotation is its start. Its start is this moment, not the
+        pass's: the step that just ran may have taken minutes, which must not count against
+        the next step's timeout."""
+        following = operation.following_step(journal)
+        if following is None:
+            return journal
+        started = replace(
+            following, state=StepState.RUNNING, started_at=self.clock.now(), attempts=1
+        )
+        return journal.with_step(started)

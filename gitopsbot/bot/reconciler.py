@@ -26,18 +26,19 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from gitopsbot.bot import log_context
-from gitopsbot.bot.driving import DrivingMixin
-from gitopsbot.bot.held import HeldMixin
-from gitopsbot.bot.intake import IntakeMixin
-from gitopsbot.bot.pass_base import LOG_LIMIT, SPEC_CACHE, PassResult
+from gitopsbot.bot.driving import Driver
+from gitopsbot.bot.held import Held
+from gitopsbot.bot.intake import Intake
+from gitopsbot.bot.pass_base import LOG_LIMIT, SPEC_CACHE, PassBase, PassResult
 from gitopsbot.bot.reverts import (
     PR_NOT_OPENED,
     REFUSED_PUSH,
     REVERT_PR_RETRY,
     REVERTING,
-    RevertsMixin,
+    Reverts,
 )
 from gitopsbot.core import manual_revision, pass_decision, windows
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
@@ -60,9 +61,27 @@ __all__ = [
 ]
 
 
-class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin, HeldMixin):
-    """Drives every cluster's operations. Ports are injected; ``executor_for`` builds the
-    executor of a cluster (its Cluster and Helm ports) from the cluster's spec."""
+class Reconciler(PassBase):
+    """Drives every cluster's operations. Ports are injected (``PassBase``); ``executor_for``
+    builds the executor of a cluster (its Cluster and Helm ports) from the cluster's spec.
+    The pass's parts are its own objects, each given this context."""
+
+    # The parts, made on first use so the constructor stays ``PassBase``'s (typed ports).
+    @cached_property
+    def intake(self) -> Intake:
+        return Intake(self)
+
+    @cached_property
+    def reverts(self) -> Reverts:
+        return Reverts(self)
+
+    @cached_property
+    def driver(self) -> Driver:
+        return Driver(self, self.reverts)
+
+    @cached_property
+    def held(self) -> Held:
+        return Held(self)
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -162,17 +181,17 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin, HeldMixin):
                 self.repost(running)
                 self.announcer.seen(running)  # told before the restart
         # 1. Intake: what Git says now becomes records (a new operation, the queue).
-        intake = self.intake(cluster, now)
+        intake = self.intake.intake(cluster, now)
         if intake is not None:
             return intake
         current = self.store.current(cluster)
         if current is not None and current.kind is OperationKind.ROLLBACK:
-            self._retry_revert_pr(current, now)
+            self.reverts._retry_revert_pr(current, now)
         if current is not None and current.active:
             log_context.note(operation=current.op_id)  # the pass's log lines name it from here
             # A person's commands (comments, approve: in Git) are recorded before the pass
             # observes, so the decision reads them as it reads the rest of the journal.
-            current = self.take_inputs(current)
+            current = self.driver.take_inputs(current)
         # 2. Observe, 3. decide (pure), 4. act.
         seen = self.observe(cluster, current, now)
         return self.act(pass_decision.decide(seen), seen)
@@ -188,7 +207,7 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin, HeldMixin):
             queued_windows = tuple(self.pool_windows(spec).values()) if spec else ()
         operating = None
         if current is not None and current.active:
-            operating = self.observe_operation(current)
+            operating = self.driver.observe_operation(current)
         return Seen(
             cluster=cluster,
             now=now,
@@ -210,7 +229,7 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin, HeldMixin):
                 return PassResult(cluster, "idle")
             case PassAction.REJUDGE:
                 assert current is not None
-                return self.retry_held(current, now)
+                return self.held.retry_held(current, now)
             case PassAction.QUEUED:
                 promoted = decision.promoted
                 assert promoted is not None and seen.queued is not None
@@ -227,7 +246,7 @@ class Reconciler(IntakeMixin, DrivingMixin, RevertsMixin, HeldMixin):
                 return PassResult(cluster, "failed", failed.failure)
         assert current is not None and seen.operating is not None and decision.step is not None
         view = seen.operating
-        return self.carry_out(
+        return self.driver.carry_out(
             decision.step,
             current,
             view.spec,

@@ -33,13 +33,17 @@ REFUSED_PUSH = "refused the revert push"
 REVERT_PR_RETRY = timedelta(minutes=5)
 
 
-class RevertsMixin(PassBase):
+class Reverts:
     """On failure: roll back by a revert, open a revert pull request, or halt."""
+
+    def __init__(self, ctx: PassBase) -> None:
+        self.ctx = ctx
+        self._pr_retried: dict[str, datetime] = {}  # cluster → last revert-PR retry
 
     def remediate(
         self, journal: Journal, spec: ClusterSpec, reason: str, now: datetime
     ) -> PassResult:
-        self._close_switches(journal)
+        self.ctx._close_switches(journal)
         policy = spec.rollout.on_failure
         name = journal.cluster
         # A rotation is never rolled back by itself: the old credential may be revoked at the
@@ -51,13 +55,13 @@ class RevertsMixin(PassBase):
         )
         if policy == "halt" or not can_roll_back:
             failed = replace(journal, status=OperationStatus.FAILED, remediation="halt")
-            self.save(failed, f"{journal.op_id} failed and halted: {reason[:100]}")
+            self.ctx.save(failed, f"{journal.op_id} failed and halted: {reason[:100]}")
             return PassResult(name, "failed", reason)
         message = (
             f'Revert "{name}: {journal.op_id}"\n\nThis reverts commit {journal.desired_sha}.\n\n'
             f"gitopsbot: {journal.kind} failed: {reason[:500]}"
         )
-        watched = self.settings.watched_branch
+        watched = self.ctx.settings.watched_branch
         if policy == "rollback":
             # Resumable: each pass redoes what is missing. The revert commit is found again on
             # the watched branch by its "This reverts commit" line (a kill before the push, or
@@ -65,24 +69,24 @@ class RevertsMixin(PassBase):
             sha = self._revert_on_watched(journal)
             if sha is None:
                 try:
-                    sha = self.repo.revert_commit(watched, journal.desired_sha, message)
+                    sha = self.ctx.repo.revert_commit(watched, journal.desired_sha, message)
                 except GitFailed as e:  # later changes conflict: a person decides
                     why = f"halt (no automatic revert: {e})"[:600]
                     log.error("%s: %s failed; %s", name, journal.op_id, why)
                     failed = replace(journal, status=OperationStatus.FAILED, remediation=why)
-                    self.save(failed, f"{journal.op_id} failed; {why}")
+                    self.ctx.save(failed, f"{journal.op_id} failed; {why}")
                     return PassResult(name, "failed", f"{reason}; {why}")
             if journal.remediation != f"{REVERTING}{sha}":
                 journal = replace(journal, remediation=f"{REVERTING}{sha}")
-                self.save(journal, f"{journal.op_id} failed; revert {sha[:12]} committed")
-            if not self.push:
+                self.ctx.save(journal, f"{journal.op_id} failed; revert {sha[:12]} committed")
+            if not self.ctx.push:
                 log.warning("%s: revert %s kept local (--no-push)", name, sha[:12])
                 return self._start_rollback(
                     journal, spec, sha, now, seen=sha, note=" (local only: --no-push)"
                 )
             try:
                 # A transient failure escapes: the next pass pushes this same commit again.
-                self.repo.push(watched)
+                self.ctx.repo.push(watched)
             except PushRefused as refused:
                 return self._refused_revert(journal, spec, reason, message, refused, now)
             # A replay onto a moved remote rewrites the commit: take the one pushed.
@@ -92,8 +96,8 @@ class RevertsMixin(PassBase):
 
     def _revert_on_watched(self, journal: Journal) -> str | None:
         """The commit on the watched branch (local or pushed) that reverts this operation."""
-        watched = self.settings.watched_branch
-        for commit in reversed(self.repo.log(watched, journal.desired_sha, LOG_LIMIT)):
+        watched = self.ctx.settings.watched_branch
+        for commit in reversed(self.ctx.repo.log(watched, journal.desired_sha, LOG_LIMIT)):
             if any(journal.desired_sha.startswith(s) for s in reverted_shas(commit.message)):
                 return commit.sha
         return None
@@ -135,8 +139,10 @@ class RevertsMixin(PassBase):
             f"{journal.op_id} failed; rolling back by revert {sha[:12]}{note}{remediation}"
             f"\n\nrollback {rollback.op_id} started"
         )
-        self.save(replace(rollback, status=OperationStatus.RUNNING), text, files=history, seen=seen)
-        self.mirror(failed)
+        self.ctx.save(
+            replace(rollback, status=OperationStatus.RUNNING), text, files=history, seen=seen
+        )
+        self.ctx.mirror(failed)
         return PassResult(name, "rollback", f"{sha}{note}{remediation}", now)
 
     def _refused_revert(
@@ -154,7 +160,7 @@ class RevertsMixin(PassBase):
         make Git match the cluster. The push already moved the local watched branch back to
         the remote's head, so later passes do not build on the refused commit."""
         name = journal.cluster
-        watched = self.settings.watched_branch
+        watched = self.ctx.settings.watched_branch
         log.warning("%s: the revert of %s was refused: %s", name, journal.op_id, refused)
         branch = f"gitopsbot/revert/{journal.op_id}"
         sha = self._revert_branch(journal, message)
@@ -174,16 +180,16 @@ class RevertsMixin(PassBase):
     ) -> str:
         """Push the revert branch and open its pull request; what happened, for the journal.
         Nothing here may stop the rollback: a failure is recorded and logged, not raised."""
-        watched = self.settings.watched_branch
+        watched = self.ctx.settings.watched_branch
         try:
-            self.repo.push(branch)
+            self.ctx.repo.push(branch)
         except GitOpsBotError as e:
             log.error("%s: could not push %s: %s", journal.cluster, branch, e)
             return f"revert PR not opened: push of {branch} failed: {e}"[:600]
-        if self.forge is None:
+        if self.ctx.forge is None:
             return f"no forge configured: revert PR not opened; the revert is on branch {branch}"
         try:
-            pr = self.forge.open_or_update_pull_request(
+            pr = self.ctx.forge.open_or_update_pull_request(
                 branch=branch,
                 base=watched,
                 title=(
@@ -210,12 +216,12 @@ class RevertsMixin(PassBase):
         opened (the forge was down, the branch push failed): try again, every
         REVERT_PR_RETRY, until Git can be made to match the cluster; then record it."""
         name = rollback.cluster
-        if self.forge is None or not self.push or not rollback.reverts_op:
+        if self.ctx.forge is None or not self.ctx.push or not rollback.reverts_op:
             return
         last = self._pr_retried.get(name)
         if last is not None and now - last < REVERT_PR_RETRY:
             return
-        failed = self.store.history(name, rollback.reverts_op)
+        failed = self.ctx.store.history(name, rollback.reverts_op)
         if failed is None or failed.op_id == rollback.op_id:
             return
         text = failed.remediation
@@ -223,7 +229,7 @@ class RevertsMixin(PassBase):
             return
         self._pr_retried[name] = now
         branch = f"gitopsbot/revert/{failed.op_id}"
-        if self.repo.head(branch) is None:
+        if self.ctx.repo.head(branch) is None:
             return  # the revert never reached a branch: nothing to propose
         why = "its words are in the state branch's log"
         outcome = self._open_refused_revert_pr(failed, branch, rollback.op_id, failed.failure, why)
@@ -235,48 +241,48 @@ class RevertsMixin(PassBase):
             kept = kept[: -len("no forge configured: ")]
         updated = replace(failed, remediation=f"{kept}{outcome}")
         path = f"{cluster_dir(name)}/history/{failed.op_id}.yaml"
-        self.store.commit(
+        self.ctx.store.commit(
             {path: journal_mod.dumps(updated).encode()},
             f"{name}: {failed.op_id}: {outcome} (retried)\n\nGitopsbot-Operation: {failed.op_id}",
         )
-        self.mirror(updated)
+        self.ctx.mirror(updated)
 
     def _revert_branch(self, journal: Journal, message: str) -> str:
         """``gitopsbot/revert/<op id>``: the watched head plus the revert; its head sha. Made
         once; a later pass (a resume) finds it."""
         branch = f"gitopsbot/revert/{journal.op_id}"
-        head = self.repo.head(branch)
+        head = self.ctx.repo.head(branch)
         if head is not None:
             return head
-        base = self.repo.head(self.settings.watched_branch)
+        base = self.ctx.repo.head(self.ctx.settings.watched_branch)
         # A branch starts from the watched head; revert_commit adds the undo on top.
-        self.repo.commit_files(branch, {}, f"Start revert of {journal.op_id}", parent=base)
-        return self.repo.revert_commit(branch, journal.desired_sha, message)
+        self.ctx.repo.commit_files(branch, {}, f"Start revert of {journal.op_id}", parent=base)
+        return self.ctx.repo.revert_commit(branch, journal.desired_sha, message)
 
     def _revert_pull_request(self, journal: Journal, reason: str, message: str) -> PassResult:
-        if self.forge is None:
+        if self.ctx.forge is None:
             failed = replace(journal, status=OperationStatus.FAILED, remediation="halt (no forge)")
-            self.save(failed, f"{journal.op_id} failed; no forge for a revert PR")
+            self.ctx.save(failed, f"{journal.op_id} failed; no forge for a revert PR")
             return PassResult(journal.cluster, "failed", reason)
-        if not self.push:
+        if not self.ctx.push:
             # A pull request needs its branch on the remote: skip it, and say so.
             why = "revert PR not opened: --no-push keeps the revert branch off the remote"
             failed = replace(journal, status=OperationStatus.FAILED, remediation=f"halt ({why})")
-            self.save(failed, f"{journal.op_id} failed; {why}")
+            self.ctx.save(failed, f"{journal.op_id} failed; {why}")
             return PassResult(journal.cluster, "failed", f"{reason}; {why}")
-        watched = self.settings.watched_branch
+        watched = self.ctx.settings.watched_branch
         branch = f"gitopsbot/revert/{journal.op_id}"
         self._revert_branch(journal, message)
         try:
-            self.repo.push(branch)
+            self.ctx.repo.push(branch)
         except PushRefused as e:  # permanent: say why and stop, instead of failing each pass
             why = f"revert PR not opened: the remote refused {branch}: {e}"[:600]
             log.error("%s: %s", journal.cluster, why)
             failed = replace(journal, status=OperationStatus.FAILED, remediation=f"halt ({why})")
-            self.save(failed, f"{journal.op_id} failed; {why}")
+            self.ctx.save(failed, f"{journal.op_id} failed; {why}")
             return PassResult(journal.cluster, "failed", f"{reason}; {why}")
         try:
-            pr = self.forge.open_or_update_pull_request(
+            pr = self.ctx.forge.open_or_update_pull_request(
                 branch=branch,
                 base=watched,
                 title=f"Revert {journal.cluster}: {journal.op_id} ({journal.kind} failed)",
@@ -288,5 +294,5 @@ class RevertsMixin(PassBase):
         failed = replace(
             journal, status=OperationStatus.FAILED, remediation=f"revert-pr:#{pr.number}"
         )
-        self.save(failed, f"{journal.op_id} failed; revert PR #{pr.number} opened")
+        self.ctx.save(failed, f"{journal.op_id} failed; revert PR #{pr.number} opened")
         return PassResult(journal.cluster, "revert-pr", f"#{pr.number}")

@@ -149,7 +149,7 @@ def test_a_read_only_step_still_running_records_its_start_once(
     save_log.messages.clear()
     # RUNNING with a detail that did not change: saved anyway, since the start is not on the
     # state branch yet (a timeout counts from it across restarts).
-    rec.run_step(journal.step("backup"), journal, spec, Waiting(), now)  # type: ignore[arg-type]
+    rec.driver.run_step(journal.step("backup"), journal, spec, Waiting(), now)  # type: ignore[arg-type]
     assert save_log.messages == ["backup: "]
     recorded = env.reconciler(name="reader").store.current("lab")
     assert recorded is not None
@@ -157,7 +157,7 @@ def test_a_read_only_step_still_running_records_its_start_once(
     assert (step.state, step.started_at, step.attempts) == (StepState.RUNNING, now, 1)
     # The next pass (a restart, even) keeps that start and saves nothing new.
     later = now + timedelta(minutes=2)
-    rec.run_step(step, recorded, spec, Waiting(), later)  # type: ignore[arg-type]
+    rec.driver.run_step(step, recorded, spec, Waiting(), later)  # type: ignore[arg-type]
     assert save_log.messages == ["backup: "]
     again = env.reconciler(name="reader-2").store.current("lab")
     assert again is not None and again.step("backup").started_at == now
@@ -174,7 +174,7 @@ def test_a_step_that_changes_the_cluster_still_pushes_its_start_first(
     assert spec is not None
     save_log.messages.clear()
     crds = journal.step("crds")
-    rec.run_step(crds, journal, spec, Waiting(), env.clock.now())  # type: ignore[arg-type]
+    rec.driver.run_step(crds, journal, spec, Waiting(), env.clock.now())  # type: ignore[arg-type]
     assert save_log.messages == ["crds started"]  # before it acted; RUNNING "" adds none
 
 
