@@ -218,6 +218,10 @@ _NON_FF_HINTS = (
     "fastforward",  # libgit2: "cannot push non-fastforwardable reference"
     "not present locally",
     "fetch first",
+    # git's receive-pack when another push holds the ref's lock or moved it under this one
+    # (two writers of the state branch at once): the remote moved, so replay.
+    "failed to update ref",
+    "cannot lock ref",
 )
 # A remote refusing by policy (a pre-receive/update hook, GitHub's and GitLab's protected
 # branches): permanent. Checked after the auth hints ("permission denied" is a login problem)

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from gitopsbot.adapters.git import HttpsPassword
 from gitopsbot.errors import GitFailed, NonFastForward
+from tests.git.conftest import CLUSTER_FILES, PASSWORD, USER, Fleet
 
 if TYPE_CHECKING:
-    from tests.git.conftest import Fleet
+    from gitopsbot.sandbox.gitremote import GitRemote
 
 STATE = "gitopsbot/state"
 
@@ -259,3 +261,50 @@ def test_unknown_sha_is_git_failed(fleet: Fleet, tmp_path: Path) -> None:
     repo = fleet.bot()
     with pytest.raises(GitFailed):
         repo.read("0" * 40, "gitopsbot.yaml")
+
+
+def test_a_ref_another_push_holds_locked_is_a_race_replayed_not_a_failure(
+    tmp_path: Path, fleet_source: Path, http_remote: GitRemote
+) -> None:
+    """Two writers of the state branch (``run`` and ``propose``) push at once: git's
+    receive-pack answers ``failed to update ref`` to the one that finds the ref locked. That
+    is the remote moving, not a refusal: the push is replayed, as for a non-fast-forward.
+    The lock is a real ``<ref>.lock`` in the bare repository; a pre-receive hook removes it
+    on the second push, as the other writer's push ending would."""
+    url = http_remote.create_fleet_repo("fleet-locked", fleet_source)
+    bare = http_remote.root / "fleet-locked.git"
+    human_url = url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    fleet = Fleet(url, human_url, tmp_path, HttpsPassword(USER, PASSWORD), CLUSTER_FILES)
+    repo = fleet.bot()
+    repo.commit_files(STATE, {"a.yaml": b"a: 1\n"}, "first", parent=None)
+    repo.push(STATE)
+    mine = repo.commit_files(STATE, {"a.yaml": b"a: 2\n"}, "second", parent=None)
+    lock = bare / "refs" / "heads" / "gitopsbot" / "state.lock"
+    lock.write_text("held by another push\n")
+    hook = bare / "hooks" / "pre-receive"
+    seen = tmp_path / "pushed-once"
+    hook.write_text(
+        f'#!/bin/sh\nif [ -e "{seen}" ]; then rm -f "{lock}"; else touch "{seen}"; fi\n'
+    )
+    hook.chmod(0o755)
+    assert repo.push(STATE) == mine
+    assert seen.exists()  # the first push met the lock
+    check = fleet.human("checker")
+    check.git("fetch", "--quiet", "origin", STATE)
+    assert check.sha("FETCH_HEAD") == mine
+
+
+def test_a_ref_locked_for_good_gives_up_after_the_attempts_as_a_race(
+    tmp_path: Path, fleet_source: Path, http_remote: GitRemote
+) -> None:
+    url = http_remote.create_fleet_repo("fleet-locked-for-good", fleet_source)
+    bare = http_remote.root / "fleet-locked-for-good.git"
+    human_url = url.replace("http://", f"http://{USER}:{PASSWORD}@")
+    fleet = Fleet(url, human_url, tmp_path, HttpsPassword(USER, PASSWORD), CLUSTER_FILES)
+    repo = fleet.bot(push_attempts=2)
+    repo.commit_files(STATE, {"a.yaml": b"a: 1\n"}, "first", parent=None)
+    repo.push(STATE)
+    repo.commit_files(STATE, {"a.yaml": b"a: 2\n"}, "second", parent=None)
+    (bare / "refs" / "heads" / "gitopsbot" / "state.lock").write_text("stuck\n")
+    with pytest.raises(NonFastForward, match="failed to update ref"):
+        repo.push(STATE)
