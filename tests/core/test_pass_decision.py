@@ -135,3 +135,24 @@ def test_the_precedence_in_the_docs_is_the_one_the_code_follows() -> None:
     section = text.split("## Precedence", 1)[1].split("\n## ", 1)[0]
     written = re.findall(r"^\d+\. \*\*.*?\*\* `([\w-]+)`", section, flags=re.M)
     assert tuple(written) == pass_decision.PRECEDENCE
+
+
+def test_every_test_the_page_names_exists() -> None:
+    """A row is held by the tests it names: each ``tests/….py::name`` (and ``::name`` after
+    it, the same file) is a test function of that file."""
+    root = DECISIONS.parents[1]
+    missing: list[str] = []
+    for line in DECISIONS.read_text(encoding="utf-8").splitlines():
+        current = ""
+        for ref in re.findall(r"`((?:tests/[\w/]+\.py)?(?:::\w+)?)`", line):
+            path, _, name = ref.partition("::")
+            if path:
+                current = path
+                if not (root / path).exists():
+                    missing.append(ref)
+                    continue
+            if name and current:
+                source = (root / current).read_text(encoding="utf-8")
+                if not re.search(rf"^def {name}\(", source, flags=re.M):
+                    missing.append(f"{current}::{name}")
+    assert missing == []
