@@ -36,6 +36,7 @@ from gitopsbot.core import (
     operation,
     pass_decision,
     pause,
+    phase_clock,
     phase_view,
     pr_commands,
     rollout,
@@ -544,7 +545,7 @@ class Driver:
             # batch's reason, and the pod is gone.
             kept = canary_record.of(result, now) if result is not None else None
             # The verify's clock stops with it; the next open starts the switch's.
-            rolled = rollout.stop_clock(phase, now, PhaseState.ROLLING)
+            rolled = phase_clock.stop_clock(phase, now, PhaseState.ROLLING)
             rolled = replace(
                 rolled,
                 canary_done=True,
@@ -557,7 +558,7 @@ class Driver:
             pool_policy = next(p for p in spec.rollout.pools if p.name == ref.pool)
             waited = verify_wait.waiting(pool_policy, phase, reason, now, window, None)
             return replace(pd, action=rollout.PhaseAction.WAIT, reason=result.message), waited
-        phase = rollout.stop_clock(phase, now, phase.state)
+        phase = phase_clock.stop_clock(phase, now, phase.state)
         phase = replace(phase, canary=canary_record.of(result, now))
         why = f"GPU canary: {result.message}"
         if journal.kind is OperationKind.UPGRADE:

@@ -123,7 +123,7 @@ class PhaseProgress:
     state: PhaseState = PhaseState.PENDING
     started_at: datetime | None = None  # first time the switch was opened
     # Start of the interval the deadline counts now: the switch open, or the canary batch
-    # verified with it closed (core.rollout.active_seconds); None: stopped.
+    # verified with it closed (core.phase_clock.active_seconds); None: stopped.
     opened_at: datetime | None = None
     open_seconds: int = 0  # switch-open time accumulated over earlier intervals
     progress: int = 0  # R14 progress, 0..100

@@ -3,7 +3,7 @@
 A hold keeps a pool's switch closed: at the next batch boundary the bot closes it (the
 controller finishes the batch in flight, R22) and the phase is recorded PAUSED with the
 hold's reason; when the hold goes, the bot opens the switch again. Held time never counts
-toward ``maxDuration`` (``rollout.active_seconds`` counts open time and an unheld canary
+toward ``maxDuration`` (``phase_clock.active_seconds`` counts open time and an unheld canary
 verify only).
 
 Holds come from ``rollout.yaml`` (``paused:`` at the top or per pool), read from the

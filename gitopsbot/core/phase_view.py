@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import canary_record, node_states, rollout, timeline
+from gitopsbot.core import canary_record, node_states, phase_clock, timeline
 from gitopsbot.core.batch_record import BatchRecord
 from gitopsbot.core.journal import PhaseProgress, PhaseState, Step, StepState
 from gitopsbot.core.model import Component
@@ -251,7 +251,7 @@ def view(phase: PhaseProgress, step: Step, now: datetime) -> PhaseView:
         eta = max(math.ceil(left_steps * per_step - first - min(since, per_step)), 0)
     deadline: int | None = None
     if phase.max_duration_seconds is not None and phase.started_at is not None:
-        deadline = max(int(phase.max_duration_seconds - rollout.active_seconds(phase, now)), 0)
+        deadline = max(int(phase.max_duration_seconds - phase_clock.active_seconds(phase, now)), 0)
     elapsed = None
     if phase.started_at is not None:
         end = step.finished_at if step.finished_at and phase.state is PhaseState.DONE else now

@@ -41,6 +41,7 @@ from gitopsbot.core import admission, windows
 from gitopsbot.core.batch_record import GateNote
 from gitopsbot.core.journal import PhaseProgress, PhaseState, ProgressMark
 from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
+from gitopsbot.core.phase_clock import active_seconds, stop_clock
 from gitopsbot.core.workload_wait import WaitDecision, WorkloadSnapshot, decide_wait
 
 # How often to look again while a rollout runs, when nothing sooner is due.
@@ -145,17 +146,6 @@ def phase_components(pool: PoolPolicy) -> tuple[Component, ...]:
     """The phases the bot drives, in order: only components whose switch it turns on (F3)."""
     order = [c for c in Component if c in pool.phases or pool.switch(c)]
     return tuple(c for c in order if pool.switch(c))
-
-
-def active_seconds(phase: PhaseProgress, now: datetime) -> float:
-    """Switch-open and canary-verify time so far (the clock maxDuration is measured on)."""
-    running = (now - phase.opened_at).total_seconds() if phase.opened_at else 0.0
-    return phase.open_seconds + max(running, 0.0)
-
-
-def stop_clock(phase: PhaseProgress, now: datetime, state: PhaseState) -> PhaseProgress:
-    """The phase in ``state`` with the deadline's clock stopped, the time it ran added."""
-    return replace(phase, state=state, opened_at=None, open_seconds=int(active_seconds(phase, now)))
 
 
 _closed = stop_clock

@@ -28,12 +28,8 @@ from gitopsbot.core import windows
 from gitopsbot.core.batch_record import BatchRecord
 from gitopsbot.core.journal import PhaseProgress, PhaseState
 from gitopsbot.core.model import PoolPolicy
-from gitopsbot.core.rollout import (
-    PhaseAction,
-    PhaseDecision,
-    active_seconds,
-    stop_clock,
-)
+from gitopsbot.core.phase_clock import active_seconds, stop_clock
+from gitopsbot.core.rollout import PhaseAction, PhaseDecision
 from gitopsbot.core.tf_objects import pre_existing_note, split_pre_existing
 
 

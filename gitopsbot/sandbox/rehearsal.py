@@ -276,7 +276,7 @@ def _phase(box: Sandbox, pool: _Pool, comp: Component, canary: bool) -> tuple[st
 
     open_switch(pct)
     batches, waited, last = 0, 0, -1
-    # maxDuration is measured on switch-open time, per phase (core.rollout.active_seconds):
+    # maxDuration is measured on switch-open time, per phase (core.phase_clock.active_seconds):
     # the deadline moves by every wait for a window.
     limit = pool.policy.max_duration_seconds
     deadline = box.now() + timedelta(seconds=limit) if limit else None

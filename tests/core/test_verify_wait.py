@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import phase_view, rollout, tf_objects, verify_wait, windows
+from gitopsbot.core import phase_clock, phase_view, rollout, tf_objects, verify_wait, windows
 from gitopsbot.core.batch_record import from_data, to_data
 from gitopsbot.core.journal import PhaseProgress, PhaseState, Step, StepKind, StepState
 from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy
@@ -59,7 +59,7 @@ def test_the_deadline_counts_while_the_canary_verifies() -> None:
     phase = verifying()
     d = decide(phase, obs(25), T0 + 5 * M)
     assert d.action is PhaseAction.VERIFY_CANARY
-    assert rollout.active_seconds(d.phase, T0 + 5 * M) == 240  # 2 min open + 2 min verifying
+    assert phase_clock.active_seconds(d.phase, T0 + 5 * M) == 240  # 2 min open + 2 min verifying
     assert d.until == T0 + 5 * M + rollout.POLL
     # The bot comes back when the deadline ends the verify, not a whole poll later.
     near = decide(d.phase, obs(25), T0 + 6 * M - timedelta(seconds=5))
@@ -94,13 +94,13 @@ def test_a_closed_window_and_a_hold_stop_the_verify_clock() -> None:
     paused = decide(phase, obs(25), T0 + 60 * M, policy=pool).phase  # the window closed at 03:00
     assert paused.opened_at is None and paused.open_seconds == 120 + 57 * 60
     later = decide(paused, obs(25), T0 + 5 * 60 * M, policy=pool).phase
-    assert rollout.active_seconds(later, T0 + 5 * 60 * M) == 120 + 57 * 60
+    assert phase_clock.active_seconds(later, T0 + 5 * 60 * M) == 120 + 57 * 60
     held = decide(phase, obs(25), T0 + 5 * M, held="alice: look first").phase
     assert held.opened_at is None and held.open_seconds == 240
     assert held.state is PhaseState.CANARY_VERIFY
     # Let go: the clock runs again from then, not from before the hold.
     resumed = decide(held, obs(25), T0 + 30 * M).phase
-    assert rollout.active_seconds(resumed, T0 + 31 * M) == 300
+    assert phase_clock.active_seconds(resumed, T0 + 31 * M) == 300
 
 
 def test_the_wait_is_recorded_once_with_since_until_and_limit() -> None:
