@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from gitopsbot.bot.journal_store import cluster_dir
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import operation
+from gitopsbot.core import operation, pause
 from gitopsbot.core.commit_classes import reverted_shas
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.model import ClusterSpec
@@ -127,6 +127,7 @@ class Reverts:
             pr_number=journal.pr_number,
             reverts_op=journal.op_id,
         )
+        rollback = pause.carried_to_rollback(journal, rollback)
         failed = replace(
             journal,
             status=OperationStatus.FAILED,

@@ -116,6 +116,16 @@ def from_comments(journal: Journal) -> Holds:
     return Holds(journal.holds.get(CLUSTER, ""), pools)
 
 
+def carried_to_rollback(failed: Journal, rollback: Journal) -> Journal:
+    """``rollback`` (started by ``failed``'s ``onFailure: rollback``) with what comments said on
+    their shared pull request: the comment holds in force stay, so a person's pause holds the
+    rollback's pools (docs/decisions.md#precedence), and the cursor, so the comments ``failed``
+    handled are not read again (no reply rewritten, no command recorded twice)."""
+    if rollback.pr_number is None or rollback.pr_number != failed.pr_number:
+        return rollback
+    return replace(rollback, holds=dict(failed.holds), comment_cursor=failed.comment_cursor)
+
+
 def awaiting(journal: Journal, policy: RolloutPolicy) -> dict[str, str]:
     """Approvals the rollout waits for now (``requireApproval``), token → what waits, with
     the canary's result. A token approved (``Journal.approved``) waits no more.
