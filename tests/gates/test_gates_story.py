@@ -43,6 +43,7 @@ from tests.e2e.conftest import (  # noqa: F401  (_needs_git, _uses_binaries: aut
     Watch,
     _needs_git,
     _uses_binaries,
+    helm_history,
     pool_policies,
 )
 
@@ -371,3 +372,110 @@ def test_a_failed_gate_rolls_back_without_the_gate_stopping_the_rollback(
     assert not shared_switch(world)
     images = world.hypervisor_images()
     assert images and all(got == [OLD_IMAGE] for got in images.values()), images
+
+
+def _gates_in_git_before(world: StoryWorld, prom: PromServer) -> None:
+    """The cluster's Prometheus and pool shared's gates committed to main before the upgrade
+    (so the revert keeps them)."""
+    h = world.human
+    git("pull", "--quiet", "origin", "main", cwd=h)
+    path = h / ROLLOUT
+    text = f"prometheus:\n  url: {prom.url}\n  timeout: 2s\n" + path.read_text()
+    path.write_text(text.replace("  shared:\n", "  shared:\n" + gates_yaml(), 1))
+    git("commit", "--quiet", "-am", "gates for pool shared", cwd=h)
+    git("push", "--quiet", "origin", "HEAD:main", cwd=h)
+
+
+def _edit_main(world: StoryWorld, edit: Callable[[str], str], message: str) -> str:
+    """A person commits an edit of rollout.yaml on top of main (the bot's revert included)."""
+    h = world.human
+    git("fetch", "--quiet", "origin", cwd=h)
+    git("checkout", "--quiet", "main", cwd=h)
+    git("reset", "--quiet", "--hard", "origin/main", cwd=h)
+    path = h / ROLLOUT
+    path.write_text(edit(path.read_text()))
+    git("commit", "--quiet", "-am", message, cwd=h)
+    git("push", "--quiet", "origin", "HEAD:main", cwd=h)
+    return git("rev-parse", "HEAD", cwd=h).strip()
+
+
+def test_a_pause_in_git_holds_the_automatic_rollback_at_the_next_batch_boundary(
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    prom: PromServer,
+) -> None:
+    """Issue 28 item 3, rollback × pause (docs/decisions.md, "A failure is remediated first
+    ... the pause then holds the rollback's pools"): the gate fails after the second batch
+    (two nodes on the new image), onFailure: rollback starts the rollback; while its pool
+    phase rolls the first node back, a person pushes ``paused: true`` for pool shared. The
+    rollback's switch closes at the boundary, the phase is recorded paused and by what, the
+    pause commit starts no operation; removing it lets the rollback finish on the old
+    chart."""
+    t0 = time.monotonic()
+    prom.vector(QUERY, ({"job": "tf"}, 0.01))
+    # Batches 6 s apart: the bot sees the pause before the controller's next batch.
+    world = story(make_world, batch_interval="6s", on_failure="rollback")
+    _gates_in_git_before(world, prom)
+    watch = Watch()
+    paused: list[str] = []
+
+    def on_pass(result: object, journal: Journal | None) -> None:
+        watch(result, journal)  # type: ignore[arg-type]
+        if journal is None or not any(p.step == STEP for p in journal.phases):
+            return
+        phase = journal.phase(STEP)
+        if journal.kind is OperationKind.UPGRADE and phase.progress >= 60:
+            prom.vector(QUERY, ({"job": "tf"}, 0.93))  # after the second batch
+        rolling_back = journal.kind is OperationKind.ROLLBACK
+        if rolling_back and not paused and phase.state is PhaseState.ROLLING:
+            # Pushed inside the pass that opened the rollback's switch: the next pass
+            # (which fetches) finds it while the first batch back is in flight.
+            pause = lambda t: t.replace("  shared:\n", "  shared:\n    paused: true\n", 1)  # noqa: E731
+            paused.append(_edit_main(world, pause, "hold pool shared"))
+
+    make_bot(world, on_pass=on_pass)
+    proposal = world.propose()
+    op = f"{CLUSTER}-{world.merge(proposal.number)[:12]}"
+
+    def held(store: object) -> Journal | None:
+        j = store.current(CLUSTER)  # type: ignore[attr-defined]
+        if j is None or j.kind is not OperationKind.ROLLBACK or not paused:
+            return None
+        return j if j.phase(STEP).paused_by.startswith("paused in Git") else None
+
+    j = wait_for(world, held, what="the rollback held by the pause", timeout=240)
+    assert j.reverts_op == op and j.status is OperationStatus.RUNNING
+    pause_sha = paused[0]
+    phase = j.phase(STEP)
+    assert phase.paused_by == f"paused in Git ({ROLLOUT} at {pause_sha[:12]}, pool shared)"
+    assert phase.state in (PhaseState.PAUSED, PhaseState.PENDING), phase.state
+    assert j.step(STEP).detail.startswith("paused: "), j.step(STEP).detail
+    assert not shared_switch(world)
+    # Held at the boundary: the batch in flight ends, nothing more moves; a node the failed
+    # upgrade changed is still on the new image.
+    time.sleep(7)  # longer than the batch interval
+    still = held_still(world, 7.0)
+    assert still, world.hypervisor_images()
+    assert not shared_switch(world)
+    # The pause commit started no operation of its own: seen, the rollback still current.
+    reader = state_reader(world)
+    reader.refresh()
+    assert reader.seen(CLUSTER) == pause_sha
+    current = reader.current(CLUSTER)
+    assert current is not None and current.op_id == j.op_id and reader.queued(CLUSTER) is None
+
+    _edit_main(world, lambda t: t.replace("    paused: true\n", "", 1), "release pool shared")
+    back = wait_for(world, finished_op(OperationKind.ROLLBACK, after=op), what="the rollback",
+                    timeout=180)  # fmt: skip
+    assert back.op_id == j.op_id and back.status is OperationStatus.SUCCEEDED, back.failure
+    assert back.phase(STEP).state is PhaseState.DONE and back.phase(STEP).paused_by == ""
+    assert back.phase(STEP).batches.gates == ()  # the failing gate was never judged
+    history = helm_history(world)
+    assert history[-1]["chart"] == "tensor-fusion-1.8.0", history
+    assert history[-1]["description"] == f"gitopsbot op={back.op_id} step=helm-upgrade"
+    images = world.hypervisor_images()
+    assert images and all(got == [OLD_IMAGE] for got in images.values()), images
+    assert not shared_switch(world)
+    log = world.state_log()
+    assert "(paused in Git" in log and "(resumed)" in log
+    print(f"rollback x pause: {time.monotonic() - t0:.1f}s")
