@@ -494,7 +494,10 @@ class BotRunner:
         webhook: bool = True,
         on_pass: Callable[[PassResult, Journal | None], None] | None = None,
         crash_on: Callable[[str], bool] | None = None,
+        may_act: Callable[[str], bool] | None = None,
     ) -> None:
+        """``may_act``: whether this replica holds the cluster's Lease (``run``'s
+        ``ShardKeeper.held``); None: one replica, always."""
         self.world = world
         self.progress = progress
         self.on_pass = on_pass
@@ -524,6 +527,7 @@ class BotRunner:
             charts=world.chart_source(),
             access=access,
             instance=name,
+            may_act=may_act,
         )
         self.reconciler = self.wired.reconciler
         # The scheduler runs on real time (apscheduler compares with it); ``_pass`` turns the
