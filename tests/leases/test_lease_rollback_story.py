@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from gitopsbot.bot.lease_keeper import LeaseKeeper, LeaseTiming
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    PhaseState,
+    StepState,
+)
 from gitopsbot.core.sharding import cluster_lease
 from gitopsbot.sandbox.prometheus import PromServer
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
@@ -66,11 +72,15 @@ def helm_revisions(world: StoryWorld) -> int:
     )
 
 
-def test_a_lease_lost_during_the_rollback_step_is_finished_once_by_the_next_holder(
+@pytest.mark.parametrize("lost_in", ["rollback-step", "pool-phase"])
+def test_a_lease_lost_during_the_rollback_is_finished_once_by_the_next_holder(
     make_world: Callable[..., StoryWorld],  # noqa: F811  (the imported fixture)
     make_bot: Callable[..., BotRunner],  # noqa: F811
     prom: PromServer,  # noqa: F811
+    lost_in: str,
 ) -> None:
+    """``rollback-step``: lost while the ``rollback`` step's helm runs (its start recorded);
+    ``pool-phase``: lost in the pass that opened the rollback's pool switch."""
     t0 = time.monotonic()
     prom.vector(QUERY, ({"job": "tf"}, 0.01))
     world = story(make_world, batch_interval="3s", on_failure="rollback")
@@ -90,19 +100,36 @@ def test_a_lease_lost_during_the_rollback_step_is_finished_once_by_the_next_hold
     assert lease_a.try_acquire().held
     assert not lease_b.try_acquire().held  # bot-b watches the Lease from now on
     before = helm_revisions(world)  # the install
-    lost: list[int] = []
+    lost: list[str] = []
+    since: list[int] = []
+
+    def lose() -> None:
+        # bot-a stops renewing (partitioned): its renew deadline and the duration pass.
+        clock.sleep(TIMING.duration_seconds + 1)
+        lost.append(lost_in)
+        since.append(len(bot_a.passes))  # the passes from the one that lost it on
 
     def may_act_a(cluster: str) -> bool:
         # The revision after the upgrade's is the rollback's: written while its step runs.
-        # Then bot-a stops renewing (partitioned): its renew deadline and the duration pass.
-        if not lost and helm_revisions(world) >= before + 2:
-            clock.sleep(TIMING.duration_seconds + 1)
-            lost.append(helm_revisions(world))
+        if lost_in == "rollback-step" and not lost and helm_revisions(world) >= before + 2:
+            lose()
         return lease_a.held
 
     watch = Watch()
-    bad = lambda _j: prom.vector(QUERY, ({"job": "tf"}, 0.93))  # noqa: E731
-    bot_a = make_bot(world, name="bot-a", on_pass=after_first_batch(watch, bad), may_act=may_act_a)
+    bad = after_first_batch(watch, lambda _j: prom.vector(QUERY, ({"job": "tf"}, 0.93)))
+
+    def on_pass(result: Any, journal: Journal | None) -> None:
+        bad(result, journal)
+        opened = (
+            journal is not None
+            and journal.kind is OperationKind.ROLLBACK
+            and any(p.step == STEP for p in journal.phases)
+            and journal.phase(STEP).state is PhaseState.ROLLING
+        )
+        if lost_in == "pool-phase" and not lost and opened:
+            lose()
+
+    bot_a = make_bot(world, name="bot-a", on_pass=on_pass, may_act=may_act_a)
     saved_after_loss: list[str] = []
     real_save = bot_a.store.save
 
@@ -115,26 +142,31 @@ def test_a_lease_lost_during_the_rollback_step_is_finished_once_by_the_next_hold
     proposal = world.propose()
     op = f"{CLUSTER}-{world.merge(proposal.number)[:12]}"
 
-    # bot-a: the upgrade fails at the gate, the rollback starts, its step runs helm, and the
-    # Lease is gone when helm returns: "lease lost during rollback", nothing recorded.
-    found = watch.until(
-        "bot-a losing the Lease during the rollback step",
-        lambda r, _j: r.detail == "lease lost during rollback",
-        timeout=240,
-    )
-    assert found[0].action == "paused"
-    assert not lease_a.held and lost
-
     def running_rollback(store: Any) -> Journal | None:
         j = store.current(CLUSTER)
         return j if j is not None and j.kind is OperationKind.ROLLBACK else None
 
-    stuck = wait_for(world, running_rollback, what="the rollback on the state branch", timeout=30)
+    if lost_in == "rollback-step":
+        # The upgrade fails at the gate, the rollback starts, its step runs helm, and the
+        # Lease is gone when helm returns: "lease lost during rollback", nothing recorded.
+        found = watch.until(
+            "bot-a losing the Lease during the rollback step",
+            lambda r, _j: r.detail == "lease lost during rollback",
+            timeout=240,
+        )
+        assert found[0].action == "paused"
+        stuck = wait_for(world, running_rollback, what="the rollback recorded", timeout=30)
+        step = stuck.step("rollback")
+        assert step.state is StepState.RUNNING and step.started_at is not None  # start recorded
+    else:
+        watch.until("bot-a losing the Lease in the pool phase", lambda _r, _j: bool(lost), 240)
+        stuck = wait_for(world, running_rollback, what="the rollback recorded", timeout=30)
+        assert stuck.step("rollback").state is StepState.SUCCEEDED
+    assert not lease_a.held
     assert stuck.reverts_op == op and stuck.status is OperationStatus.RUNNING
-    step = stuck.step("rollback")
-    assert step.state is StepState.RUNNING and step.started_at is not None  # start recorded
-    time.sleep(3)  # bot-a goes on passing: each one changes nothing
-    assert len([p for p in bot_a.passes if p.detail.startswith("lease ")]) >= 2, bot_a.passes
+    time.sleep(4)  # bot-a goes on passing: each one changes nothing
+    after = bot_a.passes[since[0] :]
+    assert len(after) >= 2 and all(p.detail.startswith("lease ") for p in after), after
 
     # bot-b takes the Lease and the cluster (as its ShardKeeper would: the scheduler gets the
     # cluster once it holds it), and finishes the rollback.
@@ -146,11 +178,11 @@ def test_a_lease_lost_during_the_rollback_step_is_finished_once_by_the_next_hold
     assert done.op_id == stuck.op_id
     assert done.status is OperationStatus.SUCCEEDED, done.failure
     assert all(s.state is StepState.SUCCEEDED and s.attempts == 1 for s in done.steps), done.steps
-    assert "already made by this operation" in done.step("rollback").detail, done.step("rollback")
+    if lost_in == "rollback-step":
+        assert "already made by this operation" in done.step("rollback").detail, done.steps
     history = helm_history(world)
-    ours = [
-        h for h in history if h["description"] == f"gitopsbot op={done.op_id} step=helm-upgrade"
-    ]
+    mine = f"gitopsbot op={done.op_id} step=helm-upgrade"
+    ours = [h for h in history if h["description"] == mine]
     assert len(ours) == 1 and ours[0] == history[-1], history  # exactly one rollback revision
     assert len(history) == before + 2, history  # the install, the upgrade, the rollback
     assert history[-1]["chart"] == "tensor-fusion-1.8.0" and history[-1]["status"] == "deployed"
@@ -159,7 +191,7 @@ def test_a_lease_lost_during_the_rollback_step_is_finished_once_by_the_next_hold
     images = world.hypervisor_images()
     assert images and all(got == [OLD_IMAGE] for got in images.values()), images
     assert not shared_switch(world)
+    assert done.phase(STEP).state is PhaseState.DONE
     # bot-a, still passing, never recorded anything after the loss.
     assert saved_after_loss == []
-    assert STEP in {p.step for p in done.phases}
-    print(f"lease lost x rollback: {time.monotonic() - t0:.1f}s")
+    print(f"lease lost in the {lost_in} x rollback: {time.monotonic() - t0:.1f}s")
