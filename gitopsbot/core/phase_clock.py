@@ -1,5 +1,10 @@
 """The deadline's clock of a pool phase: the time ``maxDuration`` is measured on.
 
+It runs from the phase's first try to open a batch to its end: while a batch rolls, while the
+canary batch is verified, and while the bot's own checks keep the next batch closed (gates,
+the availability budget, workload waits). A person's hold and a closed maintenance window
+stop it (``core.rollout``): they are not the rollout's doing.
+
 ``opened_at`` is when the interval now counting began (None: stopped) and ``open_seconds`` the
 intervals before it. Pure.
 """
@@ -13,7 +18,7 @@ from gitopsbot.core.journal import PhaseProgress, PhaseState
 
 
 def active_seconds(phase: PhaseProgress, now: datetime) -> float:
-    """Switch-open and canary-verify time so far (the clock maxDuration is measured on)."""
+    """The phase's counted time so far (the clock maxDuration is measured on)."""
     running = (now - phase.opened_at).total_seconds() if phase.opened_at else 0.0
     return phase.open_seconds + max(running, 0.0)
 

@@ -280,7 +280,10 @@ def _decide(
         phase = replace(phase, batches=phase.batches.finished(phase.progress, now))
         stop = _stop_between(policy, component, observed, phase, now, window)
         if stop:
-            between = _closed(phase, now, PhaseState.BETWEEN)
+            # The deadline's clock runs on between batches: the bot's own waits (gates, the
+            # budget, workloads) count towards maxDuration; only a hold or a closed window
+            # stops it (docs/decisions.md#precedence).
+            between = replace(phase, state=PhaseState.BETWEEN)
             between = replace(between, batches=replace(between.batches, waiting=stop))
             return PhaseDecision(PhaseAction.CLOSE_SWITCH, between, stop, until=now)
     look = _next_look(policy, phase, now, window, budget=admission.budget_bound(policy, component))
@@ -390,7 +393,11 @@ def _open(
     window: windows.Window | None,
     canary: bool,
 ) -> PhaseDecision:
-    """The switch is closed and the window open: judge the gates, then admit the batch."""
+    """The switch is closed and the window open: judge the gates, then admit the batch.
+    The deadline's clock runs from here on (the first batch's gates and admission count too):
+    nothing holds the phase but the bot's own checks."""
+    if phase.opened_at is None:
+        phase = replace(phase, opened_at=now)
     retry_at = phase.batches.gates_retry_at
     if retry_at is not None and now < retry_at and _gates_due(policy, phase, now):
         # Inconclusive: the next judgement waits gateRetryInterval, whatever pass comes first.
@@ -442,7 +449,7 @@ def _open(
         phase,
         state=state,
         started_at=phase.started_at or now,
-        opened_at=now,
+        opened_at=phase.opened_at or now,
         last_progress_at=now,  # the stall clock starts when the switch opens
         # what `status` and the pull request show (core.phase_view)
         batch_percentage=batch,
@@ -545,8 +552,8 @@ def _halt(
 ) -> tuple[HaltReason, str] | None:
     limit = policy.max_duration_seconds
     if limit is not None and active_seconds(phase, now) >= limit:
-        verifying = phase.state is PhaseState.CANARY_VERIFY and phase.batches.waiting
-        why = f" while waiting for {phase.batches.waiting}" if verifying else ""
+        waited = phase.batches.waiting
+        why = f" while waiting for {waited}" if waited else ""
         return HaltReason.MAX_DURATION, (
             f"pool {policy.name}: maxDuration {limit}s exceeded at {phase.progress}%{why}"
         )

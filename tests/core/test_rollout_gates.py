@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import batch_record, rollout, windows
+from gitopsbot.core import batch_record, phase_clock, rollout, windows
 from gitopsbot.core.batch_record import BatchRecord, GateNote
 from gitopsbot.core.gates import PromQueryGate
 from gitopsbot.core.journal import PhaseProgress, PhaseState
@@ -77,7 +77,8 @@ def test_a_batch_boundary_closes_the_switch_and_the_gates_judge_the_next() -> No
     # the controller finished a batch: progress 33
     d = decide(GATED, obs(33, open_=True), phase, T0 + 40 * S)
     assert d.action is PhaseAction.CLOSE_SWITCH and d.until == T0 + 40 * S
-    assert d.phase.state is PhaseState.BETWEEN and d.phase.opened_at is None
+    # The deadline's clock runs on between batches (the bot's own wait counts).
+    assert d.phase.state is PhaseState.BETWEEN and d.phase.opened_at == phase.opened_at
     assert d.phase.batches.seconds == (40,) and d.phase.batches.from_progress == 33
     assert d.phase.batches.waiting == "batch finished at 33%: gates judge the next"
     # closed between batches: judge
@@ -288,3 +289,49 @@ def test_a_budget_looks_every_two_seconds_whatever_batch_interval_git_asks() -> 
     slow = replace(BUDGET, batch_percentage=20, batch_interval_seconds=60)
     assert rollout.rolling_look(slow, 0) == rollout.POLL
     assert rollout.rolling_look(slow, 0, budget=True) == rollout.MIN_LOOK
+
+
+# -- maxDuration bounds every wait of the bot's own (issue 28 item 4) ------------------------
+
+BOUNDED = PoolPolicy(
+    "a", batch_percentage=34, stall_timeout_seconds=600, max_unavailable=Share(1),
+    max_duration_seconds=300,
+)  # fmt: skip
+
+
+def test_a_budget_wait_between_batches_counts_and_halts_at_max_duration() -> None:
+    """A node out of service for good kept the next batch closed for ever: the clock stopped
+    with the switch. It runs on between batches now, and the halt names what it waited for."""
+    between = _between(BOUNDED)
+    waits = decide(BOUNDED, obs(33, open_=False, down=("n3",)), between, T0 + 60 * S)
+    assert waits.action is PhaseAction.WAIT and "budget" in waits.phase.batches.waiting
+    assert phase_clock.active_seconds(waits.phase, T0 + 60 * S) == 60
+    late = decide(BOUNDED, obs(33, open_=False, down=("n3",)), waits.phase, T0 + 301 * S)
+    assert late.action is PhaseAction.HALT and late.halt is HaltReason.MAX_DURATION
+    assert late.reason.startswith("pool a: maxDuration 300s exceeded at 33% while waiting for ")
+    assert "budget" in late.reason
+
+
+def test_the_time_the_first_batch_waits_for_its_gates_counts() -> None:
+    d = decide(GATED, obs(0, open_=False), PhaseProgress("pool/a/hypervisor"), T0)
+    assert d.action is PhaseAction.CHECK_GATES and d.phase.opened_at == T0
+
+
+def test_a_hold_and_a_closed_window_still_stop_the_clock_between_batches() -> None:
+    between = _between(BOUNDED)
+    held = rollout.decide_phase(
+        policy=BOUNDED, component=Component.HYPERVISOR, observed=obs(33, open_=False),
+        phase=between, now=T0 + 60 * S, window=WINDOW, held="paused by @alice",
+    )  # fmt: skip
+    assert held.phase.opened_at is None and held.phase.open_seconds == 60
+    # (no maxDuration here: an hour on the clock would have halted first)
+    closed = rollout.decide_phase(
+        policy=replace(BOUNDED, max_duration_seconds=None), component=Component.HYPERVISOR,
+        observed=obs(33, open_=False), phase=between, now=T0 + 3700 * S, window=WINDOW,
+    )  # fmt: skip
+    assert closed.action is PhaseAction.WAIT and closed.phase.opened_at is None
+    assert closed.phase.open_seconds == 3700
+    # Reopened: the clock goes on from where it stopped, not from nothing.
+    again = decide(BOUNDED, obs(33, open_=False), held.phase, T0 + 120 * S)
+    assert again.action is PhaseAction.OPEN_SWITCH
+    assert phase_clock.active_seconds(again.phase, T0 + 130 * S) == 70
