@@ -11,10 +11,13 @@ intervals before it. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from gitopsbot.core import windows
 from gitopsbot.core.journal import PhaseProgress, PhaseState
+from gitopsbot.core.model import PoolPolicy
 
 
 def active_seconds(phase: PhaseProgress, now: datetime) -> float:
@@ -26,3 +29,40 @@ def active_seconds(phase: PhaseProgress, now: datetime) -> float:
 def stop_clock(phase: PhaseProgress, now: datetime, state: PhaseState) -> PhaseProgress:
     """The phase in ``state`` with the deadline's clock stopped, the time it ran added."""
     return replace(phase, state=state, opened_at=None, open_seconds=int(active_seconds(phase, now)))
+
+
+def waiting(
+    policy: PoolPolicy,
+    phase: PhaseProgress,
+    reason: str,
+    now: datetime,
+    window: windows.Window | None,
+    own: Sequence[tuple[datetime, str]] = (),
+    since: datetime | None = None,
+    what: str = "wait",
+) -> PhaseProgress:
+    """The phase with why its next move waits recorded (``batches.waiting``) and beside it
+    since when, until when at the latest, and which limit ends the wait then: the first of
+    ``own`` (the wait's own limits: a timeout, the retries), ``maxDuration`` (its clock runs
+    while the bot waits) and the window's close. Unchanged when the same reason is recorded
+    already, so a look that finds the same writes nothing (issue 28: recorded once per change
+    of reason). ``since``: when the wait began (default now); ``what`` pauses at the close."""
+    if phase.batches.waiting == reason:
+        return phase
+    limits = list(own)
+    limit = policy.max_duration_seconds
+    if limit is not None:
+        left = max(limit - active_seconds(phase, now), 0.0)
+        limits.append((now + timedelta(seconds=left), f"maxDuration ({limit}s)"))
+    closes = windows.closes_at(window, now)
+    if closes is not None:
+        limits.append((closes, f"the maintenance window's close (the {what} pauses)"))
+    until, by = min(limits, key=lambda pair: pair[0]) if limits else (None, "")
+    b = replace(
+        phase.batches,
+        waiting=reason,
+        waiting_since=since or now,
+        waiting_until=until,
+        waiting_limit=by,
+    )
+    return replace(phase, batches=b)

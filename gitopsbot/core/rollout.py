@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from gitopsbot.core import admission, windows
+from gitopsbot.core import admission, phase_clock, windows
 from gitopsbot.core.batch_record import GateNote
 from gitopsbot.core.journal import PhaseProgress, PhaseState, ProgressMark
 from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
@@ -284,7 +284,7 @@ def _decide(
             # budget, workloads) count towards maxDuration; only a hold or a closed window
             # stops it (docs/decisions.md#precedence).
             between = replace(phase, state=PhaseState.BETWEEN)
-            between = replace(between, batches=replace(between.batches, waiting=stop))
+            between = phase_clock.waiting(policy, between, stop, now, window)
             return PhaseDecision(PhaseAction.CLOSE_SWITCH, between, stop, until=now)
     look = _next_look(policy, phase, now, window, budget=admission.budget_bound(policy, component))
     return PhaseDecision(PhaseAction.WAIT, phase, "rolling", until=look)
@@ -411,7 +411,10 @@ def _open(
     pace = admission.budget_pace(policy, component, phase, now)
     if pace is not None:  # the pinned interval first: the budget is judged when it is over
         until, why = pace
-        paced = replace(phase, batches=replace(phase.batches, waiting=why))
+        pinned = (
+            f"the pinned batchInterval ({admission.pinned_interval_seconds(policy, component)}s)"
+        )
+        paced = phase_clock.waiting(policy, phase, why, now, window, [(until, pinned)])
         return PhaseDecision(PhaseAction.WAIT, paced, why, until=until)
     state = PhaseState.CANARY if canary else PhaseState.ROLLING
     requested = policy.canary_batch_percentage if canary else policy.batch_percentage
@@ -432,8 +435,15 @@ def _open(
             since = now
         elif wait is not None and wait.action == "skip-window":
             since = None  # the next window waits its own timeout
-        batches = replace(phase.batches, waiting=adm.reason, wait_since=since)
+        own: list[tuple[datetime, str]] = []
+        aware = policy.workloads.wait if policy.workloads is not None else None
+        if wait is not None and wait.action == "wait" and since is not None and aware is not None:
+            ends = since + timedelta(seconds=aware.timeout_seconds)
+            own.append((ends, f"waitForWorkloads' timeout ({aware.timeout_seconds}s, then "
+                              f"onTimeout: {aware.on_timeout})"))  # fmt: skip
+        batches = replace(phase.batches, wait_since=since)
         waiting = replace(phase, state=waiting_state, batches=batches)
+        waiting = phase_clock.waiting(policy, waiting, adm.reason, now, window, own)
         return PhaseDecision(PhaseAction.WAIT, waiting, adm.reason, until=adm.until)
     batch = adm.batch_percentage
     batches = replace(
@@ -496,8 +506,11 @@ def gates_judged(
             return PhaseDecision(PhaseAction.HALT, halted, why, halt=HaltReason.GATE)
         why = f"gate inconclusive ({attempts}/{policy.gate_retries}): {named}"
         until = now + timedelta(seconds=policy.gate_retry_interval_seconds)
-        retry = replace(b, gate_attempts=attempts, waiting=why, gates_retry_at=until)
-        waiting = replace(phase, batches=retry)
+        retry = replace(b, gate_attempts=attempts, gates_retry_at=until)
+        left = policy.gate_retries - attempts + 1  # judgements left before the halt
+        last = now + timedelta(seconds=policy.gate_retry_interval_seconds * left)
+        ends = (last, f"gateRetries ({policy.gate_retries}): still inconclusive then, it halts")
+        waiting = phase_clock.waiting(policy, replace(phase, batches=retry), why, now, None, [ends])
         return PhaseDecision(PhaseAction.WAIT, waiting, why, until=until)
     passed = replace(
         b,

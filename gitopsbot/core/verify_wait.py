@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from gitopsbot.core import windows
+from gitopsbot.core import phase_clock, windows
 from gitopsbot.core.batch_record import BatchRecord
 from gitopsbot.core.journal import PhaseProgress, PhaseState
 from gitopsbot.core.model import PoolPolicy
-from gitopsbot.core.phase_clock import active_seconds, stop_clock
+from gitopsbot.core.phase_clock import stop_clock
 from gitopsbot.core.rollout import PhaseAction, PhaseDecision
 from gitopsbot.core.tf_objects import pre_existing_note, split_pre_existing
 
@@ -50,25 +50,12 @@ def waiting(
     limit that ends it and which (``timeout_seconds``: the verify's own, None for the GPU
     canary, which bounds its smoke workload itself). Unchanged when the same reason is
     recorded already, so a look that finds the same problems writes nothing."""
-    if phase.batches.waiting == reason:
-        return phase
-    since = began(phase, now)
-    limits: list[tuple[datetime, str]] = []
+    own: list[tuple[datetime, str]] = []
     if timeout_seconds is not None:
-        ends = since + timedelta(seconds=timeout_seconds)
-        limits.append((ends, f"the canary verify timeout ({timeout_seconds}s)"))
-    limit = policy.max_duration_seconds
-    if limit is not None:
-        left = max(limit - active_seconds(phase, now), 0.0)
-        limits.append((now + timedelta(seconds=left), f"maxDuration ({limit}s)"))
-    closes = windows.closes_at(window, now)
-    if closes is not None:
-        limits.append((closes, "the maintenance window's close (the verify pauses)"))
-    until, by = min(limits, key=lambda pair: pair[0]) if limits else (None, "")
-    b = replace(
-        phase.batches, waiting=reason, waiting_since=since, waiting_until=until, waiting_limit=by
-    )
-    return replace(phase, batches=b)
+        ends = began(phase, now) + timedelta(seconds=timeout_seconds)
+        own.append((ends, f"the canary verify timeout ({timeout_seconds}s)"))
+    since = began(phase, now)
+    return phase_clock.waiting(policy, phase, reason, now, window, own, since, what="verify")
 
 
 def cleared(batches: BatchRecord) -> BatchRecord:

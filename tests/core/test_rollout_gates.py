@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import batch_record, phase_clock, rollout, windows
+from gitopsbot.core import batch_record, phase_clock, phase_view, rollout, windows
 from gitopsbot.core.batch_record import BatchRecord, GateNote
 from gitopsbot.core.gates import PromQueryGate
 from gitopsbot.core.journal import PhaseProgress, PhaseState
@@ -335,3 +335,33 @@ def test_a_hold_and_a_closed_window_still_stop_the_clock_between_batches() -> No
     again = decide(BOUNDED, obs(33, open_=False), held.phase, T0 + 120 * S)
     assert again.action is PhaseAction.OPEN_SWITCH
     assert phase_clock.active_seconds(again.phase, T0 + 130 * S) == 70
+
+
+def test_every_wait_of_the_bots_own_says_since_until_and_which_limit_ends_it() -> None:
+    between = _between(BOUNDED)
+    waits = decide(BOUNDED, obs(33, open_=False, down=("n3",)), between, T0 + 60 * S).phase
+    b = waits.batches
+    assert (b.waiting_since, b.waiting_until, b.waiting_limit) == (
+        T0 + 60 * S,
+        T0 + 300 * S,  # 60 s counted of 300
+        "maxDuration (300s)",
+    )
+    shown = phase_view.batch_notes(waits)
+    assert any(
+        n.startswith("next batch waits: availability budget")
+        and "until 2026-06-10 02:05:00Z at the latest, ended by maxDuration (300s)" in n
+        for n in shown
+    ), shown
+    # The same reason on the next look: nothing new to record.
+    again = decide(BOUNDED, obs(33, open_=False, down=("n3",)), waits, T0 + 90 * S).phase
+    assert again.batches == waits.batches
+
+
+def test_an_inconclusive_gate_says_when_its_retries_run_out() -> None:
+    check = decide(GATED, obs(33, open_=False), _between(GATED), T0 + 41 * S)
+    notes = [GateNote("error-rate", "inconclusive", "Prometheus answered 503")]
+    retry = rollout.gates_judged(GATED, check.phase, notes, T0 + 42 * S)
+    b = retry.phase.batches
+    # gateRetries 1, 30 s apart: one more judgement at +30 s; inconclusive then, it halts.
+    assert b.waiting_until == T0 + 72 * S
+    assert b.waiting_limit == "gateRetries (1): still inconclusive then, it halts"
