@@ -17,7 +17,7 @@ from typing import Any
 
 from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
-from gitopsbot.core import load_failure, merge_queue, operation, pause, rotation
+from gitopsbot.core import load_failure, merge_queue, operation, pass_decision, pause, rotation
 from gitopsbot.core.commit_classes import desired_paths, restore_is_undo, reverted_shas
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
@@ -247,12 +247,27 @@ class Intake:
             chart = release.info.chart_version if release.info else None
             values = release.values
         changed = operation.changed_paths(values, spec.values, ignore=secret_paths)
-        return operation.classify_change(
+        shape = operation.classify_change(
             deployed_chart=chart,
             target_chart=spec.release.version,
             changed=changed,
             rotated=rotation.rotated(credentials_before, spec.credentials),
         )
+        held = None
+        if current is not None and before is None and pass_decision.held_by_waves(current, None):
+            held = self.ctx.spec_at(current.desired_sha, spec.name)
+        if held is not None:
+            # A change the waves hold is in flight: a rotation on top of it is compared with
+            # it and waits behind it (``pass_decision.waits_for_held``).
+            behind = operation.classify_change(
+                deployed_chart=held.release.version,
+                target_chart=spec.release.version,
+                changed=operation.changed_paths(held.values, spec.values, ignore=secret_paths),
+                rotated=rotation.rotated(held.credentials, spec.credentials),
+            )
+            if behind.kind is OperationKind.ROTATION:
+                return behind
+        return shape
 
     def _undone(self, commit: CommitInfo, spec: ClusterSpec) -> Journal | None:
         """The recorded operation this commit undoes: named by git's "This reverts commit"
@@ -353,12 +368,14 @@ class Intake:
                 current, status=OperationStatus.FAILED, failure="reverted", remediation="reverted"
             )
             self.ctx.save(current, f"{current.op_id} stopped: reverted by {new.desired_sha[:12]}")
+        behind_held = pass_decision.waits_for_held(current, new)
         admission = merge_queue.admit(
             new,
             running=current,
             queued=queued,
             now=now,
             pool_windows=list(self.ctx.pool_windows(spec).values()),
+            behind_held=behind_held,
         )
         if admission.superseded is not None:
             self.ctx.save(admission.superseded, f"{admission.superseded.op_id} superseded")
@@ -369,6 +386,8 @@ class Intake:
             when = (
                 f"expected start {admission.expected_start.isoformat()}"
                 if admission.expected_start
+                else f"after {current.kind} {current.op_id}, held by waves"
+                if behind_held and current is not None
                 else "after the running operation"
             )
             message = f"{placed.kind} {placed.op_id} queued: {when}"

@@ -46,9 +46,11 @@ def admit(
     queued: Journal | None,
     now: datetime,
     pool_windows: Sequence[windows.Window | None],
+    behind_held: bool = False,
 ) -> Admission:
-    """Place a newly merged operation: start it, or queue it behind the running one or until
-    its window opens; a queued older operation for the cluster is superseded."""
+    """Place a newly merged operation: start it, or queue it behind the running one (or the
+    held one it waits for, ``behind_held``: ``pass_decision.waits_for_held``) or until its
+    window opens; a queued older operation for the cluster is superseded."""
     superseded = None
     if queued is not None and queued.status is OperationStatus.QUEUED:
         superseded = replace(
@@ -57,7 +59,7 @@ def admit(
             queue=replace(queued.queue, superseded_by=new.op_id),
         )
     start = expected_start(pool_windows, now)
-    busy = running is not None and running.active
+    busy = running is not None and (running.active or behind_held)
     if busy:
         until = start if start > now else None
         placed = replace(new, status=OperationStatus.QUEUED, queue=QueueState(queued_until=until))

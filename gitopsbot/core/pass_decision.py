@@ -100,12 +100,27 @@ class PassDecision:
 
 def held_by_waves(current: Journal | None, queued: Journal | None) -> bool:
     """The latest operation is blocked by the ``WAVES`` deny alone and nothing is queued
-    behind it: judged again each pass (``bot.held``), started once its wave is due."""
+    behind it but a rotation that waits for it (``waits_for_held``): judged again each pass
+    (``bot.held``), started once its wave is due. Any other change queued (a merge outside
+    the window) is newer and replaces it when its turn comes."""
     return (
         current is not None
         and current.status is OperationStatus.BLOCKED
         and promotion_gate.held_only_by_waves(current.verdicts)
-        and queued is None
+        and (queued is None or waits_for_held(current, queued))
+    )
+
+
+def waits_for_held(held: Journal | None, new: Journal) -> bool:
+    """A rotation merged on top of a change the waves hold waits in the queue behind it
+    (docs/decisions.md, rotation × wave hold): the held change stays held as it was and
+    starts when its wave is due, the rotation runs after it, alone (R17). Riding on the held
+    change it would be one upgrade ROTATION-ALONE refuses, the held change lost with it; run
+    first it would apply the held chart version the waves hold back."""
+    return (
+        new.kind is OperationKind.ROTATION
+        and new.status in (OperationStatus.RUNNING, OperationStatus.QUEUED)
+        and held_by_waves(held, None)
     )
 
 

@@ -148,8 +148,10 @@ NEVER_HELD = "waves never hold a revert: it goes back to a version the wave ran 
 
 
 NO_VERSION = (
-    "waves hold a chart version; a rotation changes none (merged on top of a held bump, the"
-    " two make one upgrade, held as a whole)"
+    "waves hold a chart version; a rotation changes none. Merged on top of a held bump it is"
+    " compared with the bump and waits in the queue behind it, the bump held as it was; they"
+    " never make one upgrade (ROTATION-ALONE would refuse it, the bump lost with it): the row"
+    " rotation × wave hold below"
 )
 
 

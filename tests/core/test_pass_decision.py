@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core import operation, pass_decision, windows
+from gitopsbot.core import merge_queue, operation, pass_decision, windows
 from gitopsbot.core.journal import OperationKind, OperationStatus, QueueState
 from gitopsbot.core.model import (
     ClusterSpec,
@@ -73,6 +73,28 @@ def test_a_change_queued_behind_a_held_one_goes_first() -> None:
     d = pass_decision.decide(seen(current=held, queued=queued))
     assert d.action is PassAction.ADMIT
     assert d.promoted is not None and d.promoted.status is OperationStatus.RUNNING
+
+
+def test_a_rotation_merged_on_a_held_change_waits_behind_it() -> None:
+    """rotation × wave hold: the held change is judged again (it goes first once its wave is
+    due), the rotation waits in the queue; any other change queued is newer and goes first."""
+    held = op(OperationStatus.BLOCKED, verdicts=(WAVES_DENY,))
+    rotation = replace(op(desired_sha="def"), kind=OperationKind.ROTATION)
+    assert pass_decision.waits_for_held(held, rotation)
+    assert not pass_decision.waits_for_held(held, op(desired_sha="def"))  # not a rotation
+    refused = op(OperationStatus.BLOCKED, verdicts=(WAVES_DENY, POLICY_DENY))
+    assert not pass_decision.waits_for_held(refused, rotation)  # nothing to wait for
+    assert not pass_decision.waits_for_held(None, rotation)
+    placed = merge_queue.admit(
+        rotation, running=held, queued=None, now=T0, pool_windows=(), behind_held=True
+    )
+    assert placed.journal.status is OperationStatus.QUEUED and placed.expected_start is None
+    queued = placed.journal
+    assert pass_decision.decide(seen(current=held, queued=queued)).action is PassAction.REJUDGE
+    started = replace(held, status=OperationStatus.RUNNING)
+    assert not pass_decision.held_by_waves(started, queued)  # it runs: the rotation after it
+    done = replace(held, status=OperationStatus.SUCCEEDED)
+    assert pass_decision.decide(seen(current=done, queued=queued)).action is PassAction.ADMIT
 
 
 def test_a_queued_change_waits_for_its_window_then_is_admitted() -> None:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,11 +78,21 @@ waves:
 class WaveWorld:
     """The six clusters, the fleet on the Git remote, a person's clone, the bot."""
 
-    def __init__(self, root: Path, binaries: dict[str, Path], *, halting: str = "") -> None:
+    def __init__(
+        self,
+        root: Path,
+        binaries: dict[str, Path],
+        *,
+        halting: str = "",
+        names: tuple[str, ...] = CLUSTERS,
+        settings: str = SETTINGS,
+    ) -> None:
         self.root = root
         self.binaries = binaries
         self.halting = halting  # a canary whose pools halt on failure, stalling after 3s
-        self.clusters = MultiSandbox(root / "clusters", CLUSTERS, pools=1, nodes=1)
+        self.names = names  # the clusters of the fleet (others: tests/e2e/test_rotation_waves)
+        self.settings = settings
+        self.clusters = MultiSandbox(root / "clusters", names, pools=1, nodes=1)
         self.remote = GitRemote(root / "git", username=GIT_USER, password=PASSWORD)
         self.human = root / "fleet-clone"
         self.bot: app.Bot | None = None
@@ -113,8 +124,8 @@ class WaveWorld:
         return self.remote.repo_url("fleet")
 
     def fleet_files(self) -> dict[str, str]:
-        files = {"gitopsbot.yaml": SETTINGS}
-        for name in CLUSTERS:
+        files = {"gitopsbot.yaml": self.settings}
+        for name in self.names:
             sandbox = self.clusters.sandboxes[name]
             assert sandbox.repo is not None
             halts = name == self.halting
@@ -159,7 +170,7 @@ class WaveWorld:
         """``gitopsbot run`` over the whole fleet, in this process."""
         monkeypatch.setenv("GITOPSBOT_GIT_TOKEN", PASSWORD)
         bot = self.bot = app.build_bot(self.run_options())
-        assert bot.clusters == tuple(sorted(CLUSTERS))
+        assert bot.clusters == tuple(sorted(self.names))
         bot.scheduler.set_clusters(bot.clusters)
         bot.scheduler.start()
         return bot
@@ -183,7 +194,7 @@ class WaveWorld:
     def bump_all(self) -> str:
         """One commit: every cluster to 1.8.7 with its new hypervisor image (R4)."""
         h = self.human
-        for name in CLUSTERS:
+        for name in self.names:
             release = h / "clusters" / name / "release.yaml"
             text = release.read_text()
             assert f"  version: {OLD}\n" in text
@@ -211,7 +222,7 @@ class WaveWorld:
     def journals(self) -> dict[str, Journal | None]:
         assert self.reader is not None
         self.reader.refresh()
-        return {name: self.reader.current(name) for name in CLUSTERS}
+        return {name: self.reader.current(name) for name in self.names}
 
     def until(
         self,
@@ -236,7 +247,7 @@ class WaveWorld:
         reader = self.reader
 
         def seen(_found: dict[str, Journal | None]) -> bool:
-            return all(reader.seen(name) is not None for name in CLUSTERS)
+            return all(reader.seen(name) is not None for name in self.names)
 
         self.until("every cluster's baseline", seen)
 
@@ -247,7 +258,7 @@ def wave_world(
 ) -> Iterator[Callable[..., WaveWorld]]:
     worlds: list[WaveWorld] = []
 
-    def make(**kwargs: str) -> WaveWorld:
+    def make(**kwargs: Any) -> WaveWorld:
         world = WaveWorld(tmp_path / f"world{len(worlds)}", binaries, **kwargs)
         worlds.append(world)
         world.start()

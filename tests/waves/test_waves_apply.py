@@ -17,7 +17,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.cli import main
-from gitopsbot.core.journal import Journal, OperationStatus
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.model import BotSettings
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.helm import ChartRef
@@ -329,3 +329,54 @@ def test_a_failed_version_mark_blocks_until_a_person_removes_it(fleet2: Fleet2) 
     env.human.commit("1.1.0 is fine after all", {"gitopsbot.yaml": WAVES})
     assert rec.reconcile("stage").action == "started"
     assert fleet2.drive_stage(rec).status is OperationStatus.SUCCEEDED
+
+
+GREPTIME = "rotation: 1\nsecrets:\n  greptime.password:\n    env: LAB_GREPTIME\n"
+
+
+def test_a_rotation_merged_on_a_held_bump_waits_behind_it_then_runs_alone(
+    fleet2: Fleet2,
+) -> None:
+    """rotation × wave hold (docs/decisions.md): the bump stays held by waves as it was, the
+    rotation is queued behind it naming it, nothing is applied before the wave is due; then the
+    bump runs, then the rotation, alone (R17), each its own operation."""
+    env = fleet2.env
+    rec = fleet2.reconciler()
+    rec.reconcile("lab")
+    rec.reconcile("stage")
+    env.merge_pr(8, "chart 1.1.0 everywhere", two_clusters("1.1.0", "hv:2"))
+    assert rec.reconcile("lab").action == "blocked"
+    held = rec.store.current("lab")
+    assert held is not None and held.status is OperationStatus.BLOCKED
+    rotated = env.human.commit(
+        "lab: greptime password", {"clusters/lab/credentials.yaml": GREPTIME}
+    )
+
+    upgrades = env.helm.calls.count("upgrade")
+    result = rec.reconcile("lab")
+    assert result.action == "queued", result
+    queued = rec.store.queued("lab")
+    assert queued is not None and queued.desired_sha == rotated
+    assert queued.kind is OperationKind.ROTATION, queued
+    clone = env.human.path
+    git("fetch", "--quiet", "origin", "+gitopsbot/state:refs/remotes/origin/state", cwd=clone)
+    log = git("log", "--format=%s", "origin/state", cwd=clone)
+    assert f"rotation {queued.op_id} queued: after upgrade {held.op_id}, held by waves" in log
+    still = rec.store.current("lab")
+    assert still is not None and (still.op_id, still.status) == (held.op_id, held.status)
+    assert rec.reconcile("lab").action == "held"  # judged again, the rotation still waits
+    assert env.helm.calls.count("upgrade") == upgrades  # nothing applied by the back door
+
+    assert fleet2.drive_stage(rec).status is OperationStatus.SUCCEEDED
+    env.clock.t += timedelta(minutes=11)  # past the soak
+    assert rec.reconcile("lab").action == "started"
+    bump = fleet2.drive_lab(rec)
+    assert (bump.op_id, bump.kind, bump.status) == (
+        held.op_id,
+        OperationKind.UPGRADE,
+        OperationStatus.SUCCEEDED,
+    ), bump.failure
+    rotation = fleet2.drive_lab(rec)
+    assert (rotation.op_id, rotation.kind) == (queued.op_id, OperationKind.ROTATION)
+    assert rotation.status is OperationStatus.SUCCEEDED, rotation.failure
+    assert env.helm.status(RELEASE, NS).chart_version == "1.1.0"
