@@ -336,7 +336,11 @@ GREPTIME = "rotation: 1\nsecrets:\n  greptime.password:\n    env: LAB_GREPTIME\n
 
 def test_a_rotation_merged_on_a_held_bump_waits_behind_it_then_runs_alone(
     fleet2: Fleet2,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(tmp_path / "cache"))
     """rotation × wave hold (docs/decisions.md): the bump stays held by waves as it was, the
     rotation is queued behind it naming it, nothing is applied before the wave is due; then the
     bump runs, then the rotation, alone (R17), each its own operation."""
@@ -365,6 +369,10 @@ def test_a_rotation_merged_on_a_held_bump_waits_behind_it_then_runs_alone(
     still = rec.store.current("lab")
     assert still is not None and (still.op_id, still.status) == (held.op_id, held.status)
     assert rec.reconcile("lab").action == "held"  # judged again, the rotation still waits
+    git("fetch", "--quiet", "origin", cwd=clone)
+    lines = status_of(clone, capsys).splitlines()  # the held bump, the rotation after it
+    assert f"lab: upgrade {held.op_id} — blocked (PR #8)" in lines
+    assert f"  next: rotation queued ({queued.op_id})" in lines
     assert env.helm.calls.count("upgrade") == upgrades  # nothing applied by the back door
 
     assert fleet2.drive_stage(rec).status is OperationStatus.SUCCEEDED
