@@ -38,6 +38,9 @@ class HappeningKind(StrEnum):
     STEP_FAILED = "step-failed"
     POOL_PROGRESS = "pool-progress"  # a pool's rollout moved (percentage or phase)
     POOL_PAUSED = "pool-paused"  # the window closed: switch closed until the next one
+    # Why the pool's next move waits changed (gates, budget, workloads, the canary verify):
+    # once per change of reason, with since when, until when and the limit that ends it.
+    POOL_WAITING = "pool-waiting"
     POOL_HALTED = "pool-halted"  # deadline passed or stalled: switch closed, alert
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -114,6 +117,8 @@ class Happening:
             text = f"{what}: pool {self.pool} {self.component} at {self.progress} %"
         elif self.kind is k.POOL_PAUSED:
             text = f"{what}: pool {self.pool} {self.component} paused at {self.progress} %"
+        elif self.kind is k.POOL_WAITING:
+            text = f"{what}: pool {self.pool} {self.component} waits at {self.progress} %"
         elif self.kind is k.POOL_HALTED:
             text = f"{what}: pool {self.pool} {self.component} halted at {self.progress} %"
         elif self.kind is k.STARTED and self.op_kind is OperationKind.ROLLBACK:
@@ -192,7 +197,7 @@ def _step_happening(kind: HappeningKind, step: Step, journal: Journal, detail: s
 
 def _phase(before: PhaseProgress | None, after: PhaseProgress, journal: Journal) -> list[Happening]:
     if before is not None and (before.state, before.progress) == (after.state, after.progress):
-        return []
+        return _waiting(before, after, journal)
     if before is None and after.state is PhaseState.PENDING:
         return []
     try:
@@ -213,7 +218,31 @@ def _phase(before: PhaseProgress | None, after: PhaseProgress, journal: Journal)
     if after.canary is not None and (before is None or before.canary != after.canary):
         # The GPU canary was judged in this change: its evidence, once (core.canary_record).
         detail += " · " + canary_record.note(after.canary)
-    return [_of(journal, kind, at=at, step=step, progress=after.progress, detail=detail)]
+    told = _of(journal, kind, at=at, step=step, progress=after.progress, detail=detail)
+    return [told, *_waiting(before, after, journal)]
+
+
+def _waiting(
+    before: PhaseProgress | None, after: PhaseProgress, journal: Journal
+) -> list[Happening]:
+    """A new reason the pool's next move waits, its phase otherwise where it was: told once,
+    with its bounds (``core.phase_view.batch_notes``), so an Event and the log say why a
+    pool stands still (issue 28 item 4)."""
+    waits = after.batches.waiting
+    if not waits or (before is not None and waits == before.batches.waiting):
+        return []
+    if after.state in (PhaseState.DONE, PhaseState.HALTED):
+        return []
+    try:
+        step = journal.step(after.step)
+    except KeyError:
+        return []
+    told = next((n for n in phase_view.batch_notes(after) if waits in n), waits)
+    at = after.batches.waiting_since or after.last_progress_at or after.started_at
+    return [
+        _of(journal, HappeningKind.POOL_WAITING, at=at, step=step, progress=after.progress,
+            detail=told)
+    ]  # fmt: skip
 
 
 def changes(before: Journal | None, after: Journal) -> tuple[Happening, ...]:

@@ -168,3 +168,31 @@ def test_after_a_restart_what_was_told_is_not_told_again() -> None:
     announcer.seen(running)  # the reconciler re-posts the running operation at restart
     announcer.announce(_set(running, "helm-upgrade", J.StepState.RUNNING, 2))
     assert [(h.kind, h.step) for h in rec.told] == [(K.STEP_STARTED, "helm-upgrade")]
+
+
+def test_a_new_reason_to_wait_is_told_once_with_its_bounds() -> None:
+    """Why a pool stands still is an Event and a log line (issue 28 item 4): told when the
+    reason changes, with since when, until when and the limit, never again for the same."""
+    j = _set(_journal(), "pool-a-hypervisor", J.StepState.RUNNING, 1)
+    between = J.PhaseProgress(
+        "pool-a-hypervisor", J.PhaseState.BETWEEN, started_at=T0, progress=50,
+        last_progress_at=T0,
+    )  # fmt: skip
+    before = j.with_phase(between)
+    waiting = replace(
+        between.batches,
+        waiting="availability budget: maxUnavailable 1 of 4 nodes used up by 1 out of service",
+        waiting_since=T0 + timedelta(minutes=2),
+        waiting_until=T0 + timedelta(minutes=30),
+        waiting_limit="maxDuration (1800s)",
+    )
+    after = j.with_phase(replace(between, batches=waiting))
+    told = changes(before, after)
+    assert [(h.kind, h.reason, h.pool) for h in told] == [(K.POOL_WAITING, "PoolWaiting", "a")]
+    assert told[0].summary() == (
+        "upgrade op-1: pool a hypervisor waits at 50 %: next batch waits: availability budget: "
+        "maxUnavailable 1 of 4 nodes used up by 1 out of service (since 2026-12-03 12:02:00Z, "
+        "until 2026-12-03 12:30:00Z at the latest, ended by maxDuration (1800s))"
+    )
+    assert not told[0].notable and not told[0].warning
+    assert changes(after, after) == ()  # the same reason again: nothing new
