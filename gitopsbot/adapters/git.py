@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ from gitopsbot.errors import (
 log = logging.getLogger(__name__)
 
 _REMOTE = "origin"
+# Commit pairs whose changed paths are kept (``diff_paths``): about 100 bytes each.
+DIFF_CACHE = 4096
+_FULL_SHA = re.compile(r"[0-9a-f]{40}")
 _TRACKING = "refs/remotes/origin/"
 _SHA = re.compile(r"^[0-9a-f]{4,40}$")
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
@@ -251,6 +255,8 @@ class GitRepo:
             secrets = (cred.passphrase,)
         self._secrets = secrets
         self._url_for_messages = redact(settings.url, secrets)
+        self._diffs: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._diffs_lock = threading.Lock()
         timeout_ms = max(1, int(settings.timeout_seconds * 1000))
         pygit2.settings.server_connect_timeout = timeout_ms
         pygit2.settings.server_timeout = timeout_ms
@@ -569,6 +575,22 @@ class GitRepo:
             return a == d or bool(self._repo.descendant_of(d, a))
 
     def diff_paths(self, a: str, b: str) -> list[str]:
+        # Two commits never change: every cluster's intake and the waves gate ask about the
+        # same commits of the watched branch, so each pair is diffed once.
+        key = (a, b)
+        if not (_FULL_SHA.fullmatch(a) and _FULL_SHA.fullmatch(b)):  # a ref name moves
+            return self._diff_paths(a, b)
+        known = self._diffs.get(key)
+        if known is not None:
+            return list(known)
+        paths = self._diff_paths(a, b)
+        with self._diffs_lock:
+            if len(self._diffs) >= DIFF_CACHE:
+                self._diffs.pop(next(iter(self._diffs)))
+            self._diffs[key] = tuple(paths)
+        return paths
+
+    def _diff_paths(self, a: str, b: str) -> list[str]:
         ta = self._commit(a).tree
         tb = self._commit(b).tree
         with self._mapped("diff"):

@@ -27,6 +27,11 @@ from gitopsbot.ports.repo import CommitInfo
 
 log = logging.getLogger(__name__)
 
+# Commits of the watched branch a cluster's intake may walk past without recording where it
+# got to: when nothing touches the cluster, its ``seen`` moves once per this many commits,
+# not once per commit (a fleet of N clusters: one merge is one commit, not N).
+SEEN_STRIDE = 50
+
 _PR_IN_MESSAGE = re.compile(r"(?:pull request #|\(#|!)(\d+)")
 _ROLLBACK_IN_REMEDIATION = re.compile(r"^rollback:([\w.-]+)")
 
@@ -36,6 +41,8 @@ class Intake:
 
     def __init__(self, ctx: PassBase) -> None:
         self.ctx = ctx
+        # cluster → the watched head its intake last found nothing new up to (not recorded)
+        self._scanned: dict[str, str] = {}
 
     def intake(self, cluster: str, now: datetime) -> PassResult | None:
         head = self.ctx.repo.head(self.ctx.settings.watched_branch)
@@ -47,7 +54,7 @@ class Intake:
             # person's revert: remediation finishes first, new commits are taken in after.
             return None
         seen = self.ctx.store.seen(cluster)
-        if seen == head:
+        if seen == head or self._scanned.get(cluster) == head:
             return None
         if seen is None:
             self.ctx.store.commit(
@@ -62,11 +69,18 @@ class Intake:
         pauses = [c for c in touching if self._pause_only(c, cluster)]
         touching = [c for c in touching if c not in pauses]
         if not touching:
-            what = "pause edits" if pauses else "nothing new"
-            self.ctx.store.commit(
-                {f"clusters/{cluster}/seen": (head + "\n").encode()},
-                f"{cluster}: {what} up to {head[:12]}",
-            )
+            if pauses or len(commits) >= SEEN_STRIDE:
+                what = "pause edits" if pauses else "nothing new"
+                self.ctx.store.commit(
+                    {f"clusters/{cluster}/seen": (head + "\n").encode()},
+                    f"{cluster}: {what} up to {head[:12]}",
+                )
+            else:
+                # Nothing for this cluster: remembered here, not recorded, so a merge for
+                # another cluster costs this one no state-branch commit and no push
+                # (issue 29). After a restart the walk starts again from the recorded
+                # ``seen``, at most SEEN_STRIDE commits back.
+                self._scanned[cluster] = head
             return None
         newest = touching[-1]
         done = self._rolled_back_already(newest, cluster)

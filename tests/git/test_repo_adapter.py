@@ -308,3 +308,27 @@ def test_a_ref_locked_for_good_gives_up_after_the_attempts_as_a_race(
     (bare / "refs" / "heads" / "gitopsbot" / "state.lock").write_text("stuck\n")
     with pytest.raises(NonFastForward, match="failed to update ref"):
         repo.push(STATE)
+
+
+def test_changed_paths_of_two_commits_are_diffed_once_and_a_branch_name_never_kept(
+    fleet: Fleet,
+) -> None:
+    human = fleet.human()
+    repo = fleet.bot()
+    first = repo.head("main")
+    a = human.commit("a", {"clusters/alpha/values.yaml": "a: 1\n"})
+    human.push()
+    repo.fetch()
+    assert repo.diff_paths(first, a) == ["clusters/alpha/values.yaml"]
+    assert repo.diff_paths(first, a) == ["clusters/alpha/values.yaml"]  # from the cache
+    assert list(repo._diffs) == [(first, a)]  # type: ignore[attr-defined]
+    b = human.commit("b", {"clusters/beta/values.yaml": "b: 1\n"})
+    human.push()
+    repo.fetch()
+    # A branch name moves: asked by name, the answer is today's, and nothing is kept.
+    assert repo.diff_paths(first, "main") == [
+        "clusters/alpha/values.yaml",
+        "clusters/beta/values.yaml",
+    ]
+    assert list(repo._diffs) == [(first, a)]  # type: ignore[attr-defined]
+    assert repo.diff_paths(a, b) == ["clusters/beta/values.yaml"]

@@ -100,6 +100,10 @@ def test_an_alias_bomb_merged_to_main_leaves_the_live_bot_responsive(
         before = proc_status(bot.pid)
 
         (clone / "clusters" / "sandbox" / "values.yaml").write_text(alias_bomb())
+        # The same merge pauses the second cluster: its pass records that (a merge that does
+        # not touch a cluster records nothing for it), so the record shows its pass went on.
+        second = clone / "clusters" / "second" / "rollout.yaml"
+        second.write_text("paused: true\n" + second.read_text())
         git(tmp_path, "commit", "--quiet", "-am", "sandbox: lol", cwd=clone)
         git(tmp_path, "push", "--quiet", "origin", "main", cwd=clone)
         head = git(tmp_path, "rev-parse", "HEAD", cwd=clone).strip()
@@ -112,7 +116,7 @@ def test_an_alias_bomb_merged_to_main_leaves_the_live_bot_responsive(
         while True:
             log = state_log(tmp_path, clone)
             if f"sandbox: fleet invalid at {head[:12]}" in log and (
-                f"second: nothing new up to {head[:12]}" in log
+                f"second: pause edits up to {head[:12]}" in log
             ):
                 break
             assert time.monotonic() < deadline, log[:3000] + out.text()[-3000:]
