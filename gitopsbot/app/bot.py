@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from gitopsbot.adapters import tools as tool_lookup
+from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory
 from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_settings
 from gitopsbot.adapters.clock import SystemClock
@@ -24,6 +25,7 @@ from gitopsbot.adapters.cluster_access import ClusterAccess
 from gitopsbot.adapters.forge._http import ForgeCall
 from gitopsbot.adapters.forge.connect import connect, from_settings
 from gitopsbot.adapters.forge.provider import as_forge
+from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
 from gitopsbot.adapters.secrets import SecretResolver
@@ -53,6 +55,8 @@ from gitopsbot.bot.live_board import LiveBoard
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.progress_log import ProgressLog
+from gitopsbot.bot.proposal_watch import ProposalWatch
+from gitopsbot.bot.proposer import PassReport, Proposer
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.bot.shard_keeper import ShardKeeper
@@ -112,6 +116,7 @@ class Bot:
     notifier: Notifier | None = None  # chat webhooks (``notifications:``)
     events: EventRecorder | None = None  # Kubernetes Events (docs/events.md)
     drift: DriftWatch | None = None  # drift checks on a schedule (docs/drift.md)
+    proposals: ProposalWatch | None = None  # proposal passes on a schedule (docs/proposals.md)
 
     def flush(self) -> None:
         """Push the state-branch records still waiting in the mirror (after the scheduler
@@ -126,6 +131,8 @@ class Bot:
         scheduler stopped)."""
         if self.drift is not None:
             self.drift.close(min(timeout, 10.0))
+        if self.proposals is not None:
+            self.proposals.close(min(timeout, 10.0))
         if self.mirror is not None:
             self.mirror.close(timeout)
         if self.notifier is not None:
@@ -400,5 +407,39 @@ def build_bot(options: RunOptions) -> Bot:
     return Bot(
         reconciler, scheduler, clusters, bot_settings, wired.mirror, shards,
         metrics=metrics, health=health, notifier=wired.notifier, events=wired.events,
-        drift=watch,
+        drift=watch, proposals=proposal_watch(options, repo, bot_settings, forge, shards, clusters),
     )  # fmt: skip
+
+
+def proposal_watch(
+    options: RunOptions,
+    repo: Repo,
+    bot_settings: BotSettings,
+    forge: Forge | None,
+    shards: ShardKeeper | None,
+    clusters: tuple[str, ...] = (),
+) -> ProposalWatch | None:
+    """``run``'s proposal passes (``bot.proposal_watch``): through the bot's serialised
+    repository, its forge (Git-only mode without one), each pass with a fresh chart source
+    (an HTTP one keeps its index for its lifetime); with Leases, the replica holding the
+    first cluster's proposes. None with ``--no-propose`` or ``proposals.enabled: false``."""
+    if not options.propose or not bot_settings.proposals.enabled:
+        return None
+    requests = forge if forge is not None else GitOnlyForge(repo)
+
+    def run_once() -> PassReport:
+        proposer = Proposer(
+            repo,
+            requests,
+            chart_source(options.cache),
+            watched_branch=options.branch,
+            policy_documents=builtin_policy_documents(),
+        )
+        return proposer.run_once()
+
+    leader = None
+    if shards is not None:
+        keeper, first = shards, min(clusters, default="")
+        leader = lambda: bool(first) and keeper.held(first)  # noqa: E731
+    interval = float(bot_settings.proposals.interval_seconds)
+    return ProposalWatch(interval_seconds=interval, run_once=run_once, leader=leader)

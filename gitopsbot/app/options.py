@@ -41,3 +41,5 @@ class RunOptions:
     download_binaries: bool = False
     in_cluster: bool = False  # --in-cluster: the pod's ServiceAccount, required
     events: bool = True  # Kubernetes Events of each happening (docs/events.md); --no-events
+    # A proposal pass every proposals.interval (docs/proposals.md); --no-propose: none
+    propose: bool = True

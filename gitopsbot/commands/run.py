@@ -99,6 +99,13 @@ def register(sub: Any) -> None:
         action="store_false",
         help="no Kubernetes Events on TensorFusionClusters and GPUPools (docs/events.md)",
     )
+    p.add_argument(
+        "--no-propose",
+        dest="propose",
+        action="store_false",
+        help="no proposal pass every proposals.interval: new chart versions and failed-version "
+        "requests are left to `gitopsbot propose` (docs/proposals.md)",
+    )
     p.add_argument("--helm", default="", metavar="PATH", help="helm 3 or 4 binary to run")
     p.add_argument("--kubectl", default="", metavar="PATH", help="kubectl binary to run")
     p.add_argument(
@@ -192,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
             download_binaries=args.download_binaries,
             in_cluster=args.in_cluster,
             events=args.events,
+            propose=args.propose,
             leases_namespace=args.leases_namespace,
             leases_kubeconfig=args.leases_kubeconfig,
             identity=args.identity,
@@ -291,6 +299,8 @@ def run_forever(
     bot.scheduler.start()
     if bot.drift is not None:  # drift checks every drift.interval (docs/drift.md)
         bot.drift.start()
+    if bot.proposals is not None:  # a proposal pass every proposals.interval
+        bot.proposals.start()
     if bot.shards is not None:  # jobs come and go with the cluster Leases held
         bot.shards.start()
         where = f"Leases in {bot.shards.namespace} as {bot.shards.identity}"
