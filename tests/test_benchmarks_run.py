@@ -55,3 +55,16 @@ def test_the_apply_benchmark_runs_quick(binaries: dict[str, Path]) -> None:
     assert done.returncode == 0, done.stderr
     assert "ratio bot / by hand" in done.stdout, done.stdout
     assert "merge -> first action, webhook, quiet" in done.stdout, done.stdout
+
+
+def test_the_fleet_merge_benchmark_runs_on_a_tiny_fleet() -> None:
+    script = str(ROOT / "benchmarks" / "fleet_merge_bench.py")
+    done = subprocess.run(
+        [sys.executable, script, "--sizes", "3", "--merges", "1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "3 clusters: state commits per merge" in done.stdout, done.stdout

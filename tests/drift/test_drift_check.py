@@ -92,3 +92,31 @@ def test_git_only_mode_reports_drift_without_a_request(tmp_path: Path) -> None:
         pass
 
     assert watch_with(ApiForge()).proposer is not None
+
+
+def test_a_replica_checks_only_the_clusters_whose_lease_it_holds() -> None:
+    """drift × lease lost (docs/decisions.md): the replica that lost a cluster's Lease neither
+    reads it nor reports it; the holder does."""
+    from datetime import UTC, datetime
+
+    from gitopsbot.bot.drift_watch import DriftWatch
+    from gitopsbot.core.model import DriftSettings
+
+    read: list[str] = []
+
+    def executor_for(s: ClusterSpec) -> Executor:
+        read.append(s.name)
+        return Executor(cluster=Stub(), helm=Stub(), secrets=Stub())
+
+    held = {"kept"}
+    watch = DriftWatch(
+        settings=DriftSettings(),
+        specs=lambda: {"kept": spec("kept"), "lost": spec("lost")},
+        journal_for=lambda _n: None,
+        chart_for=lambda _s: None,
+        executor_for=executor_for,
+        now=lambda: datetime(2026, 12, 6, tzinfo=UTC),
+        may_act=lambda name: name in held,
+    )
+    assert set(watch.check_once()) == {"kept"}
+    assert read == ["kept"]
