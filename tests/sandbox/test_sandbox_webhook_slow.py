@@ -214,8 +214,12 @@ def test_a_live_bot_answers_webhooks_and_runs_passes_under_slow_connections(
         # 300 slow connections (and hundreds more re-opened) cost no thread: a pass may have
         # started a helm child's reader threads meanwhile, never one per connection.
         assert max(attacked["threads"], during["threads"]) <= before["threads"] + 8, figures
-        # The bound: 200 connections open at most (one descriptor each), the rest shed.
-        assert max(attacked["fds"], during["fds"]) <= before["fds"] + 200 + 4, figures
+        # The bound: 200 connections open at most (one descriptor each), the rest shed. A few
+        # more for the pass in flight: a helm child's pipes and pidfd, the cluster's and the
+        # Git remote's connections (at +4 exactly the run before the upgrade was recorded sat
+        # on the edge: 214 of 214, and 215 once under load). A leak per connection would be
+        # hundreds.
+        assert max(attacked["fds"], during["fds"]) <= before["fds"] + 200 + 12, figures
         assert attack.closed_by_bot >= SLOW - 200
         assert "Traceback" not in out.text()
         assert "webhook connections dropped" in out.text()
