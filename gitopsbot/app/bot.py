@@ -57,6 +57,7 @@ from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.progress_log import ProgressLog
 from gitopsbot.bot.proposal_watch import ProposalWatch
 from gitopsbot.bot.proposer import PassReport, Proposer
+from gitopsbot.bot.push_router import PushRouter
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.bot.shard_keeper import ShardKeeper
@@ -117,6 +118,7 @@ class Bot:
     events: EventRecorder | None = None  # Kubernetes Events (docs/events.md)
     drift: DriftWatch | None = None  # drift checks on a schedule (docs/drift.md)
     proposals: ProposalWatch | None = None  # proposal passes on a schedule (docs/proposals.md)
+    router: PushRouter | None = None  # a webhook's push wakes the clusters it touched
 
     def flush(self) -> None:
         """Push the state-branch records still waiting in the mirror (after the scheduler
@@ -133,6 +135,8 @@ class Bot:
             self.drift.close(min(timeout, 10.0))
         if self.proposals is not None:
             self.proposals.close(min(timeout, 10.0))
+        if self.router is not None:
+            self.router.close()
         if self.mirror is not None:
             self.mirror.close(timeout)
         if self.notifier is not None:
@@ -143,10 +147,11 @@ class Bot:
 
 def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
     """A receiver on ``HOST:PORT`` whose verified deliveries nudge the loop: a push to the
-    watched branch or a merged request wakes every cluster's job (a pass that finds nothing
-    new is cheap). Polling stays the safety net. With replicas sharing the fleet only the
-    clusters this replica holds have jobs, so a nudge wakes only those; another replica's
-    clusters are reached by that replica's polling (or its own webhook delivery)."""
+    watched branch or a merged request wakes the jobs of the clusters it touched, every
+    cluster's when that cannot be told (``bot.push_router``). Polling stays the safety net.
+    With replicas sharing the fleet only the clusters this replica holds have jobs, so a nudge
+    wakes only those; another replica's clusters are reached by that replica's polling (or
+    its own webhook delivery)."""
     host, _, port = listen.rpartition(":")
     if not port.isdigit():
         raise ConfigError(f"--webhook-listen {listen!r}: expected HOST:PORT")
@@ -155,10 +160,18 @@ def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
     if forge.kind != "git-only" and forge.webhook_secret is not None:
         secrets[forge.kind] = SecretResolver().resolve(forge.webhook_secret)
 
+    router = PushRouter(
+        bot.reconciler.repo,
+        watched=lambda: bot.settings.watched_branch,
+        clusters=lambda: bot.clusters,
+        nudge=bot.scheduler.nudge,
+    )
+    bot.router = router
+
     def nudge(event: WebhookEvent) -> None:
         watched = bot.settings.watched_branch
         if (event.kind is EventKind.PUSH and event.branch == watched) or event.merged:
-            bot.scheduler.nudge()
+            router.push()  # the clusters the push touched (bot.push_router)
 
     return receiver(secrets, nudge, host=host or "127.0.0.1", port=int(port))
 

@@ -1,0 +1,79 @@
+"""A verified push to the watched branch wakes the clusters it touched (issue 29).
+
+Before, every delivery woke every cluster's job, so the merged cluster's pass waited behind a
+pass for each of the others. Now the webhook's thread only hands the push over (it answers at
+once); one routing thread fetches, diffs the watched branch's head as last routed with the
+new one, and wakes the clusters whose files changed (``core.push_scope``). When that cannot be
+told (the first push since the start, a change outside ``clusters/<name>/``, Git failing),
+every cluster is woken, as before. The clusters not woken still poll: a wake-up is a shortcut,
+never the only way a change is taken in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
+
+from gitopsbot.core import push_scope
+from gitopsbot.errors import GitOpsBotError
+from gitopsbot.ports.repo import Repo
+
+log = logging.getLogger(__name__)
+
+
+class PushRouter:
+    def __init__(
+        self,
+        repo: Repo,
+        *,
+        watched: Callable[[], str],
+        clusters: Callable[[], Collection[str]],
+        nudge: Callable[[str | None], None],
+    ) -> None:
+        self._repo = repo
+        self._watched = watched
+        self._clusters = clusters
+        self._nudge = nudge
+        self._last: str | None = None  # the watched head as of the last routed push
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="push-router")
+        self.woken: list[frozenset[str] | None] = []  # what each push woke (None: all)
+
+    def push(self) -> None:
+        """A push to the watched branch was delivered: route it off the caller's thread."""
+        self._pool.submit(self._route)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def route(self) -> frozenset[str] | None:
+        """Fetch, then wake the clusters the push touched; returns them (None: all)."""
+        branch = self._watched()
+        scope: frozenset[str] | None
+        try:
+            self._repo.fetch()
+            after = self._repo.head(branch)
+            before, self._last = self._last, after
+            if before is None or after is None:
+                scope = None  # the first push seen: what it changed is not known
+            elif before == after:
+                scope = frozenset()  # already routed (a pass fetched it): nothing new
+            else:
+                scope = push_scope.touched(self._repo.diff_paths(before, after), self._clusters())
+        except GitOpsBotError as e:
+            log.warning("webhook: could not tell which clusters the push touched: %s", e)
+            scope = None
+        if scope is None:
+            self._nudge(None)
+        else:
+            for name in sorted(scope):
+                self._nudge(name)
+        self.woken.append(scope)
+        return scope
+
+    def _route(self) -> None:
+        try:
+            self.route()
+        except Exception:  # the routing thread never dies; polling stays the safety net
+            log.exception("webhook: routing a push failed")
+            self._nudge(None)
