@@ -160,8 +160,10 @@ def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
     if forge.kind != "git-only" and forge.webhook_secret is not None:
         secrets[forge.kind] = SecretResolver().resolve(forge.webhook_secret)
 
+    repo = bot.reconciler.repo
     router = PushRouter(
-        bot.reconciler.repo,
+        repo,
+        invalidate=repo.invalidate if isinstance(repo, SharedRepo) else None,
         watched=lambda: bot.settings.watched_branch,
         clusters=lambda: bot.clusters,
         nudge=bot.scheduler.nudge,
@@ -348,7 +350,7 @@ def build_bot(options: RunOptions) -> Bot:
         # gitopsbot.yaml names the key to use from now on (git.sshKey): fetch and push with it.
         git_repo = open_repo(options.fleet_url, options.cache, configured)
     # Passes of different clusters run side by side; their Git work is serialised.
-    repo = SharedRepo(git_repo)
+    repo = SharedRepo(git_repo, fresh_seconds=float(bot_settings.poll_interval_seconds))
     unknown = sorted(set(options.clusters) - set(fleet.clusters))
     if unknown:
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
@@ -412,6 +414,9 @@ def build_bot(options: RunOptions) -> Bot:
         metrics.watch_leases(lambda: clusters, keeper.held, lambda: len(keeper.members))
 
         def jobs_for(held: frozenset[str]) -> None:  # a job only for the clusters held
+            # A cluster just taken over: its journal is the last holder's, on the remote;
+            # the next pass fetches it, whatever the mirror fetched recently.
+            repo.invalidate()
             if not scheduler.stopping:  # none added or removed once shutting down
                 scheduler.set_clusters(held)
 

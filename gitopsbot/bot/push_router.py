@@ -30,8 +30,11 @@ class PushRouter:
         watched: Callable[[], str],
         clusters: Callable[[], Collection[str]],
         nudge: Callable[[str | None], None],
+        invalidate: Callable[[], None] | None = None,
     ) -> None:
         self._repo = repo
+        # The mirror's "fetched recently enough" ends with a push (``SharedRepo.invalidate``).
+        self._invalidate = invalidate
         self._watched = watched
         self._clusters = clusters
         self._nudge = nudge
@@ -51,6 +54,8 @@ class PushRouter:
         branch = self._watched()
         scope: frozenset[str] | None
         try:
+            if self._invalidate is not None:
+                self._invalidate()
             self._repo.fetch()
             after = self._repo.head(branch)
             before, self._last = self._last, after

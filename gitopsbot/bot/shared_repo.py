@@ -7,13 +7,17 @@ tree it hands out) under one lock, so Git work is serialised and the rest runs i
 
 It also coalesces fetches: a pass fetches so that it sees everything pushed before it began;
 when another thread's fetch began after this request and has finished, that fetch already
-brought it, so N clusters woken by one webhook cost one network round trip, not N.
+brought it, so N clusters woken by one webhook cost one network round trip, not N. And with
+``fresh_seconds`` (``run``: the poll interval) a fetch that recent serves every pass until a
+webhook says the remote moved (``invalidate``): a fleet of N clusters polling costs one fetch
+per poll interval, not N.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.repo import CommitInfo, Repo
@@ -42,17 +46,36 @@ class SharedTree:
 class SharedRepo:
     """``Repo`` for many threads: one call at a time, fetches coalesced."""
 
-    def __init__(self, repo: Repo) -> None:
+    def __init__(
+        self,
+        repo: Repo,
+        *,
+        fresh_seconds: float = 0.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._repo = repo
         self._lock = threading.RLock()
-        self._count = threading.Lock()  # guards the two counters below
+        self._count = threading.Lock()  # guards the counters below
         self._started = 0  # fetches begun so far
         self._finished = 0  # the number of the latest fetch that completed
         self.fetches = 0  # network fetches actually made (for tests and benchmarks)
+        # A fetch this recent serves the next one (issue 29: one fetch per poll interval for
+        # the whole fleet, not one per cluster pass); ``invalidate`` (a webhook) ends it.
+        self._fresh_seconds = fresh_seconds
+        self._monotonic = monotonic
+        self._fetched_at: float | None = None
+
+    def invalidate(self) -> None:
+        """The remote moved (a webhook said so): the next fetch goes to the network."""
+        with self._count:
+            self._fetched_at = None
 
     def fetch(self) -> None:
         with self._count:
             begun_before_me = self._started
+            at = self._fetched_at
+            if at is not None and self._monotonic() - at < self._fresh_seconds:
+                return  # fetched within the poll interval: what a poll would bring
         with self._lock:
             with self._count:
                 if self._finished > begun_before_me:
@@ -63,6 +86,7 @@ class SharedRepo:
             self.fetches += 1
             with self._count:
                 self._finished = max(self._finished, mine)
+                self._fetched_at = self._monotonic()
 
     def head(self, branch: str) -> str | None:
         with self._lock:

@@ -99,3 +99,40 @@ def test_a_fetch_asked_for_after_a_push_sees_it(fleet: Fleet) -> None:
         shared.fetch()
         assert shared.head("main") == sha
     assert shared.fetches == 3
+
+
+class Counted:
+    """A mirror that counts its fetches."""
+
+    def __init__(self) -> None:
+        self.fetched = 0
+
+    def fetch(self) -> None:
+        self.fetched += 1
+
+
+def test_a_fetch_within_the_poll_interval_serves_every_pass_until_a_webhook() -> None:
+    """Issue 29: N clusters polling cost one fetch per poll interval for the whole fleet, not
+    one per pass; a push announced by a webhook (``invalidate``) is fetched at once."""
+    clock = {"now": 1000.0}
+    inner = Counted()
+    shared = SharedRepo(inner, fresh_seconds=30.0, monotonic=lambda: clock["now"])  # type: ignore[arg-type]
+    for _ in range(50):  # fifty clusters' passes within the interval
+        shared.fetch()
+        clock["now"] += 0.5
+    assert inner.fetched == 1
+    clock["now"] += 10.0  # 35 s after the first fetch: stale
+    shared.fetch()
+    assert inner.fetched == 2
+    shared.invalidate()  # a webhook: the remote moved
+    shared.fetch()
+    assert inner.fetched == 3
+    assert shared.fetches == 3
+
+
+def test_without_a_fresh_interval_every_fetch_goes_to_the_remote() -> None:
+    inner = Counted()
+    shared = SharedRepo(inner)  # type: ignore[arg-type]
+    shared.fetch()
+    shared.fetch()
+    assert inner.fetched == 2
