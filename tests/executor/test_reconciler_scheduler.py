@@ -182,6 +182,7 @@ def test_a_signed_push_webhook_nudges_every_cluster(monkeypatch) -> None:
     """Real HTTP on loopback: a verified push to the watched branch wakes the jobs; an
     unsigned one and a push to another branch do not."""
     import json
+    import types
     import urllib.error
     import urllib.request
 
@@ -204,7 +205,21 @@ def test_a_signed_push_webhook_nudges_every_cluster(monkeypatch) -> None:
             webhook_secret=SecretRef("", "env", "TEST_HOOK_SECRET"),
         )
     )
-    bot = app.Bot(reconciler=None, scheduler=FakeScheduler(), clusters=("a",), settings=settings)  # type: ignore[arg-type]
+
+    class FirstFetch:
+        """The mirror as the routing thread sees it (bot.push_router): the first push since
+        the start, so what it changed is not known and every cluster is woken."""
+
+        def fetch(self) -> None:
+            pass
+
+        def head(self, branch: str) -> str:
+            return "a" * 40
+
+    reconciler = types.SimpleNamespace(repo=FirstFetch())
+    bot = app.Bot(
+        reconciler=reconciler, scheduler=FakeScheduler(), clusters=("a",), settings=settings
+    )  # type: ignore[arg-type]
 
     def post(ref: str, *, sign: bool = True) -> int:
         body = json.dumps({"ref": ref, "after": "a" * 40}).encode()
