@@ -350,7 +350,9 @@ def build_bot(options: RunOptions) -> Bot:
         # gitopsbot.yaml names the key to use from now on (git.sshKey): fetch and push with it.
         git_repo = open_repo(options.fleet_url, options.cache, configured)
     # Passes of different clusters run side by side; their Git work is serialised.
-    repo = SharedRepo(git_repo, fresh_seconds=float(bot_settings.poll_interval_seconds))
+    # A fetch serves the fleet for half a poll interval: at most two fetches per interval for
+    # N clusters (was N), and a push without a webhook seen within 1.5 intervals at worst.
+    repo = SharedRepo(git_repo, fresh_seconds=bot_settings.poll_interval_seconds / 2)
     unknown = sorted(set(options.clusters) - set(fleet.clusters))
     if unknown:
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")

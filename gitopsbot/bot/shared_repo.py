@@ -8,9 +8,9 @@ tree it hands out) under one lock, so Git work is serialised and the rest runs i
 It also coalesces fetches: a pass fetches so that it sees everything pushed before it began;
 when another thread's fetch began after this request and has finished, that fetch already
 brought it, so N clusters woken by one webhook cost one network round trip, not N. And with
-``fresh_seconds`` (``run``: the poll interval) a fetch that recent serves every pass until a
-webhook says the remote moved (``invalidate``): a fleet of N clusters polling costs one fetch
-per poll interval, not N.
+``fresh_seconds`` (``run``: half the poll interval) a fetch that recent serves every pass until
+a webhook says the remote moved (``invalidate``): a fleet of N clusters polling costs at most
+two fetches per poll interval, not N.
 """
 
 from __future__ import annotations
