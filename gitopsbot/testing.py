@@ -377,6 +377,18 @@ class FakeCluster:
         label_selector: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
         self._enter("list", kind, namespace, "")
+        return self._matching(api_version, kind, namespace, label_selector)
+
+    def list_metadata(
+        self, api_version: str, kind: str, namespace: str | None, label_selector: str
+    ) -> builtins.list[dict[str, Any]]:
+        self._enter("list_metadata", kind, namespace, "")
+        found = self._matching(api_version, kind, namespace, label_selector)
+        return [{"metadata": obj.get("metadata") or {}} for obj in found]
+
+    def _matching(
+        self, api_version: str, kind: str, namespace: str | None, label_selector: str | None
+    ) -> builtins.list[dict[str, Any]]:
         wanted = _parse_equality_selector(label_selector or "")
         out = []
         for (av, k, ns, _), obj in sorted(self.objects.items()):
@@ -848,6 +860,12 @@ class FakeHelm:
         history = self.releases.get((namespace, release))
         return history[-1].info if history else None
 
+    def release_mark(self, release: str, namespace: str) -> str | None:
+        # The same storage as ``status``: a failure injected for it fails this read too.
+        self._enter("release_mark", failures_of="status")
+        history = self.releases.get((namespace, release), [])
+        return "\n".join(f"{r.info.revision}|{r.info.status}|{r.info.description}" for r in history)
+
     def history(self, release: str, namespace: str) -> builtins.list[HelmReleaseInfo]:
         self._enter("history")
         return [r.info for r in self.releases.get((namespace, release), [])]
@@ -964,12 +982,13 @@ class FakeHelm:
         shutil.copytree(source, target, dirs_exist_ok=True)
         return target
 
-    def _enter(self, operation: str) -> None:
+    def _enter(self, operation: str, *, failures_of: str = "") -> None:
         self.calls.append(operation)
         self._retries = 0
+        failing = failures_of or operation
         if operation not in ("upgrade", "rollback"):
-            self._absorb_transient(operation, "", "")
-        queue = self._failures.get(operation)
+            self._absorb_transient(failing, "", "")
+        queue = self._failures.get(failing)
         if queue:
             injected = queue[0]
             injected.times -= 1

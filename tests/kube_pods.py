@@ -74,11 +74,12 @@ class KubeServer:
         body: Any = None,
         *,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> Any:
         """One request over HTTP, as any client makes it; the decoded JSON. Errors raise."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
+        req.add_header("Accept", accept)
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         if data is not None:

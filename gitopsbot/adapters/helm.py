@@ -291,6 +291,15 @@ class HelmCli:
 
         return self._retrying(what, attempt)
 
+    def release_mark(self, release: str, namespace: str) -> str | None:
+        reader = self._reader(release)
+        if reader is None:  # helm keeps the release elsewhere: no cheap read
+            return None
+        with self._call():
+            return self._from_storage(
+                f"helm status {release}", namespace, lambda: reader.mark(release, namespace)
+            )
+
     def get_values(
         self, release: str, namespace: str, revision: int | None = None
     ) -> dict[str, Any]:

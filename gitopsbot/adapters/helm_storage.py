@@ -14,6 +14,11 @@ versions the bot pins; docs/helm.md "How the bot reads a release"):
   of ``helm history -o json`` (HelmCli's too);
 - values: the record's ``config`` (``null`` → {}); the latest revision's from the same list
   (``Storage.Last``), a given revision's from its Secret by name (``Storage.Get``).
+- the mark (``mark``): whether anything changed, for an idle cluster's check
+  (docs/executor.md "The idle check"): one list of the same Secrets, metadata only, so none
+  of the records (hundreds of KB each, gzipped) crosses the wire. Each Secret's name,
+  resourceVersion and Helm's labels (``status``, ``version``, ``modifiedAt``: helm sets them
+  on every write); a revision added, removed or rewritten changes it.
 
 One difference, on purpose: helm skips a release Secret it cannot decode (and then reports
 an older revision as the latest); this reader refuses with an error naming the Secret, never
@@ -26,7 +31,7 @@ Only valid when helm uses the Secret driver: ``HelmCli`` decides (``HELM_DRIVER`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -42,6 +47,8 @@ _RELEASE_NAME_MAX = 53
 _CHART = re.compile(r"^(?P<name>.+?)-(?P<version>v?\d+\.\d+\.\d+\S*)$")
 _GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 MISSING = "MISSING"  # what helm history prints for a record without chart metadata
+# The labels helm writes on each release Secret (helm/pkg/storage/driver/secrets.go)
+_MARK_LABELS = ("status", "version", "modifiedAt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,11 @@ class ReleaseReader(Protocol):
         reads it), or None when there is no such Secret."""
         ...
 
+    def mark(self, release: str, namespace: str) -> str:
+        """What changes when any stored revision does, read without the records ("" when
+        the release does not exist)."""
+        ...
+
 
 class HelmStorage:
     """``ReleaseReader`` over the Cluster port: ``list`` (one call per history, status or
@@ -88,10 +100,28 @@ class HelmStorage:
         found = [stored_release(s, release, namespace) for s in secrets]
         return sorted(found, key=lambda r: r.info.revision)
 
+    def mark(self, release: str, namespace: str) -> str:
+        selector = f"owner=helm,name={release}"
+        found = self._cluster.list_metadata("v1", "Secret", namespace, selector)
+        return release_mark(found)
+
     def revision(self, release: str, namespace: str, revision: int) -> StoredRelease | None:
         name = helm_release_secret_name(release, revision)
         secret = self._cluster.get("v1", "Secret", namespace, name)
         return None if secret is None else stored_release(secret, release, namespace)
+
+
+def release_mark(items: Sequence[Mapping[str, Any]]) -> str:
+    """The mark of a release's Secrets as a metadata list gives them: per Secret, its name,
+    resourceVersion and Helm's labels, in name order. Names and numbers only: no value."""
+    parts = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        fields = [meta.get("name"), meta.get("resourceVersion")]
+        fields += [labels.get(k) for k in _MARK_LABELS]
+        parts.append("|".join(str(f or "") for f in fields))
+    return "\n".join(sorted(parts))
 
 
 def stored_release(secret: Mapping[str, Any], release: str, namespace: str) -> StoredRelease:

@@ -73,6 +73,10 @@ WAIT_POLL_MAX_SECONDS = 1.0
 # Beyond a watch's own timeoutSeconds, how long a silent connection is trusted before the
 # wait reads again (the server ends the stream itself at timeoutSeconds).
 WATCH_READ_GRACE_SECONDS = 2.0
+# A list of metadata only (client-go's metadata client asks the same): the API server leaves
+# out data and spec. JSON after it: a server that does not know the form answers the whole
+# list, cut to metadata here.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 class _WatchBroke(Exception):
@@ -183,6 +187,30 @@ class KubeCluster:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
         return sorted(items, key=_sort_key)
+
+    def list_metadata(
+        self, api_version: str, kind: str, namespace: str | None, label_selector: str
+    ) -> builtins.list[dict[str, Any]]:
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return []
+        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        query = [("labelSelector", label_selector)] if label_selector else []
+        try:
+            raw = self._request(
+                "GET", path, what=f"{kind} list (metadata)", query=query, body=None,
+                content_type=None, accept=METADATA_LIST,
+            )  # fmt: skip
+        except KubeNotFound:
+            return []
+        decoded = json.loads(raw) if raw else {}
+        items = decoded.get("items") if isinstance(decoded, dict) else None
+        found = [
+            {"metadata": dict(item.get("metadata") or {})}
+            for item in items or []
+            if isinstance(item, dict)
+        ]
+        return sorted(found, key=_sort_key)
 
     def apply(
         self, obj: Mapping[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool = False
@@ -714,8 +742,9 @@ class KubeCluster:
         query: builtins.list[tuple[str, str]],
         body: Any,
         content_type: str | None,
+        accept: str = "application/json",
     ) -> bytes:
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
         attempt = 0
@@ -749,6 +778,7 @@ class KubeCluster:
             response = send(
                 self._client, method, path, query=query, body=body,
                 content_type=headers.get("Content-Type"), timeout=self._timeout,
+                accept=headers["Accept"],
             )  # fmt: skip
             data: bytes = response.read() or b""
         except ApiException as e:

@@ -24,10 +24,11 @@ def send(
     body: Any = None,
     content_type: str | None = None,
     timeout: float | tuple[float, float],
+    accept: str = "application/json",
 ) -> Any:
     """Send one request (bearer token from the client's configuration) and return the
     client's response, unread. ``ApiException`` and transport errors reach the caller."""
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": accept}
     if content_type:
         headers["Content-Type"] = content_type
     _, url, all_headers, serialized, _ = client.param_serialize(

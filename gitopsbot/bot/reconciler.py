@@ -83,6 +83,11 @@ class Reconciler(PassBase):
     def held(self) -> Held:
         return Held(self)
 
+    @cached_property
+    def _release_marks(self) -> dict[str, tuple[str | None, int]]:
+        """cluster → (``release_mark``, the bot's last revision) at the last full read."""
+        return {}
+
     # -- the pass -------------------------------------------------------------------------
 
     def reconcile(self, cluster: str, *, fetch: bool = True) -> PassResult:
@@ -142,12 +147,17 @@ class Reconciler(PassBase):
             log.error("%s: could not record the failing pass on the state branch: %s", cluster, e)
 
     def _watch_release(self, cluster: str, last: Journal | None, now: datetime) -> None:
-        """While idle, at most every MANUAL_CHECK: the cluster's release is read, so a kube
-        context that does not exist or an unreachable cluster fails the pass (recorded for
-        ``status`` as "every pass fails", docs/executor.md) even before any operation, not
-        only when a merge comes; and a Helm revision made outside the bot since its last
+        """While idle, at most every MANUAL_CHECK: the cluster's release is looked at, so a
+        kube context that does not exist or an unreachable cluster fails the pass (recorded
+        for ``status`` as "every pass fails", docs/executor.md) even before any operation,
+        not only when a merge comes; and a Helm revision made outside the bot since its last
         operation (a person's break-glass upgrade) is reported on the state branch and in the
-        log. The bot does not undo it."""
+        log. The bot does not undo it.
+
+        The look is cheap (``Helm.release_mark``: Helm's release Secrets listed without their
+        records); the release itself is read only when the mark, or the bot's own last
+        revision, changed since the last full read: at 1,000 idle clusters the records
+        (hundreds of KB each) are not listed every minute (#29)."""
         checked = self._release_checked.get(cluster)
         if checked is not None and now - checked < MANUAL_CHECK:
             return
@@ -159,15 +169,22 @@ class Reconciler(PassBase):
         if spec is None:
             return
         rel = spec.release
-        latest = self.executor_for(spec).helm.status(rel.release_name, rel.namespace)
+        helm = self.executor_for(spec).helm
+        mark = helm.release_mark(rel.release_name, rel.namespace)
         # Only once reached: a failing read is tried again by the next pass, so the passes in
         # between do not clear the failure's record as if the cluster were fine.
         self._release_checked[cluster] = now
-        if last is None or not manual_revision.last_bot_revision(last):
+        known = manual_revision.last_bot_revision(last)
+        if not known:
             return
+        seen = (mark, known)
+        if mark is not None and self._release_marks.get(cluster) == seen:
+            return  # nothing stored changed since the last full read: the same answer
+        latest = helm.status(rel.release_name, rel.namespace)
         found = manual_revision.detect(latest, last)
         if self.store.record_manual_revision(cluster, found) and found is not None:
             log.warning("%s: %s", cluster, found.describe())
+        self._release_marks[cluster] = seen  # recorded: not read again until it changes
 
     def _pass(self, cluster: str, *, fetch: bool = True) -> PassResult:
         now = self.clock.now()

@@ -16,7 +16,8 @@ Correctness comes first, so the memory is small and short:
   known to be a read (``mark_helm_release_failed`` included: the crash-safety logic of
   ``steps.helm_upgrade`` must read the revision it just marked failed afresh);
 - what is not a read of the release is never remembered: ``operation_alive`` (a process),
-  ``pull``, every Cluster read.
+  ``release_mark`` (the idle check's, which exists to see a change), ``pull``, every
+  Cluster read.
 
 A pass runs on one thread, and each pass has its own ``PassReads``; the lock only guards
 against a step that hands work to another thread.
@@ -38,7 +39,15 @@ from gitopsbot.ports.helm import ChartRef, Helm
 
 # Cluster methods that only read: passed through. Any other method is taken for a write.
 _CLUSTER_READS = frozenset(
-    {"get", "list", "deployment_ready", "wait_deployment_ready", "wait_for_change", "read_secret"}
+    {
+        "get",
+        "list",
+        "list_metadata",
+        "deployment_ready",
+        "wait_deployment_ready",
+        "wait_for_change",
+        "read_secret",
+    }
 )
 R = TypeVar("R")
 
@@ -106,6 +115,9 @@ class ReleaseReads:
 
     def operation_alive(self, description: str) -> bool:
         return self._helm.operation_alive(description)
+
+    def release_mark(self, release: str, namespace: str) -> str | None:
+        return self._helm.release_mark(release, namespace)
 
     def pull(self, chart: ChartRef, version: str, dest: Path) -> Path:
         return self._helm.pull(chart, version, dest)

@@ -58,6 +58,14 @@ class Cluster(Protocol):
         (namespace, name). [] when the kind is not served (a CRD not yet installed)."""
         ...
 
+    def list_metadata(
+        self, api_version: str, kind: str, namespace: str | None, label_selector: str
+    ) -> builtins.list[dict[str, Any]]:
+        """``list``, but each object is only ``{"metadata": ...}`` (name, labels,
+        resourceVersion...): the API server's PartialObjectMetadataList, so a Secret's data
+        never crosses the wire. Sorted and [] as ``list``."""
+        ...
+
     def apply(
         self, obj: Mapping[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool = False
     ) -> dict[str, Any]:

@@ -70,6 +70,15 @@ class Helm(Protocol):
         """The latest revision (whatever its state, pending-* included), or None."""
         ...
 
+    def release_mark(self, release: str, namespace: str) -> str | None:
+        """A mark that changes whenever a revision of the release is added, removed or
+        changes state, read cheaply: the idle check reads ``status`` only when it changed
+        (docs/executor.md "The idle check"). Read from Helm's storage without the records
+        (a metadata-only list); None when that is not possible (helm keeps releases
+        elsewhere): the caller reads ``status``. Fails as ``status`` does (an unreachable
+        cluster, RBAC)."""
+        ...
+
     def history(self, release: str, namespace: str) -> list[HelmReleaseInfo]:
         """All kept revisions, oldest first; [] when the release does not exist."""
         ...

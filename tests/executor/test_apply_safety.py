@@ -219,6 +219,38 @@ def test_a_manual_revision_after_the_bot_is_reported_not_undone(env: Env) -> Non
     assert state_commits_after_fetch(env) == commits  # reported once
 
 
+def test_an_idle_cluster_is_read_in_full_only_when_its_release_changed(env: Env) -> None:
+    """#29: the idle check looks at the release's mark (Helm's Secrets without their records)
+    every minute and reads the release itself only when the mark changed: a person's revision
+    is still reported at the next look, an unchanged release is never read again."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(13, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    assert drive(env, rec).status is OperationStatus.SUCCEEDED
+    env.clock.t += timedelta(minutes=5)
+    assert rec.reconcile("lab").action == "idle"  # the first look after the operation: read
+    env.helm.calls.clear()
+    for _ in range(5):
+        env.clock.t += timedelta(minutes=2)
+        assert rec.reconcile("lab").action == "idle"
+    assert "status" not in env.helm.calls and "history" not in env.helm.calls
+    assert env.helm.calls.count("release_mark") == 5
+    env.helm.upgrade(
+        release=RELEASE,
+        namespace=NS,
+        chart=ChartRef(name="tensor-fusion", repo_url="https://charts.example.invalid"),
+        version="1.1.0",
+        values={"cluster": {"name": "lab-tfc", "hypervisorImage": "hv:9"}},
+        description="break-glass by bob",
+    )
+    env.helm.calls.clear()
+    env.clock.t += timedelta(minutes=2)
+    assert rec.reconcile("lab").action == "idle"
+    assert env.helm.calls.count("status") == 1
+    found = rec.store.manual_revision("lab")
+    assert found is not None and found.description == "break-glass by bob"
+
+
 def state_commits_after_fetch(env: Env) -> int:
     subprocess.run(["git", "fetch", "--quiet", "origin"], cwd=env.human.path, check=True)
     return state_commits(env)

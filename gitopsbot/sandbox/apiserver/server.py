@@ -427,8 +427,12 @@ class Verb:
             new_rt = self.store.registry.get("events.k8s.io", "Event")
             new, rv = self.store.snapshot(new_rt, self.ns, None)
             items = event_views.with_new_events(items, new, self.selector())
-        if tables.wants_table(self.h.headers.get("Accept") or ""):
+        accept = self.h.headers.get("Accept") or ""
+        if tables.wants_table(accept):
             self.h._send(200, tables.table(self.rt, items, rv))
+            return
+        if tables.wants_metadata(accept):
+            self.h._send(200, tables.metadata_list(items, rv))
             return
         self.h._send(
             200,

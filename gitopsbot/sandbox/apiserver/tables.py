@@ -1,5 +1,6 @@
 """Server-side printing: ``Table`` answers for ``kubectl get`` (Accept ``as=Table``), with the
-columns kubectl shows for the common built-in kinds and a CRD's additionalPrinterColumns."""
+columns kubectl shows for the common built-in kinds and a CRD's additionalPrinterColumns; and
+``PartialObjectMetadataList`` answers (Accept ``as=PartialObjectMetadataList``): metadata only."""
 
 from __future__ import annotations
 
@@ -17,6 +18,29 @@ Column = tuple[str, str, Callable[[Obj], Any], int]  # (name, type, cell, priori
 
 def wants_table(accept: str) -> bool:
     return any("as=Table" in offer for offer in accept.split(",")[:1])
+
+
+def wants_metadata(accept: str) -> bool:
+    """The client asks for metadata only (its first choice, as the real server reads it)."""
+    return "as=PartialObjectMetadataList" in accept.split(",")[0]
+
+
+def metadata_list(items: list[Obj], resource_version: int) -> Obj:
+    """A ``PartialObjectMetadataList``: each object's metadata, nothing else (a Secret's data
+    stays on the server)."""
+    return {
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": str(resource_version)},
+        "items": [
+            {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": o["metadata"],
+            }
+            for o in items
+        ],
+    }
 
 
 def age(obj: Obj) -> str:

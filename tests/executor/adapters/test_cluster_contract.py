@@ -13,7 +13,8 @@ an owner; another manager's apply then conflicts until it is released; other man
 theirs; the last manager's release leaves "before-first-apply" to the next apply);
 mark_helm_release_failed turns a pending-* revision in Helm's Secret storage into failed
 (gzip and plain payloads, every pending state, idempotent), refuses what is not that
-revision of that release, and never shows the payload.
+revision of that release, and never shows the payload. list_metadata (Helm's release
+Secrets without their records, the idle check's read) and the mark HelmStorage makes of it.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from gitopsbot.adapters.helm_storage import HelmStorage
+from gitopsbot.adapters.kube import METADATA_LIST
 from gitopsbot.errors import KubeConflict, KubeInvalid, KubeNotFound
 from gitopsbot.ports.cluster import RESTARTED_AT, Cluster
 from tests.executor.adapters.conftest import Target
@@ -356,3 +360,48 @@ def test_mark_helm_release_failed_refusals_never_show_the_payload(
         cluster.mark_helm_release_failed(ns, "rel", 9, "x")
     for error in (missing, foreign, other_revision, garbage):
         assert SECRET_VALUE not in str(error.value)
+
+
+def test_list_metadata_leaves_the_data_on_the_server(cluster: Cluster, ns: str) -> None:
+    """#29: the idle check's read of Helm's storage (``HelmStorage.mark``): the release
+    Secrets' metadata, never their records; a revision added or rewritten changes the mark."""
+    storage = HelmStorage(cluster)
+    assert storage.mark("rel", ns) == ""  # no release yet
+    cluster.create(_helm_secret(ns, _helm_record(ns, "rel", 1, "deployed", "Install complete")))
+    cluster.create(_helm_secret(ns, _helm_record(ns, "else", 1, "deployed", "another")))
+    found = cluster.list_metadata("v1", "Secret", ns, "owner=helm,name=rel")
+    assert [item["metadata"]["name"] for item in found] == ["sh.helm.release.v1.rel.v1"]
+    assert set(found[0]) == {"metadata"}  # no data, no type: metadata only
+    assert found[0]["metadata"]["labels"]["status"] == "deployed"
+    assert found[0]["metadata"]["resourceVersion"]
+    assert SECRET_VALUE not in json.dumps(found)
+    first = storage.mark("rel", ns)
+    assert first and storage.mark("rel", ns) == first  # nothing changed: the same mark
+    assert "sh.helm.release.v1.rel.v1" in first and SECRET_VALUE not in first
+    cluster.create(_helm_secret(ns, _helm_record(ns, "rel", 2, "pending-upgrade", "Upgrading")))
+    second = storage.mark("rel", ns)
+    assert second != first
+    assert cluster.mark_helm_release_failed(ns, "rel", 2, "helm died")
+    assert storage.mark("rel", ns) not in (first, second)
+    assert cluster.list_metadata("v1", "Secret", ns, "owner=helm,name=none") == []
+
+
+def test_the_server_answers_a_metadata_list(cluster_target: Target) -> None:
+    """What ``list_metadata`` asks, on the wire: both servers answer a
+    PartialObjectMetadataList (the emulator as the real one), so no record is sent."""
+    server, ns = cluster_target.server, cluster_target.namespace
+    if server is None:
+        pytest.skip("the fake has no wire")
+    assert cluster_target.kube is not None
+    cluster_target.kube.create(_helm_secret(ns, _helm_record(ns, "rel", 1, "deployed", "ok")))
+    query = "?labelSelector=" + urllib.parse.quote("owner=helm,name=rel")
+    found = server.request("GET", f"/api/v1/namespaces/{ns}/secrets{query}", accept=METADATA_LIST)
+    assert (found["kind"], found["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    assert found["metadata"]["resourceVersion"]
+    [item] = found["items"]
+    assert item["kind"] == "PartialObjectMetadata" and set(item) == {
+        "kind",
+        "apiVersion",
+        "metadata",
+    }
+    assert item["metadata"]["labels"]["version"] == "1"
