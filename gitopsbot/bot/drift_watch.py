@@ -1,5 +1,7 @@
 """Drift on a schedule, inside ``gitopsbot run`` (docs/drift.md): every ``drift.interval`` each
-cluster this replica works on is checked (``bot.drift``, read only), and the result is told:
+cluster this replica works on is checked (``bot.drift``, read only), each at its own instant in
+the interval (``core.drift_schedule``: spread, never the whole fleet at once), and the result
+is told:
 a log line, the ``gitopsbot_drift_items`` gauge, a Warning Event ``Drifted`` on the
 TensorFusionCluster when the drift is new or changed, ``clusters/<name>/drift.yaml`` on the
 state branch (for ``status``; a commit only when the drift changes), and, with ``onDrift:
@@ -14,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import drift, drift_record
+from gitopsbot.core import drift, drift_record, drift_schedule
 from gitopsbot.core import tf_objects as tf
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.drift_record import DriftRecord
@@ -33,6 +35,7 @@ from gitopsbot.ports.events import Events
 log = logging.getLogger(__name__)
 
 FIRST_CHECK_SECONDS = 60.0  # after start: the first passes go first
+RESCHEDULE_SECONDS = 60.0  # how often the schedule looks for clusters added or gone
 
 
 class DriftWatch:
@@ -72,14 +75,15 @@ class DriftWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def check_once(self) -> dict[str, drift.DriftReport | str]:
-        """One round over the clusters; each told as the module doc says."""
+    def check_once(self, only: Collection[str] | None = None) -> dict[str, drift.DriftReport | str]:
+        """One round over the clusters (``only`` those, when given); each told as the module
+        doc says."""
         if self._fetch is not None:  # Git of now: the watched branch, the state branch
             self._fetch()
         specs = [
             s
             for name, s in sorted(self._specs().items())
-            if self._may_act is None or self._may_act(name)
+            if (only is None or name in only) and (self._may_act is None or self._may_act(name))
         ]
         found = drift_check.check_clusters(
             specs,
@@ -156,10 +160,30 @@ class DriftWatch:
             self._thread.join(timeout)
 
     def _run(self, first_after: float) -> None:
-        wait = first_after
+        """Each cluster at its own instant in the interval (``core.drift_schedule``): the
+        checks due together run as one round; the fleet is asked again at least every
+        ``RESCHEDULE_SECONDS`` for clusters added or gone."""
+        interval = float(self.settings.interval_seconds)
+        not_before = self._now().timestamp() + first_after
+        schedule: dict[str, float] = {}
+        wait = 0.0
         while not self._stop.wait(wait):
+            now = self._now().timestamp()
             try:
-                self.check_once()
-            except Exception:  # never let the thread die: the next interval tries again
+                names = sorted(self._specs())
+                schedule = drift_schedule.plan(
+                    names, schedule, interval=interval, now=now, not_before=not_before
+                )
+                due = drift_schedule.due(schedule, now)
+                if due:
+                    self.check_once(set(due))
+                    schedule = drift_schedule.after_check(schedule, due, interval, now)
+            except Exception:  # never let the thread die: the next instant tries again
                 log.exception("drift check failed")
-            wait = float(self.settings.interval_seconds)
+                # A failed round is not retried at once: each due cluster waits its turn.
+                due = drift_schedule.due(schedule, now)
+                schedule = drift_schedule.after_check(schedule, due, interval, now)
+            wait = drift_schedule.wake_in(
+                schedule, self._now().timestamp(), least=1.0,
+                most=min(RESCHEDULE_SECONDS, interval),
+            )  # fmt: skip
