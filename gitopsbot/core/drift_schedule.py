@@ -53,8 +53,9 @@ def due(schedule: Mapping[str, float], now: float) -> list[str]:
     return sorted(c for c, at in schedule.items() if at <= now)
 
 
-def after_check(schedule: Mapping[str, float], checked: Iterable[str], interval: float,
-                now: float) -> dict[str, float]:  # fmt: skip
+def after_check(
+    schedule: Mapping[str, float], checked: Iterable[str], interval: float, now: float
+) -> dict[str, float]:
     """The schedule once ``checked`` ran at ``now``: each at its next instant after now."""
     out = dict(schedule)
     for c in checked:
