@@ -14,7 +14,9 @@ status code), never an operation id, a SHA or a URL. docs/metrics.md lists every
 * ``bot.gauges`` after each pass (``ports.metrics.FleetGauges``): windows open, merges queued,
   nodes per state of each pool phase (``core.node_states``);
 * the forge's HTTP choke point (``ForgeHttp.observe``): requests and the rate limit left;
-* the shard keeper, read at scrape time (``watch_leases``): Leases held, replicas seen.
+* the shard keeper, read at scrape time (``watch_leases``): Leases held, replicas seen;
+* the scheduler's ready-queue, read at scrape time (``watch_scheduler``): fleet-wide figures
+  only (queue depth, oldest wait, workers busy, runs delayed), no series per cluster.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gitopsbot.adapters.forge._http import ForgeCall
 from gitopsbot.core.happenings import Happening, HappeningKind
 from gitopsbot.core.node_states import NodeState
 from gitopsbot.ports.clock import Clock
+from gitopsbot.ports.metrics import DispatchStats
 
 # Steps last from a second (a skipped backup) to hours (a pool rolling in its window).
 STEP_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800)
@@ -257,6 +260,64 @@ class BotMetrics:
         """``clusters``: the fleet's clusters this replica may share; ``held``: whether it
         holds one's Lease now; ``replicas``: live replicas it sees (itself included)."""
         self.registry.register(_Leases(clusters, held, replicas))
+
+    # -- the scheduler, read at scrape time ---------------------------------------------------
+
+    def watch_scheduler(self, stats: Callable[[], DispatchStats]) -> None:
+        """``stats``: the scheduler's ready-queue now (``Scheduler.stats``: one lock, no I/O,
+        so a scrape answers while every worker is busy)."""
+        self.registry.register(_Dispatch(stats))
+
+
+class _Dispatch(Collector):
+    def __init__(self, stats: Callable[[], DispatchStats]) -> None:
+        self._stats = stats
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # read only at collect: no scheduler call at registration
+
+    def collect(self) -> Iterable[Metric]:
+        s = self._stats()
+        yield GaugeMetricFamily(
+            "gitopsbot_scheduler_workers", "Workers running passes side by side.", s.workers
+        )
+        yield GaugeMetricFamily(
+            "gitopsbot_scheduler_workers_busy", "Workers running a pass now.", s.busy
+        )
+        yield GaugeMetricFamily(
+            "gitopsbot_scheduler_queue_depth",
+            "Clusters due and waiting for a free worker.",
+            s.queued,
+        )
+        yield GaugeMetricFamily(
+            "gitopsbot_scheduler_oldest_wait_seconds",
+            "How long the cluster waiting longest for a worker has waited (0: none waits).",
+            s.oldest_wait_seconds,
+        )
+        delayed = CounterMetricFamily(
+            "gitopsbot_scheduler_runs_delayed",
+            "Runs due while they could not start, run later (coalesced, never dropped). "
+            "reason: workers-busy (every worker was busy), pass-running (a tick during the "
+            "cluster's own pass, run right after it).",
+            labels=["reason"],
+        )
+        delayed.add_metric(["workers-busy"], s.delayed_workers_busy)
+        delayed.add_metric(["pass-running"], s.delayed_pass_running)
+        yield delayed
+        yield CounterMetricFamily(
+            "gitopsbot_scheduler_runs_coalesced",
+            "Due requests (ticks, nudges) merged into a run already waiting or following.",
+            value=s.coalesced,
+        )
+        passes = CounterMetricFamily(
+            "gitopsbot_scheduler_passes",
+            "Passes started, by what made them due: urgent (a nudge or a repeat at once, "
+            "ahead of the queue) or periodic (a tick).",
+            labels=["due"],
+        )
+        passes.add_metric(["urgent"], s.passes_urgent)
+        passes.add_metric(["periodic"], s.passes_periodic)
+        yield passes
 
 
 class _Leases(Collector):

@@ -299,8 +299,9 @@ def loop(
     soonest_seconds: float = 0.5,
     follow_up: Callable[[str], PassResult] | None = None,
 ) -> Scheduler:
-    """The long-running loop: one job per cluster (docs/executor.md). ``follow_up``: the pass
-    run when the previous one asked to come back at once, no webhook since (no fetch)."""
+    """The long-running loop: ``workers`` threads taking due clusters from a fair queue
+    (docs/executor.md). ``follow_up``: the pass run when the previous one asked to come back
+    at once, no webhook since (no fetch)."""
     return Scheduler(
         reconcile=reconcile,
         follow_up=follow_up,
@@ -411,6 +412,7 @@ def build_bot(options: RunOptions) -> Bot:
         holding=(lambda: len(shards.holding)) if shards is not None else None,
     )
     reconciler.announcer.pass_listeners.append(health)
+    metrics.watch_scheduler(scheduler.stats)  # queue depth, oldest wait, delays (#29)
     if shards is not None:
         keeper = shards
         metrics.watch_leases(lambda: clusters, keeper.held, lambda: len(keeper.members))

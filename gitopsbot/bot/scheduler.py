@@ -1,13 +1,22 @@
-"""The long-running loop: one apscheduler job per cluster, never two passes at once for one.
+"""The long-running loop: a fixed pool of workers takes due clusters from a fair queue.
 
-Each job runs ``reconcile(cluster)`` (one pass: at most one step). Jobs use an interval
-trigger with jitter (clusters do not all hit Git at once), ``max_instances=1`` (one pass per
-cluster at a time) and ``coalesce`` (a backlog of missed runs becomes one run). A pass that
-asks to come back sooner (``PassResult.next_at``) moves its job's next run forward (never
-sooner than ``soonest_seconds``), and one asking to come back at once (a step done, the next
-can start) runs again in the same job; a webhook calls ``nudge`` to run now. ``shutdown``
-stops taking new passes and waits for running ones, so the bot stops at a step boundary: a
-pass records its transition before it returns.
+apscheduler is the clock: one interval job per cluster (with jitter, so clusters do not all
+hit Git at once) whose only work is to mark the cluster due (``ReadyQueue.tick``, a few
+microseconds: it never misses, and ``misfire_grace_time`` is None, so a late tick still
+counts). ``workers`` threads of our own take due clusters from the ready-queue
+(``bot.ready_queue``: one pass per cluster at a time, urgent before periodic, longest wait
+first, nothing due dropped, delays counted) and run ``reconcile(cluster)`` (one pass: at most
+one step). A slow pass holds one worker; the others keep taking (#29: with one apscheduler
+job per cluster on the pool, 1,000 clusters missed thousands of runs and a webhook waited
+behind the fleet).
+
+A pass that asks to come back sooner (``PassResult.next_at``) moves its cluster's tick
+forward (never sooner than ``soonest_seconds``); one asking to come back at once (a step
+done, the next can start) is queued again at once, ahead of periodic ticks, up to
+IMMEDIATE_PASSES in a row; a webhook calls ``nudge`` to queue it ahead of periodic ticks (a
+pass in flight is followed at once by another). ``shutdown`` stops taking new passes and
+waits for running ones, so the bot stops at a step boundary: a pass records its transition
+before it returns.
 
 A repeat due only to "at once" (no nudge during the pass before) calls ``follow_up(cluster)``
 instead, when given: the bot's ``reconcile(cluster, fetch=False)``, the same pass without the
@@ -15,22 +24,24 @@ fetch that starts it (#13: a round trip to the Git remote on the critical path b
 steps, for nothing). Nothing new is there to fetch. The state branch's only writer is the
 cluster's Lease holder, this process, whose pushes move its own tracking ref (a push refused
 all the same fetches and replays, ``GitRepo.push``). The watched branch changes by a push,
-which a webhook announces: one arriving while a pass is in flight makes the next pass fetch
-(``nudge``). Without webhooks a push is still seen as soon as before (within a poll
-interval): the first pass of every job run (periodic tick or nudge) fetches; a job runs at
-most IMMEDIATE_PASSES follow-ups in a row; and once ``interval_seconds`` have passed since
-the job's last fetching pass began (passes that wait for the cluster take seconds each), the
-next repeat fetches again.
+which a webhook announces: one arriving while a pass is in flight or its follow-up waits
+makes the next pass fetch (``nudge``). Without webhooks a push is still seen as soon as
+before (within a poll interval): the first pass of every run (periodic tick or nudge)
+fetches; at most IMMEDIATE_PASSES follow-ups run in a row; and once ``interval_seconds``
+have passed since the chain's last fetching pass began (passes that wait for the cluster
+take seconds each), the next repeat fetches again. A tick during a chain merges into it.
 
 Why ``shutdown`` does not call apscheduler's ``shutdown(wait=True)``: apscheduler 3 holds its
 job-store lock while it waits for running jobs, and a pass ending with a "come back at" moves
 its job (``get_job``/``modify_job``), which needs that lock: a deadlock. So once stopping, no
 pass starts and nothing is moved; apscheduler is shut down without waiting, and the passes in
-flight are joined here, for a bounded time.
+flight are joined here, for a bounded time. (Passes no longer run inside apscheduler jobs,
+but the rule stays: a tick job in flight must not hold the stop either.)
 
 A heartbeat job on its own one-thread executor stamps ``last_heartbeat`` every
 ``heartbeat_seconds``: it runs whatever the passes do, so it shows that apscheduler's loop
-still dispatches (``/healthz``, docs/metrics.md).
+still dispatches (``/healthz``, docs/metrics.md). ``/metrics`` and the probes are served by
+the metrics server's own threads, never by a worker.
 """
 
 from __future__ import annotations
@@ -46,19 +57,21 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from gitopsbot.bot import log_context
+from gitopsbot.bot.ready_queue import ReadyQueue, Repeat, Run
 from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.errors import GitInterrupted, GitOpsBotError, TransientError
 from gitopsbot.ports.clock import Clock
+from gitopsbot.ports.metrics import DispatchStats
 
 log = logging.getLogger(__name__)
-# "skipped: maximum number of running instances reached" is the rule we asked for (never two
-# passes at once for one cluster), not a warning worth a log line every tick.
+# Ticks only queue, so apscheduler's "skipped"/"missed" lines would be about our own clock
+# jobs, not passes: errors only.
 logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
 
 
-# Passes asking to come back at once that run back to back in one job before the floor
-# between passes (``soonest_seconds``) applies again: a guard against a pass that always
-# asks for "now" spinning, never a limit a real operation reaches between two waits.
+# Passes asking to come back at once that run back to back before the floor between passes
+# (``soonest_seconds``) applies again: a guard against a pass that always asks for "now"
+# spinning, never a limit a real operation reaches between two waits.
 IMMEDIATE_PASSES = 20
 
 
@@ -94,44 +107,48 @@ class Scheduler:
         self._soonest = timedelta(seconds=soonest_seconds)
         self._scheduler = BackgroundScheduler(
             executors={
-                "default": ThreadPoolExecutor(max_workers=workers),
-                HEARTBEAT_JOB: ThreadPoolExecutor(max_workers=1),  # never behind a pass
+                # Tick jobs only queue a cluster: one thread keeps up with any fleet.
+                "default": ThreadPoolExecutor(max_workers=1),
+                HEARTBEAT_JOB: ThreadPoolExecutor(max_workers=1),  # never behind a tick
             },
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone="UTC",
         )
-        self._lock = threading.Lock()
-        self._running: set[str] = set()  # clusters whose pass is in flight
-        self._nudged: set[str] = set()  # nudged while in flight: run again at once
-        # Guards ``_stopping`` and ``_in_flight`` together: a pass either counts itself in
-        # before stopping is set (and is waited for) or sees the flag and does not start.
-        self._flight = threading.Condition()
+        self.queue = ReadyQueue(workers, clock.monotonic)
+        self._threads: list[threading.Thread] = []
+        self._stop_lock = threading.Lock()
         self._stopping = False
-        self._in_flight = 0
         self._shutdown_timeout = shutdown_timeout_seconds
+        self._lock = threading.Lock()
         self.results: dict[str, PassResult] = {}
         self.heartbeat_seconds = heartbeat_seconds
         self.last_heartbeat: float | None = None  # clock.monotonic() of the last beat
 
     @property
     def clusters(self) -> list[str]:
-        jobs = self._scheduler.get_jobs()
-        return sorted(j.id.split(":", 1)[1] for j in jobs if j.id != HEARTBEAT_JOB)
+        return self.queue.clusters
 
     def set_clusters(self, names: Iterable[str]) -> None:
-        """Add jobs for new clusters, remove those of clusters gone from the fleet."""
-        wanted = set(names)
-        for name in set(self.clusters) - wanted:
-            self._scheduler.remove_job(job_id(name))
-        for name in sorted(wanted - set(self.clusters)):
+        """Run new clusters (their first pass is due at once), drop those gone from the
+        fleet (a pass in flight finishes)."""
+        added, removed = self.queue.set_clusters(names)
+        for name in removed:
+            try:
+                self._scheduler.remove_job(job_id(name))
+            except JobLookupError:
+                pass
+        first_tick = self._clock.now() + self._interval_delta
+        for name in sorted(added):
             self._scheduler.add_job(
-                self._run,
+                self.queue.tick,
                 IntervalTrigger(seconds=self._interval, jitter=self._jitter, timezone="UTC"),
                 args=(name,),
                 id=job_id(name),
-                name=f"reconcile {name}",
-                next_run_time=self._clock.now(),
+                name=f"tick {name}",
+                next_run_time=first_tick,
+                replace_existing=True,
             )
+            self.queue.tick(name)  # the first pass now, not a tick later
 
     def start(self) -> None:
         self._scheduler.add_job(
@@ -144,6 +161,11 @@ class Scheduler:
         )
         self._beat()  # then every heartbeat_seconds
         self._scheduler.start()
+        self.queue.open()
+        for n in range(self.workers):
+            worker = threading.Thread(target=self._work, name=f"pass-worker-{n}", daemon=True)
+            self._threads.append(worker)
+            worker.start()
 
     def _beat(self) -> None:
         self.last_heartbeat = self._clock.monotonic()
@@ -156,23 +178,21 @@ class Scheduler:
     @property
     def busy(self) -> bool:
         """A pass is in flight now."""
-        with self._flight:
-            return self._in_flight > 0
+        return self.queue.in_flight > 0
+
+    def stats(self) -> DispatchStats:
+        """The ready-queue now, for ``/metrics`` (read at scrape time)."""
+        return self.queue.stats()
 
     def nudge(self, cluster: str | None = None) -> None:
-        """Run the cluster's pass now (None: every cluster), e.g. from a webhook."""
-        names = self.clusters if cluster is None else [cluster]
-        for name in names:
-            with self._lock:
-                if name in self._running:
-                    # The pass in flight fetched before this event: it runs again at once.
-                    self._nudged.add(name)
-                    continue
-            self._move(name, self._clock.now())
+        """Run the cluster's pass as soon as a worker frees, ahead of periodic ticks (None:
+        every cluster), e.g. from a webhook."""
+        for name in self.clusters if cluster is None else [cluster]:
+            self.queue.nudge(name)
 
     @property
     def stopping(self) -> bool:
-        with self._flight:
+        with self._stop_lock:
             return self._stopping
 
     def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> bool:
@@ -180,16 +200,16 @@ class Scheduler:
 
         Waits at most ``timeout`` seconds (default: the constructor's
         ``shutdown_timeout_seconds``). Returns False if passes were still running then."""
-        with self._flight:
+        with self._stop_lock:
             self._stopping = True
+        self.queue.close()  # no pass starts from now on
         if self._scheduler.running:
             # Never wait inside apscheduler: see the module docstring.
             self._scheduler.shutdown(wait=False)
         if not wait:
             return True
         limit = self._shutdown_timeout if timeout is None else timeout
-        with self._flight:
-            done = self._flight.wait_for(lambda: self._in_flight == 0, timeout=limit)
+        done = self.queue.wait_idle(limit)
         if not done:
             log.warning("shutdown: passes still running after %.0fs; not waiting", limit)
         return done
@@ -204,50 +224,42 @@ class Scheduler:
         except JobLookupError:  # removed meanwhile
             pass
 
-    def _run(self, cluster: str) -> None:
-        with self._flight:
-            if self._stopping:  # queued before shutdown: not started, not a step
-                return
-            self._in_flight += 1
+    def _work(self) -> None:
+        while (run := self.queue.take()) is not None:
+            self._run(run)
+
+    def _run(self, run: Run) -> None:
+        """One pass of ``run.cluster`` on this worker, then what follows it (see the module
+        docstring): a nudge during it, or an "at once" answer, queues the next pass at once,
+        ahead of periodic ticks; else a later "come back at" moves the cluster's tick."""
+        cluster, chain = run.cluster, run.repeat
+        fetched_at = chain.fetched_at if chain.fetched_at is not None else self._clock.now()
+        if chain.fetch:
+            fetched_at = self._clock.now()
+        call = self._reconcile if chain.fetch else self._follow_up
+        result: PassResult | None = None
         try:
-            # Passes run in this job until no nudge came in while one was in flight: apscheduler
-            # would skip a second instance, and the event must not wait for the next tick. A
-            # pass that asks to come back at once (a step done, the next one can start) also
-            # runs again here, up to IMMEDIATE_PASSES in a row; past that the floor applies.
-            # Such a repeat, with no nudge during the pass before, is a follow-up: it does not
-            # fetch (safe: at most IMMEDIATE_PASSES in a row, then the next job run fetches; a
-            # webhook during a follow-up makes the next pass fetch; the state branch's only
-            # writer is the Lease holder, and a refused push replays after a fetch anyway; see
-            # the module docstring). The first pass of a job run (tick or nudge), a repeat for
-            # a nudge (a webhook: maybe a new commit), and a repeat an interval or more after
-            # the job's last fetching pass began all fetch.
-            immediate = 0
-            run = self._reconcile
-            fetched_at = self._clock.now()  # when the last pass that fetched began
-            while True:
-                with self._lock:
-                    self._running.add(cluster)
-                    self._nudged.discard(cluster)
-                with log_context.pass_of(cluster):  # its lines name the cluster, none after
-                    result = self._pass(cluster, run)
-                at_once = result is not None and self._at_once(result)
-                immediate = immediate + 1 if at_once else 0
-                with self._lock:
-                    self._running.discard(cluster)
-                    nudged = cluster in self._nudged
-                again = nudged or (at_once and immediate <= IMMEDIATE_PASSES)
-                if not again or self.stopping:
-                    break
-                if nudged or self._clock.now() - fetched_at >= self._interval_delta:
-                    run, fetched_at = self._reconcile, self._clock.now()
-                else:
-                    run = self._follow_up
+            with log_context.pass_of(cluster):  # its lines name the cluster, none after
+                result = self._pass(cluster, call)
         finally:
-            with self._lock:
-                self._running.discard(cluster)
-            with self._flight:
-                self._in_flight -= 1
-                self._flight.notify_all()
+            at_once = result is not None and self._at_once(result)
+            immediate = chain.chain + 1 if at_once else 0
+            now = self._clock.now()
+
+            def then(nudged: bool) -> Repeat | None:
+                if self.stopping or not (nudged or (at_once and immediate <= IMMEDIATE_PASSES)):
+                    return None
+                if nudged or now - fetched_at >= self._interval_delta:
+                    return Repeat(fetch=True, chain=immediate, fetched_at=None)
+                return Repeat(fetch=False, chain=immediate, fetched_at=fetched_at)
+
+            self.queue.finish(cluster, then)
+        if (
+            result is not None
+            and result.next_at is not None
+            and not (at_once and immediate <= IMMEDIATE_PASSES)
+        ):
+            self._move(cluster, max(result.next_at, self._clock.now() + self._soonest))
 
     def _at_once(self, result: PassResult) -> bool:
         return result.next_at is not None and result.next_at <= self._clock.now()
@@ -272,6 +284,4 @@ class Scheduler:
             self.results[cluster] = result
         # At DEBUG: bot.progress_log says "pass finished" at INFO (not every idle poll).
         log.debug("%s: %s %s", cluster, result.action, result.detail)
-        if result.next_at is not None:
-            self._move(cluster, max(result.next_at, self._clock.now() + self._soonest))
         return result

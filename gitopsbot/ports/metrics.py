@@ -6,6 +6,7 @@ nodes of each rolling pool are in each state (issue #18). The Prometheus adapter
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from gitopsbot.core.node_states import NodeState
@@ -24,3 +25,19 @@ class FleetGauges(Protocol):
         """(pool, component) → nodes per state, for each phase of the cluster's running (or
         last) operation that has per-node records; the cluster's other phases are dropped."""
         ...
+
+
+@dataclass(frozen=True)
+class DispatchStats:
+    """The scheduler's ready-queue now (``bot.ready_queue``), read at scrape time: fleet-wide
+    figures only, no series per cluster. The counts are totals since the start."""
+
+    workers: int
+    busy: int  # workers running a pass
+    queued: int  # clusters due, waiting for a worker
+    oldest_wait_seconds: float  # how long the longest-waiting of them has waited (0: none)
+    delayed_workers_busy: int  # runs due while every worker was busy, run when one freed
+    delayed_pass_running: int  # ticks during the cluster's own pass, run right after it
+    coalesced: int  # due requests merged into a run already waiting or following
+    passes_urgent: int  # passes started for a nudge or a repeat "at once"
+    passes_periodic: int  # passes started for a periodic tick
