@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -60,10 +60,13 @@ class BotMetrics:
             ["cluster", "kind", "result"],
             registry=r,
         )
+        # Fleet-wide, by step kind only: 15 buckets x step kinds x 1,000 clusters made a
+        # scrape take seconds (#29, benchmarks/metrics_bench.py); a cluster's own step times
+        # are in its journal (`gitopsbot status`).
         self.steps = Histogram(
             "gitopsbot_step_duration_seconds",
             "How long operation steps ran, from started to succeeded or failed.",
-            ["cluster", "step_kind"],
+            ["step_kind"],
             buckets=STEP_BUCKETS,
             registry=r,
         )
@@ -91,10 +94,18 @@ class BotMetrics:
             ["cluster"],
             registry=r,
         )
-        self.pass_seconds = Histogram(
+        # Per cluster only a count and a sum (passes, and their mean time); the buckets are
+        # fleet-wide (``pass_seconds_fleet``): 14 bucket series per cluster were 14,000 at
+        # 1,000 clusters (#29, benchmarks/metrics_bench.py).
+        self.pass_seconds = Summary(
             "gitopsbot_reconcile_duration_seconds",
-            "How long reconcile passes took, failed ones included.",
+            "How long reconcile passes took, failed ones included (count and sum).",
             ["cluster"],
+            registry=r,
+        )
+        self.pass_seconds_fleet = Histogram(
+            "gitopsbot_reconcile_fleet_duration_seconds",
+            "How long reconcile passes of every cluster took, failed ones included.",
             buckets=PASS_BUCKETS,
             registry=r,
         )
@@ -169,9 +180,7 @@ class BotMetrics:
             with self._lock:
                 began = self._step_started.pop((h.cluster, h.op_id, h.step), None)
             if kind is not HappeningKind.STEP_SKIPPED and began is not None and h.at is not None:
-                self.steps.labels(h.cluster, h.step_kind).observe(
-                    max(0.0, h.at.timestamp() - began)
-                )
+                self.steps.labels(h.step_kind).observe(max(0.0, h.at.timestamp() - began))
         elif kind in POOL_KINDS and h.progress is not None:
             with self._lock:
                 self._pools.add((h.cluster, h.pool, h.component))
@@ -196,6 +205,7 @@ class BotMetrics:
         self, cluster: str, *, action: str, detail: str, error: str, seconds: float
     ) -> None:
         self.pass_seconds.labels(cluster).observe(max(0.0, seconds))
+        self.pass_seconds_fleet.observe(max(0.0, seconds))
         if error:
             self.pass_failures.labels(cluster).inc()
         else:

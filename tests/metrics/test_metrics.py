@@ -95,13 +95,13 @@ def test_step_durations_from_start_and_end(metrics: BotMetrics) -> None:
     metrics.happened(happening(HappeningKind.STEP_SKIPPED, **backup))
     metrics.happened(happening(HappeningKind.STEP_FAILED, step="crds", step_kind="crds"))
     name = "gitopsbot_step_duration_seconds"
-    labels = {"cluster": "lab", "step_kind": "helm-upgrade"}
+    labels = {"step_kind": "helm-upgrade"}  # fleet-wide since #29 (scrape size)
     assert value(metrics, f"{name}_count", **labels) == 1
     assert value(metrics, f"{name}_sum", **labels) == 42
     assert value(metrics, f"{name}_bucket", **labels, le="30.0") == 0
     assert value(metrics, f"{name}_bucket", **labels, le="60.0") == 1
-    assert value(metrics, f"{name}_count", cluster="lab", step_kind="backup") is None
-    assert value(metrics, f"{name}_count", cluster="lab", step_kind="crds") is None
+    assert value(metrics, f"{name}_count", step_kind="backup") is None
+    assert value(metrics, f"{name}_count", step_kind="crds") is None
 
 
 def test_pool_progress_ratio_reset_by_a_new_operation_and_halts(metrics: BotMetrics) -> None:
