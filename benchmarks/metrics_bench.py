@@ -41,7 +41,9 @@ def fed(clusters: int) -> BotMetrics:
         m.pass_finished(name, action="idle", detail="", error="", seconds=0.3)
         m.queued_merges(name, 0)
         m.pool_windows(name, dict.fromkeys(POOLS, True))
-        m.rollout_nodes(name, {(p, "hypervisor"): {NodeState.VERIFIED: 8} for p in POOLS})
+        # The operation ended (below): as ``bot.gauges`` does, only the states nodes are in.
+        nodes = {(p, "hypervisor"): {NodeState.VERIFIED: 8} for p in POOLS}
+        m.rollout_nodes(name, nodes, zeros=False)
         m.drift_items.labels(name).set(0)
         m.drift_checked.labels(name).set(time.time())
         for step in STEPS:

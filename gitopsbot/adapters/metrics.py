@@ -21,6 +21,7 @@ status code), never an operation id, a SHA or a URL. docs/metrics.md lists every
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
@@ -231,10 +232,16 @@ class BotMetrics:
         self.queued.labels(cluster).set(count)
 
     def rollout_nodes(
-        self, cluster: str, by_phase: Mapping[tuple[str, str], Mapping[NodeState, int]]
+        self,
+        cluster: str,
+        by_phase: Mapping[tuple[str, str], Mapping[NodeState, int]],
+        *,
+        zeros: bool = True,
     ) -> None:
-        """Every state is set (0 too), so a node leaving a state is seen; phases no longer
-        given (a new operation, another component) are removed."""
+        """With ``zeros`` every state is set (0 too), so a node leaving a state is seen;
+        without, a state no node is in has no series (an ended operation: at 1,000 idle
+        clusters the zeros were most of a scrape, #29). Phases no longer given (a new
+        operation, another component) are removed."""
         given = {(cluster, pool, component) for pool, component in by_phase}
         with self._lock:
             gone = {k for k in self._node_phases if k[0] == cluster and k not in given}
@@ -244,9 +251,12 @@ class BotMetrics:
                 self.rollout_nodes_gauge.remove(*labels, str(state))
         for (pool, component), found in by_phase.items():
             for state in NodeState:
-                self.rollout_nodes_gauge.labels(cluster, pool, component, str(state)).set(
-                    found.get(state, 0)
-                )
+                count = found.get(state, 0)
+                if count or zeros:
+                    self.rollout_nodes_gauge.labels(cluster, pool, component, str(state)).set(count)
+                else:
+                    with contextlib.suppress(KeyError):  # never set, or already gone
+                        self.rollout_nodes_gauge.remove(cluster, pool, component, str(state))
 
     # -- the forge's HTTP choke point (``ForgeHttp.observe``) -------------------------------
 

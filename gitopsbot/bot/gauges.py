@@ -53,7 +53,9 @@ class PassGauges:
             queued = rec.store.queued(cluster)
             self._gauges.queued_merges(cluster, 0 if queued is None else 1)
             current = rec.store.current(cluster)
-            self._gauges.rollout_nodes(cluster, node_counts(current))
+            # Zeros only while the operation runs: an ended one's states no longer move.
+            running = current is not None and current.active
+            self._gauges.rollout_nodes(cluster, node_counts(current), zeros=running)
             if current is not None and current.active:
                 sha: str | None = current.desired_sha
             elif queued is not None:

@@ -20,10 +20,16 @@ class FleetGauges(Protocol):
     def queued_merges(self, cluster: str, count: int) -> None: ...
 
     def rollout_nodes(
-        self, cluster: str, by_phase: Mapping[tuple[str, str], Mapping[NodeState, int]]
+        self,
+        cluster: str,
+        by_phase: Mapping[tuple[str, str], Mapping[NodeState, int]],
+        *,
+        zeros: bool = True,
     ) -> None:
         """(pool, component) → nodes per state, for each phase of the cluster's running (or
-        last) operation that has per-node records; the cluster's other phases are dropped."""
+        last) operation that has per-node records; the cluster's other phases are dropped.
+        ``zeros``: every state is a series, 0 too (a running operation, so a node leaving a
+        state is seen); else only the states some node is in (an ended one: nothing moves)."""
         ...
 
 

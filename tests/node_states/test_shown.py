@@ -194,6 +194,22 @@ def test_the_gauge_counts_nodes_per_state_and_forgets_old_phases() -> None:
     assert node_counts(None) == {} and node_counts(journal(())) == {}
 
 
+def test_an_ended_operations_gauge_keeps_only_the_states_nodes_are_in() -> None:
+    """#29: at 1,000 idle clusters the zeros of ended operations were most of a scrape."""
+    metrics = BotMetrics(_Clock())
+    labels = {"cluster": "alpha", "pool": "shared", "component": "hypervisor"}
+
+    def value(state: str) -> float | None:
+        sample = {**labels, "state": state}
+        return metrics.registry.get_sample_value("gitopsbot_rollout_nodes", sample)
+
+    metrics.rollout_nodes("alpha", {("shared", "hypervisor"): {NodeState.PENDING: 3}})
+    assert (value("pending"), value("verified")) == (3, 0)  # running: every state
+    ended = {("shared", "hypervisor"): {NodeState.VERIFIED: 3}}
+    metrics.rollout_nodes("alpha", ended, zeros=False)
+    assert (value("verified"), value("pending"), value("failed")) == (3, None, None)
+
+
 def test_pass_gauges_set_the_node_gauge_from_the_current_journal() -> None:
     metrics = BotMetrics(_Clock())
     rec = _Rec(_Store({"alpha": journal()}))
