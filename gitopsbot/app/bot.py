@@ -367,6 +367,7 @@ def build_bot(options: RunOptions) -> Bot:
             clock=clock,
             clusters=clusters,
             timing=options.lease_timing,
+            shards=options.lease_shards,
         )
     metrics = BotMetrics(clock)  # a registry of its own (docs/metrics.md)
     forge = _forge(bot_settings, clock, metrics.forge_call)

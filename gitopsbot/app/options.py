@@ -34,6 +34,7 @@ class RunOptions:
     leases_kubeconfig: str = ""  # "" → ``kubeconfig``
     identity: str = ""  # base of the Lease identity; "" → $POD_NAME or the host name
     lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
+    lease_shards: int = 12  # shard Leases (core.sharding.DEFAULT_SHARDS; --lease-shards)
     # helm and kubectl (docs/cluster-access.md): --helm/--kubectl, else GITOPSBOT_HELM/
     # GITOPSBOT_KUBECTL, else the pinned ones if download_binaries, else PATH.
     helm: str = ""

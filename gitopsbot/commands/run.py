@@ -12,6 +12,7 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.commands import SUMMARIES
+from gitopsbot.core import sharding
 from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
 log = logging.getLogger(__name__)
@@ -165,10 +166,18 @@ def register(sub: Any) -> None:
         help="this replica's Lease identity, before a random suffix (default $POD_NAME, "
         "else the host name)",
     )
-    # Lease timing (client-go's defaults); short ones only for tests.
+    p.add_argument(
+        "--lease-shards",
+        type=int,
+        default=sharding.DEFAULT_SHARDS,
+        metavar="N",
+        help=f"shard Leases the fleet is cut into, 1 to {sharding.MAX_SHARDS} (default "
+        f"{sharding.DEFAULT_SHARDS}; every replica the same, docs/leases.md)",
+    )
+    # Lease timing (client-go's duration and deadline, a 4 s retry); short ones for tests.
     p.add_argument("--lease-duration", type=int, default=15, help=argparse.SUPPRESS)
     p.add_argument("--lease-renew-deadline", type=float, default=10.0, help=argparse.SUPPRESS)
-    p.add_argument("--lease-retry-period", type=float, default=2.0, help=argparse.SUPPRESS)
+    p.add_argument("--lease-retry-period", type=float, default=4.0, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -185,6 +194,11 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         sys.stderr.write(f"gitopsbot run: lease timing: {e}\n")
+        return 2
+    try:
+        sharding.check_shards(args.lease_shards)
+    except ValueError as e:
+        sys.stderr.write(f"gitopsbot run: --lease-shards: {e}\n")
         return 2
     try:
         options = app.RunOptions(
@@ -204,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
             leases_kubeconfig=args.leases_kubeconfig,
             identity=args.identity,
             lease_timing=timing,
+            lease_shards=args.lease_shards,
         )
         bot = app.build_bot(options)
     except (ConfigError, SecretUnavailable) as e:  # a secret reference is a setting too

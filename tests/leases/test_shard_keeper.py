@@ -1,6 +1,6 @@
-"""ShardKeeper over the fake port with a hand-driven clock: replicas share twelve clusters,
-spread evenly, fail over when one stops renewing, give clusters up to a newcomer only at a
-step boundary, release everything on stop."""
+"""ShardKeeper over the fake port with a hand-driven clock: replicas share twelve shards
+(twelve clusters hashed to them), spread evenly, fail over when one stops renewing, give
+shards up to a newcomer only at a step boundary, release everything on stop."""
 
 from __future__ import annotations
 
@@ -10,13 +10,18 @@ from typing import Any
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.shard_keeper import CLUSTER_LABELS, ShardKeeper
-from gitopsbot.core.sharding import cluster_lease
+from gitopsbot.core.sharding import DEFAULT_SHARDS, shard_lease, shard_of
 from gitopsbot.testing import FakeLeases
 from tests.leases.test_lease_keeper import Clock
 
 NS = "gitopsbot"
 TIMING = LeaseTiming(duration_seconds=15, renew_deadline_seconds=10, retry_period_seconds=2)
 CLUSTERS = [f"gpu-{i:02d}" for i in range(12)]
+
+
+def lease_of(cluster: str) -> str:
+    """The Lease guarding ``cluster``: its shard's."""
+    return shard_lease(DEFAULT_SHARDS, shard_of(cluster, DEFAULT_SHARDS))
 
 
 def replica(leases: FakeLeases, name: str, clock: Clock, **kw: Any) -> ShardKeeper:
@@ -45,13 +50,14 @@ def test_three_replicas_hold_four_clusters_each_and_never_the_same() -> None:
     for _ in range(20):
         periods(clock, rs, 1)
         assert_disjoint(rs)
-    assert sorted(len(r.holding) for r in rs) == [4, 4, 4]
+    assert sorted(len(r.held_shards) for r in rs) == [4, 4, 4]
+    assert set().union(*(r.holding for r in rs)) == set(CLUSTERS)
     assert all(r.members == {"a", "b", "c"} for r in rs)
     # Stable: more periods move nothing.
     before = [r.holding for r in rs]
     periods(clock, rs, 10)
     assert [r.holding for r in rs] == before
-    holders = {leases.read(NS, cluster_lease(c)).spec.holder for c in CLUSTERS}  # type: ignore[union-attr]
+    holders = {leases.read(NS, lease_of(c)).spec.holder for c in CLUSTERS}  # type: ignore[union-attr]
     assert holders == {"a", "b", "c"}
 
 
@@ -63,7 +69,7 @@ def test_a_replica_that_stops_renewing_loses_its_clusters_to_the_survivors_in_on
     periods(clock, rs, 15)
     dead = rs.pop(0)
     orphans = dead.holding
-    assert len(orphans) == 4
+    assert len(dead.held_shards) == 4
     died_at = clock.mono
     taken_at = None
     for _ in range(30):
@@ -74,7 +80,8 @@ def test_a_replica_that_stops_renewing_loses_its_clusters_to_the_survivors_in_on
     assert taken_at is not None
     # Not before the duration (the dead one might still be acting: its deadline is shorter).
     assert TIMING.duration_seconds <= taken_at - died_at <= TIMING.duration_seconds + 4 * 2 + 2
-    assert sorted(len(r.holding) for r in rs) == [6, 6]
+    assert sorted(len(r.held_shards) for r in rs) == [6, 6]
+    assert rs[0].holding | rs[1].holding == set(CLUSTERS)
     # The dead replica itself stopped counting on them at its renew deadline.
     assert not dead.holding
 
@@ -83,12 +90,14 @@ def test_a_newcomer_gets_its_share_and_a_busy_cluster_moves_only_after_its_pass(
     leases, clock = FakeLeases(), Clock()
     a, b = replica(leases, "a", clock), replica(leases, "b", clock)
     periods(clock, [a, b], 10)
-    assert sorted(len(r.holding) for r in (a, b)) == [6, 6]
+    assert sorted(len(r.held_shards) for r in (a, b)) == [6, 6]
     c = replica(leases, "c", clock)
     # What c will be assigned; hold one of those passes in flight on its current holder.
     from gitopsbot.core.sharding import assign
 
-    target = sorted(k for k, v in assign(CLUSTERS, ["a", "b", "c"]).items() if v == "c")
+    shards = [shard_lease(DEFAULT_SHARDS, i) for i in range(DEFAULT_SHARDS)]
+    to_c = {k for k, v in assign(shards, ["a", "b", "c"]).items() if v == "c"}
+    target = sorted(x for x in CLUSTERS if lease_of(x) in to_c)
     busy = target[0]
     owner = a if busy in a.holding else b
     in_pass, finish = threading.Event(), threading.Event()
@@ -104,7 +113,8 @@ def test_a_newcomer_gets_its_share_and_a_busy_cluster_moves_only_after_its_pass(
     t.start()
     assert in_pass.wait(5)
     periods(clock, [a, b, c], 3)
-    assert busy in owner._keepers and owner._keepers[busy].held  # not released mid-pass
+    busy_shard = owner._shard_keepers[shard_of(busy, DEFAULT_SHARDS)]
+    assert busy_shard.held  # not released mid-pass
     assert not owner.held(busy)  # ... but no new step may start there
     assert busy not in c.holding
     finish.set()
@@ -112,7 +122,7 @@ def test_a_newcomer_gets_its_share_and_a_busy_cluster_moves_only_after_its_pass(
     assert guarded_seen == [False]
     periods(clock, [a, b, c], 3)
     assert sorted(c.holding) == target
-    assert sorted(len(r.holding) for r in (a, b, c)) == [4, 4, 4]
+    assert sorted(len(r.held_shards) for r in (a, b, c)) == [4, 4, 4]
     assert_disjoint([a, b, c])
 
 
@@ -134,7 +144,7 @@ def test_a_pass_runs_only_while_held_and_stop_releases_everything() -> None:
     assert a.stop() == 12
     assert not a.holding
     for c in CLUSTERS:
-        spec = leases.read(NS, cluster_lease(c)).spec  # type: ignore[union-attr]
+        spec = leases.read(NS, lease_of(c)).spec  # type: ignore[union-attr]
         assert spec.holder == ""
     # Released: another replica takes them at its first period, not after the duration.
     b = replica(leases, "b", clock)
@@ -224,5 +234,5 @@ def test_stop_waits_for_the_step_in_flight_so_nothing_is_taken_after_the_release
     assert a._thread is not None
     a._thread.join(5)  # the loop is over: nothing it does lands after this
     assert not a._thread.is_alive()
-    holders = [leases.read(NS, cluster_lease(c)).spec.holder for c in CLUSTERS]  # type: ignore[union-attr]
+    holders = [leases.read(NS, lease_of(c)).spec.holder for c in CLUSTERS]  # type: ignore[union-attr]
     assert holders == [""] * 12, holders
