@@ -129,3 +129,45 @@ def test_lease_names_examples() -> None:
     assert cluster_lease("x" * 80) != cluster_lease("x" * 81)
     assert replica_lease("gitopsbot-7d9f-abc12").startswith("gitopsbot-replica-gitopsbot-7d9f")
     assert lease_name("p-", "a.b") != lease_name("p-", "a-b")
+
+
+def test_a_cluster_s_shard_is_a_stable_hash_of_its_name() -> None:
+    from collections import Counter
+
+    from gitopsbot.core.sharding import shard_of
+
+    # Fixed values: every process and every version must agree, or two replicas could hold
+    # two shards guarding one cluster.
+    assert [shard_of(f"gpu-{i:02d}", 12) for i in range(6)] == [5, 10, 4, 11, 3, 6]
+    assert (shard_of("staging-eu", 12), shard_of("staging-eu", 16)) == (4, 12)
+    spread = Counter(shard_of(f"cluster-{i}", 12) for i in range(1200))
+    assert set(spread) == set(range(12))
+    assert max(spread.values()) < 2 * min(spread.values())  # roughly even: ~100 each
+
+
+@given(names, st.integers(min_value=1, max_value=64))
+def test_a_shard_lease_of_any_count_covers_exactly_the_clusters_hashed_to_it(
+    cluster: str, count: int
+) -> None:
+    from gitopsbot.core.sharding import covers, shard_key, shard_labels, shard_lease, shard_of
+
+    index = shard_of(cluster, count)
+    assert 0 <= index < count
+    assert covers((count, index), cluster)
+    assert not any(covers((count, i), cluster) for i in range(count) if i != index)
+    assert shard_key(shard_labels(count, index)) == (count, index)
+    assert DNS_LABEL.match(shard_lease(count, index))
+
+
+def test_shard_counts_are_bounded_and_labels_that_say_none_are_ignored() -> None:
+    import pytest
+
+    from gitopsbot.core.sharding import MAX_SHARDS, check_shards, shard_key
+
+    assert check_shards(1) == 1 and check_shards(MAX_SHARDS) == MAX_SHARDS
+    for bad in (0, -1, MAX_SHARDS + 1):
+        with pytest.raises(ValueError, match="shard count"):
+            check_shards(bad)
+    assert shard_key({}) is None
+    assert shard_key({"gitopsbot.io/shards": "12", "gitopsbot.io/shard": "12"}) is None
+    assert shard_key({"gitopsbot.io/shards": "x", "gitopsbot.io/shard": "1"}) is None
