@@ -15,7 +15,7 @@ from typing import Protocol
 from gitopsbot.bot.lease_keeper import LeaseKeeper, LeaseTiming
 from gitopsbot.bot.shard_keeper import CLUSTER_LABELS, REPLICA_LABELS, ShardKeeper
 from gitopsbot.core import sharding
-from gitopsbot.core.lease import is_expired
+from gitopsbot.core.lease import LeaseRecord, is_expired
 from gitopsbot.testing import FakeLeases
 from tests.leases.test_lease_keeper import Clock
 
@@ -36,7 +36,8 @@ class OldReplica:
     """A replica of the version before shards: one Lease per cluster (``gitopsbot-cluster-``)."""
 
     def __init__(self, leases: FakeLeases, identity: str, clock: Clock, clusters: Sequence[str]):
-        self.identity, self._leases, self._clock = identity, leases, clock
+        self.identity, self._leases, self.clock = identity, leases, clock
+        self.seen: dict[str, tuple[str, float]] = {}
         self.clusters = sorted(clusters)
         self.membership = LeaseKeeper(
             leases, NS, sharding.replica_lease(identity), identity, clock, TIMING, REPLICA_LABELS
@@ -52,14 +53,23 @@ class OldReplica:
     def holding(self) -> frozenset[str]:
         return frozenset(c for c, k in self.keepers.items() if k.held)
 
+    def unchanged(self, record: LeaseRecord) -> float:
+        """Seconds this replica has seen a membership Lease unchanged (client-go's rule)."""
+        at = self.clock.monotonic()
+        version, since = self.seen.get(record.name, ("", at))
+        if version != record.resource_version:
+            since = at
+        self.seen[record.name] = (record.resource_version, since)
+        return at - since
+
     def step(self) -> None:
         m = self.membership
         m.renew() if m.held else m.try_acquire()
-        now = self._clock.now()
+        now = self.clock.now()
         members = {self.identity} | {
             r.spec.holder
             for r in self._leases.list(NS, REPLICA_LABELS)
-            if not is_expired(r.spec, now, self.membership.observe(r))
+            if not is_expired(r.spec, now, self.unchanged(r))
         }
         records = {r.name: r for r in self._leases.list(NS, CLUSTER_LABELS)}
         for k in self.keepers.values():

@@ -33,7 +33,7 @@ from ruamel.yaml import YAML
 
 from gitopsbot import settings
 from gitopsbot.adapters.leases import KubeLeases
-from gitopsbot.core.sharding import ROLE_CLUSTER, ROLE_LABEL, cluster_lease
+from gitopsbot.core.sharding import DEFAULT_SHARDS, ROLE_LABEL, ROLE_SHARD, shard_lease
 from gitopsbot.errors import KubeError
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo
@@ -227,7 +227,8 @@ class Replica:
 
 
 class LeaseWatch:
-    """Polls the cluster Leases every 0.1 s: who held what when, and any overlap."""
+    """Polls the shard Leases (each guards the clusters hashed to it) every 0.1 s: who held
+    what when, and any overlap."""
 
     def __init__(self, kubeconfig: Path) -> None:
         self.leases = KubeLeases.from_kubeconfig(kubeconfig)
@@ -240,7 +241,7 @@ class LeaseWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                records = self.leases.list(LEASES_NS, {ROLE_LABEL: ROLE_CLUSTER})
+                records = self.leases.list(LEASES_NS, {ROLE_LABEL: ROLE_SHARD})
             except KubeError:  # the emulator is busy: next round
                 records = []
             at = time.monotonic()
@@ -293,10 +294,10 @@ def _wait(what: str, check: Any, timeout: float, replicas: list[Replica]) -> Any
 def _kill_during_rollout(
     world: World, watch: LeaseWatch, victim: Replica, survivors: list[Replica]
 ) -> float:
-    """SIGKILL ``victim``; returns the fail-over time: from the kill until every cluster
+    """SIGKILL ``victim``; returns the fail-over time: from the kill until every shard
     Lease it held has a survivor as holder."""
     held = watch.held_by(victim.name)
-    assert held, f"{victim.name} holds no cluster"
+    assert held, f"{victim.name} holds no shard"
     killed_at = time.monotonic()
     victim.proc.send_signal(signal.SIGKILL)
     victim.proc.wait(10)
@@ -307,7 +308,7 @@ def _kill_during_rollout(
 
     taken = _wait(f"{victim.name}'s clusters to move", all_taken, 30, survivors)
     failover = float(taken) - killed_at
-    print(f"fail-over after killing {victim.name} ({len(held)} clusters): {failover:.2f} s")
+    print(f"fail-over after killing {victim.name} ({len(held)} shards): {failover:.2f} s")
     return failover
 
 
@@ -334,7 +335,7 @@ def test_three_replicas_share_twelve_clusters_and_survive_two_kills(
             replicas,
         )
         assert spread
-        assert set(watch.holders) == {cluster_lease(c) for c in CLUSTERS}
+        assert set(watch.holders) == {shard_lease(DEFAULT_SHARDS, i) for i in range(12)}
 
         world.push_change()
         # The first kill once upgrades are under way on the fleet.
@@ -346,7 +347,7 @@ def test_three_replicas_share_twelve_clusters_and_survive_two_kills(
         )
         first = _kill_during_rollout(world, watch, replicas[0], replicas[1:])
         _wait(
-            "the survivors to hold six clusters each",
+            "the survivors to hold six shards each",
             lambda: all(len(watch.held_by(r.name)) == 6 for r in replicas[1:]) or None,
             30,
             replicas[1:],
@@ -392,7 +393,7 @@ def test_three_replicas_share_twelve_clusters_and_survive_two_kills(
         last.proc.send_signal(signal.SIGTERM)
         assert last.proc.wait(60) == 0, last.tail()
         records = KubeLeases.from_kubeconfig(world.kubeconfig).list(
-            LEASES_NS, {ROLE_LABEL: ROLE_CLUSTER}
+            LEASES_NS, {ROLE_LABEL: ROLE_SHARD}
         )
         held = {r.name: r.spec.holder for r in records if r.spec.holder}
         assert not held, f"{held}\n{last.tail()}"
