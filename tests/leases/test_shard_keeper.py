@@ -236,3 +236,23 @@ def test_stop_waits_for_the_step_in_flight_so_nothing_is_taken_after_the_release
     assert not a._thread.is_alive()
     holders = [leases.read(NS, lease_of(c)).spec.holder for c in CLUSTERS]  # type: ignore[union-attr]
     assert holders == [""] * 12, holders
+
+
+def test_run_refuses_a_shard_count_out_of_bounds(capsys: Any) -> None:
+    from gitopsbot.cli import main
+
+    base = ["run", "--fleet-url", "file:///nowhere", "--leases-namespace", "ops"]
+    for bad in ("0", "65"):
+        assert main([*base, "--lease-shards", bad]) == 2
+        assert "shard count must be between 1 and 64" in capsys.readouterr().err
+
+
+def test_a_replica_holds_only_its_shards_and_renews_them_not_its_clusters() -> None:
+    leases, clock = FakeLeases(), Clock()
+    a = ShardKeeper(
+        leases, namespace=NS, identity="a", clock=clock, clusters=CLUSTERS, timing=TIMING, shards=3
+    )
+    periods(clock, [a], 2)
+    assert a.holding == set(CLUSTERS) and a.held_shards == {0, 1, 2}
+    names = {r.name for r in leases.list(NS, {})}
+    assert names == {"gitopsbot-replica-a", *(f"gitopsbot-shard-3-{i}" for i in range(3))}
