@@ -349,9 +349,12 @@ class ShardKeeper:
                     self._release_cluster_lease(cluster)
             with self._guard:
                 self._draining.discard(index)
-        # Per-cluster Leases no longer needed: migration over, or the cluster left the fleet.
+        # Per-cluster Leases no longer needed: migration over, the cluster left the fleet, or
+        # its shard was lost (another holder of the shard must be able to take them).
         for cluster in sorted(self._cluster_keepers):
-            if compat and cluster in wanted:
+            shard = self._shard_of.get(cluster)
+            keep = compat and cluster in wanted and shard is not None
+            if keep and self._shard_keepers[shard].held:  # type: ignore[index]
                 continue
             lock = self._locks.get(cluster)
             if lock is None or not lock.acquire(blocking=False):

@@ -274,3 +274,26 @@ def test_a_replica_of_another_scheme_that_joins_mid_step_is_seen_before_the_shar
     for _ in range(5):
         period(clock, [a, b])
     assert a.holding | b.holding == set(clusters)
+
+
+def test_per_cluster_leases_of_a_shard_lost_are_given_up_for_its_next_holder() -> None:
+    """While migrating, a replica whose shard Lease was lost (its renews failed past the
+    deadline) releases the per-cluster Leases of that shard's clusters at its next step, so
+    the shard's next holder is not held back by them."""
+    from gitopsbot.errors import KubeServerError
+
+    clusters = [f"gpu-{i:02d}" for i in range(12)]
+    leases, clock = FakeLeases(), Clock()
+    old = OldReplica(leases, "old", clock, [])  # of another scheme, holding no cluster
+    a = new(leases, "a", clock, clusters, shards=3)
+    for _ in range(2):
+        period(clock, [old, a])
+    assert a.holding == set(clusters)
+    shard0 = a._shard_keepers[0]
+    leases.fail("replace", KubeServerError("down"), times=3)  # a's renews of one period fail
+    shard0._valid_until = clock.mono - 1  # ... and shard 0's deadline has passed
+    a.step()
+    lost = {c for c in clusters if sharding.shard_of(c, 3) == 0}
+    assert not a.holding & lost
+    holders = {c: leases.read(NS, sharding.cluster_lease(c)).spec.holder for c in lost}  # type: ignore[union-attr]
+    assert set(holders.values()) == {""}, holders
