@@ -13,6 +13,9 @@ Layout of the state branch (``gitopsbot/state`` by default; docs/executor.md):
   unreachable cluster, a missing kube context): the error's first line and since when
 - ``clusters/<name>/load-failure.yaml``: the newest commit for the cluster could not be
   loaded (nothing applied): the commit and the located reason
+- ``clusters/<name>/evidence.json``: the waves' evidence of the cluster's journals, digested
+  (``core.wave_evidence``), written in the same commit as every change of ``journal.yaml``,
+  ``queued.yaml`` or ``history/`` (``bot.evidence_store``)
 - ``tools.yaml``: the helm and kubectl versions (and paths) ``run`` started with
 
 Reads go to the branch's head as ``Repo.head`` reports it (the local commit when a push is
@@ -24,9 +27,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
+from gitopsbot.bot import evidence_store
 from gitopsbot.core import (
     drift_record,
     load_failure,
@@ -62,6 +66,10 @@ class JournalStore:
         # YAML parse costs tens of milliseconds. Journals are frozen, so sharing is safe.
         self._parsed: dict[bytes, Journal] = {}
         self._parsed_lock = threading.Lock()
+        # The waves' summaries (bot.evidence_store): parsed ones, and the chart version an
+        # operation's desired commit names, for the digests written with each record.
+        self.summaries = evidence_store.Summaries()
+        self.version_of: Callable[[Journal], str] = evidence_store.VersionReader(repo)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -80,6 +88,11 @@ class JournalStore:
         data = self._read(path)
         if data is None:
             return None
+        return self.parse(data, path)
+
+    def parse(self, data: bytes, path: str) -> Journal:
+        """A journal file's bytes, parsed once (ValueError naming ``path`` when they do not
+        parse)."""
         with self._parsed_lock:
             cached = self._parsed.get(data)
         if cached is not None:
@@ -240,6 +253,7 @@ class JournalStore:
         ``flush``). Returns the sha."""
         base = cluster_dir(journal.cluster)
         text = journal_mod.dumps(journal).encode()
+        self._known(text, journal)
         out: dict[str, bytes | None] = dict(files or {})
         if journal.status is OperationStatus.QUEUED:
             out[f"{base}/queued.yaml"] = text
@@ -285,16 +299,28 @@ class JournalStore:
         """Make a (formerly queued) operation the current one; the queue slot empties.
         ``files`` (its backup's) go in the same commit."""
         base = cluster_dir(journal.cluster)
+        text = journal_mod.dumps(journal).encode()
+        self._known(text, journal)
         return self.commit(
             {
                 **(files or {}),
-                f"{base}/journal.yaml": journal_mod.dumps(journal).encode(),
+                f"{base}/journal.yaml": text,
                 f"{base}/queued.yaml": None,
             },
             f"{journal.cluster}: {message}\n\nGitopsbot-Operation: {journal.op_id}",
         )
 
+    def _known(self, text: bytes, journal: Journal) -> None:
+        """``journal`` is what ``text`` parses to: the summary's digest needs no parse."""
+        with self._parsed_lock:
+            if len(self._parsed) >= PARSED_CACHE:
+                self._parsed.pop(next(iter(self._parsed)))
+            self._parsed[text] = journal
+
     def commit(self, files: Mapping[str, bytes | None], message: str, *, push: bool = True) -> str:
+        """Commit ``files`` (with the waves' summaries of the clusters whose journals they
+        change: ``bot.evidence_store``); push unless ``push`` is False."""
+        files = evidence_store.with_summaries(self, files)
         sha = self._repo.commit_files(self.branch, files, message, parent=None)
         self._unpushed = True
         if push:

@@ -1,9 +1,11 @@
 """Waves at apply time and on the plan (issue 14): the evidence read from the state branch.
 
-The decision is ``core.promotion`` (through ``core.promotion_gate``); here the journals of
-every cluster are read from the state branch (``JournalStore``: ``journal.yaml``,
-``queued.yaml``, ``history/``), each operation's chart version from the fleet repository at
-its desired commit (``version_of``), and the result turned into verdicts.
+The decision is ``core.promotion`` (through ``core.promotion_gate``); here each cluster's
+evidence is read from the state branch: its summary ``evidence.json`` (``bot.evidence_store``,
+#29), or, where that is missing, stale or unreadable, its journals (``JournalStore``:
+``journal.yaml``, ``queued.yaml``, ``history/``) with each operation's chart version from
+the fleet repository at its desired commit (``version_of``). The result is turned into
+verdicts.
 
 Fail closed: a state branch that is missing or a journal that does not parse gives no
 evidence, and a change that needs evidence (a later wave's chart change) is denied with the
@@ -64,11 +66,20 @@ def read_evidence(
     taken in yet (then it is in flight). Raises EvidenceUnreadable (the branch is missing, a
     journal does not parse, Git fails)."""
     try:
-        if store.head() is None:
+        head = store.head()
+        if head is None:
             raise EvidenceUnreadable(f"no {store.branch} branch: the bot has recorded nothing")
+        names = list(clusters)
+        # One small file per cluster (bot.evidence_store); the journals only where it is
+        # missing, stale or unreadable.
+        summaries = store.summaries.read(store.repo.tree(head), names)
         out: dict[str, ClusterEvidence] = {}
-        for name in clusters:
-            e = promotion_gate.evidence_from(name, journals(store, name), version_of)
+        for name in names:
+            summary = summaries.get(name)
+            if summary is not None:
+                e = summary.evidence(name)
+            else:
+                e = promotion_gate.evidence_from(name, journals(store, name), version_of)
             if pending is not None and not e.in_flight and pending(name):
                 e = replace(e, in_flight=True)
             out[name] = e

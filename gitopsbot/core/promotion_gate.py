@@ -27,13 +27,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from gitopsbot.core import wave_evidence
 from gitopsbot.core.journal import (
     Journal,
-    OperationKind,
     OperationStatus,
-    PhaseState,
-    StepKind,
-    StepState,
 )
 from gitopsbot.core.model import BotSettings, ClusterSpec, Location
 from gitopsbot.core.plan import Plan
@@ -56,85 +53,26 @@ def evidence_from(
     cluster: str, journals: Iterable[Journal], version_of: Callable[[Journal], str]
 ) -> ClusterEvidence:
     """What ``cluster``'s operations say, for ``core.promotion.judge``. ``version_of`` gives
-    the chart version an operation's desired commit names ("" when unreadable)."""
-    ops = sorted({j.op_id: j for j in journals}.values(), key=lambda j: (j.created_at, j.op_id))
-    by_id = {j.op_id: j for j in ops}
-    e = ClusterEvidence(cluster)
-    for j in ops:
-        if j.status in (OperationStatus.BLOCKED, OperationStatus.SUPERSEDED):
-            continue
-        if j.status in (OperationStatus.QUEUED, OperationStatus.RUNNING):
-            e = replace(e, in_flight=True)
-        if _took_effect(j):
-            version = version_of(j)
-            undone = by_id.get(j.reverts_op) if j.kind is OperationKind.ROLLBACK else None
-            if not version and undone is not None and undone.rollback_point is not None:
-                # The rollback's commit unreadable here (a revert never pushed): it returned
-                # to where the operation it undid started.
-                version = undone.rollback_point.chart_version
-            if version != e.chart_version:
-                e = replace(e, chart_version=version, verified_at=None)
-        e = replace(e, op_id=j.op_id)
-        trouble = _trouble(j)
-        if trouble:
-            concerned = version_of(j)
-            if j.kind is OperationKind.ROLLBACK:
-                undone = by_id.get(j.reverts_op)
-                concerned = version_of(undone) if undone is not None else ""
-                if not concerned and j.rollback_point is not None:
-                    concerned = j.rollback_point.chart_version
-            e = replace(
-                e,
-                trouble=trouble,
-                trouble_at=_last_time(j),
-                trouble_version=concerned,
-                verified_at=None,
-            )
-        verified = _verified_at(j)
-        if verified is not None and (e.trouble_at is None or verified >= e.trouble_at):
-            e = replace(
-                e,
-                verified_at=e.verified_at or verified,
-                last_verified_at=verified,
-            )
-    return e
+    the chart version an operation's desired commit names ("" when unreadable). The fold is
+    ``core.wave_evidence``'s, the one the state branch's summary is read with."""
+    found = list(journals)
+    by_id = {j.op_id: j for j in found}
+    versions: dict[str, str] = {}
 
+    def version(j: Journal) -> str:
+        # Asked only where the fold may use it, as before the summary: a blocked or
+        # superseded operation's commit is never read.
+        if j.status in (OperationStatus.BLOCKED, OperationStatus.SUPERSEDED) and not any(
+            r.reverts_op == j.op_id for r in by_id.values()
+        ):
+            return ""
+        if j.op_id not in versions:
+            versions[j.op_id] = version_of(j)
+        return versions[j.op_id]
 
-def _took_effect(j: Journal) -> bool:
-    if j.status is OperationStatus.SUCCEEDED:
-        return True
-    release_steps = (StepKind.HELM_UPGRADE, StepKind.ROLLBACK)
-    return any(s.kind in release_steps and s.state is StepState.SUCCEEDED for s in j.steps)
-
-
-def _trouble(j: Journal) -> str:
-    if j.kind is OperationKind.ROLLBACK:
-        return "rolled back"
-    if any(p.state is PhaseState.HALTED for p in j.phases):
-        return "halted"
-    if j.status is OperationStatus.FAILED:
-        return "failed"
-    return ""
-
-
-def _verified_at(j: Journal) -> datetime | None:
-    verify = [s for s in j.steps if s.kind is StepKind.VERIFY]
-    if verify:
-        done = [s.finished_at for s in verify if s.state is StepState.SUCCEEDED and s.finished_at]
-        return max(done) if done and all(s.state is StepState.SUCCEEDED for s in verify) else None
-    if j.status is OperationStatus.SUCCEEDED:
-        ends = [s.finished_at for s in j.steps if s.finished_at is not None]
-        return max(ends) if ends else j.created_at
-    return None
-
-
-def _last_time(j: Journal) -> datetime:
-    times = [j.created_at]
-    for s in j.steps:
-        times.extend(t for t in (s.started_at, s.finished_at) if t is not None)
-    for p in j.phases:
-        times.extend(t for t in (p.started_at, p.last_progress_at) if t is not None)
-    return max(times)
+    return wave_evidence.fold(
+        cluster, [wave_evidence.digest(j, version(by_id[j.op_id])) for j in found]
+    )
 
 
 # -- the gate ---------------------------------------------------------------------------------
