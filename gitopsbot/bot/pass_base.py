@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 LOG_LIMIT = 200
 SPEC_CACHE = 256  # cluster specs kept, by (commit, cluster)
-FLEET_CACHE = 8  # whole fleets kept, by commit
+FLEET_CACHE = 3  # whole fleets kept, by commit: the watched head and the one or two before
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +117,11 @@ class PassBase:
         # Tells Events, notifications, metrics and logs what each transition means.
         self.announcer = announcer if announcer is not None else Announcer()
         self._fleets: dict[str, Fleet] = {}
+        self._fleet_errors: dict[str, ConfigError] = {}
+        self._fleets_lock = threading.Lock()
+        self._fleets_loading: dict[str, threading.Lock] = {}
+        self.fleet_parses = 0  # whole-fleet parses so far (tests, benchmarks)
+        self._watched_logs: dict[str, waves.WatchedLog] = {}
         self._specs: dict[tuple[str, str], ClusterSpec | None] = {}
         self._specs_lock = threading.Lock()
         self._shown: set[str] = set()  # clusters whose running operation was re-posted
@@ -160,11 +165,44 @@ class PassBase:
     # -- helpers --------------------------------------------------------------------------
 
     def fleet_at(self, sha: str) -> Fleet:
-        if sha not in self._fleets:
-            if len(self._fleets) >= FLEET_CACHE:  # waves read every new head's fleet
-                self._fleets.pop(next(iter(self._fleets)))
-            self._fleets[sha] = self.load_fleet(self.repo.tree(sha))
-        return self._fleets[sha]
+        """The whole fleet at ``sha``, parsed once for every cluster's pass (#29): passes
+        run in parallel, and the first to ask parses while the others wait for it. Fleet
+        files that do not load are kept too (their ConfigError raised again): a commit's
+        files never change."""
+        with self._fleets_lock:
+            found = self._fleet_known(sha)
+            if found is not None:
+                return found
+            loading = self._fleets_loading.setdefault(sha, threading.Lock())
+        with loading:
+            with self._fleets_lock:
+                found = self._fleet_known(sha)
+                if found is not None:
+                    return found
+            try:
+                fleet: Fleet | ConfigError = self.load_fleet(self.repo.tree(sha))
+            except ConfigError as e:
+                fleet = e
+            with self._fleets_lock:
+                self.fleet_parses += 1
+                self._fleets_loading.pop(sha, None)
+                for kept in (self._fleets, self._fleet_errors):
+                    kept.pop(sha, None)
+                    while len(kept) >= FLEET_CACHE:  # waves read every new head's fleet
+                        kept.pop(next(iter(kept)))
+                if isinstance(fleet, ConfigError):
+                    self._fleet_errors[sha] = fleet
+                else:
+                    self._fleets[sha] = fleet
+                found = self._fleet_known(sha)
+        assert found is not None
+        return found
+
+    def _fleet_known(self, sha: str) -> Fleet | None:
+        error = self._fleet_errors.get(sha)
+        if error is not None:
+            raise error
+        return self._fleets.get(sha)
 
     def spec_at(self, sha: str, cluster: str) -> ClusterSpec | None:
         if self.load_cluster is None:
@@ -239,10 +277,24 @@ class PassBase:
             now=self.clock.now(),
             version_of=self._chart_version_of,
             revert=journal.kind is OperationKind.ROLLBACK,
-            pending=waves.pending_reader(self.repo, self.store, self.settings.watched_branch),
+            pending=waves.pending_reader(
+                self.repo, self.store, self.settings.watched_branch, self._watched_log(head)
+            ),
         )
         self.held_until[journal.cluster] = found.soak_ends_at
         return found.verdicts
+
+    def _watched_log(self, head: str) -> waves.WatchedLog:
+        """The watched branch's log at ``head``, shared by every cluster's judgement."""
+        with self._fleets_lock:
+            found = self._watched_logs.get(head)
+        if found is None:
+            found = waves.WatchedLog(self.repo, self.settings.watched_branch, head)
+            with self._fleets_lock:
+                while len(self._watched_logs) >= FLEET_CACHE:
+                    self._watched_logs.pop(next(iter(self._watched_logs)))
+                self._watched_logs[head] = found
+        return found
 
     def _chart_version_of(self, journal: Journal) -> str:
         """The chart version an operation's desired commit names ("" when unreadable)."""

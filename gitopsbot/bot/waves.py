@@ -165,16 +165,60 @@ def judge_plan(
     )
 
 
-def pending_reader(repo: Repo, store: JournalStore, watched: str) -> Callable[[str], bool]:
+class WatchedLog:
+    """The watched branch's last ``LOG_LIMIT`` commits at one head, with the clusters each
+    touches, worked out once for every cluster's ``pending`` (#29): a judgement asks for
+    each cluster of the fleet, and each would walk and diff the same commits."""
+
+    def __init__(self, repo: Repo, watched: str, head: str) -> None:
+        self.head = head
+        self._repo = repo
+        self._commits = repo.log(watched, None, LOG_LIMIT) if head else []
+        self._index = {c.sha: i for i, c in enumerate(self._commits)}
+        self._touched: dict[int, frozenset[str] | None] = {}
+        self.diffs = 0  # commits diffed (tests)
+
+    def after(self, seen: str) -> range | None:
+        """The positions of the commits after ``seen`` (None: ``seen`` is not among them,
+        and the branch must be walked from it)."""
+        if self._commits and self._commits[-1].sha != self.head:
+            return None
+        i = self._index.get(seen)
+        return None if i is None else range(i + 1, len(self._commits))
+
+    def touched(self, i: int) -> frozenset[str] | None:
+        """The clusters commit ``i`` changes files of (None: a root commit, every one)."""
+        if i not in self._touched:
+            commit = self._commits[i]
+            parent = commit.parents[0] if commit.parents else None
+            found: frozenset[str] | None = None
+            if parent is not None:
+                self.diffs += 1
+                paths = self._repo.diff_paths(parent, commit.sha)
+                found = frozenset(
+                    p.split("/")[1] for p in paths if p.startswith("clusters/") and p.count("/") > 1
+                )
+            self._touched[i] = found
+        return self._touched[i]
+
+
+def pending_reader(
+    repo: Repo, store: JournalStore, watched: str, known: WatchedLog | None = None
+) -> Callable[[str], bool]:
     """Whether the watched branch has a commit touching ``clusters/<name>/`` after the last
     one the bot took in for that cluster (its ``seen``). A cluster the bot has not taken in
-    at all has nothing pending: it has no evidence either."""
+    at all has nothing pending: it has no evidence either. ``known``: the branch's log at
+    its head, shared by the judgements of that head (``WatchedLog``)."""
     head = repo.head(watched)
+    shared = known if known is not None and known.head == head else None
 
     def pending(cluster: str) -> bool:
         seen = store.seen(cluster)
         if head is None or seen is None or seen == head:
             return False
+        positions = shared.after(seen) if shared is not None else None
+        if shared is not None and positions is not None:
+            return any((t := shared.touched(i)) is None or cluster in t for i in positions)
         prefix = f"clusters/{cluster}/"
         for commit in repo.log(watched, seen, LOG_LIMIT):
             parent = commit.parents[0] if commit.parents else None
