@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from gitopsbot.core import wave_evidence
 from gitopsbot.core.journal import Journal
+from gitopsbot.core.promotion import ClusterEvidence
 from gitopsbot.core.wave_evidence import OpDigest, Summary
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster
@@ -91,6 +92,7 @@ class Summaries:
 
     def __init__(self) -> None:
         self._parsed: dict[bytes, Summary] = {}
+        self._folded: dict[tuple[str, str], ClusterEvidence] = {}
         self._lock = threading.Lock()
         self.last = SummaryReads()
 
@@ -106,18 +108,32 @@ class Summaries:
             self._parsed[data] = summary
         return summary
 
-    def read(self, tree: FileTree, clusters: Iterable[str]) -> dict[str, Summary]:
-        """The fresh summaries of ``clusters`` at ``tree`` (the state branch's head); a
-        cluster left out has none that can be trusted: read its journals."""
-        out: dict[str, Summary] = {}
+    def read(self, tree: FileTree, clusters: Iterable[str]) -> dict[str, ClusterEvidence]:
+        """The evidence of ``clusters`` from their fresh summaries at ``tree`` (the state
+        branch's head); a cluster left out has none that can be trusted: read its
+        journals."""
+        out: dict[str, ClusterEvidence] = {}
         reads = SummaryReads()
         for name in clusters:
             found = self._fresh(tree, name)
             (reads.summary if found is not None else reads.fallback).append(name)
             if found is not None:
-                out[name] = found
+                out[name] = self._evidence(name, found)
         self.last = reads
         return out
+
+    def _evidence(self, cluster: str, summary: Summary) -> ClusterEvidence:
+        # Folded once per summary: an idle cluster's evidence is the same every judgement.
+        key = (cluster, summary.fingerprint)
+        with self._lock:
+            found = self._folded.get(key)
+        if found is None:
+            found = summary.evidence(cluster)
+            with self._lock:
+                if len(self._folded) >= SUMMARIES_KEPT:
+                    self._folded.pop(next(iter(self._folded)))
+                self._folded[key] = found
+        return found
 
     def _fresh(self, tree: FileTree, cluster: str) -> Summary | None:
         base = _base(cluster)

@@ -72,14 +72,12 @@ def read_evidence(
         names = list(clusters)
         # One small file per cluster (bot.evidence_store); the journals only where it is
         # missing, stale or unreadable.
-        summaries = store.summaries.read(store.repo.tree(head), names)
+        summarised = store.summaries.read(store.repo.tree(head), names)
         out: dict[str, ClusterEvidence] = {}
         for name in names:
-            summary = summaries.get(name)
-            if summary is not None:
-                e = summary.evidence(name)
-            else:
-                e = promotion_gate.evidence_from(name, journals(store, name), version_of)
+            e = summarised.get(name) or promotion_gate.evidence_from(
+                name, journals(store, name), version_of
+            )
             if pending is not None and not e.in_flight and pending(name):
                 e = replace(e, in_flight=True)
             out[name] = e

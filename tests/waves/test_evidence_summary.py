@@ -74,8 +74,7 @@ def from_journals(store: JournalStore, cluster: str) -> ClusterEvidence:
 def from_summary(store: JournalStore, cluster: str) -> ClusterEvidence | None:
     head = store.head()
     assert head is not None
-    found = store.summaries.read(store.repo.tree(head), [cluster]).get(cluster)
-    return None if found is None else found.evidence(cluster)
+    return store.summaries.read(store.repo.tree(head), [cluster]).get(cluster)
 
 
 def _operation(rng: random.Random, cluster: str, i: int, previous: Journal | None) -> Journal:
