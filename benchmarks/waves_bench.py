@@ -11,8 +11,9 @@ digests ``bot.evidence_store`` writes, made here in one commit: N x HISTORY reco
 one would take the benchmark longer than what it measures). Judged: the last cluster's chart
 change (``bot.waves.judge``), which reads the evidence of the whole fleet.
 
-Each size runs both ways in the same process, each with fresh caches, twice (cold: the first
-judgement after a start; warm: the next one, at the same heads); printed: milliseconds, the
+Each size runs both ways in the same process, each with fresh caches, three times (cold: the
+first judgement after a start; warm: the next one, at the same heads; next: after one
+cluster's record moved the state branch, the steady state); printed: milliseconds, the
 ratio full / summary, and the RSS growth of each way. Target: < 200 ms at 1,000 clusters.
 
     python benchmarks/waves_bench.py [--sizes 10,100,1000] [--history 5]
@@ -186,7 +187,7 @@ def run_size(size: int, ops: int) -> None:
         repo.fetch()
         clusters = [f"c{i:04d}" for i in range(size)]
         history(repo, seen, clusters, ops)
-        figures: dict[str, tuple[float, float, float]] = {}
+        figures: dict[str, tuple[float, float, float, float]] = {}
         verdicts: dict[str, str] = {}
         for way in ("summary", "full"):
             store: JournalStore = (
@@ -197,16 +198,25 @@ def run_size(size: int, ops: int) -> None:
             before = rss_mb()
             cold, verdicts[way] = judge_once(repo, store, shared=way == "summary")
             warm, _ = judge_once(repo, store, shared=way == "summary")
-            figures[way] = (cold, warm, rss_mb() - before)
+            # The steady state: one cluster recorded something since (the state branch
+            # moved; its other clusters' directories did not).
+            step = len(figures)
+            note = f"clusters/{clusters[0]}/pass-failure.yaml"
+            repo.commit_files(
+                "gitopsbot/state", {note: f"n: {step}\n".encode()}, "a pass", parent=None
+            )
+            nxt, _ = judge_once(repo, store, shared=way == "summary")
+            figures[way] = (cold, warm, nxt, rss_mb() - before)
             if way == "summary":
                 assert store.summaries.last.fallback == [], store.summaries.last.fallback
         assert verdicts["summary"] == verdicts["full"], verdicts
         s, f = figures["summary"], figures["full"]
         print(
             f"{size:>6} clusters x {ops} ops: summary {s[0] * 1000:8.1f} ms cold "
-            f"{s[1] * 1000:8.1f} ms warm (RSS +{s[2]:.1f} MB) | full read "
-            f"{f[0] * 1000:8.1f} ms cold {f[1] * 1000:8.1f} ms warm (RSS +{f[2]:.1f} MB) | "
-            f"ratio full / summary {f[0] / s[0]:6.1f}x cold {f[1] / s[1]:6.1f}x warm",
+            f"{s[1] * 1000:7.1f} ms warm {s[2] * 1000:7.1f} ms next (RSS +{s[3]:.1f} MB) | "
+            f"full read {f[0] * 1000:8.1f} ms cold {f[1] * 1000:8.1f} ms warm "
+            f"{f[2] * 1000:8.1f} ms next (RSS +{f[3]:.1f} MB) | ratio full / summary "
+            f"{f[0] / s[0]:6.1f}x cold {f[1] / s[1]:6.1f}x warm {f[2] / s[2]:6.1f}x next",
             flush=True,
         )
         print(f"{'':>6} verdict (both ways): {verdicts['summary'][:110]}", flush=True)

@@ -383,8 +383,7 @@ class GitRepo:
                     names.add(ref[len(base) :])
         return sorted(n for n in names if n.startswith(prefix))
 
-    def read(self, ref_or_sha: str, path: str) -> bytes | None:
-        commit = self._commit(ref_or_sha)
+    def _kept_tree(self, commit: pygit2.Commit) -> CommitTree:
         key = str(commit.id)
         with self._trees_lock:
             tree = self._trees.get(key)
@@ -394,11 +393,15 @@ class GitRepo:
                 while len(self._trees) >= TREES_KEPT:
                     self._trees.pop(next(iter(self._trees)))
                 self._trees[key] = tree
-        return tree.read(path)
+        return tree
+
+    def read(self, ref_or_sha: str, path: str) -> bytes | None:
+        return self._kept_tree(self._commit(ref_or_sha)).read(path)
 
     def tree(self, ref_or_sha: str) -> CommitTree:
         commit = self._commit(ref_or_sha)
-        return CommitTree(self._repo, commit, f"{ref_or_sha}@{str(commit.id)[:10]}")
+        # The kept tree's directories, parsed once for all readers of the commit (#29).
+        return self._kept_tree(commit).named(f"{ref_or_sha}@{str(commit.id)[:10]}")
 
     def log(self, branch: str, since_sha: str | None, limit: int) -> list[CommitInfo]:
         head = self.head(branch)
@@ -645,6 +648,7 @@ class CommitTree:
 
     def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit, label: str) -> None:
         self._repo = repo
+        self._commit = commit
         self._tree = commit.tree
         self._label = label
         self.sha = str(commit.id)
@@ -652,6 +656,12 @@ class CommitTree:
         # tree on the way, and ``clusters/`` of 1,000 clusters costs about 0.3 ms a time.
         self._dirs: dict[str, pygit2.Tree | None] = {"": commit.tree}
         self._dirs_lock = threading.Lock()
+
+    def named(self, label: str) -> CommitTree:
+        """The same commit under another label, sharing the directories parsed so far."""
+        twin = CommitTree(self._repo, self._commit, label)
+        twin._dirs, twin._dirs_lock = self._dirs, self._dirs_lock
+        return twin
 
     @property
     def label(self) -> str:
@@ -674,6 +684,13 @@ class CommitTree:
         with self._dirs_lock:
             self._dirs[path] = found
         return found
+
+    def dir_id(self, path: str) -> str | None:
+        clean = "/".join(p for p in path.split("/") if p not in ("", "."))
+        if ".." in clean.split("/"):
+            return None
+        found = self._dir(clean)
+        return str(found.id) if found is not None else None
 
     def read(self, path: str) -> bytes | None:
         clean = "/".join(p for p in path.split("/") if p not in ("", "."))

@@ -25,7 +25,7 @@ from gitopsbot.core.promotion import ClusterEvidence
 from gitopsbot.core.wave_evidence import OpDigest, Summary
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster
-from gitopsbot.ports.files import FileTree
+from gitopsbot.ports.files import DirIds, FileTree
 from gitopsbot.ports.repo import Repo
 
 if TYPE_CHECKING:
@@ -87,14 +87,52 @@ class SummaryReads:
     fallback: list[str] = field(default_factory=list)
 
 
+_UNKNOWN = object()
+
+
 class Summaries:
-    """Summaries parsed, by their bytes (shared by every judgement of the process)."""
+    """Summaries parsed, by their bytes (shared by every judgement of the process), and what
+    a judgement derived from a cluster's directory on the state branch by that directory's
+    id (``ports.files.DirIds``): an idle cluster's files are not read again at the next
+    judgement, only those of the clusters whose records changed (#29)."""
 
     def __init__(self) -> None:
         self._parsed: dict[bytes, Summary] = {}
         self._folded: dict[tuple[str, str], ClusterEvidence] = {}
+        # (cluster, its directory's id) → its evidence (None: no fresh summary), its seen.
+        self._by_dir: dict[tuple[str, str, str], object] = {}
         self._lock = threading.Lock()
         self.last = SummaryReads()
+
+    def _kept(self, tree: FileTree, cluster: str, what: str) -> tuple[object, str | None]:
+        """What was derived as ``what`` from the cluster's directory at its id in ``tree``
+        (``_UNKNOWN`` when nothing), and the key to keep a new one under (None: the tree
+        cannot name directories; read every time)."""
+        if not isinstance(tree, DirIds):
+            return _UNKNOWN, None
+        ident = tree.dir_id(_base(cluster))
+        if ident is None:
+            return _UNKNOWN, None
+        with self._lock:
+            return self._by_dir.get((cluster, ident, what), _UNKNOWN), ident
+
+    def _keep(self, cluster: str, ident: str | None, what: str, value: object) -> None:
+        if ident is None:
+            return
+        with self._lock:
+            if len(self._by_dir) >= 4 * SUMMARIES_KEPT:
+                self._by_dir.pop(next(iter(self._by_dir)))
+            self._by_dir[(cluster, ident, what)] = value
+
+    def seen(self, tree: FileTree, cluster: str) -> str | None:
+        """The cluster's ``seen`` at ``tree`` (``JournalStore.seen``'s, kept by directory)."""
+        kept, ident = self._kept(tree, cluster, "seen")
+        if kept is not _UNKNOWN:
+            return kept if isinstance(kept, str) else None
+        data = tree.read(f"{_base(cluster)}/seen")
+        found = data.decode().strip() or None if data is not None else None
+        self._keep(cluster, ident, "seen", found)
+        return found
 
     def parse(self, data: bytes) -> Summary:
         with self._lock:
@@ -115,10 +153,14 @@ class Summaries:
         out: dict[str, ClusterEvidence] = {}
         reads = SummaryReads()
         for name in clusters:
-            found = self._fresh(tree, name)
-            (reads.summary if found is not None else reads.fallback).append(name)
-            if found is not None:
-                out[name] = self._evidence(name, found)
+            kept, ident = self._kept(tree, name, "evidence")
+            if kept is _UNKNOWN:
+                fresh = self._fresh(tree, name)
+                kept = self._evidence(name, fresh) if fresh is not None else None
+                self._keep(name, ident, "evidence", kept)
+            (reads.summary if kept is not None else reads.fallback).append(name)
+            if isinstance(kept, ClusterEvidence):
+                out[name] = kept
         self.last = reads
         return out
 

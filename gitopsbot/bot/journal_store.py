@@ -129,8 +129,11 @@ class JournalStore:
         return sorted(self._repo.tree(head).list(f"{cluster_dir(cluster)}/history"))
 
     def seen(self, cluster: str) -> str | None:
-        data = self._read(f"{cluster_dir(cluster)}/seen")
-        return data.decode().strip() or None if data is not None else None
+        head = self._repo.head(self.branch)
+        if head is None:
+            return None
+        # Kept by the cluster directory's id: the waves read every cluster's (#29).
+        return self.summaries.seen(self._repo.tree(head), cluster)
 
     def pass_failure(self, cluster: str) -> PassFailure | None:
         data = self._read(f"{cluster_dir(cluster)}/{pass_failure.FILE}")

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from gitopsbot.ports.files import FileTree
+from gitopsbot.ports.files import DirIds, FileTree
 from gitopsbot.ports.repo import CommitInfo, Repo
 
 
@@ -41,6 +41,12 @@ class SharedTree:
     def list(self, directory: str) -> list[str]:
         with self._lock:
             return self._tree.list(directory)
+
+    def dir_id(self, path: str) -> str | None:
+        if not isinstance(self._tree, DirIds):
+            return None
+        with self._lock:
+            return self._tree.dir_id(path)
 
 
 class SharedRepo:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class FileTree(Protocol):
@@ -20,4 +20,15 @@ class FileTree(Protocol):
 
     def list(self, directory: str) -> list[str]:
         """Names (not paths) of the entries directly under ``directory``; [] when absent."""
+        ...
+
+
+@runtime_checkable
+class DirIds(Protocol):
+    """A tree that can name a directory's whole content (a Git tree id): equal ids, equal
+    files below. Readers of many small per-cluster files keep what they derived by it and
+    read again only what changed (#29: a judgement over 1,000 clusters' state)."""
+
+    def dir_id(self, path: str) -> str | None:
+        """The id of the directory at ``path``, None when there is none."""
         ...

@@ -33,6 +33,7 @@ from gitopsbot.core.journal import (
     StepState,
 )
 from gitopsbot.core.promotion import ClusterEvidence
+from gitopsbot.ports.files import DirIds, FileTree
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 VERSIONS = {f"{i:040x}": v for i, v in enumerate(["1.8.6", "1.8.7", "1.9.0", ""])}
@@ -240,3 +241,52 @@ def test_the_summary_is_in_the_commit_of_the_record_it_digests(store: JournalSto
     assert summary is not None
     assert wave_evidence.loads(summary.decode()).current is not None
     assert from_summary(store, "staging") == from_journals(store, "staging")
+
+
+class _Counting:
+    """The state branch's tree, counting the files read through it."""
+
+    def __init__(self, tree: FileTree) -> None:
+        assert isinstance(tree, DirIds)
+        self._tree, self._ids = tree, tree
+        self.reads: list[str] = []
+
+    @property
+    def label(self) -> str:
+        return self._tree.label
+
+    def read(self, path: str) -> bytes | None:
+        self.reads.append(path)
+        return self._tree.read(path)
+
+    def list(self, directory: str) -> list[str]:
+        self.reads.append(directory + "/")
+        return self._tree.list(directory)
+
+    def dir_id(self, path: str) -> str | None:
+        return self._ids.dir_id(path)
+
+
+def test_a_judgement_reads_again_only_the_clusters_whose_directory_changed(
+    store: JournalStore,
+) -> None:
+    """#29: an idle cluster's files are read once, then kept by its directory's id."""
+    for name in ("staging", "canary"):
+        store.save(_succeeded(name, 1, SHAS[0]), "ok")
+
+    def judged() -> tuple[dict[str, ClusterEvidence], list[str]]:
+        head = store.head()
+        assert head is not None
+        tree = _Counting(store.repo.tree(head))
+        found = store.summaries.read(tree, ["staging", "canary"])
+        return found, tree.reads
+
+    first, reads = judged()
+    assert {p.split("/")[1] for p in reads} == {"staging", "canary"}
+    again, reads = judged()
+    assert (again, reads) == (first, [])  # same heads: nothing read
+    store.save(_succeeded("staging", 2, SHAS[1]), "ok")
+    after, reads = judged()
+    assert reads and {p.split("/")[1] for p in reads} == {"staging"}
+    assert after["canary"] == first["canary"]
+    assert after["staging"] == from_journals(store, "staging") != first["staging"]
