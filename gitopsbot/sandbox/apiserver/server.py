@@ -463,7 +463,11 @@ class Verb:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
 
+        meta_only = tables.wants_metadata_object(self.h.headers.get("Accept") or "")
+
         def send(etype: str, obj: Obj) -> None:
+            if meta_only and etype not in ("BOOKMARK", "ERROR"):
+                obj = tables.partial_metadata(obj)
             line = json.dumps({"type": etype, "object": obj}).encode() + b"\n"
             h.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
             h.wfile.flush()

@@ -25,6 +25,20 @@ def wants_metadata(accept: str) -> bool:
     return "as=PartialObjectMetadataList" in accept.split(",")[0]
 
 
+def wants_metadata_object(accept: str) -> bool:
+    """A watch asks for its objects as metadata only (``as=PartialObjectMetadata``)."""
+    return "as=PartialObjectMetadata;" in accept.split(",")[0] + ";"
+
+
+def partial_metadata(obj: Obj) -> Obj:
+    """One object as a ``PartialObjectMetadata``: its metadata, nothing else."""
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj["metadata"],
+    }
+
+
 def metadata_list(items: list[Obj], resource_version: int) -> Obj:
     """A ``PartialObjectMetadataList``: each object's metadata, nothing else (a Secret's data
     stays on the server)."""
@@ -32,14 +46,7 @@ def metadata_list(items: list[Obj], resource_version: int) -> Obj:
         "kind": "PartialObjectMetadataList",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {"resourceVersion": str(resource_version)},
-        "items": [
-            {
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": o["metadata"],
-            }
-            for o in items
-        ],
+        "items": [partial_metadata(o) for o in items],
     }
 
 
