@@ -37,7 +37,7 @@ from gitopsbot.core.forge_types import (
 )
 from gitopsbot.core.kube_objects import CrdDocumentError, deployment_readiness, parse_crd_documents
 from gitopsbot.core.lease import LeaseRecord, LeaseSpec, lease_body, record_of
-from gitopsbot.core.model import RolloutPolicy
+from gitopsbot.core.model import ClusterSpec, RolloutPolicy
 from gitopsbot.core.observed import (
     CrdApplyResult,
     DeploymentReadiness,
@@ -1232,3 +1232,29 @@ class FakeEvents:
         found = [ke.recorded_of(copy.deepcopy(b)) for b in self.events.values()]
         found = [e for e in found if ke.is_about(e, regarding)]
         return sorted(found, key=lambda e: (e.event_time, e.name))
+
+
+class FakeReleaseWatch:
+    """The ReleaseWatch port for tests: ``healthy`` and ``change`` are set by the test;
+    ``followed`` lists the clusters ``follow`` was asked for."""
+
+    def __init__(self, *, healthy: bool = True) -> None:
+        self.is_healthy = healthy
+        self.changed: set[str] = set()
+        self.followed: list[str] = []
+
+    def follow(self, spec: ClusterSpec) -> None:
+        if spec.name not in self.followed:
+            self.followed.append(spec.name)
+
+    def healthy(self, cluster: str) -> bool:
+        return self.is_healthy and cluster in self.followed
+
+    def change(self, cluster: str) -> None:
+        """As the watch does on an event: the next pass looks at the release."""
+        self.changed.add(cluster)
+
+    def take_change(self, cluster: str) -> bool:
+        found = cluster in self.changed
+        self.changed.discard(cluster)
+        return found

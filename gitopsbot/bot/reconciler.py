@@ -44,10 +44,14 @@ from gitopsbot.core import manual_revision, pass_decision, windows
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.pass_decision import PassAction, PassDecision, Seen
 from gitopsbot.errors import ConfigError, GitInterrupted, GitOpsBotError
+from gitopsbot.ports.release_watch import ReleaseWatch
 
 log = logging.getLogger(__name__)
 # How often an idle cluster's release is looked at for a revision made outside the bot.
 MANUAL_CHECK = timedelta(seconds=60)
+# ... and how often while its release watch is healthy: a safety net, since a watch can stall
+# silently (docs/executor.md "The idle check").
+MANUAL_CHECK_WATCHED = timedelta(minutes=10)
 
 __all__ = [
     "LOG_LIMIT",
@@ -82,6 +86,15 @@ class Reconciler(PassBase):
     @cached_property
     def held(self) -> Held:
         return Held(self)
+
+    # Idle clusters' releases watched (``ports.release_watch``); None: looked at every
+    # MANUAL_CHECK. Set by the app (``gitopsbot run``), not by the constructor.
+    release_watch: ReleaseWatch | None = None
+
+    @cached_property
+    def _release_changed(self) -> set[str]:
+        """Clusters whose watch reported a change not yet looked at."""
+        return set()
 
     @cached_property
     def _release_marks(self) -> dict[str, tuple[str | None, int]]:
@@ -157,9 +170,21 @@ class Reconciler(PassBase):
         The look is cheap (``Helm.release_mark``: Helm's release Secrets listed without their
         records); the release itself is read only when the mark, or the bot's own last
         revision, changed since the last full read: at 1,000 idle clusters the records
-        (hundreds of KB each) are not listed every minute (#29)."""
+        (hundreds of KB each) are not listed every minute (#29).
+
+        With a release watch (``release_watch``, #29): a change it reports is looked at in the
+        next pass (the watch nudges it), and while the watch is healthy the periodic look
+        comes every MANUAL_CHECK_WATCHED only; a watch that is not healthy (broken, not yet
+        started) leaves the look at every MANUAL_CHECK."""
+        watch = self.release_watch
+        if watch is not None and watch.take_change(cluster):
+            self._release_changed.add(cluster)  # kept until a look succeeds
+        every = MANUAL_CHECK
+        if watch is not None and watch.healthy(cluster):
+            every = MANUAL_CHECK_WATCHED
         checked = self._release_checked.get(cluster)
-        if checked is not None and now - checked < MANUAL_CHECK:
+        changed = cluster in self._release_changed
+        if not changed and checked is not None and now - checked < every:
             return
         sha = last.desired_sha if last is not None else self.store.seen(cluster)
         try:
@@ -169,22 +194,23 @@ class Reconciler(PassBase):
         if spec is None:
             return
         rel = spec.release
+        if watch is not None:
+            watch.follow(spec)  # started on the first look; nothing once running
         helm = self.executor_for(spec).helm
         mark = helm.release_mark(rel.release_name, rel.namespace)
         # Only once reached: a failing read is tried again by the next pass, so the passes in
         # between do not clear the failure's record as if the cluster were fine.
         self._release_checked[cluster] = now
         known = manual_revision.last_bot_revision(last)
-        if not known:
-            return
         seen = (mark, known)
-        if mark is not None and self._release_marks.get(cluster) == seen:
-            return  # nothing stored changed since the last full read: the same answer
-        latest = helm.status(rel.release_name, rel.namespace)
-        found = manual_revision.detect(latest, last)
-        if self.store.record_manual_revision(cluster, found) and found is not None:
-            log.warning("%s: %s", cluster, found.describe())
-        self._release_marks[cluster] = seen  # recorded: not read again until it changes
+        if known and (mark is None or self._release_marks.get(cluster) != seen):
+            latest = helm.status(rel.release_name, rel.namespace)
+            found = manual_revision.detect(latest, last)
+            if self.store.record_manual_revision(cluster, found) and found is not None:
+                log.warning("%s: %s", cluster, found.describe())
+            self._release_marks[cluster] = seen  # recorded: not read again until it changes
+        # else: nothing stored changed since the last full read, the same answer
+        self._release_changed.discard(cluster)  # looked at: a failure above keeps it
 
     def _pass(self, cluster: str, *, fetch: bool = True) -> PassResult:
         now = self.clock.now()
