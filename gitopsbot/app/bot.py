@@ -28,6 +28,7 @@ from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.release_watch import ReleaseWatches
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.terminal import LiveScreen
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
@@ -35,6 +36,7 @@ from gitopsbot.app.clusters import (
     apply_gate,
     chart_source,
     cluster_access,
+    cluster_connection,
     event_recorder,
     executor_factory,
     helm_stopper,
@@ -119,6 +121,12 @@ class Bot:
     drift: DriftWatch | None = None  # drift checks on a schedule (docs/drift.md)
     proposals: ProposalWatch | None = None  # proposal passes on a schedule (docs/proposals.md)
     router: PushRouter | None = None  # a webhook's push wakes the clusters it touched
+    release_watches: ReleaseWatches | None = None  # idle releases watched (docs/executor.md)
+
+    def watch_releases(self) -> None:
+        """From now on idle clusters' releases are watched, not only looked at every minute
+        (docs/executor.md "The idle check"); not for ``--once``, which stops when idle."""
+        self.reconciler.release_watch = self.release_watches
 
     def flush(self) -> None:
         """Push the state-branch records still waiting in the mirror (after the scheduler
@@ -137,6 +145,8 @@ class Bot:
             self.proposals.close(min(timeout, 10.0))
         if self.router is not None:
             self.router.close()
+        if self.release_watches is not None:
+            self.release_watches.close()
         if self.mirror is not None:
             self.mirror.close(timeout)
         if self.notifier is not None:
@@ -376,6 +386,7 @@ def build_bot(options: RunOptions) -> Bot:
     store = JournalStore(repo, branch=bot_settings.state_branch, push=options.push)
     store.record_tools(tool_record.of({**tools.versions(), **tools.paths()}))  # for `status`
     instance = shards.identity if shards is not None else replica_identity(options.identity)
+    access = cluster_access(options)
     wired = wire_reconciler(
         options,
         repo=repo,
@@ -385,7 +396,7 @@ def build_bot(options: RunOptions) -> Bot:
         tools=tools,
         forge=forge,
         charts=chart_source(options.cache),
-        access=cluster_access(options),
+        access=access,
         instance=instance,
         metrics=metrics,
         may_act=shards.held if shards is not None else None,
@@ -404,6 +415,11 @@ def build_bot(options: RunOptions) -> Bot:
         interval_seconds=bot_settings.poll_interval_seconds,
         jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),
         workers=max(1, options.workers),
+    )
+    # Idle clusters' releases watched on one event-loop thread (``Bot.watch_releases``, the
+    # long-running loop only); a change runs the cluster's pass now.
+    watches = ReleaseWatches(
+        lambda spec: cluster_connection(access, spec).configuration, on_change=scheduler.nudge
     )
     health = HealthWatch(
         scheduler,
@@ -431,6 +447,7 @@ def build_bot(options: RunOptions) -> Bot:
         reconciler, scheduler, clusters, bot_settings, wired.mirror, shards,
         metrics=metrics, health=health, notifier=wired.notifier, events=wired.events,
         drift=watch, proposals=proposal_watch(options, repo, bot_settings, forge, shards, clusters),
+        release_watches=watches,
     )  # fmt: skip
 
 

@@ -250,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gitopsbot run: {where}{e}\n")
         return 1
     json_lines = getattr(args, "resolved_log_format", "text") == "json"
+    bot.watch_releases()
     return run_forever(bot, receiver, metrics, json_lines=json_lines)
 
 
