@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,3 +204,28 @@ def test_the_server_streams_a_metadata_watch(server: KubeServer, kube: KubeClust
     assert set(obj) == {"kind", "apiVersion", "metadata"}
     assert obj["metadata"]["labels"]["version"] == "1"
     assert SECRET_VALUE not in json.dumps(events)
+
+
+def test_the_token_is_taken_afresh_at_each_connect_off_the_loop(
+    tmp_path: Path, changes: Changes
+) -> None:
+    """An exec plugin's (or a rotated token file's) token: the configuration's refresh hook
+    runs before every list and watch request, on the small executor, never on the loop."""
+    with ApiServer(bookmark_interval=3600) as api:
+        configuration = configuration_from_kubeconfig(api.write_kubeconfig(tmp_path / "kc"))
+        calls: list[str] = []
+
+        def refresh(conf: Any) -> None:  # what an exec plugin's hook does
+            calls.append(threading.current_thread().name)
+            conf.api_key["BearerToken"] = f"token-{len(calls)}"
+            conf.api_key_prefix["BearerToken"] = "Bearer"
+
+        configuration.refresh_api_key_hook = refresh
+        watches = ReleaseWatches(lambda spec: None, on_change=changes, watch_seconds=1)  # type: ignore[arg-type,return-value]
+        try:
+            watches.watch("c0", configuration, "default", "rel")
+            assert wait_for(lambda: len(calls) >= 2)  # the first watch, then its resume
+            assert all(name.startswith("release-watches-io") for name in calls), calls
+            assert watches.healthy("c0")
+        finally:
+            watches.close()
