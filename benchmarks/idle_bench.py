@@ -9,12 +9,16 @@
    list (``HelmStorage.mark``), the records read only when the mark changed (never, idle).
    Bytes and requests are counted at the client; the wall time of a whole round too. In
    alternating rounds (load on the machine falls on both).
+   Then the watch (``adapters.release_watch``): the same N releases watched (one list and
+   one watch request each, on one event-loop thread), a change made to one release, and the
+   requests counted over an idle window (``--watch-seconds``), scaled to a minute; plus the
+   safety net's metadata list of each cluster every MANUAL_CHECK_WATCHED (10 min).
 2. The drift burst. N clusters, 13 API requests each per check (``bot.drift``): before, all
    at the interval's instant; now each at its offset (``core.drift_schedule``). Prints the
    requests in the busiest second of one interval, from the schedule.
 
     python benchmarks/idle_bench.py [--clusters 100] [--rounds 3] [--interval 3600]
-                                    [--pad-kb 0]
+                                    [--pad-kb 0] [--watch-seconds 15]
 """
 
 from __future__ import annotations
@@ -110,6 +114,37 @@ class Counted:
         return counted
 
 
+def idle_watches(
+    api: Any, tmp: Path, kube: Any, names: Sequence[str], seconds: float
+) -> tuple[int, int, float, int]:
+    """N releases watched: requests to start, requests over ``seconds`` idle, how long one
+    revision took to be reported, and the watches' threads."""
+    import threading
+
+    from gitopsbot.adapters.kube_request import configuration_from_kubeconfig
+    from gitopsbot.adapters.release_watch import ReleaseWatches
+
+    seen = threading.Event()
+    watches = ReleaseWatches(lambda spec: None, on_change=lambda c: seen.set())  # type: ignore[arg-type,return-value]
+    configuration = configuration_from_kubeconfig(api.write_kubeconfig(tmp / "watch-kubeconfig"))
+    try:
+        for name in names:
+            watches.watch(name, configuration, NS, name)
+        deadline = time.monotonic() + 60
+        while not all(watches.healthy(n) for n in names) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = watches.requests
+        time.sleep(seconds)  # idle: nothing written
+        idle = watches.requests - started
+        begin = time.perf_counter()
+        kube.create(release_secret(chart_record(names[0], 3)))
+        seen.wait(30)
+        reported = time.perf_counter() - begin
+        return started, idle, reported, watches.threads()
+    finally:
+        watches.close()
+
+
 def busiest_second(times: Sequence[float]) -> int:
     return max(Counter(int(t) for t in times).values())
 
@@ -127,11 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="grow each record by this much (the sandbox chart's is small; TensorFusion's "
         "own release Secrets are hundreds of KB)",
     )  # fmt: skip
+    parser.add_argument("--watch-seconds", type=float, default=15.0,
+                        help="the idle window the watches are counted over")  # fmt: skip
     args = parser.parse_args(argv)
 
     from gitopsbot.adapters import kube as kube_module
     from gitopsbot.adapters.helm_storage import HelmStorage
     from gitopsbot.adapters.kube import KubeCluster, RetryPolicy
+    from gitopsbot.adapters.release_watch import WATCH_SECONDS
     from gitopsbot.core import drift_schedule
     from gitopsbot.sandbox.apiserver import ApiServer
 
@@ -160,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in names:  # one idle minute: each cluster looked at once
                     read(name)
                 figures[way].append((counted.requests, counted.bytes, time.perf_counter() - start))
+        watched = idle_watches(api, Path(tmp), kube, names, args.watch_seconds)
         kube.close()
 
     print(f"{args.clusters} idle clusters, one emulator over HTTP; each release: 2 revisions, "
@@ -173,6 +212,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {way:20s} {requests:5d} requests  {kb:10.1f} KB  {seconds:7.3f} s")
     (_, kb_old, s_old), (_, kb_new, s_new) = rows.values()
     print(f"  ratio before/now: bytes {kb_old / kb_new:.0f}x, time {s_old / s_new:.1f}x")
+
+    started, idle, reported, threads = watched
+    n = len(names)
+    # per minute: what the idle window counted, each watch's resume every WATCH_SECONDS,
+    # and the safety net's metadata list of each cluster every 10 minutes
+    resumes, net = n * 60 / WATCH_SECONDS, n / 10
+    per_minute = idle * 60 / args.watch_seconds + resumes + net
+    print(f"  {'now: watch':20s} {per_minute:5.0f} requests/min: {idle} in "
+          f"{args.watch_seconds:g} s idle + {resumes:.1f} resumes + {net:.0f} safety-net "
+          f"lists (to start: {started}, a list and a watch each); a revision reported "
+          f"in {reported * 1000:.0f} ms; {threads} threads for {n} watches")  # fmt: skip
+    full, meta = rows["before: full list"][0], rows["now: metadata list"][0]
+    print(f"  requests per idle minute, ratio: full list / watch {full / per_minute:.1f}x, "
+          f"metadata list / watch {meta / per_minute:.1f}x")  # fmt: skip
 
     interval = args.interval
     start = 1_800_000_000.0

@@ -50,8 +50,9 @@ log = logging.getLogger(__name__)
 # after it: a server that does not know the form sends whole objects, which are cut here.
 METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-# How long one watch request asks the server to keep the stream (then resumed, one request).
-WATCH_SECONDS = 540
+# How long one watch request asks the server to keep the stream (then resumed, one request):
+# the real server's own default is 30 to 60 minutes (--min-request-timeout 1800).
+WATCH_SECONDS = 1800
 # Silence after which a stream is taken for stalled and resumed (no bookmark heard).
 READ_TIMEOUT_SECONDS = 90.0
 CONNECT_TIMEOUT_SECONDS = 10.0
