@@ -69,6 +69,9 @@ if TYPE_CHECKING:
         receiver as receiver,
     )
     from gitopsbot.app.bot import (
+        release_watches as release_watches,
+    )
+    from gitopsbot.app.bot import (
         webhook_receiver as webhook_receiver,
     )
     from gitopsbot.app.bot import (
@@ -185,6 +188,7 @@ _HOMES: dict[str, str] = {
     "forge_secrets": "gitopsbot.app.bot",
     "live_view": "gitopsbot.app.bot",
     "loop": "gitopsbot.app.bot",
+    "release_watches": "gitopsbot.app.bot",
     "metrics_server": "gitopsbot.app.bot",
     "receiver": "gitopsbot.app.bot",
     "webhook_receiver": "gitopsbot.app.bot",

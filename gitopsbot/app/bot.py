@@ -323,6 +323,15 @@ def loop(
     )
 
 
+def release_watches(access: ClusterAccess, nudge: Callable[[str], None]) -> ReleaseWatches:
+    """Idle clusters' releases watched over each cluster's own connection, all on one
+    event-loop thread; a change runs the cluster's pass now (``nudge``; docs/executor.md
+    "The idle check"). Given to the reconciler by ``Bot.watch_releases``."""
+    return ReleaseWatches(
+        lambda spec: cluster_connection(access, spec).configuration, on_change=nudge
+    )
+
+
 def receiver(
     secrets: Mapping[str, str],
     nudge: Callable[[WebhookEvent], None],
@@ -416,11 +425,7 @@ def build_bot(options: RunOptions) -> Bot:
         jitter_seconds=max(1, bot_settings.poll_interval_seconds // 10),
         workers=max(1, options.workers),
     )
-    # Idle clusters' releases watched on one event-loop thread (``Bot.watch_releases``, the
-    # long-running loop only); a change runs the cluster's pass now.
-    watches = ReleaseWatches(
-        lambda spec: cluster_connection(access, spec).configuration, on_change=scheduler.nudge
-    )
+    watches = release_watches(access, scheduler.nudge)  # the long-running loop's only
     health = HealthWatch(
         scheduler,
         clock,

@@ -495,9 +495,11 @@ class BotRunner:
         on_pass: Callable[[PassResult, Journal | None], None] | None = None,
         crash_on: Callable[[str], bool] | None = None,
         may_act: Callable[[str], bool] | None = None,
+        release_watch: bool = False,
     ) -> None:
         """``may_act``: whether this replica holds the cluster's Lease (``run``'s
-        ``ShardKeeper.held``); None: one replica, always."""
+        ``ShardKeeper.held``); None: one replica, always. ``release_watch``: idle releases
+        watched as ``gitopsbot run``'s long-running loop does (``app.release_watches``)."""
         self.world = world
         self.progress = progress
         self.on_pass = on_pass
@@ -541,6 +543,8 @@ class BotRunner:
             workers=1,  # GitRepo is not thread-safe: one pass at a time
             soonest_seconds=world.options.soonest_seconds,
         )
+        self.watches = app.release_watches(access, self.scheduler.nudge) if release_watch else None
+        self.reconciler.release_watch = self.watches
         self.receiver: app.WebhookReceiver | None = None
         if webhook:
             self.receiver = app.receiver({"github": WEBHOOK_SECRET}, self._nudge)
@@ -617,6 +621,8 @@ class BotRunner:
             if not crashed:  # as ``gitopsbot run`` stops: what waited is pushed
                 self.store.flush()
         self.wired.close()
+        if self.watches is not None:
+            self.watches.close()
         if self.receiver is not None:
             self.receiver.stop()
             if self.world.forge is not None:
