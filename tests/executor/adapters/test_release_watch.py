@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import ssl
 import threading
 import time
@@ -229,3 +230,19 @@ def test_the_token_is_taken_afresh_at_each_connect_off_the_loop(
             assert watches.healthy("c0")
         finally:
             watches.close()
+
+
+def test_a_quiet_watch_is_not_taken_for_a_stall_and_a_dead_peer_is_found_by_keepalive() -> None:
+    """The real server sends no bookmark while nothing changes, so the stream's read timeout
+    outlives the server's own end of the stream; a dead peer is left to TCP keepalive (every
+    watch connection asks for it), which costs no request."""
+    from gitopsbot.adapters import release_watch
+
+    made = ReleaseWatches(lambda spec: None, watch_seconds=600)  # type: ignore[arg-type,return-value]
+    assert made._read_timeout > 600
+    options = release_watch._keepalive()
+    assert (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1) in options
+    if hasattr(socket, "TCP_KEEPIDLE"):
+        idle, interval, count = release_watch.KEEPALIVE[0]
+        assert (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle) in options
+        assert idle + interval * count <= 60  # found within about a minute
