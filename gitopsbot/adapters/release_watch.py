@@ -45,14 +45,15 @@ from typing import Any
 import httpx
 from kubernetes.client import Configuration
 
+from gitopsbot.adapters.kube import METADATA_LIST
 from gitopsbot.core.model import ClusterSpec
 
 log = logging.getLogger(__name__)
 
 # The watch's objects as metadata only (client-go's metadata client asks the same); JSON
-# after it: a server that does not know the form sends whole objects, which are cut here.
+# after it: a server that does not know the form sends whole objects, of which only the
+# metadata is read. The list before it asks as ``KubeCluster.list_metadata`` does.
 METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 # How long one watch request asks the server to keep the stream (then resumed, one request):
 # the real server's own default is 30 to 60 minutes (--min-request-timeout 1800).
 WATCH_SECONDS = 1800
