@@ -1,9 +1,10 @@
 """The benchmark scripts still run (their figures are read by people, never asserted here):
 each answers ``--help``, the intake benchmark runs end to end on a tiny fleet, and the
-apply benchmark runs once in its quick mode."""
+apply and fleet benchmarks run once in their quick modes."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,22 @@ def test_the_fleet_merge_benchmark_runs_on_a_tiny_fleet() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "3 clusters: state commits per merge" in done.stdout, done.stdout
+
+
+def test_the_fleet_benchmark_runs_quick(binaries: dict[str, Path]) -> None:
+    """Three clusters against one sandbox, a real `gitopsbot run`, 10 s idle, two webhook
+    merges (about 45 s): every figure is printed, as JSON and in the table."""
+    script = str(ROOT / "benchmarks" / "fleet_bench.py")
+    done = subprocess.run(
+        [sys.executable, script, "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    row = json.loads(done.stdout.splitlines()[0])
+    assert row["clusters"] == 3, done.stdout
+    assert set(row) >= {"idle_cpu_percent", "first_action_p95_seconds", "lease_writes_per_second"}
+    assert "judged_operation_seconds" in done.stderr, done.stderr[-4000:]
