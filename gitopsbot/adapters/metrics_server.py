@@ -65,6 +65,9 @@ class MetricsServer:
                 ident="gitopsbot",
                 expose_tracebacks=False,
                 channel_timeout=30,
+                # select() stops at descriptor 1,024; a replica of 1,000 clusters holds
+                # thousands of sockets, and /metrics died with it (#29, fleet_bench).
+                asyncore_use_poll=True,
             )
         except BaseException:
             for opened in list(socket_map.values()):

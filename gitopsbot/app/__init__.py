@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gitopsbot.adapters import interrupts as interrupts
+    from gitopsbot.adapters import open_files as open_files
     from gitopsbot.adapters.builtin_policies import (
         builtin_policy_documents as builtin_policy_documents,
     )
@@ -174,6 +175,7 @@ if TYPE_CHECKING:
 # Where each re-exported name lives; the TYPE_CHECKING imports above say the same to mypy.
 _HOMES: dict[str, str] = {
     "interrupts": "gitopsbot.adapters",
+    "open_files": "gitopsbot.adapters",
     "builtin_policy_documents": "gitopsbot.adapters.builtin_policies",
     "GitRepo": "gitopsbot.adapters.git",
     "MetricsServer": "gitopsbot.adapters.metrics_server",
@@ -238,7 +240,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-_SUBMODULES = frozenset({"gitopsbot.adapters.interrupts"})
+_SUBMODULES = frozenset({"gitopsbot.adapters.interrupts", "gitopsbot.adapters.open_files"})
 
 
 def __dir__() -> list[str]:

@@ -43,7 +43,10 @@ from gitopsbot.ports.repo import Repo
 log = logging.getLogger(__name__)
 
 LOG_LIMIT = 200
-SPEC_CACHE = 256  # cluster specs kept, by (commit, cluster)
+# Cluster specs kept, by (commit, cluster): every pass reads its cluster's (and the gauges
+# again after it), so the cache holds a few heads of a 1,000-cluster fleet (#29: at 256 a
+# fleet of 1,000 parsed its files twice a pass).
+SPEC_CACHE = 4096
 FLEET_CACHE = 3  # whole fleets kept, by commit: the watched head and the one or two before
 
 

@@ -229,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.once:
         return run_once(bot)
+    app.open_files.raise_soft_limit()  # a fleet's sockets outnumber a 1,024 default
     try:
         receiver = app.webhook_receiver(bot, args.webhook_listen) if args.webhook_listen else None
         if receiver is not None:

@@ -11,6 +11,8 @@ the Prometheus text format; unknown paths are 404.
 
 from __future__ import annotations
 
+import os
+import resource
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.health import HealthWatch
 from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.bot.scheduler import Scheduler
+from gitopsbot.core.health import Verdict
 from gitopsbot.errors import GitError
 
 pytestmark = pytest.mark.timeout(60)
@@ -194,3 +197,23 @@ def test_metrics_in_the_text_format_and_unknown_paths(served: Served) -> None:
     names = {f.name for f in text_string_to_metric_families(r.text)}
     assert "gitopsbot_reconcile_last_success_timestamp_seconds" in names
     assert get(served, "/nope")[0] == 404
+
+
+def test_metrics_answer_with_more_than_1024_descriptors_open() -> None:
+    """#29: a replica holding 1,000 clusters holds thousands of sockets; waitress's default
+    select() loop stops past descriptor 1,024, and /metrics with it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if min(soft, hard) < 1200:
+        pytest.skip(f"needs 1,200 descriptors, the limit is {soft}")
+    pipes = [os.pipe() for _ in range(560)]  # the server's sockets come after these
+    try:
+        ok = Verdict(True, "ok")
+        metrics = BotMetrics(Clock())
+        with MetricsServer(metrics.registry, lambda: ok, lambda: ok) as server:
+            answer = httpx.get(f"{server.url}/metrics", timeout=10)
+            assert answer.status_code == 200, answer.text
+            assert "gitopsbot_" in answer.text
+    finally:
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
