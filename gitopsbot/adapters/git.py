@@ -476,6 +476,10 @@ class GitRepo:
             if remote is not None:
                 return str(remote)
             raise GitFailed(f"push {branch}: no local branch {branch!r} to push")
+        if self._ref_target(f"{_TRACKING}{branch}") == local:
+            # Pushed already: the branch's tip went with an earlier push (several passes'
+            # commits made before one push all go with it, #29); no round trip to the remote.
+            return str(local)
         attempts = max(1, self._settings.push_attempts)
         for attempt in range(1, attempts + 1):
             try:

@@ -6,6 +6,7 @@ pushes is checked by the same tool people use.
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -332,3 +333,25 @@ def test_changed_paths_of_two_commits_are_diffed_once_and_a_branch_name_never_ke
     ]
     assert list(repo._diffs) == [(first, a)]  # type: ignore[attr-defined]
     assert repo.diff_paths(a, b) == ["clusters/beta/values.yaml"]
+
+
+def test_a_push_of_a_tip_pushed_already_makes_no_round_trip(tmp_path: Path) -> None:
+    """#29: several passes' commits made before one push all go with it; the later passes'
+    pushes are answered from the mirror, without the remote (gone here)."""
+    from gitopsbot.adapters.git import GitRepo, GitSettings
+    from gitopsbot.errors import GitError
+
+    remote = tmp_path / "fleet.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    repo = GitRepo(
+        GitSettings(url=remote.as_uri(), mirror_dir=tmp_path / "m", author_email="b@x.org")
+    )
+    first = repo.commit_files(STATE, {"a": b"1\n"}, "a", parent=None)
+    second = repo.commit_files(STATE, {"b": b"2\n"}, "b", parent=None)
+    assert repo.push(STATE) == second  # carries both commits
+    remote.rename(tmp_path / "gone.git")
+    assert repo.push(STATE) == second  # the tip went already: no remote needed
+    assert first != second
+    repo.commit_files(STATE, {"c": b"3\n"}, "c", parent=None)
+    with pytest.raises(GitError):
+        repo.push(STATE)  # a new tip still goes to the remote
