@@ -186,7 +186,10 @@ class JournalStore:
                 return False
             self.commit({path: None}, f"{cluster}: the release is the bot's again")
             return True
-        if known is not None and known.revision == found.revision:
+        # The same record: nothing to commit. A revision looked at while helm was still making
+        # it (a watch's event brings the look at once, #29) reads "Preparing upgrade"; once
+        # helm finished, its description and time change, and the record follows.
+        if known is not None and manual_revision.dumps(known) == manual_revision.dumps(found):
             return False
         self.commit(
             {path: manual_revision.dumps(found).encode()},

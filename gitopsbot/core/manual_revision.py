@@ -4,8 +4,9 @@ break-glass ``helm upgrade`` or ``helm rollback``), as the state branch records 
 The bot reports such a revision and does not fight it: it never re-applies Git on its own; the
 next merge for the cluster is judged and applied over whatever is deployed then.
 ``clusters/<name>/manual-revision.yaml`` names the revision, its chart, its description and
-when helm made it; written once per revision, removed when the bot's next operation makes a
-revision of its own.
+when helm made it; written when such a revision appears (again when helm finishes it: a
+revision read while helm was still making it says "Preparing upgrade"), removed when the
+bot's next operation makes a revision of its own.
 
 Pure: values in, values and text out.
 """

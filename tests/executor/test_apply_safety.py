@@ -219,6 +219,26 @@ def test_a_manual_revision_after_the_bot_is_reported_not_undone(env: Env) -> Non
     assert state_commits_after_fetch(env) == commits  # reported once
 
 
+def test_a_manual_revision_read_while_helm_made_it_is_recorded_again_once_finished(
+    env: Env,
+) -> None:
+    """#29: a watch's event brings the look while a person's ``helm upgrade`` is still
+    running: its revision reads "Preparing upgrade"; when helm finished it, the record says
+    what the person wrote. Once per change, never per look."""
+    from gitopsbot.core.manual_revision import ManualRevision
+
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    at = env.clock.t
+    pending = ManualRevision(4, "1.1.0", "Preparing upgrade", at)
+    done = ManualRevision(4, "1.1.0", "break-glass by alice", at + timedelta(seconds=20))
+    assert rec.store.record_manual_revision("lab", pending) is True
+    assert rec.store.record_manual_revision("lab", pending) is False  # the same: no commit
+    assert rec.store.record_manual_revision("lab", done) is True
+    assert rec.store.manual_revision("lab") == done
+    assert rec.store.record_manual_revision("lab", done) is False
+
+
 def test_an_idle_cluster_is_read_in_full_only_when_its_release_changed(env: Env) -> None:
     """#29: the idle check looks at the release's mark (Helm's Secrets without their records)
     every minute and reads the release itself only when the mark changed: a person's revision
