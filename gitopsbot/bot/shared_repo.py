@@ -10,7 +10,11 @@ when another thread's fetch began after this request and has finished, that fetc
 brought it, so N clusters woken by one webhook cost one network round trip, not N. And with
 ``fresh_seconds`` (``run``: half the poll interval) a fetch that recent serves every pass until
 a webhook says the remote moved (``invalidate``): a fleet of N clusters polling costs at most
-two fetches per poll interval, not N.
+two fetches per poll interval, not N. A fetch under way when a pass asks serves it too, once
+it completes, if it began since the last ``invalidate``: it is newer than any fetch the
+freshness would accept (two passes a few milliseconds apart made two fetches: an idle fleet
+fetched twice per poll round, #29). A fetch that began before an ``invalidate`` serves nobody
+asking after it, so what the webhook announced is fetched at once.
 """
 
 from __future__ import annotations
@@ -69,30 +73,38 @@ class SharedRepo:
         # the whole fleet, not one per cluster pass); ``invalidate`` (a webhook) ends it.
         self._fresh_seconds = fresh_seconds
         self._monotonic = monotonic
-        self._fetched_at: float | None = None
+        self._fetched_at: float | None = None  # when the latest fresh fetch began
+        self._epoch = 0  # invalidations so far: a fetch begun before one is not fresh
 
     def invalidate(self) -> None:
         """The remote moved (a webhook said so): the next fetch goes to the network."""
         with self._count:
             self._fetched_at = None
+            self._epoch += 1
+
+    def _fresh(self) -> bool:
+        at = self._fetched_at
+        return at is not None and self._monotonic() - at < self._fresh_seconds
 
     def fetch(self) -> None:
         with self._count:
             begun_before_me = self._started
-            at = self._fetched_at
-            if at is not None and self._monotonic() - at < self._fresh_seconds:
+            if self._fresh():
                 return  # fetched within the poll interval: what a poll would bring
-        with self._lock:
+        with self._lock:  # waits for a fetch under way, if any
             with self._count:
                 if self._finished > begun_before_me:
                     return  # a fetch that began after this request has completed
+                if self._fresh():
+                    return  # the one under way when asked: fresh, begun since a webhook
                 self._started += 1
-                mine = self._started
+                mine, epoch, began = self._started, self._epoch, self._monotonic()
             self._repo.fetch()
             self.fetches += 1
             with self._count:
                 self._finished = max(self._finished, mine)
-                self._fetched_at = self._monotonic()
+                if self._epoch == epoch:  # no webhook since it began: it serves until stale
+                    self._fetched_at = began
 
     def head(self, branch: str) -> str | None:
         with self._lock:

@@ -136,3 +136,62 @@ def test_without_a_fresh_interval_every_fetch_goes_to_the_remote() -> None:
     shared.fetch()
     shared.fetch()
     assert inner.fetched == 2
+
+
+class GatedCounted(Counted):
+    """Counts its fetches; the first waits at a gate (a fetch under way)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.inside = threading.Event()
+
+    def fetch(self) -> None:
+        super().fetch()
+        if self.fetched == 1:
+            self.inside.set()
+            assert self.gate.wait(30)
+
+
+def test_a_fetch_under_way_serves_the_passes_that_ask_while_it_runs() -> None:
+    """Issue 29: an idle fleet's poll round made two fetches, not one: passes that asked while
+    the round's first fetch was on the wire (milliseconds apart) each fetched again after it."""
+    inner = GatedCounted()
+    shared = SharedRepo(inner, fresh_seconds=15.0, monotonic=lambda: 1000.0)  # type: ignore[arg-type]
+    first = threading.Thread(target=shared.fetch)
+    first.start()
+    assert inner.inside.wait(30)  # the round's first fetch is under way
+    asked = [threading.Event() for _ in range(5)]
+
+    def ask(n: int) -> None:
+        asked[n].set()
+        shared.fetch()
+
+    later = [threading.Thread(target=ask, args=(n,)) for n in range(5)]
+    for t in later:
+        t.start()
+    for e in asked:
+        assert e.wait(30)
+    threading.Event().wait(0.2)  # let them queue on the lock (not an assertion on time)
+    inner.gate.set()
+    for t in [first, *later]:
+        t.join(60)
+    assert inner.fetched == 1
+    assert shared.fetches == 1
+
+
+def test_a_fetch_under_way_when_a_webhook_comes_serves_no_pass_after_it() -> None:
+    """What the webhook announced may have been pushed after that fetch read the remote: the
+    next pass fetches, even though a fetch completed since (a cluster taken over alike)."""
+    inner = GatedCounted()
+    shared = SharedRepo(inner, fresh_seconds=15.0, monotonic=lambda: 1000.0)  # type: ignore[arg-type]
+    first = threading.Thread(target=shared.fetch)
+    first.start()
+    assert inner.inside.wait(30)
+    shared.invalidate()  # the push router's (or the shard keeper's) while it is on the wire
+    inner.gate.set()
+    first.join(60)
+    shared.fetch()  # a pass after it: goes to the remote
+    assert inner.fetched == 2
+    shared.fetch()  # and that one serves the passes after it
+    assert inner.fetched == 2
