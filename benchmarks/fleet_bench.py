@@ -27,7 +27,7 @@ Measured, per N:
   ``idle_cpu_percent`` (of one core, the bot's /proc utime+stime, waited children
   included), ``rss_mb`` (VmRSS at the end), ``children_per_minute`` (distinct child pids
   seen in /proc, every 20 ms: a child shorter than that can be missed),
-  ``git_fetches_per_minute`` (``info/refs?service=git-upload-pack`` the bot asked the Git
+  ``git_fetches_per_minute`` (``info/refs?service=git-upload-pack`` with credentials the bot asked the Git
   remote for), ``api_requests_per_minute`` (requests the API emulator served: only the bot
   speaks HTTP to it, the simulator works on the store in process),
   ``lease_writes_per_second`` (POST/PUT/PATCH of leases among them);
@@ -123,10 +123,11 @@ def say(text: str) -> None:
 
 
 class GitLog:
-    """Every request the Git remote served: (monotonic time, method, path?query, agent)."""
+    """Every request the Git remote served: (monotonic time, method, path?query, agent,
+    whether it carried credentials)."""
 
     def __init__(self, remote: GitRemote) -> None:
-        self.entries: list[tuple[float, str, str, str]] = []
+        self.entries: list[tuple[float, str, str, str, bool]] = []
         self.pushes: list[tuple[float, str]] = []  # bot pushes: (time, state branch tip)
         self.bare = remote.root / "fleet.git"
         server = remote._server
@@ -136,7 +137,8 @@ class GitLog:
 
         def _serve(handler: Any) -> None:
             agent = handler.headers.get("User-Agent", "")
-            log.entries.append((time.monotonic(), handler.command, handler.path, agent))
+            authed = "Authorization" in handler.headers
+            log.entries.append((time.monotonic(), handler.command, handler.path, agent, authed))
             base._serve(handler)  # type: ignore[attr-defined]
             pushed = handler.command == "POST" and handler.path.endswith("git-receive-pack")
             if pushed and "libgit2" in agent:  # the bot (pygit2); a person pushes with git
@@ -146,13 +148,14 @@ class GitLog:
         server.RequestHandlerClass = type("_Counted", (base,), {"_serve": _serve})
 
     def count(self, t0: float, t1: float, what: str) -> int:
-        """Bot requests in [t0, t1): ``fetch`` (ref advertisements for upload-pack) or
-        ``push`` (receive-pack posts)."""
+        """Bot requests in [t0, t1): ``fetch`` (ref advertisements for upload-pack with
+        credentials: libgit2 sends them only after the remote's 401, so each fetch is two
+        requests and the first is not counted) or ``push`` (receive-pack posts)."""
         n = 0
-        for t, method, path, agent in list(self.entries):
+        for t, method, path, agent, authed in list(self.entries):
             if not (t0 <= t < t1) or "libgit2" not in agent:
                 continue
-            fetch = method == "GET" and "service=git-upload-pack" in path
+            fetch = method == "GET" and "service=git-upload-pack" in path and authed
             push = method == "POST" and path.endswith("git-receive-pack")
             n += (what == "fetch" and fetch) or (what == "push" and push)
         return n
@@ -422,8 +425,8 @@ class Bot:
 
 
 def p95(values: list[float]) -> float:
-    if len(values) == 1:
-        return values[0]
+    if len(values) <= 1:  # --merges 0 or 1
+        return values[0] if values else float("nan")
     return statistics.quantiles(values, n=100, method="inclusive")[94]
 
 
