@@ -27,9 +27,9 @@ Measured, per N:
   ``idle_cpu_percent`` (of one core, the bot's /proc utime+stime, waited children
   included), ``rss_mb`` (VmRSS at the end), ``children_per_minute`` (distinct child pids
   seen in /proc, every 20 ms: a child shorter than that can be missed),
-  ``git_fetches_per_minute`` (``info/refs?service=git-upload-pack`` with credentials the bot asked the Git
-  remote for), ``api_requests_per_minute`` (requests the API emulator served: only the bot
-  speaks HTTP to it, the simulator works on the store in process),
+  ``git_fetches_per_minute`` (``info/refs?service=git-upload-pack`` with credentials the
+  bot asked the Git remote for), ``api_requests_per_minute`` (requests the API emulator
+  served: only the bot speaks HTTP to it, the simulator works on the store in process),
   ``lease_writes_per_second`` (POST/PUT/PATCH of leases among them);
 - ``metrics_scrape_seconds``: GET /metrics, median of 3;
 - ``--merges`` values changes to ``c0000`` (the controller's CPU request), each pushed with
