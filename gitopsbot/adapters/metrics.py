@@ -338,6 +338,13 @@ class _Dispatch(Collector):
         passes.add_metric(["urgent"], s.passes_urgent)
         passes.add_metric(["periodic"], s.passes_periodic)
         yield passes
+        yield GaugeMetricFamily(
+            "gitopsbot_scheduler_clusters_resting",
+            "Clusters at rest: nothing active, queued or held, no periodic pass before their "
+            "next idle look (at most 10 minutes); a push touching one or its release changing "
+            "wakes it (docs/decisions.md#resting-clusters).",
+            s.resting,
+        )
 
 
 class _Leases(Collector):

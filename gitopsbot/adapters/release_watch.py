@@ -4,15 +4,16 @@ watch, metadata only (docs/executor.md "The idle check").
 Per cluster, one list then one long watch of the release's Secrets (label selector
 ``owner=helm,name=<release>``, Accept ``as=PartialObjectMetadata``, so no record crosses the
 wire), with ``allowWatchBookmarks``, resumed from the last resourceVersion seen. Any event
-(ADDED, MODIFIED, DELETED) is a change: ``take_change`` says so and ``on_change(cluster)``
-(the scheduler's ``nudge``) runs the cluster's pass at once. 410 Gone (the resourceVersion
-was compacted away) re-lists, and the re-list counts as a change (events may have been
-missed). A watch the server ends (its ``timeoutSeconds``, 30 minutes) is resumed at once and
-stays healthy. A quiet watch hears nothing at all (the real server sends no bookmark while
-nothing of the resource changes), so silence is not taken for a stall: a dead peer is found
-by TCP keepalive (~60 s, no request), a server that stalls a live stream by the idle check's
-own look every 10 minutes. A request that fails (refused, reset, keepalive timeout, TLS,
-401/403, 5xx) makes the watch unhealthy at once and is tried again with a backoff (1 s
+(ADDED, MODIFIED, DELETED) is a change: ``take_change`` says so and ``on_change(cluster)`` (the
+scheduler's ``nudge``) runs the cluster's pass at once; so does a healthy watch breaking (no
+change then: the pass only learns that its idle look is due every minute again). 410 Gone (the
+resourceVersion was compacted away) re-lists, and the re-list counts as a change (events may
+have been missed). A watch the server ends (its ``timeoutSeconds``, 30 minutes) is resumed at
+once and stays healthy. A quiet watch hears nothing at all (the real server sends no bookmark
+while nothing of the resource changes), so silence is not taken for a stall: a dead peer is
+found by TCP keepalive (~60 s, no request), a server that stalls a live stream by the idle
+check's own look every 10 minutes. A request that fails (refused, reset, keepalive timeout,
+TLS, 401/403, 5xx) makes the watch unhealthy at once and is tried again with a backoff (1 s
 doubling to ``backoff_max``).
 
 Bounded: every watch runs on ONE thread, an asyncio event loop with httpx's async streaming
@@ -237,11 +238,16 @@ class ReleaseWatches:
                     continue  # a stream the server did not end: resumed at once
                 except (httpx.HTTPError, _Refused, OSError, ValueError, ssl.SSLError) as e:
                     failures += 1
-                    first = state.healthy or failures == 1
+                    was_healthy = state.healthy
+                    first = was_healthy or failures == 1
                     state.healthy, state.error = False, f"{type(e).__name__}: {e}"[:200]
                     if first:
                         log.info("%s: release watch broke (%s); the idle check lists the "
                                  "release until it is back", cluster, state.error)  # fmt: skip
+                    if was_healthy:
+                        # A resting cluster's next look was set for a healthy watch (10
+                        # minutes): its pass now sets it for a broken one (a minute).
+                        self._wake(cluster)
                     await asyncio.sleep(min(self._backoff_max, 2.0 ** (failures - 1)))
         finally:
             state.healthy = False
@@ -316,6 +322,9 @@ class ReleaseWatches:
         with self._lock:
             state.changed = True
             state.events = [*state.events[-9:], kind]
+        self._wake(cluster)
+
+    def _wake(self, cluster: str) -> None:
         if self.on_change is not None:
             try:
                 self.on_change(cluster)

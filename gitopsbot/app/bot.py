@@ -170,15 +170,9 @@ def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
     if forge.kind != "git-only" and forge.webhook_secret is not None:
         secrets[forge.kind] = SecretResolver().resolve(forge.webhook_secret)
 
-    repo = bot.reconciler.repo
-    router = PushRouter(
-        repo,
-        invalidate=repo.invalidate if isinstance(repo, SharedRepo) else None,
-        watched=lambda: bot.settings.watched_branch,
-        clusters=lambda: bot.clusters,
-        nudge=bot.scheduler.nudge,
-    )
-    bot.router = router
+    router = bot.router
+    if router is None:  # a Bot built without the fleet poll (tests): routing of its own
+        router = bot.router = push_router(bot.reconciler.repo, bot)
 
     def nudge(event: WebhookEvent) -> None:
         watched = bot.settings.watched_branch
@@ -199,6 +193,25 @@ def metrics_server(bot: Bot, listen: str) -> MetricsServer:
         bot.health.ready,
         host=host.strip("[]") or "0.0.0.0",
         port=int(port),
+    )
+
+
+def push_router(repo: Repo, bot: Bot, poll_seconds: float | None = None) -> PushRouter:
+    """Routing of pushes to the clusters they touched, for webhooks and the fleet poll
+    (``bot.push_router``); ``poll_seconds``: the poll's fetch serves that long (half an
+    interval)."""
+    shared = repo if isinstance(repo, SharedRepo) else None
+    poll_fetch = None
+    if shared is not None and poll_seconds is not None:
+        poll_fetch = functools.partial(shared.fetch, fresh_seconds=poll_seconds)
+    return PushRouter(
+        repo,
+        invalidate=shared.invalidate if shared is not None else None,
+        poll_fetch=poll_fetch,
+        watched=lambda: bot.settings.watched_branch,
+        clusters=lambda: bot.clusters,
+        nudge=bot.scheduler.nudge,
+        answered=bot.health.fleet_polled if bot.health is not None else None,
     )
 
 
@@ -308,13 +321,16 @@ def loop(
     workers: int,
     soonest_seconds: float = 0.5,
     follow_up: Callable[[str], PassResult] | None = None,
+    poll: Callable[[], None] | None = None,
 ) -> Scheduler:
     """The long-running loop: ``workers`` threads taking due clusters from a fair queue
     (docs/executor.md). ``follow_up``: the pass run when the previous one asked to come back
-    at once, no webhook since (no fetch)."""
+    at once, no webhook since (no fetch). ``poll``: the fleet poll, every interval; given,
+    idle clusters rest (docs/decisions.md#resting-clusters)."""
     return Scheduler(
         reconcile=reconcile,
         follow_up=follow_up,
+        poll=poll,
         clock=clock,
         interval_seconds=interval_seconds,
         jitter_seconds=jitter_seconds,
@@ -370,9 +386,12 @@ def build_bot(options: RunOptions) -> Bot:
         # gitopsbot.yaml names the key to use from now on (git.sshKey): fetch and push with it.
         git_repo = open_repo(options.fleet_url, options.cache, configured)
     # Passes of different clusters run side by side; their Git work is serialised.
-    # A fetch serves the fleet for half a poll interval: at most two fetches per interval for
-    # N clusters (was N), and a push without a webhook seen within 1.5 intervals at worst.
-    repo = SharedRepo(git_repo, fresh_seconds=bot_settings.poll_interval_seconds / 2)
+    # The fleet poll fetches every interval (none if one began within half of it) and wakes
+    # the clusters a push touched; passes reuse a fetch for 1.5 intervals, so an idle fleet
+    # of N clusters fetches once per interval (was N, then 2), and a push without a webhook
+    # is seen within an interval (``bot.push_router``).
+    interval = bot_settings.poll_interval_seconds
+    repo = SharedRepo(git_repo, fresh_seconds=interval * 1.5)
     unknown = sorted(set(options.clusters) - set(fleet.clusters))
     if unknown:
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
@@ -417,8 +436,10 @@ def build_bot(options: RunOptions) -> Bot:
     )  # fmt: skip
     reconciler = wired.reconciler
     follow_up = functools.partial(reconciler.reconcile, fetch=False)  # see bot.scheduler
+    routers: list[PushRouter] = []  # made once the Bot is: it nudges the scheduler
     scheduler = loop(
         reconciler.reconcile if shards is None else shards.guarded(reconciler.reconcile),
+        poll=lambda: routers[0].poll() if routers else None,
         follow_up=follow_up if shards is None else shards.guarded(follow_up),
         clock=clock,
         interval_seconds=bot_settings.poll_interval_seconds,
@@ -448,12 +469,15 @@ def build_bot(options: RunOptions) -> Bot:
 
         shards.on_change = jobs_for
         shards.on_lost = helm_stopper(options.cache)
-    return Bot(
+    bot = Bot(
         reconciler, scheduler, clusters, bot_settings, wired.mirror, shards,
         metrics=metrics, health=health, notifier=wired.notifier, events=wired.events,
         drift=watch, proposals=proposal_watch(options, repo, bot_settings, forge, shards, clusters),
         release_watches=watches,
     )  # fmt: skip
+    bot.router = push_router(repo, bot, poll_seconds=interval / 2)
+    routers.append(bot.router)
+    return bot
 
 
 def proposal_watch(

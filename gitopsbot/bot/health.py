@@ -51,6 +51,19 @@ class HealthWatch:
                 self._passes_good += 1
                 self._last_good = now
 
+    def fleet_polled(self, answered: bool) -> None:
+        """The fleet poll (or a webhook's routing) fetched: Git answering counts as a good
+        pass does for "the fleet repository answers", once a first pass ended. Clusters at
+        rest (docs/decisions.md#resting-clusters) may have no pass for ten minutes; the poll
+        runs every interval."""
+        if not answered:
+            return
+        now = self._clock.monotonic()
+        with self._lock:
+            if self._passes_good:
+                self._last_good = now
+                self._last_failed = False
+
     def seen(self) -> health.Seen:
         s = self._scheduler
         with self._lock:

@@ -56,6 +56,10 @@ class PassResult:
     action: str
     detail: str = ""
     next_at: datetime | None = None  # come back no later than this
+    # At rest (nothing active, queued or held; docs/decisions.md#resting-clusters): no
+    # periodic pass is needed before this; a push touching the cluster or its release
+    # changing wakes it sooner. None: the periodic pass as usual.
+    rest_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

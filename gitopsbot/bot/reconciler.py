@@ -159,7 +159,7 @@ class Reconciler(PassBase):
         except GitOpsBotError as e:  # Git itself is down: only the log can say it
             log.error("%s: could not record the failing pass on the state branch: %s", cluster, e)
 
-    def _watch_release(self, cluster: str, last: Journal | None, now: datetime) -> None:
+    def _watch_release(self, cluster: str, last: Journal | None, now: datetime) -> datetime:
         """While idle, at most every MANUAL_CHECK: the cluster's release is looked at, so a
         kube context that does not exist or an unreachable cluster fails the pass (recorded
         for ``status`` as "every pass fails", docs/executor.md) even before any operation,
@@ -175,7 +175,10 @@ class Reconciler(PassBase):
         With a release watch (``release_watch``, #29): a change it reports is looked at in the
         next pass (the watch nudges it), and while the watch is healthy the periodic look
         comes every MANUAL_CHECK_WATCHED only; a watch that is not healthy (broken, not yet
-        started) leaves the look at every MANUAL_CHECK."""
+        started) leaves the look at every MANUAL_CHECK.
+
+        Returns when the next look is due: the cluster rests until then (``PassResult``'s
+        ``rest_until``) unless woken."""
         watch = self.release_watch
         if watch is not None and watch.take_change(cluster):
             self._release_changed.add(cluster)  # kept until a look succeeds
@@ -185,14 +188,16 @@ class Reconciler(PassBase):
         checked = self._release_checked.get(cluster)
         changed = cluster in self._release_changed
         if not changed and checked is not None and now - checked < every:
-            return
+            return checked + every
         sha = last.desired_sha if last is not None else self.store.seen(cluster)
         try:
             spec = self.spec_at(sha, cluster) if sha else None
         except ConfigError:
-            return  # the newest commit did not load: intake recorded it; nothing to reach
+            # The newest commit did not load: intake recorded it; nothing to reach. A fix
+            # is a push touching the cluster, which wakes it.
+            return now + MANUAL_CHECK_WATCHED
         if spec is None:
-            return
+            return now + MANUAL_CHECK_WATCHED
         rel = spec.release
         if watch is not None:
             watch.follow(spec)  # started on the first look; nothing once running
@@ -211,6 +216,7 @@ class Reconciler(PassBase):
             self._release_marks[cluster] = seen  # recorded: not read again until it changes
         # else: nothing stored changed since the last full read, the same answer
         self._release_changed.discard(cluster)  # looked at: a failure above keeps it
+        return now + every
 
     def _pass(self, cluster: str, *, fetch: bool = True) -> PassResult:
         now = self.clock.now()
@@ -228,8 +234,9 @@ class Reconciler(PassBase):
         if intake is not None:
             return intake
         current = self.store.current(cluster)
+        retry_at = None  # a refused revert's pull request tried again then (rests no longer)
         if current is not None and current.kind is OperationKind.ROLLBACK:
-            self.reverts._retry_revert_pr(current, now)
+            retry_at = self.reverts._retry_revert_pr(current, now)
         if current is not None and current.active:
             log_context.note(operation=current.op_id)  # the pass's log lines name it from here
             # A person's commands (comments, approve: in Git) are recorded before the pass
@@ -237,7 +244,10 @@ class Reconciler(PassBase):
             current = self.driver.take_inputs(current)
         # 2. Observe, 3. decide (pure), 4. act.
         seen = self.observe(cluster, current, now)
-        return self.act(pass_decision.decide(seen), seen)
+        result = self.act(pass_decision.decide(seen), seen)
+        if result.rest_until is not None and retry_at is not None:
+            result = replace(result, rest_until=min(result.rest_until, retry_at))
+        return result
 
     def observe(self, cluster: str, current: Journal | None, now: datetime) -> Seen:
         """Everything the pass's decision may read, read once (``core.pass_decision``)."""
@@ -268,8 +278,10 @@ class Reconciler(PassBase):
             case PassAction.NOT_HOLDER:
                 return PassResult(cluster, "paused", decision.reason)
             case PassAction.IDLE:
-                self._watch_release(cluster, current, now)
-                return PassResult(cluster, "idle")
+                # At rest until its next idle look: a push touching it (the fleet poll, a
+                # webhook) or its release changing (the watch) wakes it sooner.
+                look = self._watch_release(cluster, current, now)
+                return PassResult(cluster, "idle", rest_until=look)
             case PassAction.REJUDGE:
                 assert current is not None
                 return self.held.retry_held(current, now)

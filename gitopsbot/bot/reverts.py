@@ -212,31 +212,32 @@ class Reverts:
         log.info("%s: revert PR #%s opened for %s", journal.cluster, pr.number, journal.op_id)
         return f"revert-pr:#{pr.number}"
 
-    def _retry_revert_pr(self, rollback: Journal, now: datetime) -> None:
+    def _retry_revert_pr(self, rollback: Journal, now: datetime) -> datetime | None:
         """The automatic rollback ran (or runs) but its revert pull request could not be
         opened (the forge was down, the branch push failed): try again, every
-        REVERT_PR_RETRY, until Git can be made to match the cluster; then record it."""
+        REVERT_PR_RETRY, until Git can be made to match the cluster; then record it. Returns when
+        the next try is due while one is owed (a resting cluster wakes for it), else None."""
         name = rollback.cluster
         if self.ctx.forge is None or not self.ctx.push or not rollback.reverts_op:
-            return
+            return None
         last = self._pr_retried.get(name)
         if last is not None and now - last < REVERT_PR_RETRY:
-            return
+            return last + REVERT_PR_RETRY
         failed = self.ctx.store.history(name, rollback.reverts_op)
         if failed is None or failed.op_id == rollback.op_id:
-            return
+            return None
         text = failed.remediation
         if PR_NOT_OPENED not in text or REFUSED_PUSH not in text:
-            return
+            return None
         self._pr_retried[name] = now
         branch = f"gitopsbot/revert/{failed.op_id}"
         if self.ctx.repo.head(branch) is None:
-            return  # the revert never reached a branch: nothing to propose
+            return None  # the revert never reached a branch: nothing to propose
         why = "its words are in the state branch's log"
         outcome = self._open_refused_revert_pr(failed, branch, rollback.op_id, failed.failure, why)
         if not outcome.startswith("revert-pr:#"):
             log.warning("%s: revert PR still not opened: %s", name, outcome)
-            return
+            return now + REVERT_PR_RETRY
         kept = text[: text.index(PR_NOT_OPENED)]
         if kept.endswith("no forge configured: "):  # a forge was configured since
             kept = kept[: -len("no forge configured: ")]
@@ -247,6 +248,7 @@ class Reverts:
             f"{name}: {failed.op_id}: {outcome} (retried)\n\nGitopsbot-Operation: {failed.op_id}",
         )
         self.ctx.mirror(updated)
+        return None
 
     def _revert_branch(self, journal: Journal, message: str) -> str:
         """``gitopsbot/revert/<op id>``: the watched head plus the revert; its head sha. Made

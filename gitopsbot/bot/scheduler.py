@@ -38,6 +38,16 @@ pass starts and nothing is moved; apscheduler is shut down without waiting, and 
 flight are joined here, for a bounded time. (Passes no longer run inside apscheduler jobs,
 but the rule stays: a tick job in flight must not hold the stop either.)
 
+Resting clusters (issue 29, docs/decisions.md#resting-clusters): with ``poll`` given (the
+fleet poll: one fetch for the fleet, then a wake-up for each cluster the watched branch's new
+commits touched, ``bot.push_router``), apscheduler also calls ``poll`` every interval, and a
+pass that says its cluster is at rest (``PassResult.rest_until``: nothing active, queued or
+held) defers the cluster's tick to then: an idle fleet makes one fetch per interval and a pass
+per cluster per idle look (10 minutes while its release is watched), not a pass per cluster
+per interval. What changes a resting cluster wakes it: a push touching it (the poll or a
+webhook), its release changing or its watch breaking (``adapters.release_watch``). Without
+``poll`` a rest is ignored: the periodic pass is then the only way a push is seen.
+
 A heartbeat job on its own one-thread executor stamps ``last_heartbeat`` every
 ``heartbeat_seconds``: it runs whatever the passes do, so it shows that apscheduler's loop
 still dispatches (``/healthz``, docs/metrics.md). ``/metrics`` and the probes are served by
@@ -49,6 +59,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -76,6 +87,7 @@ IMMEDIATE_PASSES = 20
 
 
 HEARTBEAT_JOB = "heartbeat"
+POLL_JOB = "fleet-poll"
 
 
 def job_id(cluster: str) -> str:
@@ -95,6 +107,7 @@ class Scheduler:
         soonest_seconds: float = 0.5,
         shutdown_timeout_seconds: float = 3600.0,
         heartbeat_seconds: float = 5.0,
+        poll: Callable[[], None] | None = None,
     ) -> None:
         self._reconcile = reconcile
         # A pass following at once from the previous one, no webhook since: see the docstring.
@@ -122,6 +135,9 @@ class Scheduler:
         self._lock = threading.Lock()
         self.results: dict[str, PassResult] = {}
         self.heartbeat_seconds = heartbeat_seconds
+        self._poll = poll  # the fleet poll; given, clusters may rest (see the docstring)
+        self.deferred = 0  # ticks deferred by a rest (for tests and benchmarks)
+        self._rests: dict[str, datetime] = {}  # cluster → until when it rests (``stats``)
         self.last_heartbeat: float | None = None  # clock.monotonic() of the last beat
 
     @property
@@ -132,6 +148,9 @@ class Scheduler:
         """Run new clusters (their first pass is due at once), drop those gone from the
         fleet (a pass in flight finishes)."""
         added, removed = self.queue.set_clusters(names)
+        with self._lock:
+            for name in removed:
+                self._rests.pop(name, None)
         for name in removed:
             try:
                 self._scheduler.remove_job(job_id(name))
@@ -160,6 +179,15 @@ class Scheduler:
             replace_existing=True,
         )
         self._beat()  # then every heartbeat_seconds
+        if self._poll is not None:
+            self._scheduler.add_job(
+                self._poll,
+                IntervalTrigger(seconds=self._interval, timezone="UTC"),
+                id=POLL_JOB,
+                name="fleet poll",
+                executor=HEARTBEAT_JOB,  # it only hands the poll to its own thread
+                replace_existing=True,
+            )
         self._scheduler.start()
         self.queue.open()
         for n in range(self.workers):
@@ -181,8 +209,12 @@ class Scheduler:
         return self.queue.in_flight > 0
 
     def stats(self) -> DispatchStats:
-        """The ready-queue now, for ``/metrics`` (read at scrape time)."""
-        return self.queue.stats()
+        """The ready-queue now, and the clusters at rest, for ``/metrics`` (read at scrape
+        time)."""
+        now = self._clock.now()
+        with self._lock:
+            resting = sum(1 for until in self._rests.values() if until > now)
+        return replace(self.queue.stats(), resting=resting)
 
     def nudge(self, cluster: str | None = None) -> None:
         """Run the cluster's pass as soon as a worker frees, ahead of periodic ticks (None:
@@ -224,6 +256,20 @@ class Scheduler:
         except JobLookupError:  # removed meanwhile
             pass
 
+    def _defer(self, name: str, when: datetime) -> None:
+        """A resting cluster's tick moved later, to ``when`` (never sooner)."""
+        if self.stopping:
+            return
+        try:
+            job = self._scheduler.get_job(job_id(name))
+            if job is not None and job.next_run_time is not None and when > job.next_run_time:
+                job.modify(next_run_time=when)
+                self.deferred += 1
+                with self._lock:
+                    self._rests[name] = when
+        except JobLookupError:  # removed meanwhile
+            pass
+
     def _work(self) -> None:
         while (run := self.queue.take()) is not None:
             self._run(run)
@@ -238,6 +284,8 @@ class Scheduler:
             fetched_at = self._clock.now()
         call = self._reconcile if chain.fetch else self._follow_up
         result: PassResult | None = None
+        with self._lock:
+            self._rests.pop(cluster, None)  # woken (or its rest over): a pass again
         try:
             with log_context.pass_of(cluster):  # its lines name the cluster, none after
                 result = self._pass(cluster, call)
@@ -260,6 +308,13 @@ class Scheduler:
             and not (at_once and immediate <= IMMEDIATE_PASSES)
         ):
             self._move(cluster, max(result.next_at, self._clock.now() + self._soonest))
+        elif (
+            result is not None
+            and result.next_at is None
+            and result.rest_until is not None
+            and self._poll is not None
+        ):
+            self._defer(cluster, result.rest_until)
 
     def _at_once(self, result: PassResult) -> bool:
         return result.next_at is not None and result.next_at <= self._clock.now()

@@ -8,13 +8,13 @@ tree it hands out) under one lock, so Git work is serialised and the rest runs i
 It also coalesces fetches: a pass fetches so that it sees everything pushed before it began;
 when another thread's fetch began after this request and has finished, that fetch already
 brought it, so N clusters woken by one webhook cost one network round trip, not N. And with
-``fresh_seconds`` (``run``: half the poll interval) a fetch that recent serves every pass until
-a webhook says the remote moved (``invalidate``): a fleet of N clusters polling costs at most
-two fetches per poll interval, not N. A fetch under way when a pass asks serves it too, once
-it completes, if it began since the last ``invalidate``: it is newer than any fetch the
-freshness would accept (two passes a few milliseconds apart made two fetches: an idle fleet
-fetched twice per poll round, #29). A fetch that began before an ``invalidate`` serves nobody
-asking after it, so what the webhook announced is fetched at once.
+``fresh_seconds`` (``run``: 1.5 poll intervals, the fleet poll fetching every interval) a fetch
+that recent serves every pass until a webhook says the remote moved (``invalidate``): a fleet
+of N clusters costs one fetch per poll interval (the fleet poll's), not N. A fetch under way
+when a pass asks serves it too, once it completes, if it began since the last ``invalidate``:
+it is newer than any fetch the freshness would accept (two passes a few milliseconds apart made
+two fetches: an idle fleet fetched twice per poll round, #29). A fetch that began before an
+``invalidate`` serves nobody asking after it, so what the webhook announced is fetched at once.
 """
 
 from __future__ import annotations
@@ -82,20 +82,25 @@ class SharedRepo:
             self._fetched_at = None
             self._epoch += 1
 
-    def _fresh(self) -> bool:
+    def _fresh(self, seconds: float) -> bool:
         at = self._fetched_at
-        return at is not None and self._monotonic() - at < self._fresh_seconds
+        return at is not None and self._monotonic() - at < seconds
 
-    def fetch(self) -> None:
+    def fetch(self, *, fresh_seconds: float | None = None) -> None:
+        """Fetch unless a fetch began within ``fresh_seconds`` (default: the constructor's)
+        and no ``invalidate`` since. The fleet poll (``bot.push_router``) asks with half its
+        interval; passes with the constructor's longer freshness, so between polls they do
+        not fetch."""
+        fresh = self._fresh_seconds if fresh_seconds is None else fresh_seconds
         with self._count:
             begun_before_me = self._started
-            if self._fresh():
+            if self._fresh(fresh):
                 return  # fetched within the poll interval: what a poll would bring
         with self._lock:  # waits for a fetch under way, if any
             with self._count:
                 if self._finished > begun_before_me:
                     return  # a fetch that began after this request has completed
-                if self._fresh():
+                if self._fresh(fresh):
                     return  # the one under way when asked: fresh, begun since a webhook
                 self._started += 1
                 mine, epoch, began = self._started, self._epoch, self._monotonic()

@@ -47,3 +47,4 @@ class DispatchStats:
     coalesced: int  # due requests merged into a run already waiting or following
     passes_urgent: int  # passes started for a nudge or a repeat "at once"
     passes_periodic: int  # passes started for a periodic tick
+    resting: int = 0  # clusters at rest now: no periodic pass before their next idle look

@@ -31,14 +31,15 @@ import pytest
 
 from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsPassword
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.bot.reconciler import PassResult, Reconciler
+from gitopsbot.bot.reconciler import MANUAL_CHECK_WATCHED, PassResult, Reconciler
+from gitopsbot.bot.reverts import REVERT_PR_RETRY
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.model import BotSettings
 from gitopsbot.errors import ForgeServerError, GitUnavailable, PushRefused
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.sandbox.gitremote import GitRemote
-from gitopsbot.testing import FakeForge
+from gitopsbot.testing import FakeForge, FakeReleaseWatch
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive
 
@@ -292,9 +293,19 @@ def test_a_revert_pr_that_could_not_be_opened_is_retried_until_it_is(
     assert done.op_id == rollback.op_id and done.status is OperationStatus.SUCCEEDED
     assert [p for p in forge.pulls.values() if "already rolled back" in p.title] == []
 
-    forge.up = True
+    # At rest, but no longer than the next try of the pull request (a healthy release
+    # watch alone would let it rest ten minutes: docs/decisions.md#resting-clusters).
+    rec.release_watch = FakeReleaseWatch(healthy=True)
     env.clock.t += timedelta(minutes=5)
-    rec.reconcile("lab")
+    tried = env.clock.now()
+    assert rec.reconcile("lab").action == "idle"  # tried now, refused again; the watch starts
+    env.clock.t += timedelta(minutes=1)
+    resting = rec.reconcile("lab")  # the watch healthy: its own look is ten minutes away
+    assert resting.action == "idle" and resting.rest_until == tried + REVERT_PR_RETRY
+    forge.up = True
+    env.clock.t += timedelta(minutes=4)
+    resting = rec.reconcile("lab")  # opened: nothing owed, the look alone sets the rest
+    assert resting.rest_until == tried + MANUAL_CHECK_WATCHED  # the first look, at the try
     opened = [p for p in forge.pulls.values() if "already rolled back" in p.title]
     assert len(opened) == 1 and opened[0].branch == f"gitopsbot/revert/{failed.op_id}"
     updated = rec.store.history("lab", failed.op_id)

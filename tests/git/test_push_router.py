@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from gitopsbot.bot.push_router import PushRouter
+from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.errors import GitFailed
 from gitopsbot.ports.repo import Repo
 
@@ -73,5 +74,51 @@ def test_the_webhooks_thread_only_hands_the_push_over(fleet: Fleet) -> None:
         router.push()
         assert done.wait(30)
         assert woken == [None]
+    finally:
+        router.close()
+
+
+# -- the fleet poll: one fetch for the fleet, then the touched clusters woken -----------------
+
+
+def test_the_poll_fetches_at_most_once_per_half_interval_and_wakes_the_touched(
+    fleet: Fleet,
+) -> None:
+    human = fleet.human()
+    mirror = SharedRepo(fleet.bot(), fresh_seconds=3600)
+    woken: list[str | None] = []
+    answered: list[bool] = []
+    router = PushRouter(
+        mirror, watched=lambda: "main", clusters=lambda: ("alpha", "beta"), nudge=woken.append,
+        invalidate=mirror.invalidate, answered=answered.append,
+        poll_fetch=lambda: mirror.fetch(fresh_seconds=0.0),
+    )  # fmt: skip
+    try:
+        assert router.route(polled=True) is None  # the first poll: everyone
+        fetched = mirror.fetches
+        human.commit("alpha: tuning", {"clusters/alpha/values.yaml": "hypervisor: {}\n"})
+        human.push()
+        # The passes' own freshness (an hour here) would not fetch; the poll does.
+        mirror.fetch()
+        assert mirror.fetches == fetched
+        assert router.route(polled=True) == {"alpha"} and woken[-1] == "alpha"
+        assert mirror.fetches == fetched + 1
+        assert router.route(polled=True) == frozenset()  # nothing new: nobody woken
+        assert answered == [True, True, True] and router.polls == 3
+    finally:
+        router.close()
+
+
+def test_a_poll_within_half_an_interval_of_a_fetch_reuses_it(fleet: Fleet) -> None:
+    mirror = SharedRepo(fleet.bot(), fresh_seconds=3600)
+    router = PushRouter(
+        mirror, watched=lambda: "main", clusters=lambda: ("alpha",), nudge=lambda _: None,
+        poll_fetch=lambda: mirror.fetch(fresh_seconds=3600),
+    )  # fmt: skip
+    try:
+        router.route()  # a webhook's routing fetches
+        fetched = mirror.fetches
+        router.route(polled=True)
+        assert mirror.fetches == fetched  # one fetch served both
     finally:
         router.close()

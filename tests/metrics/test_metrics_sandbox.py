@@ -173,13 +173,31 @@ def test_metrics_move_during_a_sandbox_rollout(tmp_path: Path) -> None:
             sample(before, passes, cluster=CLUSTER) or 0
         )
 
-        # The last success keeps advancing while the bot polls (every 5 s in the sandbox).
         at_end = sample(after, last, cluster=CLUSTER)
         assert at_end is not None and at_end > first
+        # Idle now: the cluster rests (docs/decisions.md#resting-clusters), no periodic pass
+        # before its next idle look, ten minutes away with its release watched.
+        resting = "gitopsbot_scheduler_clusters_resting"
+        _wait(bot, url, lambda s: sample(s, resting) == 1 or None, "the cluster at rest")
+        rested = sample(scrape(url), last, cluster=CLUSTER)
+        assert rested is not None
+        # A push touching the cluster, no webhook (none is configured): the fleet poll (every
+        # 5 s in the sandbox) fetches, sees it, and wakes the cluster; its pass records it.
+        rollout = clone / "clusters" / CLUSTER / "rollout.yaml"
+        text = rollout.read_text()
+        assert "\nmaxParallelPools: 1\n" in text
+        rollout.write_text(
+            text.replace("\nmaxParallelPools: 1\n", "\nmaxParallelPools: 1\npaused: true\n")
+        )
+        git(tmp_path, "commit", "--quiet", "-am", "pause the sandbox", cwd=clone)
+        git(tmp_path, "push", "--quiet", "origin", "main", cwd=clone)
         _wait(
-            bot, url, lambda s: (sample(s, last, cluster=CLUSTER) or 0) > at_end or None,
-            "another good pass", timeout=60,
+            bot, url, lambda s: (sample(s, last, cluster=CLUSTER) or 0) > rested or None,
+            "the woken cluster's pass", timeout=120,
         )  # fmt: skip
+        git(tmp_path, "fetch", "--quiet", "origin", cwd=clone)
+        state_log = git(tmp_path, "log", "--format=%s", "origin/gitopsbot/state", cwd=clone)
+        assert f"{CLUSTER}: pause edits up to" in state_log, state_log
 
         bot.proc.send_signal(signal.SIGTERM)
         bot.proc.wait(120)

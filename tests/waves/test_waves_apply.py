@@ -150,9 +150,12 @@ def test_production_waits_for_staging_then_starts_after_the_soak(
     line = next(v for v in held.verdicts if "WAVES" in v)
     assert line.startswith("clusters/lab/release.yaml:"), line
 
-    # Judged again on the next pass: still held, nothing new recorded.
+    # Judged again on the next pass: still held, nothing new recorded. A held promotion
+    # never rests: it is judged again every poll interval as the waves progress
+    # (docs/decisions.md#resting-clusters).
     head = rec.store.head()
-    assert rec.reconcile("lab").action == "held"
+    again = rec.reconcile("lab")
+    assert again.action == "held" and again.rest_until is None
     assert rec.store.head() == head
 
     # Staging runs the version to the end, verified.

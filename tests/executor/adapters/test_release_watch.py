@@ -174,6 +174,9 @@ def test_a_failing_watch_is_unhealthy_at_once_and_recovers(
             assert wait_for(lambda: not watches.healthy("c0"))
             state = watches.state("c0")
             assert state is not None and "503" in state.error
+            # A resting cluster is woken, so its pass sets its next look for a broken watch
+            # (a minute, not ten); the wake-up is no change to read.
+            assert wait_for(lambda: "c0" in changes.seen)
             api.faults.remove(rule)
             assert wait_for(lambda: watches.healthy("c0"))
             assert not watches.take_change("c0")  # resumed from its resourceVersion: no gap
