@@ -447,6 +447,7 @@ def build_bot(options: RunOptions) -> Bot:
         workers=max(1, options.workers),
     )
     watches = release_watches(access, scheduler.nudge)  # the long-running loop's only
+    reconciler.peers = lambda: scheduler.clusters  # first baselines in one commit (#29)
     health = HealthWatch(
         scheduler,
         clock,

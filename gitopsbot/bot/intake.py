@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 # not once per commit (a fleet of N clusters: one merge is one commit, not N).
 SEEN_STRIDE = 50
 
+BASELINE_NAMES = 50  # clusters named in a batched baseline's message; the rest counted
+
 _PR_IN_MESSAGE = re.compile(r"(?:pull request #|\(#|!)(\d+)")
 _ROLLBACK_IN_REMEDIATION = re.compile(r"^rollback:([\w.-]+)")
 
@@ -57,10 +59,7 @@ class Intake:
         if seen == head or self._scanned.get(cluster) == head:
             return None
         if seen is None:
-            self.ctx.store.commit(
-                {f"clusters/{cluster}/seen": (head + "\n").encode()},
-                f"{cluster}: baseline {head[:12]}",
-            )
+            self._baseline(cluster, head)
             return PassResult(cluster, "baseline", head)
         commits = self.ctx.repo.log(self.ctx.settings.watched_branch, seen, LOG_LIMIT)
         touching = [c for c in commits if self._touches(c, cluster)]
@@ -127,6 +126,30 @@ class Intake:
 
         new = self._operation_for(newest, spec, now, deployed)
         return self._admit(new, spec, head, now, deployed, newest)
+
+    def _baseline(self, cluster: str, head: str) -> None:
+        """Record ``head`` as where the cluster's intake starts, in one commit with the
+        baselines of the other clusters this process runs (``PassBase.peers``) that have none
+        and whose Lease it holds: at the first start of a fleet of N clusters, a few commits
+        and pushes, not N (#29). A peer's baseline is what its own first pass would record a
+        moment later (the watched head now); a pass of it under way that read "no baseline"
+        records its own as well, the same or a newer head, which is all a first baseline
+        promises (the bot applies what is merged after it)."""
+        names = [cluster]
+        if self.ctx.peers is not None:
+            store, may_act = self.ctx.store, self.ctx.may_act
+            names += sorted(
+                c for c in self.ctx.peers() if c != cluster and may_act(c) and store.seen(c) is None
+            )
+        line = (head + "\n").encode()
+        files: dict[str, bytes | None] = {f"clusters/{c}/seen": line for c in names}
+        if len(names) == 1:
+            message = f"{cluster}: baseline {head[:12]}"
+        else:
+            shown = ", ".join(names[:BASELINE_NAMES])
+            more = f" and {len(names) - BASELINE_NAMES} more" if len(names) > BASELINE_NAMES else ""
+            message = f"baseline {head[:12]} for {len(names)} clusters\n\n{shown}{more}"
+        self.ctx.store.commit(files, message)
 
     def _reverting(self, journal: Journal) -> bool:
         """A failed step awaits ``onFailure: rollback`` (``remediate`` runs next)."""

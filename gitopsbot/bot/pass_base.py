@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
@@ -123,6 +123,9 @@ class PassBase:
         self.may_act = may_act if may_act is not None else (lambda cluster: True)
         # Tells Events, notifications, metrics and logs what each transition means.
         self.announcer = announcer if announcer is not None else Announcer()
+        # The other clusters this process runs (``run``: the scheduler's); None: one at a
+        # time. A first pass records their baselines with its own, in one commit (#29).
+        self.peers: Callable[[], Collection[str]] | None = None
         self._fleets: dict[str, Fleet] = {}
         self._fleet_errors: dict[str, ConfigError] = {}
         self._fleets_lock = threading.Lock()
