@@ -30,7 +30,9 @@ Measured, per N:
   ``git_fetches_per_minute`` (``info/refs?service=git-upload-pack`` with credentials the
   bot asked the Git remote for), ``api_requests_per_minute`` (requests the API emulator
   served: only the bot speaks HTTP to it, the simulator works on the store in process),
-  ``lease_writes_per_second`` (POST/PUT/PATCH of leases among them);
+  ``lease_writes_per_second`` (POST/PUT/PATCH of leases among them),
+  ``passes_per_minute`` (``gitopsbot_scheduler_passes_total`` over the window: clusters at
+  rest have none between their idle looks);
 - ``metrics_scrape_seconds``: GET /metrics, median of 3;
 - ``--merges`` values changes to ``c0000`` (the controller's CPU request), each pushed with
   a signed GitHub push webhook while the rest of the fleet idles (after one warm-up webhook:
@@ -89,6 +91,7 @@ TARGETS: dict[str, tuple[str, float]] = {  # issue 29: (comparison, bound)
     "git_fetches_per_minute": ("<=", 2.0),  # one per poll interval (30 s) for the fleet
     "git_pushes_per_merge": ("<=", 1.0),
     "api_requests_per_minute": ("", 0.0),  # no target: read with the others
+    "passes_per_minute": ("", 0.0),  # no target: what resting clusters save (#29)
     "lease_writes_per_second": ("<=", 5.0),  # for 3 replicas; here one
     "first_round_seconds": ("<", 60.0),
     "first_action_p95_seconds": ("<", 1.0),
@@ -411,6 +414,16 @@ class Bot:
             return timeout
         return time.monotonic() - t
 
+    def passes(self) -> float:
+        """Passes started so far (``gitopsbot_scheduler_passes_total``, every reason)."""
+        with urllib.request.urlopen(f"{self.metrics_url}/metrics", timeout=120) as answer:
+            text = answer.read().decode()
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("gitopsbot_scheduler_passes_total{")
+        )
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -442,6 +455,7 @@ def quiet(gitlog: GitLog, seconds: float, timeout: float) -> None:
 
 def idle_window(bot: Bot, gitlog: GitLog, api: ApiLog, seconds: float) -> dict[str, float]:
     kids: set[int] = set()
+    passes0 = bot.passes()
     cpu0, t0 = bot.cpu_seconds(), time.monotonic()
     while time.monotonic() - t0 < seconds:
         kids |= bot.children()
@@ -455,6 +469,7 @@ def idle_window(bot: Bot, gitlog: GitLog, api: ApiLog, seconds: float) -> dict[s
         "git_fetches_per_minute": gitlog.count(t0, t1, "fetch") / minutes,
         "api_requests_per_minute": api.count(t0, t1) / minutes,
         "lease_writes_per_second": api.count(t0, t1, lease_writes=True) / (t1 - t0),
+        "passes_per_minute": (bot.passes() - passes0) / minutes,
     }
 
 
