@@ -414,15 +414,20 @@ class Bot:
             return timeout
         return time.monotonic() - t
 
-    def passes(self) -> float:
-        """Passes started so far (``gitopsbot_scheduler_passes_total``, every reason)."""
+    def _sum(self, prefix: str) -> float:
         with urllib.request.urlopen(f"{self.metrics_url}/metrics", timeout=120) as answer:
             text = answer.read().decode()
         return sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("gitopsbot_scheduler_passes_total{")
+            float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)
         )
+
+    def passes(self) -> float:
+        """Passes started so far (``gitopsbot_scheduler_passes_total``, every reason)."""
+        return self._sum("gitopsbot_scheduler_passes_total{")
+
+    def resting(self) -> float:
+        """Clusters at rest now (``gitopsbot_scheduler_clusters_resting``)."""
+        return self._sum("gitopsbot_scheduler_clusters_resting ")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -567,6 +572,16 @@ def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, float]:
         if settle > 0 and not args.quick:
             say(f"waiting {settle:.0f} s for every cluster's first release look")
             time.sleep(settle)
+        # Idle means at rest (docs/decisions.md#resting-clusters): a cluster rests after its
+        # first looks (a minute, then ten once its release watch is healthy); the window
+        # begins once nearly all do, or after ten minutes whatever.
+        if not args.quick:
+            at_rest = 0.95 * n
+            say(f"waiting for {at_rest:.0f} clusters at rest")
+            end = time.monotonic() + 600
+            while bot.resting() < at_rest and time.monotonic() < end:
+                time.sleep(2)
+            say(f"{bot.resting():.0f} clusters at rest")
         say(f"idle window of {args.idle_seconds:.0f} s")
         if args.profile:
             threading.Thread(

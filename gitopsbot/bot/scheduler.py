@@ -285,7 +285,8 @@ class Scheduler:
         call = self._reconcile if chain.fetch else self._follow_up
         result: PassResult | None = None
         with self._lock:
-            self._rests.pop(cluster, None)  # woken (or its rest over): a pass again
+            # Woken (or its rest over): a pass again. Its tick may still be at the rest's end.
+            was_resting = self._rests.pop(cluster, None) is not None
         try:
             with log_context.pass_of(cluster):  # its lines name the cluster, none after
                 result = self._pass(cluster, call)
@@ -315,6 +316,10 @@ class Scheduler:
             and self._poll is not None
         ):
             self._defer(cluster, result.rest_until)
+        elif was_resting and not self.stopping:
+            # No longer at rest (a merge woke it; its pass failed): the periodic pass every
+            # interval again, not at the end of the rest its tick was deferred to.
+            self._move(cluster, self._clock.now() + self._interval_delta)
 
     def _at_once(self, result: PassResult) -> bool:
         return result.next_at is not None and result.next_at <= self._clock.now()

@@ -135,6 +135,35 @@ def test_with_the_fleet_poll_a_resting_cluster_has_no_periodic_pass() -> None:
         s.shutdown(wait=True)
 
 
+def test_a_woken_cluster_that_no_longer_rests_passes_every_interval_again() -> None:
+    """Found at 1,000 clusters: a merge woke a resting cluster, its operation's helm step
+    asked for no particular time, and its tick stayed at the rest's end ten minutes away, so
+    the running operation had no pass for ten minutes."""
+    rest = Resting()
+    busy = threading.Event()  # set: the cluster has an operation now, no rest
+    plain = rest.reconcile
+
+    def reconcile(cluster: str) -> PassResult:
+        result = plain(cluster)
+        return PassResult(cluster, "operating") if busy.is_set() else result
+
+    s = Scheduler(
+        reconcile=reconcile, clock=WallClock(), interval_seconds=1, jitter_seconds=0,
+        poll=rest.poll,
+    )  # fmt: skip
+    s.set_clusters(["a"])
+    s.start()
+    try:
+        assert wait_until(lambda: rest.count() == 1 and s.stats().resting == 1)
+        busy.set()
+        s.nudge("a")  # a merge: the pass starts an operation, which asks for no time
+        assert wait_until(lambda: rest.count() == 2)
+        assert wait_until(lambda: rest.count() >= 4)  # periodic passes again, no nudge
+        assert s.stats().resting == 0
+    finally:
+        s.shutdown(wait=True)
+
+
 def test_without_the_fleet_poll_a_rest_is_ignored() -> None:
     rest = Resting()
     s = Scheduler(reconcile=rest.reconcile, clock=WallClock(), interval_seconds=1, jitter_seconds=0)
