@@ -39,7 +39,7 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,6 +165,17 @@ class ReleaseWatches:
         state.task = asyncio.run_coroutine_threadsafe(
             self._run(cluster, state, configuration), loop
         )
+
+    def keep_only(self, clusters: Collection[str]) -> None:
+        """Stop the watches of every cluster not in ``clusters`` (a replica that gave up or
+        lost a shard: its nudges would do nothing, and its sockets are the new holder's
+        to open)."""
+        with self._lock:
+            gone = [name for name in self._states if name not in clusters]
+            states = [self._states.pop(name) for name in gone]
+        for state in states:
+            if state.task is not None:
+                state.task.cancel()
 
     def state(self, cluster: str) -> _State | None:
         with self._lock:

@@ -467,6 +467,7 @@ def build_bot(options: RunOptions) -> Bot:
             repo.invalidate()
             if not scheduler.stopping:  # none added or removed once shutting down
                 scheduler.set_clusters(held)
+            watches.keep_only(held)  # the releases of clusters given up: their holder's
 
         shards.on_change = jobs_for
         shards.on_lost = helm_stopper(options.cache)

@@ -129,6 +129,35 @@ def test_a_revision_written_while_idle_is_reported_by_the_watch(
     assert children() == before_children  # no helm, no kubectl: not one child process
 
 
+def test_the_watches_of_clusters_given_up_stop(
+    tmp_path: Path, watches: ReleaseWatches, changes: Changes
+) -> None:
+    """A replica that gave up or lost a shard keeps only its clusters' watches
+    (``keep_only``): a given-up cluster's revision wakes nothing here, its holder's does."""
+    with ApiServer(bookmark_interval=3600) as api:
+        kube = KubeCluster.from_kubeconfig(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        configuration = configuration_from_kubeconfig(tmp_path / "kubeconfig")
+        try:
+            for name in ("c0", "c1"):
+                watches.watch(name, configuration, "default", f"rel-{name}")
+            assert wait_for(lambda: watches.healthy("c0") and watches.healthy("c1"))
+            state = watches.state("c0")
+            assert state is not None and state.task is not None
+            watches.keep_only({"c1"})
+            assert watches.state("c0") is None and not watches.healthy("c0")
+            assert wait_for(lambda: state.task is not None and state.task.done())
+            for name in ("c0", "c1"):
+                rel = f"rel-{name}"
+                kube.create(
+                    _helm_secret("default", _helm_record("default", rel, 2, "deployed", "x"))
+                )
+            assert changes.wait()
+            assert wait_for(lambda: "c1" in changes.seen)
+            assert "c0" not in changes.seen
+        finally:
+            kube.close()
+
+
 def test_410_gone_lists_again_and_counts_as_a_change(
     tmp_path: Path, watches: ReleaseWatches, changes: Changes
 ) -> None:
