@@ -288,6 +288,38 @@ class BotMetrics:
         so a scrape answers while every worker is busy)."""
         self.registry.register(_Dispatch(stats))
 
+    def watch_release_watches(self, counts: Callable[[], tuple[int, int, int]]) -> None:
+        """``counts``: the idle release watches now (``ReleaseWatches.counts``: healthy, not
+        healthy, breaks so far)."""
+        self.registry.register(_ReleaseWatches(counts))
+
+
+class _ReleaseWatches(Collector):
+    def __init__(self, counts: Callable[[], tuple[int, int, int]]) -> None:
+        self._counts = counts
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        healthy, broken, breaks = self._counts()
+        watches = GaugeMetricFamily(
+            "gitopsbot_release_watches",
+            "Idle clusters' release watches: healthy (a change would be heard at once) or "
+            "broken (retried with a backoff; the cluster's release is looked at every minute "
+            'meanwhile). docs/executor.md "The idle check".',
+            labels=["state"],
+        )
+        watches.add_metric(["healthy"], healthy)
+        watches.add_metric(["broken"], broken)
+        yield watches
+        yield CounterMetricFamily(
+            "gitopsbot_release_watch_breaks",
+            "Healthy release watches that failed (each wakes its cluster, whose next idle look "
+            "is then a minute away, not ten).",
+            value=breaks,
+        )
+
 
 class _Dispatch(Collector):
     def __init__(self, stats: Callable[[], DispatchStats]) -> None:

@@ -116,6 +116,7 @@ class ReleaseWatches:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.requests = 0  # every list and watch request sent, for benchmarks
+        self.breaks = 0  # healthy watches that failed (each woke its cluster), for /metrics
 
     # -- the port ---------------------------------------------------------------------------
 
@@ -165,6 +166,13 @@ class ReleaseWatches:
         state.task = asyncio.run_coroutine_threadsafe(
             self._run(cluster, state, configuration), loop
         )
+
+    def counts(self) -> tuple[int, int, int]:
+        """(watches healthy, watches not healthy, healthy watches that broke so far), for
+        ``/metrics`` (one lock, no I/O)."""
+        with self._lock:
+            healthy = sum(1 for state in self._states.values() if state.healthy)
+            return healthy, len(self._states) - healthy, self.breaks
 
     def keep_only(self, clusters: Collection[str]) -> None:
         """Stop the watches of every cluster not in ``clusters`` (a replica that gave up or
@@ -258,6 +266,7 @@ class ReleaseWatches:
                     if was_healthy:
                         # A resting cluster's next look was set for a healthy watch (10
                         # minutes): its pass now sets it for a broken one (a minute).
+                        self.breaks += 1
                         self._wake(cluster)
                     await asyncio.sleep(min(self._backoff_max, 2.0 ** (failures - 1)))
         finally:

@@ -457,6 +457,7 @@ def build_bot(options: RunOptions) -> Bot:
     )
     reconciler.announcer.pass_listeners.append(health)
     metrics.watch_scheduler(scheduler.stats)  # queue depth, oldest wait, delays (#29)
+    metrics.watch_release_watches(watches.counts)
     if shards is not None:
         keeper = shards
         metrics.watch_leases(lambda: clusters, keeper.held, lambda: len(keeper.members))

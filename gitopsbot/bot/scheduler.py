@@ -262,11 +262,13 @@ class Scheduler:
             return
         try:
             job = self._scheduler.get_job(job_id(name))
-            if job is not None and job.next_run_time is not None and when > job.next_run_time:
+            if job is None or job.next_run_time is None:
+                return
+            if when > job.next_run_time:
                 job.modify(next_run_time=when)
                 self.deferred += 1
-                with self._lock:
-                    self._rests[name] = when
+            with self._lock:  # resting, whether this rest or an earlier one deferred it
+                self._rests[name] = max(when, job.next_run_time)
         except JobLookupError:  # removed meanwhile
             pass
 
@@ -285,8 +287,7 @@ class Scheduler:
         call = self._reconcile if chain.fetch else self._follow_up
         result: PassResult | None = None
         with self._lock:
-            # Woken (or its rest over): a pass again. Its tick may still be at the rest's end.
-            was_resting = self._rests.pop(cluster, None) is not None
+            self._rests.pop(cluster, None)  # woken (or its rest over): a pass again
         try:
             with log_context.pass_of(cluster):  # its lines name the cluster, none after
                 result = self._pass(cluster, call)
@@ -303,23 +304,21 @@ class Scheduler:
                 return Repeat(fetch=False, chain=immediate, fetched_at=fetched_at)
 
             self.queue.finish(cluster, then)
+        rest = result.rest_until if result is not None and result.next_at is None else None
+        if rest is not None and self._poll is not None:
+            self._defer(cluster, rest)
+            return
+        if self._poll is not None:
+            # Not at rest (a merge woke it, its pass failed): its periodic pass within an
+            # interval again, not at the end of a rest its tick was deferred to (found at
+            # 1,000 clusters: a woken cluster's helm step had no pass for ten minutes).
+            self._move(cluster, self._clock.now() + self._interval_delta)
         if (
             result is not None
             and result.next_at is not None
             and not (at_once and immediate <= IMMEDIATE_PASSES)
         ):
             self._move(cluster, max(result.next_at, self._clock.now() + self._soonest))
-        elif (
-            result is not None
-            and result.next_at is None
-            and result.rest_until is not None
-            and self._poll is not None
-        ):
-            self._defer(cluster, result.rest_until)
-        elif was_resting and not self.stopping:
-            # No longer at rest (a merge woke it; its pass failed): the periodic pass every
-            # interval again, not at the end of the rest its tick was deferred to.
-            self._move(cluster, self._clock.now() + self._interval_delta)
 
     def _at_once(self, result: PassResult) -> bool:
         return result.next_at is not None and result.next_at <= self._clock.now()

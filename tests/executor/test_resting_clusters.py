@@ -84,6 +84,7 @@ class Resting:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.until = datetime.now(UTC) + timedelta(hours=1)  # one look's time: the same rest
         self.calls: list[str] = []
         self.called = threading.Event()
         self.polls = 0
@@ -93,7 +94,7 @@ class Resting:
         with self.lock:
             self.calls.append(cluster)
         self.called.set()
-        return PassResult(cluster, "idle", rest_until=datetime.now(UTC) + timedelta(hours=1))
+        return PassResult(cluster, "idle", rest_until=self.until)
 
     def poll(self) -> None:
         with self.lock:
@@ -155,10 +156,12 @@ def test_a_woken_cluster_that_no_longer_rests_passes_every_interval_again() -> N
     s.start()
     try:
         assert wait_until(lambda: rest.count() == 1 and s.stats().resting == 1)
+        s.nudge("a")  # a wake-up that finds nothing: at rest again, until the same look
+        assert wait_until(lambda: rest.count() == 2 and s.stats().resting == 1)
         busy.set()
         s.nudge("a")  # a merge: the pass starts an operation, which asks for no time
-        assert wait_until(lambda: rest.count() == 2)
-        assert wait_until(lambda: rest.count() >= 4)  # periodic passes again, no nudge
+        assert wait_until(lambda: rest.count() == 3)
+        assert wait_until(lambda: rest.count() >= 5)  # periodic passes again, no nudge
         assert s.stats().resting == 0
     finally:
         s.shutdown(wait=True)

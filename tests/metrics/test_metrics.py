@@ -279,6 +279,22 @@ def test_names_follow_the_prometheus_conventions(metrics: BotMetrics) -> None:
     }
 
 
+def test_release_watches_are_counted_at_scrape_time(metrics: BotMetrics) -> None:
+    counts = [(3, 1, 2)]
+    metrics.watch_release_watches(lambda: counts[0])
+    found = {(s.name, tuple(s.labels.items())): s.value for f in text_string_to_metric_families(
+        generate_latest(metrics.registry).decode()) for s in f.samples}  # fmt: skip
+    assert found[("gitopsbot_release_watches", (("state", "healthy"),))] == 3
+    assert found[("gitopsbot_release_watches", (("state", "broken"),))] == 1
+    assert found[("gitopsbot_release_watch_breaks_total", ())] == 2
+    counts[0] = (4, 0, 2)  # read afresh at each scrape
+    assert (
+        'gitopsbot_release_watches{state="healthy"} 4.0'
+        in generate_latest(metrics.registry).decode()
+    )
+    assert dict(_families(metrics))["gitopsbot_release_watch_breaks"] == "counter"
+
+
 def test_lease_gauges_follow_two_replicas_sharing_the_fleet() -> None:
     """As ``app.build_bot`` wires them: each replica's metrics read its ShardKeeper."""
     leases, clock = FakeLeases(), Clock()

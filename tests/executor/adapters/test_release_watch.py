@@ -198,6 +198,7 @@ def test_a_failing_watch_is_unhealthy_at_once_and_recovers(
         try:
             watches.watch("c0", configuration, "default", "rel")
             assert wait_for(lambda: watches.healthy("c0"))
+            assert watches.counts() == (1, 0, 0)  # /metrics: one healthy, none broke yet
             rule = api.faults.error(503, path="/api/v1/namespaces/default/secrets*")
             # the next resume (within a second) is refused: unhealthy, the idle check lists
             assert wait_for(lambda: not watches.healthy("c0"))
@@ -206,6 +207,7 @@ def test_a_failing_watch_is_unhealthy_at_once_and_recovers(
             # A resting cluster is woken, so its pass sets its next look for a broken watch
             # (a minute, not ten); the wake-up is no change to read.
             assert wait_for(lambda: "c0" in changes.seen)
+            assert watches.counts() == (0, 1, 1)
             api.faults.remove(rule)
             assert wait_for(lambda: watches.healthy("c0"))
             assert not watches.take_change("c0")  # resumed from its resourceVersion: no gap
