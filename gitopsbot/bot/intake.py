@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -45,6 +46,7 @@ class Intake:
         self.ctx = ctx
         # cluster → the watched head its intake last found nothing new up to (not recorded)
         self._scanned: dict[str, str] = {}
+        self._baselines = threading.Lock()
 
     def intake(self, cluster: str, now: datetime) -> PassResult | None:
         head = self.ctx.repo.head(self.ctx.settings.watched_branch)
@@ -135,6 +137,12 @@ class Intake:
         moment later (the watched head now); a pass of it under way that read "no baseline"
         records its own as well, the same or a newer head, which is all a first baseline
         promises (the bot applies what is merged after it)."""
+        with self._baselines:  # first passes side by side: one records for the others
+            if self.ctx.store.seen(cluster) is not None:
+                return  # recorded by a peer's first pass meanwhile
+            self._record_baselines(cluster, head)
+
+    def _record_baselines(self, cluster: str, head: str) -> None:
         names = [cluster]
         if self.ctx.peers is not None:
             store, may_act = self.ctx.store, self.ctx.may_act

@@ -55,3 +55,20 @@ def test_without_peers_each_cluster_records_its_own(tmp_path: Path) -> None:
     assert rec.reconcile("lab").action == "baseline"
     assert rec.store.seen("stage") is None
     assert rec.reconcile("stage").action == "baseline"
+
+
+def test_a_first_pass_that_read_no_baseline_while_a_peer_recorded_it_records_nothing(
+    tmp_path: Path,
+) -> None:
+    """First passes side by side (the scheduler's workers): each read "no baseline" before the
+    first commit; the later ones find it recorded under the lock and add no commit (at 1,000
+    clusters three commits of every cluster's baseline were made before this)."""
+    fleet = Fleet2(tmp_path)
+    rec = fleet.reconciler()
+    rec.peers = lambda: ("lab", "stage")
+    head = fleet.env.repo("probe").head("main")
+    assert head is not None
+    assert rec.reconcile("lab").action == "baseline"
+    before = rec.store.head()
+    rec.intake._baseline("stage", head)  # as stage's own first pass, a moment too late
+    assert rec.store.head() == before
