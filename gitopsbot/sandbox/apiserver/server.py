@@ -527,7 +527,11 @@ class Verb:
         # timeoutSeconds; a readable socket with nothing to read means it closed.
         conn = self.h.connection
         try:
-            readable, _, _ = select.select([conn], [], [], 0)
+            # poll, not select: select() refuses a descriptor past 1,024, which a server
+            # holding 1,000 watches has (each watch then broke at once, #29).
+            waiter = select.poll()
+            waiter.register(conn, select.POLLIN)
+            readable = waiter.poll(0)
             return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
         except OSError:
             return True

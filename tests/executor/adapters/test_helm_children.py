@@ -37,6 +37,7 @@ from gitopsbot.core.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmStopped
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.apiserver import ApiServer
+from tests import open_files
 from tests.executor.adapters.test_helm_cli import (
     CANARY,
     _files_holding,
@@ -359,3 +360,16 @@ def test_exited_returns_once_the_child_ended_and_times_out_while_it_runs(
         slow.kill()
         slow.wait()
     children.exited(slow, 5.0)  # ended and reaped already: returns
+
+
+def test_exited_waits_on_a_descriptor_past_1024() -> None:
+    """At 1,000 clusters the bot holds more than 1,024 sockets (its release watches), so the
+    pidfd ``exited`` waits on is numbered past 1,024: with ``select()`` every helm step
+    failed there ("filedescriptor out of range"), and the first merge's operation stayed at
+    helm-upgrade (#29)."""
+    if not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd_open on this platform")
+    with open_files.past(1100):
+        quick = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+        children.exited(quick, 30.0)
+        assert quick.wait(timeout=0) == 3
