@@ -132,6 +132,21 @@ class Reconciler(PassBase):
                 seconds=self.clock.monotonic() - began,
             )
             raise
+        except Exception as e:
+            # A bug: told as a failing pass (metrics, /readyz, ``status``), then raised to the
+            # scheduler, which logs its traceback. Only the type reaches Git and metrics: the
+            # message of an unexpected error may hold anything (#29: a ValueError in every
+            # helm step at 1,000 clusters showed nowhere but the log).
+            said = GitOpsBotError(f"internal error ({type(e).__name__}); see the bot's log")
+            self._record_failure(cluster, said)
+            self.announcer.pass_finished(
+                cluster,
+                action="",
+                detail="",
+                error=str(said),
+                seconds=self.clock.monotonic() - began,
+            )
+            raise
         self.announcer.pass_finished(
             cluster,
             action=result.action,
