@@ -433,6 +433,7 @@ def build_bot(options: RunOptions) -> Bot:
         options, repo=repo, bot_settings=bot_settings, clock=clock, forge=forge,
         charts=chart_source(options.cache), access=cluster_access(options), instance=instance,
         tools=tools, metrics=metrics, may_act=shards.held if shards is not None else None,
+        fleet_at=wired.reconciler.fleet_at,
     )  # fmt: skip
     reconciler = wired.reconciler
     follow_up = functools.partial(reconciler.reconcile, fetch=False)  # see bot.scheduler

@@ -28,7 +28,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.chart import Chart
 from gitopsbot.core.drift import DriftReport
 from gitopsbot.core.journal import Journal
-from gitopsbot.core.model import BotSettings, ClusterSpec
+from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.errors import ChartError, ConfigError
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.charts import ChartSource
@@ -115,10 +115,12 @@ def drift_watch(
     tools: ToolSet | None = None,
     metrics: BotMetrics | None = None,
     may_act: Callable[[str], bool] | None = None,
+    fleet_at: Callable[[str], Fleet] | None = None,
 ) -> DriftWatch:
     """``run``'s drift checks (docs/drift.md): the fleet at the watched branch's head as the
     passes fetched it, the state branch (read, and ``drift.yaml`` written), executors and Event
-    clients of its own."""
+    clients of its own. ``fleet_at``: the fleet at a commit as the passes parsed it
+    (``PassBase.fleet_at``, once per head); None: parsed here at each look."""
     watched = bot_settings.watched_branch
     store = JournalStore(repo, branch=bot_settings.state_branch, push=options.push)
 
@@ -126,7 +128,10 @@ def drift_watch(
         head = repo.head(watched)
         if head is None:
             return {}
-        clusters = load_fleet(repo.tree(head)).clusters
+        # The drift thread asks at every check instant (each cluster has its own in the
+        # interval): at 1,000 clusters, a parse of the whole fleet every few seconds (#29).
+        fleet = fleet_at(head) if fleet_at is not None else load_fleet(repo.tree(head))
+        clusters = fleet.clusters
         return {n: s for n, s in clusters.items() if not options.clusters or n in options.clusters}
 
     events: dict[str, KubeEvents] = {}

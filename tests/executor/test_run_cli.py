@@ -16,11 +16,13 @@ import zoneinfo
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from gitopsbot import app
+from gitopsbot.app import drift as drift_app
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.shared_repo import SharedRepo
@@ -346,6 +348,33 @@ def test_the_loop_runs_clusters_side_by_side_on_one_shared_mirror(env: Env, tmp_
         assert isinstance(bot.reconciler.repo, SharedRepo)
         assert bot.reconciler.store._repo is bot.reconciler.repo  # one mirror, one lock
         assert bot.scheduler.workers == 3
+    finally:
+        bot.close()
+
+
+def test_the_drift_thread_reads_the_fleet_the_passes_parsed(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drift thread asks for the fleet at each check instant (every few seconds at 1,000
+    clusters): it takes the passes' parse of the head, not a parse of its own each time (#29:
+    the whole fleet parsed every few seconds was most of an idle replica's CPU)."""
+    own: list[object] = []
+
+    def counted(tree: Any) -> Any:
+        own.append(tree)
+        return load_fleet(tree)
+
+    monkeypatch.setattr(drift_app, "load_fleet", counted)
+    bot = app.build_bot(app.RunOptions(fleet_url=env.url, cache=tmp_path / "cache", push=False))
+    try:
+        assert bot.drift is not None
+        bot.reconciler.repo.fetch()
+        for _ in range(3):
+            assert set(bot.drift._specs()) == {"lab"}
+        head = bot.reconciler.repo.head("main")
+        assert head is not None
+        bot.reconciler.fleet_at(head)  # a pass asking for the same head
+        assert bot.reconciler.fleet_parses == 1 and own == []
     finally:
         bot.close()
 
