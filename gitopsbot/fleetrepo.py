@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import threading
 import zoneinfo
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -21,7 +22,7 @@ from gitopsbot.core.fleet.settings_file import parse_settings
 from gitopsbot.core.located_yaml import DEFAULT_LIMITS, YamlLimits
 from gitopsbot.core.model import ClusterSpec, Fleet
 from gitopsbot.errors import FleetError, Problem, SymlinkRefused
-from gitopsbot.ports.files import FileTree
+from gitopsbot.ports.files import DirIds, FileTree
 
 
 @lru_cache(maxsize=1)
@@ -148,21 +149,73 @@ def _load_fleet(tree: FileTree) -> Fleet:
             limits = parse_settings(settings_text).limits
         except FleetError:
             pass  # parse_fleet reports it; the files are read with the default limits
-    clusters: dict[str, Mapping[str, str]] = {
-        name: _cluster_files(tree, name, problems, limits)
-        for name in _cluster_names(tree, problems)
-    }
+    clusters: dict[str, Mapping[str, str]] = {}
+    parsed: dict[str, ClusterSpec] = {}
+    keys: dict[str, tuple[str, YamlLimits]] = {}
+    for name in _cluster_names(tree, problems):
+        key = _spec_key(tree, name, limits)
+        known = _SPECS.get(key) if key is not None else None
+        if known is not None:
+            parsed[name] = known
+            continue
+        if key is not None:
+            keys[name] = key
+        clusters[name] = _cluster_files(tree, name, problems, limits)
     policies = _policy_documents(tree, problems)
     try:
-        return assembly.parse_fleet(
+        fleet = assembly.parse_fleet(
             settings_text,
             clusters,
             policy_documents=policies,
             known_timezones=known_timezones(),
             extra_problems=problems,
+            parsed=parsed,
         )
     except FleetError as exc:
         raise FleetError(_not_missing(exc.problems, problems)) from None
+    for name, key in keys.items():
+        _SPECS.put(key, fleet.clusters[name])
+    return fleet
+
+
+class _SpecsByDir:
+    """Cluster specs by (the Git tree id of the cluster's directory, the limits read with):
+    a spec is a function of its directory's files and gitopsbot.yaml's ``limits:`` alone, and
+    a tree id names the directory's exact content (file names, modes, bytes). So a new head
+    of a 1,000-cluster fleet is parsed for the clusters a merge changed, not for all of them
+    (#29: the whole fleet parsed at each merge was half of its first action, ~1.5 s).
+    Bounded (least recently used first out); shared by the threads of the process."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._specs: OrderedDict[tuple[str, YamlLimits], ClusterSpec] = OrderedDict()
+
+    def get(self, key: tuple[str, YamlLimits]) -> ClusterSpec | None:
+        with self._lock:
+            found = self._specs.get(key)
+            if found is not None:
+                self._specs.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, YamlLimits], spec: ClusterSpec) -> None:
+        with self._lock:
+            self._specs[key] = spec
+            self._specs.move_to_end(key)
+            while len(self._specs) > self._size:
+                self._specs.popitem(last=False)
+
+
+_SPECS = _SpecsByDir(4096)
+
+
+def _spec_key(tree: FileTree, name: str, limits: YamlLimits) -> tuple[str, YamlLimits] | None:
+    """The cache key of a cluster's directory, when the tree can name its content (a Git
+    commit); None for a working directory (read every time)."""
+    if not isinstance(tree, DirIds):
+        return None
+    found = tree.dir_id(f"{CLUSTERS_DIR}/{name}")
+    return (found, limits) if found is not None else None
 
 
 def _not_missing(found: Sequence[Problem], unread: Sequence[Problem]) -> list[Problem]:

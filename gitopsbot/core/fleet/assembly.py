@@ -176,17 +176,21 @@ def parse_fleet(
     policy_documents: Sequence[tuple[str, str]] = (),
     known_timezones: Collection[str] | None = None,
     extra_problems: Sequence[Problem] = (),
+    parsed: Mapping[str, ClusterSpec] | None = None,
 ) -> Fleet:
     """The whole repository. ``clusters`` maps cluster name to its files (as ``parse_cluster``).
-    ``extra_problems`` are the caller's own (e.g. undecodable bytes), reported with the rest."""
+    ``extra_problems`` are the caller's own (e.g. undecodable bytes), reported with the rest.
+    ``parsed``: clusters the caller parsed before from the very same files with the same
+    limits (a cluster's spec depends on its own directory and ``limits:`` alone), taken as
+    they are."""
     problems: list[Problem] = list(extra_problems)
     settings = BotSettings()
     try:
         settings = parse_settings(settings_text)
     except FleetError as exc:
         problems.extend(exc.problems)
-    specs: dict[str, ClusterSpec] = {}
-    if not clusters:
+    specs: dict[str, ClusterSpec] = dict(parsed or {})
+    if not clusters and not specs:
         problems.append(
             Problem(
                 f"{CLUSTERS_DIR}/",
@@ -211,4 +215,5 @@ def parse_fleet(
             specs[name] = spec
     if problems:
         raise FleetError(problems)
-    return Fleet(settings=settings, clusters=specs, policy_documents=tuple(policy_documents))
+    ordered = {name: specs[name] for name in sorted(specs)}
+    return Fleet(settings=settings, clusters=ordered, policy_documents=tuple(policy_documents))
