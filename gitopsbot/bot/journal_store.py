@@ -135,6 +135,15 @@ class JournalStore:
         # Kept by the cluster directory's id: the waves read every cluster's (#29).
         return self.summaries.seen(self._repo.tree(head), cluster)
 
+    def seen_reader(self) -> Callable[[str], str | None]:
+        """``seen`` of any cluster at the state branch's head as of now, the head resolved
+        once: for a judgement that asks it of every cluster of the fleet (#29)."""
+        head = self._repo.head(self.branch)
+        if head is None:
+            return lambda cluster: None
+        tree = self._repo.tree(head)
+        return lambda cluster: self.summaries.seen(tree, cluster)
+
     def pass_failure(self, cluster: str) -> PassFailure | None:
         data = self._read(f"{cluster_dir(cluster)}/{pass_failure.FILE}")
         return None if data is None else pass_failure.loads(data.decode("utf-8", "replace"))

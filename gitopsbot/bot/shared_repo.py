@@ -33,6 +33,7 @@ class SharedTree:
     def __init__(self, tree: FileTree, lock: threading.RLock) -> None:
         self._tree = tree
         self._lock = lock
+        self._ids = tree if isinstance(tree, DirIds) else None  # asked once, not per read
 
     @property
     def label(self) -> str:
@@ -47,10 +48,10 @@ class SharedTree:
             return self._tree.list(directory)
 
     def dir_id(self, path: str) -> str | None:
-        if not isinstance(self._tree, DirIds):
+        if self._ids is None:
             return None
         with self._lock:
-            return self._tree.dir_id(path)
+            return self._ids.dir_id(path)
 
 
 class SharedRepo:

@@ -209,9 +209,12 @@ def pending_reader(
     its head, shared by the judgements of that head (``WatchedLog``)."""
     head = repo.head(watched)
     shared = known if known is not None and known.head == head else None
+    # The state branch read at one commit for every cluster of the judgement: not a ref
+    # lookup per cluster (#29: 1,000 of them were a visible share of a judgement).
+    seen_of = store.seen_reader()
 
     def pending(cluster: str) -> bool:
-        seen = store.seen(cluster)
+        seen = seen_of(cluster)
         if head is None or seen is None or seen == head:
             return False
         positions = shared.after(seen) if shared is not None else None

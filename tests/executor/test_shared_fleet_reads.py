@@ -5,6 +5,7 @@ once per head, not once per cluster."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import cast
@@ -114,6 +115,9 @@ class _Seen:
 
     def seen(self, cluster: str) -> str | None:
         return self.seen_at.get(cluster)
+
+    def seen_reader(self) -> Callable[[str], str | None]:
+        return self.seen
 
 
 def test_pending_diffs_each_commit_once_for_the_fleet() -> None:
