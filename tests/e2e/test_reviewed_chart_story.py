@@ -60,6 +60,7 @@ def test_a_chart_republished_between_plan_and_merge_is_blocked_with_both_digests
     assert reviewed in journal.failure and republished in journal.failure
     assert world.chart_repo_url in journal.failure  # where the chart came from
     assert "re-published" in journal.failure
+    assert f"pull request #{proposal.number}" in journal.failure  # the recorded plan
     assert journal.steps == () or all(s.started_at is None for s in journal.steps)
     history = helm_history(world)
     assert [h["chart"] for h in history] == ["tensor-fusion-1.8.0"]  # nothing applied
