@@ -26,6 +26,7 @@ import httpx
 
 from gitopsbot.core.chart import Chart, ChartIndex, ChartVersion, parse_chart_files, semver_key
 from gitopsbot.errors import ChartInvalid, ChartNotFound, ChartUnavailable
+from gitopsbot.ports.charts import ChartArchive
 
 MAX_ARCHIVE_BYTES = 20 * 1024 * 1024
 MAX_UNPACKED_BYTES = 100 * 1024 * 1024
@@ -150,10 +151,11 @@ class HttpChartSource:
     def _index_url(repo_url: str) -> str:
         return repo_url.rstrip("/") + "/index.yaml"
 
-    def index(self, repo_url: str) -> ChartIndex:
+    def index(self, repo_url: str, *, fresh: bool = False) -> ChartIndex:
+        """The index; ``fresh``: asked again (conditionally) whatever its age."""
         now = self._clock()
         cached = self._indexes.get(repo_url)
-        if cached is not None and now - cached.fetched_at < self._index_ttl:
+        if not fresh and cached is not None and now - cached.fetched_at < self._index_ttl:
             return cached.index
         from gitopsbot.core.chart import parse_index
 
@@ -196,6 +198,41 @@ class HttpChartSource:
         self._charts[entry.digest or chart.digest] = chart
         return chart
 
+    def fetch(self, repo_url: str, name: str, version: str) -> ChartArchive:
+        """The archive as the repository serves it now: the index is asked again (a 304
+        keeps it), the archive read from the cache when the index digest names it, else
+        downloaded and verified against the index digest; kept under its sha256."""
+        entry = self.index(repo_url, fresh=True).get(name, version)
+        if entry is None:
+            raise ChartNotFound(f"chart {name} {version} is not in {_redact(repo_url)}")
+        data = self._archive(repo_url, entry)
+        digest = _sha256(data)
+        path = self._cache / f"{digest}.tgz"
+        if not path.is_file():
+            _write(path, data)
+        return ChartArchive(path, f"sha256:{digest}", _redact(self._archive_url(repo_url, entry)))
+
+    def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
+        hexdigest = digest.removeprefix("sha256:")
+        path = self._cache / f"{hexdigest}.tgz"
+        if path.is_file() and _sha256(path.read_bytes()) == hexdigest:
+            entry = self.index(repo_url).get(name, version)
+            where = self._archive_url(repo_url, entry) if entry is not None else repo_url
+            return ChartArchive(path, digest, _redact(where))
+        found = self.fetch(repo_url, name, version)
+        if found.digest != digest:
+            raise ChartInvalid(
+                f"{found.source}: archive {found.digest} is not {digest}, the one this "
+                "operation was admitted with"
+            )
+        return found
+
+    def _archive_url(self, repo_url: str, entry: ChartVersion) -> str:
+        if not entry.urls:
+            return repo_url
+        # URLs may be relative to the index (helm repo index --url omitted).
+        return str(httpx.URL(self._index_url(repo_url)).join(entry.urls[0]))
+
     def _archive(self, repo_url: str, entry: ChartVersion) -> bytes:
         path = self._cache / f"{entry.digest}.tgz" if entry.digest else None
         if path is not None and path.is_file():
@@ -213,11 +250,15 @@ class HttpChartSource:
                 f"digest {entry.digest[:12]}…"
             )
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".part")
-            tmp.write_bytes(data)
-            tmp.replace(path)
+            _write(path, data)
         return data
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def _dir_files(root: Path) -> dict[str, bytes]:
@@ -308,6 +349,35 @@ class LocalChartSource:
                 for n, v in by_name.items()
             }
         )
+
+    def _path_of(self, name: str, version: str) -> Path:
+        """The path ``chart`` reads the version from (a directory wins over an archive)."""
+        found: Path | None = None
+        for path in self._candidates():
+            chart = self._load(path)
+            wanted = (chart.name, chart.version) == (name, version.removeprefix("v"))
+            if wanted and (path.is_dir() or found is None):
+                found = path
+        if found is None:
+            self.chart("", name, version)  # raises ChartNotFound, naming what there is
+            raise ChartNotFound(f"chart {name} {version} not found")
+        return found
+
+    def fetch(self, repo_url: str, name: str, version: str) -> ChartArchive:
+        """The local archive (or directory) of the version, read again from disk."""
+        self._charts = None  # a file replaced on disk is seen
+        path = self._path_of(name, version)
+        chart = self._load(path)
+        return ChartArchive(path, f"sha256:{chart.digest}", str(path))
+
+    def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
+        found = self.fetch(repo_url, name, version)
+        if found.digest != digest:
+            raise ChartInvalid(
+                f"{found.source}: {found.digest} is not {digest}, the one this operation "
+                "was admitted with"
+            )
+        return found
 
     def chart(self, repo_url: str, name: str, version: str) -> Chart:
         found = self._all().get((name, version.removeprefix("v")))

@@ -426,6 +426,20 @@ class HelmCli:
             )
             return self._latest(release, namespace, what)
 
+    def template(
+        self, chart: Path, *, release: str, namespace: str, values: Mapping[str, Any]
+    ) -> str:
+        """``helm template`` of a local chart (archive or directory) with ``values`` on
+        standard input: the manifests a plan's digest is made of (no cluster is read; helm's
+        built-in capabilities). The values given here hold no secret (masked by the caller)."""
+        what = f"helm template {release} {chart.name}"
+        argv = ["template", release, str(chart), "--namespace", namespace, "--values", "-"]
+        with self._call():
+            result = self._run(argv, what=what, check=False, stdin=json.dumps(values))
+            if result.code != 0:
+                raise self._failure(argv, result, what=what, chart=str(chart))
+            return result.stdout
+
     def pull(self, chart: ChartRef, version: str, dest: Path) -> Path:
         with self._call():
             dest.mkdir(parents=True, exist_ok=True)

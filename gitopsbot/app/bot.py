@@ -14,6 +14,7 @@ import logging
 import zoneinfo
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 from gitopsbot.adapters import tools as tool_lookup
@@ -41,6 +42,7 @@ from gitopsbot.app.clusters import (
     executor_factory,
     helm_stopper,
     lease_client,
+    renderer,
     replica_identity,
     resolve_tools,
 )
@@ -69,7 +71,7 @@ from gitopsbot.core.model import BotSettings
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster, load_fleet
-from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.charts import ChartArchives, ChartSource
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
@@ -284,8 +286,19 @@ def wire_reconciler(
     reconciler = Reconciler(
         repo=repo,
         store=store,
-        executor_for=executor_factory(options, tools, access, memory),
-        gate=apply_gate(repo, charts),
+        executor_for=executor_factory(
+            options,
+            tools,
+            access,
+            memory,
+            archives=charts if isinstance(charts, ChartArchives) else None,
+        ),
+        gate=apply_gate(
+            repo,
+            charts,
+            renderer=renderer(tools.helm, options.cache),
+            state_branch=bot_settings.state_branch,
+        ),
         clock=clock,
         load_fleet=load_fleet,
         load_cluster=find_cluster,
@@ -476,7 +489,9 @@ def build_bot(options: RunOptions) -> Bot:
     bot = Bot(
         reconciler, scheduler, clusters, bot_settings, wired.mirror, shards,
         metrics=metrics, health=health, notifier=wired.notifier, events=wired.events,
-        drift=watch, proposals=proposal_watch(options, repo, bot_settings, forge, shards, clusters),
+        drift=watch, proposals=proposal_watch(
+            options, repo, bot_settings, forge, shards, clusters, helm=tools.helm
+        ),
         release_watches=watches,
     )  # fmt: skip
     bot.router = push_router(repo, bot, poll_seconds=interval / 2)
@@ -491,6 +506,7 @@ def proposal_watch(
     forge: Forge | None,
     shards: ShardKeeper | None,
     clusters: tuple[str, ...] = (),
+    helm: Path | None = None,
 ) -> ProposalWatch | None:
     """``run``'s proposal passes (``bot.proposal_watch``): through the bot's serialised
     repository, its forge (Git-only mode without one), each pass with a fresh chart source
@@ -507,6 +523,7 @@ def proposal_watch(
             chart_source(options.cache),
             watched_branch=options.branch,
             policy_documents=builtin_policy_documents(),
+            renderer=renderer(helm, options.cache) if helm is not None else None,
         )
         return proposer.run_once()
 

@@ -39,10 +39,11 @@ from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re
 from gitopsbot.app.options import RunOptions
 from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.event_recorder import EventRecorder
+from gitopsbot.bot.reviewed_chart import ReviewedCharts
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.fleetrepo import load_cluster, policy_documents
-from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.charts import ChartArchives, ChartSource, ManifestRenderer
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.leases import Leases
 from gitopsbot.ports.repo import Repo
@@ -85,6 +86,7 @@ def executor_factory(
     tools: tool_lookup.ToolSet | None = None,
     access: ClusterAccess | None = None,
     secret_memory: SecretMemory | None = None,
+    archives: ChartArchives | None = None,
 ) -> Callable[[ClusterSpec], Executor]:
     """One Cluster and Helm adapter per cluster, built on first use (``tools`` and
     ``access`` default to ``resolve_tools`` and ``cluster_access`` of the options). helm
@@ -121,6 +123,7 @@ def executor_factory(
                 secrets=secrets,
                 # the bearer token comes from the bot's environment, named by tokenEnv
                 prometheus=lambda endpoint: prometheus_client(endpoint, os.environ),
+                archives=archives,
             )
         return built[spec.name]
 
@@ -189,15 +192,32 @@ def chart_source(cache: Path) -> ChartSource:
     return HttpChartSource(cache_dir=cache)
 
 
-def apply_gate(repo: Repo, charts: ChartSource) -> ApplyGate:
+def apply_gate(
+    repo: Repo,
+    charts: ChartSource,
+    *,
+    renderer: ManifestRenderer | None = None,
+    state_branch: str = "",
+) -> ApplyGate:
     """The policy gate every operation passes before its first step: the built-in rules and
-    the fleet's ``policies/`` at the operation's commit (docs/policies.md)."""
+    the fleet's ``policies/`` at the operation's commit (docs/policies.md); with
+    ``state_branch``, the chart it admits is the one the plan recorded (docs/plan.md,
+    "Digests")."""
+    reviewed = None
+    if state_branch and isinstance(charts, ChartArchives):
+        reviewed = ReviewedCharts(charts, renderer, repo=repo, state_branch=state_branch)
     return ApplyGate(
         charts,
         builtin_documents=builtin_policy_documents(),
         policies_at=lambda sha: policy_documents(repo.tree(sha)),
         spec_at=lambda sha, name: load_cluster(repo.tree(sha), name),
+        reviewed=reviewed,
     )
+
+
+def renderer(helm: Path, cache: Path) -> HelmCli:
+    """helm for ``helm template`` only (the manifests' digest): its own home, no cluster."""
+    return HelmCli(helm, home=cache / "render")
 
 
 def replica_identity(base: str = "") -> str:

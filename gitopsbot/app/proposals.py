@@ -23,9 +23,11 @@ from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.gitrefs import GitRefTree
+from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
 from gitopsbot.adapters.secrets import SecretResolver
+from gitopsbot.adapters.tools import locate
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.bot.proposer import Proposer
@@ -104,6 +106,7 @@ def proposer(
     branch: str,
     chart_dirs: Sequence[Path],
     charts: ChartSource | None = None,
+    renderer: HelmCli | None = None,
 ) -> Proposer:
     """A proposer with a fresh chart source (HTTP sources keep an index for their lifetime,
     so each pass gets its own to see new versions); ``charts`` instead when given."""
@@ -113,4 +116,16 @@ def proposer(
         charts if charts is not None else chart_source_for(chart_dirs),
         watched_branch=branch,
         policy_documents=builtin_policy_documents(),
+        renderer=renderer if renderer is not None else plan_renderer(),
     )
+
+
+def plan_renderer() -> HelmCli | None:
+    """helm for the plan's rendered manifests digest (``GITOPSBOT_HELM``, else helm on
+    PATH); None without one: the plan then records the archive's digest only and says so."""
+    cache = settings.cache_dir()
+    try:
+        helm = locate("helm", from_environment=settings.tool_path("helm"), cache=cache)
+    except ConfigError:
+        return None
+    return HelmCli(helm, home=cache / "render")

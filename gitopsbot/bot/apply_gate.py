@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gitopsbot.bot.reviewed_chart import ReviewedCharts
 from gitopsbot.core import apply_gate
 from gitopsbot.core import secrets as secrets_mod
 from gitopsbot.core.chart import Chart, is_version, semver_key
@@ -67,8 +68,11 @@ class ApplyGate:
         builtin_documents: Sequence[tuple[str, str]],
         policies_at: Callable[[str], Sequence[tuple[str, str]]],
         spec_at: Callable[[str, str], ClusterSpec] | None = None,
+        reviewed: ReviewedCharts | None = None,
     ) -> None:
         self.charts = charts
+        # The reviewed chart is the applied chart (bot.reviewed_chart): None, not checked.
+        self.reviewed = reviewed
         self._builtin = tuple(builtin_documents)
         self._policies_at = policies_at
         self._spec_at = spec_at
@@ -143,4 +147,8 @@ class ApplyGate:
         judged = apply_gate.admit(journal, result)
         if not result.allowed:
             log.warning("%s: %s", journal.cluster, judged.failure)
+            return judged
+        if self.reviewed is not None and target is not None:
+            # Fetched once here: the archive admitted is the one the steps install.
+            return self.reviewed.admit(judged, spec)
         return judged

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field, replace
 from gitopsbot.baseline import load_fleet_baseline
 from gitopsbot.bot import failed_marks, rehearsal_store, wave_proposer, waves
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core import proposals as core
 from gitopsbot.core import rehearsal as rehearsal_core
+from gitopsbot.core import reviewed_chart
 from gitopsbot.core import wave_proposals as wave_core
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
@@ -60,7 +62,7 @@ from gitopsbot.errors import (
     Problem,
 )
 from gitopsbot.fleetrepo import load_cluster, load_fleet
-from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.charts import ChartArchives, ChartSource, ManifestRenderer
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo
@@ -166,12 +168,16 @@ class Proposer:
         *,
         watched_branch: str = "main",
         policy_documents: Sequence[tuple[str, str]] = (),
+        renderer: ManifestRenderer | None = None,
     ) -> None:
         self.repo = repo
         self.forge = forge
         self.charts = charts
         self.watched_branch = watched_branch
         self._policy_documents = tuple(policy_documents)
+        # helm for the rendered manifests' digest (docs/plan.md, "Digests"); None: the plan
+        # records the archive's digest only.
+        self.renderer = renderer
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -432,6 +438,44 @@ class Proposer:
         found = waves.judge_plan(self.repo, fleet, desired, before=rel.version)
         return with_verdicts(plan, found.verdicts)
 
+    def digests(self, plan: Plan, desired: ClusterSpec, fleet: Fleet) -> Plan:
+        """``plan`` with the target chart's archive and rendered manifests digests
+        (``bot.reviewed_chart``); as it was when the chart source keeps no archives or the
+        archive cannot be read (the plan already says why)."""
+        reviewed = self._reviewed(fleet)
+        if plan.chart_problem or reviewed is None:
+            return plan
+        try:
+            return replace(plan, chart_digests=reviewed.digests(desired))
+        except GitOpsBotError as exc:
+            log.warning("%s: chart digests not shown: %s", desired.name, exc)
+            return plan
+
+    def record_digests(
+        self, plan: Plan, tree: FileTree, *, fleet: Fleet, planned_at: str, request: int | None
+    ) -> None:
+        """Record the plan's digests on the state branch for the apply, keyed by the
+        cluster's files in ``tree`` (docs/plan.md, "Digests")."""
+        reviewed = self._reviewed(fleet)
+        if plan.chart_digests is None or reviewed is None:
+            return
+        reviewed.record(
+            reviewed_chart.Reviewed(
+                cluster=plan.cluster,
+                key=reviewed_chart.files_key(render_files(tree, plan.cluster)),
+                digests=plan.chart_digests,
+                planned_at=planned_at,
+                request=request,
+            )
+        )
+
+    def _reviewed(self, fleet: Fleet) -> ReviewedCharts | None:
+        if not isinstance(self.charts, ChartArchives):
+            return None
+        return ReviewedCharts(
+            self.charts, self.renderer, repo=self.repo, state_branch=fleet.settings.state_branch
+        )
+
     def comment(self, cluster: str, number: int) -> tuple[PullRequestInfo, Plan]:
         """Post (or edit in place) the plan comment of ``cluster`` on request ``number``, and
         set ``gitopsbot/policy`` on its head: the watched branch is the baseline, the
@@ -466,6 +510,10 @@ class Proposer:
             rules=rules,
             secret_literals=literals.get(cluster),
             fleet=fleet,
+        )
+        plan = self.digests(plan, desired, fleet)
+        self.record_digests(
+            plan, self.repo.tree(desired_at), fleet=fleet, planned_at=desired_at, request=number
         )
         body = rehearsal_core.with_section(
             render_markdown(plan), self._rehearsal_section(fleet, cluster, desired_at)
@@ -532,6 +580,7 @@ class Proposer:
         )
         desired = load_cluster(desired_tree, d.cluster)
         plan = self.plan_for(spec, desired, index=index, rules=rules, fleet=fleet)
+        plan = self.digests(plan, desired, fleet)
         body = core.proposal_body(
             d,
             chart=rel.chart_name,
@@ -601,6 +650,9 @@ class Proposer:
         assert pr is not None
         # Git-only mode records requests and statuses as commits: remember the final head.
         final_head = self.repo.head(branch) or branch_head
+        self.record_digests(
+            plan, desired_tree, fleet=fleet, planned_at=final_head, request=pr.number
+        )
         return Proposal(
             cluster=d.cluster,
             version=version,

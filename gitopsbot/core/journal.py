@@ -207,6 +207,9 @@ class Journal:
     approved: tuple[str, ...] = ()
     comment_cursor: int = 0
     commands: tuple[str, ...] = ()
+    # The chart archive (sha256:<hex>) the apply gate fetched and compared with the plan's
+    # (bot.reviewed_chart): the CRDs and Helm steps install that very file.
+    chart_archive: str = ""
 
     def step(self, name: str) -> Step:
         for s in self.steps:
@@ -323,6 +326,7 @@ def to_dict(j: Journal) -> dict[str, Any]:
         # Written only when present: journals without verdicts keep their exact bytes.
         **({"verdicts": list(j.verdicts)} if j.verdicts else {}),
         **_command_fields(j),
+        **({"chart_archive": j.chart_archive} if j.chart_archive else {}),
     }
 
 
@@ -443,6 +447,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
         approved=tuple(str(v) for v in d.get("approved") or ()),
         comment_cursor=int(d.get("comment_cursor") or 0),
         commands=tuple(str(v) for v in d.get("commands") or ()),
+        chart_archive=str(d.get("chart_archive") or ""),
     )
 
 

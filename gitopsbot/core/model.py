@@ -178,6 +178,8 @@ class ReleaseSpec:
     # A kubeconfig kept in a Secret of the bot's own namespace (docs/cluster-access.md);
     # exclusive with kube_context.
     kubeconfig_secret: KubeconfigSecretRef | None = None
+    # ``chart.digest``: the archive's sha256 (``sha256:<hex>``) the bot must install, or "".
+    chart_digest: str = ""
 
 
 @dataclass(frozen=True, slots=True)

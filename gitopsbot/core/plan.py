@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gitopsbot.core import rotation
+from gitopsbot.core import reviewed_chart, rotation
 from gitopsbot.core.canary_smoke import CanarySmoke
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.crd_diff import CrdDiff, diff_charts
@@ -127,6 +127,9 @@ class Plan:
     chart_problem: str = ""
     # Secret-looking literals the Git baseline still holds (values path → where), masked.
     baseline_secret_literals: Mapping[str, Location] = field(default_factory=dict)
+    # The target chart's archive and rendered manifests digests (``core.reviewed_chart``),
+    # set by whoever could fetch and render the chart (``bot.reviewed_chart``); None when not.
+    chart_digests: reviewed_chart.ChartDigests | None = None
 
     @property
     def changes_anything(self) -> bool:
@@ -318,6 +321,14 @@ def make_plan(
             chart_problem=chart_problem,
         ),
     )
+    if target_chart is not None:
+        pin = reviewed_chart.pin_verdict(
+            rel.chart_digest,
+            reviewed_chart.archive_digest(target_chart.digest),
+            desired.locations.get("release.yaml:chart.digest"),
+            chart_source,
+        )
+        verdicts = (*verdicts, pin) if pin is not None else verdicts
     rotated = rotation.rotated(
         deployed.credentials if deployed is not None else None, desired.credentials
     )

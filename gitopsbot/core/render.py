@@ -96,6 +96,7 @@ def render_markdown(plan: Plan) -> str:
             ],
         ),
         "",
+        *_digest_lines(plan),
         "### Policy",
         "",
     ]
@@ -252,6 +253,14 @@ def _admission_markdown(plan: Plan) -> list[str]:
     return out[:-1]
 
 
+def _digest_lines(plan: Plan) -> list[str]:
+    """What the apply will hold the chart to (docs/plan.md, "Digests"); nothing when the
+    plan's maker could not fetch the archive."""
+    if plan.chart_digests is None:
+        return []
+    return [*(f"- {line}" for line in plan.chart_digests.lines()), ""]
+
+
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-ready data; ``schema_version`` bumps on incompatible changes."""
     return {
@@ -358,6 +367,12 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         ],
         "schema_problems": [str(p) for p in plan.schema_problems],
         "notes": list(plan.notes),
+        # Only present when the plan's maker fetched the target chart's archive.
+        **(
+            {"chart_digests": plan.chart_digests.to_json()}
+            if plan.chart_digests is not None
+            else {}
+        ),
         # Only present when the target chart could not be read (no images, CRDs, steps).
         **({"target_chart_problem": plan.chart_problem} if plan.chart_problem else {}),
         # Only present when the Git baseline holds secret-looking literals (never the value).

@@ -1,8 +1,12 @@
-"""Where chart metadata comes from: a Helm repository over HTTP, or local directories/archives."""
+"""Where chart metadata comes from: a Helm repository over HTTP, or local directories/archives;
+the chart archives an apply uses (fetched once, kept by digest) and their rendering."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from gitopsbot.core.chart import Chart, ChartIndex
 
@@ -14,4 +18,38 @@ class ChartSource(Protocol):
 
     def chart(self, repo_url: str, name: str, version: str) -> Chart:
         """One chart version. Raises ChartNotFound, ChartUnavailable or ChartInvalid."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChartArchive:
+    """One chart version's archive on this machine: a ``.tgz`` (a chart directory for a
+    local source), its digest (``sha256:<hex>``) and where it came from (no credentials)."""
+
+    path: Path
+    digest: str
+    source: str
+
+
+@runtime_checkable
+class ChartArchives(Protocol):
+    """The archives a plan renders and an apply installs (docs/plan.md, "Digests")."""
+
+    def fetch(self, repo_url: str, name: str, version: str) -> ChartArchive:
+        """The archive the repository serves now (its index asked again, not a cached one).
+        Raises ChartNotFound, ChartUnavailable or ChartInvalid."""
+        ...
+
+    def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
+        """The archive with ``digest``: the one kept on disk, else fetched again; ChartInvalid
+        when the repository now serves other bytes."""
+        ...
+
+
+class ManifestRenderer(Protocol):
+    def template(
+        self, chart: Path, *, release: str, namespace: str, values: Mapping[str, Any]
+    ) -> str:
+        """The manifests ``chart`` renders with ``values`` (``helm template``). Raises
+        HelmError."""
         ...

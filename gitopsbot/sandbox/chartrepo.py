@@ -148,3 +148,46 @@ class ChartRepo:
         handler.end_headers()
         if body:
             handler.wfile.write(data)
+
+
+def republish(directory: Path, name: str, version: str, description: str) -> str:
+    """Re-publish chart ``name`` ``version`` in the repository ``directory`` with different
+    bytes under the same version (what a careless or compromised publisher does): its
+    ``Chart.yaml`` description replaced, the archive re-packed and the index digest updated.
+    Returns the new archive's sha256."""
+    import hashlib
+    import tarfile
+
+    archive = directory / f"{name}-{version}.tgz"
+    members: list[tuple[tarfile.TarInfo, bytes]] = []
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar:
+            data = b""
+            if member.isfile():
+                handle = tar.extractfile(member)
+                data = handle.read() if handle is not None else b""
+            if member.name == f"{name}/Chart.yaml":
+                lines = [
+                    f"description: {description}" if line.startswith("description:") else line
+                    for line in data.decode().splitlines()
+                ]
+                data = ("\n".join(lines) + "\n").encode()
+                member.size = len(data)
+            members.append((member, data))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for member, data in members:
+            tar.addfile(member, io.BytesIO(data) if member.isfile() else None)
+    payload = out.getvalue()
+    archive.write_bytes(payload)
+    digest = hashlib.sha256(payload).hexdigest()
+    yaml = YAML(typ="safe")
+    index: Any = yaml.load((directory / INDEX).read_text())
+    for entry in index["entries"][name]:
+        if str(entry["version"]) == version:
+            entry["digest"] = digest
+    text = io.StringIO()
+    yaml.default_flow_style = False
+    yaml.dump(index, text)
+    (directory / INDEX).write_text(text.getvalue())
+    return digest

@@ -150,6 +150,8 @@ class StoryOptions:
     soonest_seconds: float = 0.2  # the scheduler's floor between passes of one cluster
     # A real control plane to run on instead of the API emulator (env.SandboxOptions).
     control_plane: ControlPlane | None = None
+    # The chart repository's directory (a copy a story may re-publish in); None: examples'.
+    charts_dir: Path | None = None
 
 
 def _git_env() -> dict[str, str]:
@@ -222,6 +224,7 @@ class StoryWorld:
                 hypervisor_ready_delay=opts.hypervisor_ready_delay,
                 controller_ready_delay=opts.controller_ready_delay,
                 control_plane=opts.control_plane,
+                charts_dir=opts.charts_dir or env.DEFAULT_CHARTS,
             )
         )
         try:
@@ -362,7 +365,13 @@ class StoryWorld:
         """One proposal pass (``gitopsbot propose --once``): opens the upgrade request."""
         repo = self.git_repo("proposer")
         wiring = app.ProposalWiring(repo, self.forge_client(), BotSettings())
-        proposer = app.proposer(wiring, "main", [], charts=self.chart_source())
+        proposer = app.proposer(
+            wiring,
+            "main",
+            [],
+            charts=self.chart_source(),
+            renderer=app.renderer(self.tools().helm, self.state_dir / "tools"),
+        )
         report = proposer.run_once()
         if not report.proposals:
             raise StoryError("the proposer opened nothing: " + "; ".join(report.lines()))

@@ -18,7 +18,15 @@ from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import ChartRef, Helm
 
 
-def crds(cluster: Cluster, helm: Helm, journal: Journal, spec: ClusterSpec) -> StepOutcome:
+def crds(
+    cluster: Cluster,
+    helm: Helm,
+    journal: Journal,
+    spec: ClusterSpec,
+    chart: ChartRef | None = None,
+) -> StepOutcome:
+    """``chart``: the archive the apply gate admitted (``Executor.chart_ref``); else the
+    release's repository."""
     point = journal.rollback_point
     target = spec.release.version
     before = point.chart_version if point else ""
@@ -30,7 +38,7 @@ def crds(cluster: Cluster, helm: Helm, journal: Journal, spec: ClusterSpec) -> S
             f"target {target} is older than {before}: CRDs are never downgraded (R16)",
         )
     with tempfile.TemporaryDirectory(prefix="gitopsbot-chart-") as tmp:
-        chart_dir = helm.pull(ChartRef.of(spec.release), target, Path(tmp))
+        chart_dir = helm.pull(chart or ChartRef.of(spec.release), target, Path(tmp))
         crd_dir = chart_dir / "crds"
         docs = {
             p.name: p.read_text(encoding="utf-8")

@@ -42,14 +42,17 @@ from gitopsbot.core.journal import Journal, RollbackPoint, Step, StepKind, StepS
 from gitopsbot.core.model import ClusterSpec, Component
 from gitopsbot.core.node_states import NodeSnapshot
 from gitopsbot.errors import (
+    ChartInvalid,
+    ChartNotFound,
     GitOpsBotError,
     HelmChartUnusable,
     HelmReleaseLocked,
     PermanentError,
     TransientError,
 )
+from gitopsbot.ports.charts import ChartArchives
 from gitopsbot.ports.cluster import Cluster
-from gitopsbot.ports.helm import Helm
+from gitopsbot.ports.helm import ChartRef, Helm
 from gitopsbot.ports.prometheus import Prometheus
 
 
@@ -69,8 +72,11 @@ class Executor:
         smoke_test_timeout: int = 300,
         wait_slice: float = WAIT_SLICE_SECONDS,
         prometheus: Callable[[PrometheusEndpoint], Prometheus] | None = None,
+        archives: ChartArchives | None = None,
     ) -> None:
         self.cluster = cluster
+        # Where the archive an operation was admitted with is kept (bot.reviewed_chart).
+        self.archives = archives
         self.helm = helm
         self.secrets = secrets
         # Builds the client of a cluster's prometheus: block (the endpoint is Git's, read
@@ -135,8 +141,27 @@ class Executor:
     def backup(self, journal: Journal, spec: ClusterSpec) -> StepOutcome:
         return backup_step.backup(self.cluster, self.helm, journal, spec)
 
+    def chart_ref(self, journal: Journal, spec: ClusterSpec) -> ChartRef | None:
+        """The archive the apply gate fetched and compared with the plan
+        (``journal.chart_archive``), kept on disk (fetched again and checked when it is gone:
+        ChartInvalid when the repository now serves other bytes); None: the release's
+        repository, as before (an operation admitted without an archive, a rollback)."""
+        if not journal.chart_archive or self.archives is None:
+            return None
+        rel = spec.release
+        try:
+            kept = self.archives.kept(
+                rel.chart_repo_url, rel.chart_name, rel.version, journal.chart_archive
+            )
+        except (ChartInvalid, ChartNotFound) as e:
+            # Before helm touched the release: the operation is blocked, nothing applied.
+            raise HelmChartUnusable(f"chart {rel.chart_name} {rel.version}: {e}") from None
+        return ChartRef(path=str(kept.path))
+
     def crds(self, journal: Journal, spec: ClusterSpec) -> StepOutcome:
-        return crds_step.crds(self.cluster, self.helm, journal, spec)
+        return crds_step.crds(
+            self.cluster, self.helm, journal, spec, chart=self.chart_ref(journal, spec)
+        )
 
     def own_revision(self, spec: ClusterSpec, description: str) -> int:
         return helm_step.own_revision(self.helm, spec, description)
@@ -159,6 +184,7 @@ class Executor:
             now=now,
             step=step,
             version=version,
+            chart=self.chart_ref(journal, spec) if version is None else None,
         )
 
     def controller_ready(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:

@@ -134,7 +134,10 @@ def helm_upgrade(
     now: datetime,
     step: Step | None = None,
     version: str | None = None,
+    chart: ChartRef | None = None,
 ) -> StepOutcome:
+    """``chart``: the archive the apply gate admitted (``Executor.chart_ref``); else the
+    release's repository."""
     rel = spec.release
     description = operation.helm_description(journal.op_id)
     history = helm.history(rel.release_name, rel.namespace)
@@ -170,7 +173,7 @@ def helm_upgrade(
     info = helm.upgrade(
         release=rel.release_name,
         namespace=rel.namespace,
-        chart=ChartRef.of(rel),
+        chart=chart or ChartRef.of(rel),
         version=target,
         values=values,
         description=description,

@@ -27,7 +27,9 @@ _KUBECONFIG_SECRET_KEYS = ("name", "key")
 # A Secret's name (DNS-1123 subdomain) and a key of its data.
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
-_CHART_KEYS = ("repository", "name", "version")
+_CHART_KEYS = ("repository", "name", "version", "digest")
+# chart.digest: the archive's sha256, as `sha256sum` and the index print it, prefixed.
+_CHART_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _RELEASE_NAME_KEYS = ("name", "namespace")
 _ENVIRONMENTS = tuple(e.value for e in Environment)
 
@@ -73,6 +75,14 @@ def read_release(
             f"'{version}' is not a SemVer version",
             "write MAJOR.MINOR.PATCH, e.g. 1.8.7",
         )
+    digest = r.string(
+        chart,
+        "digest",
+        "chart",
+        pattern=_CHART_DIGEST,
+        what="chart archive digest (sha256: and 64 lowercase hex digits, e.g. the index's "
+        "digest prefixed with sha256:)",
+    )
     release_name = r.string(
         rel,
         "name",
@@ -105,6 +115,7 @@ def read_release(
         namespace=namespace,
         kube_context=kube_context,
         kubeconfig_secret=kubeconfig_secret,
+        chart_digest=digest,
     )
     return spec, Environment(env), labels
 

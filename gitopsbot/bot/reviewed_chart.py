@@ -1,0 +1,162 @@
+"""The reviewed chart is the applied chart, through the ports (``core.reviewed_chart`` decides).
+
+- At plan time (``gitopsbot comment``, a proposal): ``ReviewedCharts.digests`` fetches the
+  target chart's archive, renders it (``helm template``, secrets masked) and returns what the
+  plan shows; ``record`` writes it on the state branch under
+  ``reviewed/<cluster>/<files key>.json`` (once per key and content).
+- At apply (``bot.apply_gate``): ``admit`` fetches the archive of the merged version once,
+  renders it the same way, finds the plan's record for the merged files (else for the same
+  version), and either admits the operation with the archive's digest in its journal
+  (``Journal.chart_archive``: the steps install that very file, ``Executor.chart_ref``) or
+  blocks it with both digests. A rollback fetches nothing: helm rolls back to the stored
+  revision, the chart applied then.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from gitopsbot.core import reviewed_chart as core
+from gitopsbot.core import secrets as secrets_mod
+from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.model import ClusterSpec
+from gitopsbot.errors import ChartInvalid, ChartNotFound, GitError, HelmError
+from gitopsbot.ports.charts import ChartArchive, ChartArchives, ManifestRenderer
+from gitopsbot.ports.files import FileTree
+from gitopsbot.ports.repo import Repo
+
+log = logging.getLogger(__name__)
+
+
+def render_files(tree: FileTree, cluster: str) -> dict[str, bytes | None]:
+    """The cluster's files its rendering depends on (``core.reviewed_chart.files_key``)."""
+    return {name: tree.read(f"clusters/{cluster}/{name}") for name in core.RENDER_FILES}
+
+
+class ReviewedCharts:
+    """Fetches, renders and records the target chart (module docstring)."""
+
+    def __init__(
+        self,
+        archives: ChartArchives,
+        renderer: ManifestRenderer | None,
+        *,
+        repo: Repo,
+        state_branch: str,
+    ) -> None:
+        self.archives = archives
+        self.renderer = renderer
+        self.repo = repo
+        self.state_branch = state_branch
+
+    def render(self, archive: ChartArchive, spec: ClusterSpec) -> tuple[str, str]:
+        """(manifests digest, "") or ("", why it could not be rendered)."""
+        if self.renderer is None:
+            return "", "no helm to render with"
+        rel = spec.release
+        masked = {r.values_path: secrets_mod.MASK for r in spec.credentials.secrets}
+        values = secrets_mod.merge_secrets(spec.values, masked)
+        try:
+            text = self.renderer.template(
+                archive.path, release=rel.release_name, namespace=rel.namespace, values=values
+            )
+            return core.manifests_digest(text, source=f"helm template {archive.path.name}"), ""
+        except (HelmError, ValueError) as exc:
+            return "", " ".join(str(exc).split())[:300]
+
+    def digests(self, spec: ClusterSpec, archive: ChartArchive | None = None) -> core.ChartDigests:
+        """What a plan (or the apply) sees of ``spec``'s target chart. Raises ChartNotFound,
+        ChartInvalid, ChartUnavailable when the archive cannot be fetched."""
+        rel = spec.release
+        archive = archive or self.archives.fetch(rel.chart_repo_url, rel.chart_name, rel.version)
+        manifests, problem = self.render(archive, spec)
+        return core.ChartDigests(
+            chart=rel.chart_name,
+            version=rel.version,
+            source=archive.source,
+            archive=archive.digest,
+            manifests=manifests,
+            render_problem=problem,
+            pinned=rel.chart_digest,
+        )
+
+    # -- the state branch ------------------------------------------------------------------
+
+    def record(self, record: core.Reviewed) -> bool:
+        """Write the plan's record on the state branch when its digests are new (the same
+        digests planned again, from another request or pass, write nothing)."""
+        path = core.record_path(record.cluster, record.key)
+        head = self.repo.head(self.state_branch)
+        before = self.repo.read(head, path) if head is not None else None
+        if before is not None:
+            try:
+                was = core.loads(before.decode("utf-8"))
+                if was.digests == record.digests and (was.planned_at or not record.planned_at):
+                    return False
+            except (ValueError, UnicodeDecodeError):
+                pass  # not a record: written anew
+        text = record.dumps().encode()
+        try:
+            self.repo.commit_files(
+                self.state_branch,
+                {path: text},
+                f"{record.cluster}: plan of {record.digests.chart} {record.digests.version} "
+                f"recorded ({core.short(record.digests.archive)})\n",
+                parent=None,
+            )
+            self.repo.push(self.state_branch)
+        except GitError as exc:
+            # The plan is still posted; the apply then finds no record of these files and
+            # says so (docs/plan.md, "Digests").
+            log.warning("%s: the plan's digests could not be recorded: %s", record.cluster, exc)
+            return False
+        return True
+
+    def _records(self, cluster: str) -> list[core.Reviewed]:
+        head = self.repo.head(self.state_branch)
+        if head is None:
+            return []
+        out: list[core.Reviewed] = []
+        directory = f"{core.RECORDS_DIR}/{cluster}"
+        for name in self.repo.tree(head).list(directory):
+            raw = self.repo.read(head, f"{directory}/{name}")
+            try:
+                out.append(core.loads(raw.decode("utf-8") if raw else ""))
+            except (ValueError, UnicodeDecodeError) as exc:
+                log.warning("%s/%s: not a plan record (%s); ignored", directory, name, exc)
+        return out
+
+    def planned(self, cluster: str, key: str) -> tuple[core.Reviewed | None, list[core.Reviewed]]:
+        """The record of these files, and every record of the cluster."""
+        records = self._records(cluster)
+        exact = next((r for r in records if r.key == key), None)
+        return exact, records
+
+    # -- at apply --------------------------------------------------------------------------
+
+    def admit(self, journal: Journal, spec: ClusterSpec) -> Journal:
+        """``journal`` with the archive it will install (``chart_archive``) and what was
+        compared, or BLOCKED. A rollback is admitted as it is (nothing fetched)."""
+        if journal.kind is OperationKind.ROLLBACK:
+            return journal
+        rel = spec.release
+        try:
+            archive = self.archives.fetch(rel.chart_repo_url, rel.chart_name, rel.version)
+        except (ChartNotFound, ChartInvalid) as exc:
+            return _blocked(journal, f"blocked: chart {rel.chart_name} {rel.version}: {exc}")
+        fetched = self.digests(spec, archive)
+        key = core.files_key(render_files(self.repo.tree(journal.desired_sha), spec.name))
+        exact, records = self.planned(spec.name, key)
+        planned = exact or core.for_version((r for r in records if r.key != key), fetched)
+        found = core.check(fetched=fetched, planned=planned, exact=exact is not None)
+        if found.failure:
+            log.warning("%s: %s", journal.cluster, found.failure)
+            return _blocked(journal, found.failure)
+        return replace(
+            journal, chart_archive=archive.digest, verdicts=(*journal.verdicts, found.note)
+        )
+
+
+def _blocked(journal: Journal, failure: str) -> Journal:
+    return replace(journal, status=OperationStatus.BLOCKED, failure=failure[:900])
