@@ -62,6 +62,11 @@ class GitHubForge(LocalForge):
             app_id, public_key_pem, installation_id=installation_id, installed=installed
         )
 
+    def installation_token_live(self, token: str) -> bool:
+        """Whether ``token`` is an installation token that has not expired (the Git remote
+        asks: ``GitRemote.accepts_token``)."""
+        return bool(self.apps.installation_token_ok(token))
+
     def _app_path(self, path: str) -> bool:
         rel = path[len(self.api_prefix) :]
         return (

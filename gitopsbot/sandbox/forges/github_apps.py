@@ -24,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
@@ -37,6 +39,21 @@ PERMISSIONS = {
     "statuses": "write",
     "metadata": "read",
 }
+
+
+def new_app_key() -> tuple[str, str]:
+    """A GitHub App key pair made for a test or a story: (private PEM, public PEM), as the
+    app's settings page hands out the private one."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private, public.decode()
 
 
 class AppRefused(Exception):
