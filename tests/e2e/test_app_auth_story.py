@@ -7,10 +7,14 @@ ahead of expiry, and after every pass the local forge also expires every token i
 a revocation would), so the next pass's first API request and its first fetch or push meet
 a 401 with a token the bot still thinks good. Each is refreshed and retried: no step fails,
 the plan comment and the commit statuses are written, the journal reaches the state branch.
+Neither the app's private key nor any token minted appears in the log, in any commit of the
+fleet repository, or in a pull request's body or comments.
 """
 
 from __future__ import annotations
 
+import logging
+import subprocess
 from collections.abc import Callable
 
 import pytest
@@ -23,8 +27,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_an_upgrade_as_a_github_app_while_its_tokens_keep_expiring(
-    make_world: Callable[..., StoryWorld], make_bot: Callable[..., BotRunner]
+    make_world: Callable[..., StoryWorld],
+    make_bot: Callable[..., BotRunner],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     world = make_world(window_lead_seconds=None, app_token_lifetime=3.0)
     forge, remote = world.forge, world.remote
     assert forge is not None and remote is not None and remote.accepts_token is not None
@@ -62,3 +69,21 @@ def test_an_upgrade_as_a_github_app_while_its_tokens_keep_expiring(
         comments = [c.body for c in forge.comments.values() if c.number == proposal.number]
         states = {s.state for s in forge.statuses}
     assert comments and "success" in states
+
+    # The canary sweep: the key's PEM lines and every token minted, nowhere to be seen.
+    secrets = [ln for ln in world.app_key.splitlines() if "-----" not in ln]
+    secrets += list(forge.apps.issued)
+    history = subprocess.run(
+        ["git", "log", "--all", "-p", "--format=%H %s%n%b"],
+        cwd=remote.root / "fleet.git",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    with forge.lock:
+        bodies = [p.body for p in forge.pulls.values()]
+        bodies += [c.body for c in forge.comments.values()]
+    shown = "\n".join([caplog.text, history, *bodies])
+    assert "gitopsbot/state" in history or "journal" in history  # the sweep read something
+    leaked = [s[:8] for s in secrets if s in shown]
+    assert not leaked, leaked
