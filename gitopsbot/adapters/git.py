@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Protocol
 
 import pygit2
 from pygit2.enums import CredentialType, FileMode, ObjectType, SortMode
@@ -85,7 +86,30 @@ class SshKey:
         return f"SshKey(private_key={str(self.private_key)!r}, username={self.username!r})"
 
 
-Credentials = HttpsToken | HttpsPassword | SshKey
+class TokenSource(Protocol):
+    """A token that changes (adapters.forge.github_app.InstallationToken)."""
+
+    def current(self) -> str: ...
+
+    def refused(self, token: str) -> None: ...
+
+    def known(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HttpsTokenSource:
+    """HTTPS basic auth with a token that expires (a GitHub App's installation token): the
+    source's current token at each transfer; when the remote refuses it, the source mints
+    anew and the transfer offers the new one once."""
+
+    source: TokenSource
+    username: str = "x-access-token"
+
+    def __repr__(self) -> str:
+        return f"HttpsTokenSource(username={self.username!r}, token=***)"
+
+
+Credentials = HttpsToken | HttpsPassword | SshKey | HttpsTokenSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +154,7 @@ class _Callbacks(pygit2.RemoteCallbacks):
         self._credentials = credentials
         self._where = where
         self.asked = 0
+        self.offered = ""  # the token from a HttpsTokenSource last offered
         self.rejected: list[tuple[str, str]] = []
         self.said: list[str] = []
 
@@ -156,7 +181,10 @@ class _Callbacks(pygit2.RemoteCallbacks):
         cred = self._credentials
         if cred is None:
             raise GitAuthError(f"{self._where}: the remote asked for credentials; none configured")
-        if self.asked > 1:
+        if isinstance(cred, HttpsTokenSource) and self.asked == 2 and self.offered:
+            # The token expired (or was revoked) since it was minted: one fresh one.
+            cred.source.refused(self.offered)
+        elif self.asked > 1:
             # libgit2 would otherwise replay refused credentials up to 15 times.
             raise GitAuthError(f"{self._where}: the remote refused the configured credentials")
         if isinstance(cred, SshKey):
@@ -177,6 +205,9 @@ class _Callbacks(pygit2.RemoteCallbacks):
             )
         if isinstance(cred, HttpsToken):
             return pygit2.UserPass(cred.username, cred.token)
+        if isinstance(cred, HttpsTokenSource):
+            self.offered = cred.source.current()
+            return pygit2.UserPass(cred.username, self.offered)
         return pygit2.UserPass(cred.username, cred.password)
 
     def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
@@ -254,7 +285,7 @@ class GitRepo:
             secrets = (cred.password,)
         elif isinstance(cred, SshKey):
             secrets = (cred.passphrase,)
-        self._secrets = secrets
+        self._fixed_secrets = secrets
         self._url_for_messages = redact(settings.url, secrets)
         self._diffs: dict[tuple[str, str], tuple[str, ...]] = {}
         self._diffs_lock = threading.Lock()
@@ -267,6 +298,14 @@ class GitRepo:
         pygit2.settings.server_timeout = timeout_ms
         with self._mapped("open the local mirror"):
             self._repo = self._open_mirror(settings.mirror_dir, settings.url)
+
+    @property
+    def _secrets(self) -> tuple[str, ...]:
+        """What messages mask: the configured secret, or every token a source handed out."""
+        cred = self._settings.credentials
+        if isinstance(cred, HttpsTokenSource):
+            return cred.source.known()
+        return self._fixed_secrets
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -350,18 +389,37 @@ class GitRepo:
 
     # -- Repo port ------------------------------------------------------------------------
 
+    def _transfer(self, where: str, run: Callable[[_Callbacks], None]) -> _Callbacks:
+        """``run`` a fetch or push with fresh callbacks, which it returns. With a token
+        source, a transfer refused for its token runs once more with a new one: a token can
+        expire between the requests of one transfer, and libgit2 cannot replay a POST."""
+        cred = self._settings.credentials
+        callbacks = _Callbacks(cred, where)
+        try:
+            run(callbacks)
+        except GitAuthError:
+            if not isinstance(cred, HttpsTokenSource) or not callbacks.offered:
+                raise
+            cred.source.refused(callbacks.offered)
+            log.info("%s: the remote refused the app's token; retrying with a new one", where)
+            callbacks = _Callbacks(cred, where)
+            run(callbacks)
+        return callbacks
+
     def fetch(self) -> None:
-        callbacks = _Callbacks(self._settings.credentials, f"fetch ({self._url_for_messages})")
-        with self._mapped("fetch"):
-            remote = self._repo.remotes[_REMOTE]
-            if self._settings.extra_fetch_refspecs:
-                remote.fetch(
-                    [*remote.fetch_refspecs, *self._settings.extra_fetch_refspecs],
-                    callbacks=callbacks,
-                    prune=pygit2.enums.FetchPrune.PRUNE,
-                )
-            else:
-                remote.fetch(callbacks=callbacks, prune=pygit2.enums.FetchPrune.PRUNE)
+        def run(callbacks: _Callbacks) -> None:
+            with self._mapped("fetch"):
+                remote = self._repo.remotes[_REMOTE]
+                if self._settings.extra_fetch_refspecs:
+                    remote.fetch(
+                        [*remote.fetch_refspecs, *self._settings.extra_fetch_refspecs],
+                        callbacks=callbacks,
+                        prune=pygit2.enums.FetchPrune.PRUNE,
+                    )
+                else:
+                    remote.fetch(callbacks=callbacks, prune=pygit2.enums.FetchPrune.PRUNE)
+
+        self._transfer(f"fetch ({self._url_for_messages})", run)
         log.debug("fetched %s", self._url_for_messages)
 
     def head(self, branch: str) -> str | None:
@@ -515,16 +573,18 @@ class GitRepo:
         log.warning("push %s refused: local %s reset to the remote's head", branch, branch)
 
     def _push_once(self, branch: str) -> None:
-        callbacks = _Callbacks(
-            self._settings.credentials, f"push {branch} ({self._url_for_messages})"
-        )
         # The remote's own words (a hook's stderr arrives as "remote:" sideband text): the
-        # reason a push was refused.
-        said = callbacks.said
+        # reason a push was refused; kept across the attempts of ``_transfer``.
+        said: list[str] = []
         ref = f"refs/heads/{branch}"
-        try:
+
+        def run(attempt: _Callbacks) -> None:
+            attempt.said = said
             with self._mapped(f"push {branch}"):
-                self._repo.remotes[_REMOTE].push([f"{ref}:{ref}"], callbacks=callbacks)
+                self._repo.remotes[_REMOTE].push([f"{ref}:{ref}"], callbacks=attempt)
+
+        try:
+            callbacks = self._transfer(f"push {branch} ({self._url_for_messages})", run)
         except GitError as exc:
             # libgit2's local transport refuses every push into a working copy.
             if isinstance(exc, PushRefused):

@@ -117,6 +117,12 @@ if TYPE_CHECKING:
     from gitopsbot.app.clusters import (
         resolve_tools as resolve_tools,
     )
+    from gitopsbot.app.forge_access import (
+        ForgeAccess as ForgeAccess,
+    )
+    from gitopsbot.app.forge_access import (
+        github_app_client as github_app_client,
+    )
     from gitopsbot.app.git_access import (
         SSH_KEY_ENV as SSH_KEY_ENV,
     )
@@ -146,6 +152,9 @@ if TYPE_CHECKING:
     )
     from gitopsbot.app.git_access import (
         ssh_key_credentials as ssh_key_credentials,
+    )
+    from gitopsbot.app.git_access import (
+        token_mirror as token_mirror,
     )
     from gitopsbot.app.log_setup import (
         configure_logging as configure_logging,
@@ -219,6 +228,9 @@ _HOMES: dict[str, str] = {
     "open_repo": "gitopsbot.app.git_access",
     "open_state": "gitopsbot.app.git_access",
     "password_mirror": "gitopsbot.app.git_access",
+    "token_mirror": "gitopsbot.app.git_access",
+    "ForgeAccess": "gitopsbot.app.forge_access",
+    "github_app_client": "gitopsbot.app.forge_access",
     "read_fleet": "gitopsbot.app.git_access",
     "ssh_key_credentials": "gitopsbot.app.git_access",
     "RunOptions": "gitopsbot.app.options",

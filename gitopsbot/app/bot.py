@@ -23,8 +23,7 @@ from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory
 from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_settings
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.cluster_access import ClusterAccess
-from gitopsbot.adapters.forge._http import ForgeCall
-from gitopsbot.adapters.forge.connect import connect, from_settings
+from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.metrics import BotMetrics
@@ -47,6 +46,7 @@ from gitopsbot.app.clusters import (
     resolve_tools,
 )
 from gitopsbot.app.drift import drift_watch
+from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
 from gitopsbot.bot.announcer import Announcer
@@ -77,26 +77,13 @@ from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 
 
-def _forge(
-    fleet_settings: BotSettings,
-    clock: SystemClock,
-    observe: Callable[[ForgeCall], None] | None = None,
-) -> Forge | None:
-    forge = fleet_settings.forge
-    if forge.kind == "git-only" or forge.token is None:
-        return None
-    token = SecretResolver().resolve(forge.token)
-    provider = from_settings(forge, token, clock=clock)
-    provider.http.observe = observe  # every request, for the metrics
-    return as_forge(provider)
-
-
 def forge_secrets(fleet_settings: BotSettings) -> tuple[str, ...]:
-    """The forge token and webhook secret, to be masked in notifications (none when unset
-    or unreadable: the forge's own start reports that)."""
+    """The forge token (or GitHub App key) and webhook secret, to be masked in notifications
+    (none when unset or unreadable: the forge's own start reports that)."""
     out: list[str] = []
     forge = fleet_settings.forge
-    for ref in (forge.token, forge.webhook_secret):
+    key = forge.app.private_key if forge.app is not None else None
+    for ref in (forge.token, forge.webhook_secret, key):
         if forge.kind != "git-only" and ref is not None and ref.source != "kubernetes-secret":
             try:
                 out.append(SecretResolver().resolve(ref))
@@ -391,12 +378,19 @@ def forge_client(
 
 def build_bot(options: RunOptions) -> Bot:
     clock = SystemClock()
-    git_repo = open_repo(options.fleet_url, options.cache)
+    first = git_credentials(options.fleet_url)
+    git_repo = open_repo(options.fleet_url, options.cache, first)
     fleet = read_fleet(git_repo, options.branch)
     bot_settings = fleet.settings
-    configured = git_credentials(options.fleet_url, bot_settings)
-    if configured != git_credentials(options.fleet_url):
-        # gitopsbot.yaml names the key to use from now on (git.sshKey): fetch and push with it.
+    metrics = BotMetrics(clock)  # a registry of its own (docs/metrics.md)
+    # The forge now: a GitHub App's wrong key or missing installation is exit 1 at start.
+    forge_access = connect_forge(bot_settings, clock, metrics.forge_call)
+    forge = forge_access.forge
+    tokens = forge_access.tokens
+    configured = git_credentials(options.fleet_url, bot_settings, tokens=tokens) or first
+    if configured != first:
+        # gitopsbot.yaml names the key to use from now on (git.sshKey), or a GitHub App whose
+        # installation tokens Git shares with the forge client: fetch and push with it.
         git_repo = open_repo(options.fleet_url, options.cache, configured)
     # Passes of different clusters run side by side; their Git work is serialised.
     # The fleet poll fetches every interval (none if one began within half of it) and wakes
@@ -420,8 +414,6 @@ def build_bot(options: RunOptions) -> Bot:
             timing=options.lease_timing,
             shards=options.lease_shards,
         )
-    metrics = BotMetrics(clock)  # a registry of its own (docs/metrics.md)
-    forge = _forge(bot_settings, clock, metrics.forge_call)
     # helm and kubectl now: a missing one is exit 1 at start, not a failure at the first apply.
     tools = resolve_tools(options)
     store = JournalStore(repo, branch=bot_settings.state_branch, push=options.push)

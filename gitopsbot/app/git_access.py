@@ -16,17 +16,20 @@ from gitopsbot import settings
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )
+from gitopsbot.adapters.forge._http import TokenSource
 from gitopsbot.adapters.git import (
     Credentials,
     GitRepo,
     GitSettings,
     HttpsPassword,
     HttpsToken,
+    HttpsTokenSource,
     SshKey,
     redact,
 )
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
+from gitopsbot.app.forge_access import env_app_tokens
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.model import BotSettings, Fleet, SecretRef
 from gitopsbot.errors import ConfigError
@@ -84,16 +87,24 @@ def ssh_key_credentials(
     return SshKey(private_key=path)
 
 
-def git_credentials(url: str, fleet_settings: BotSettings | None = None) -> Credentials | None:
+def git_credentials(
+    url: str, fleet_settings: BotSettings | None = None, *, tokens: TokenSource | None = None
+) -> Credentials | None:
     """Credentials for the fleet remote: over SSH the fleet's ``git.sshKey``, else the key file
-    in $GITOPSBOT_GIT_SSH_KEY; over HTTPS the token in $GITOPSBOT_GIT_TOKEN."""
+    in $GITOPSBOT_GIT_SSH_KEY; over HTTPS the token in $GITOPSBOT_GIT_TOKEN, else the GitHub
+    App's installation tokens: ``tokens`` (the forge's, once gitopsbot.yaml is read), or for
+    the first fetch the app in the environment (``forge_access.env_app_tokens``)."""
     if is_ssh_url(url):
         if fleet_settings is not None and fleet_settings.git.ssh_key is not None:
             return ssh_key_credentials(fleet_settings.git.ssh_key)
         key = settings.environment_value(SSH_KEY_ENV)
         return SshKey(private_key=Path(key).expanduser()) if key else None
     token = settings.environment_value(TOKEN_ENV)
-    return HttpsToken(token) if token else None
+    if token:
+        return HttpsToken(token)
+    if tokens is None and fleet_settings is None and url.startswith(("https://", "http://")):
+        tokens = env_app_tokens(url)
+    return HttpsTokenSource(tokens) if tokens is not None else None
 
 
 def open_repo(url: str, cache: Path, credentials: Credentials | None = None) -> GitRepo:
@@ -104,6 +115,27 @@ def open_repo(url: str, cache: Path, credentials: Credentials | None = None) -> 
     repo = GitRepo(GitSettings(url=url, mirror_dir=mirror, credentials=creds))
     repo.fetch()
     return repo
+
+
+def token_mirror(
+    url: str,
+    mirror_dir: Path,
+    tokens: TokenSource,
+    *,
+    author_name: str = "gitopsbot",
+    author_email: str = "gitopsbot@localhost",
+) -> GitRepo:
+    """A mirror of ``url`` over HTTPS with a GitHub App's installation tokens
+    (``x-access-token``), refreshed as the forge client's are; not fetched yet."""
+    return GitRepo(
+        GitSettings(
+            url=url,
+            mirror_dir=mirror_dir,
+            credentials=HttpsTokenSource(tokens),
+            author_name=author_name,
+            author_email=author_email,
+        )
+    )
 
 
 def password_mirror(

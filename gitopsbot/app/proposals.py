@@ -29,6 +29,7 @@ from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # 
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.tools import locate
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
+from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.bot.proposer import Proposer
 from gitopsbot.core.model import BotSettings
@@ -70,6 +71,10 @@ def open_forge(fleet_settings: BotSettings, repo: GitRepo, *, git_only: bool) ->
     forge = fleet_settings.forge
     if git_only or forge.kind == "git-only":
         return GitOnlyForge(repo)
+    if forge.app is not None:  # a GitHub App (forge_access)
+        access = connect_forge(fleet_settings, SystemClock())
+        assert access.forge is not None
+        return access.forge
     if forge.token is None:
         raise ConfigError(
             f"gitopsbot.yaml: forge.token: required for forge.kind {forge.kind} "
@@ -89,15 +94,21 @@ def proposal_wiring(url: str, branch: str, *, git_only: bool) -> ProposalWiring:
     cache = settings.cache_dir()
     first = open_repo(url, cache)  # fetches; the settings name the author to commit as
     fleet_settings = read_fleet(first, branch).settings
+    app = fleet_settings.forge.app is not None and not git_only
+    access = connect_forge(fleet_settings, SystemClock()) if app else None
+    tokens = access.tokens if access is not None else None
     repo = GitRepo(
         GitSettings(
             url=url,
             mirror_dir=cache / "mirrors" / hashlib.sha256(url.encode()).hexdigest()[:16],
-            credentials=git_credentials(url, fleet_settings),
+            # A GitHub App pushes with the forge client's installation tokens.
+            credentials=git_credentials(url, fleet_settings, tokens=tokens),
             author_name=fleet_settings.author_name,
             author_email=fleet_settings.author_email,
         )
     )
+    if access is not None and access.forge is not None:
+        return ProposalWiring(repo, access.forge, fleet_settings)
     return ProposalWiring(repo, open_forge(fleet_settings, repo, git_only=git_only), fleet_settings)
 
 

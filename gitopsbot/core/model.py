@@ -256,12 +256,25 @@ UpgradeScope = Literal["patch", "minor", "major", "pinned"]
 
 
 @dataclass(frozen=True, slots=True)
+class GitHubAppSettings:
+    """``forge.app``: authenticate as a GitHub App (docs/forges.md, GitHub App).
+
+    ``private_key`` locates the app's PEM private key (env or file); it is read into memory
+    only. ``installation_id`` 0: found from the fleet repository at start."""
+
+    app_id: int
+    private_key: SecretRef
+    installation_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ForgeSettings:
     kind: ForgeKind = "git-only"
     url: str = ""
     repository: str = ""  # owner/name (GitHub, Gitea) or project path (GitLab)
     token: SecretRef | None = None
     webhook_secret: SecretRef | None = None
+    app: GitHubAppSettings | None = None  # exclusive with ``token``; GitHub only
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,9 @@ def _git_exec_path() -> Path:
     return candidate if candidate.is_file() else HTTP_BACKEND
 
 
+APP_TOKEN_USER = "x-access-token"
+
+
 class GitRemote:
     """Serves every bare repository under ``root`` at ``<url>/<name>.git``.
 
@@ -71,6 +74,9 @@ class GitRemote:
         self.requests = 0  # served requests, for tests that want to see traffic
         # Called with the repository's name (``fleet.git``) after each push over HTTP.
         self.on_push: list[Callable[[str], None]] = []
+        # Whether a GitHub App installation token is live (the local forge's): such a token
+        # is taken as the password of user ``x-access-token``, as GitHub takes it.
+        self.accepts_token: Callable[[str], bool] | None = None
 
     @property
     def url(self) -> str:
@@ -138,6 +144,9 @@ class GitRemote:
             user, _, password = base64.b64decode(header[6:].strip()).decode().partition(":")
         except (ValueError, UnicodeDecodeError):
             return None
+        live = self.accepts_token
+        if user == APP_TOKEN_USER and live is not None and live(password):
+            return user
         ok_user = hmac.compare_digest(user.encode(), self.username.encode())
         ok_pass = hmac.compare_digest(password.encode(), self.password.encode())
         return user if ok_user and ok_pass else None

@@ -54,6 +54,7 @@ from gitopsbot.ports.repo import Repo
 from gitopsbot.sandbox import environment as env
 from gitopsbot.sandbox.controlplane import ControlPlane
 from gitopsbot.sandbox.forges.github import GitHubForge
+from gitopsbot.sandbox.forges.github_apps import new_app_key
 from gitopsbot.sandbox.gitremote import GitRemote
 from gitopsbot.sandbox.simulator.store_port import StorePort
 from gitopsbot.sandbox.story_fleet import (
@@ -75,6 +76,9 @@ OWNER, REPO = "acme", "fleet"
 STATE_BRANCH = "gitopsbot/state"
 TF = "tensor-fusion.ai/v1"
 MARKER = ".gitopsbot-story"
+
+
+APP_ID = 424242  # the story's GitHub App (``app_token_lifetime``)
 
 
 class StoryError(GitOpsBotError):
@@ -152,6 +156,9 @@ class StoryOptions:
     control_plane: ControlPlane | None = None
     # The chart repository's directory (a copy a story may re-publish in); None: examples'.
     charts_dir: Path | None = None
+    # The bot authenticates as a GitHub App whose installation tokens live this many seconds
+    # (forge API and Git push alike); None: the fixed forge token and Git password.
+    app_token_lifetime: float | None = None
 
 
 def _git_env() -> dict[str, str]:
@@ -193,6 +200,8 @@ class StoryWorld:
         # or their handler threads would wait on the idle connections.
         self._closers: list[Callable[[], None]] = []
         self._tools: app.ToolSet | None = None
+        self.app_key = ""  # the GitHub App's private key (PEM), with ``app_token_lifetime``
+        self._app: app.ForgeAccess | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -212,7 +221,17 @@ class StoryWorld:
         # page while page 1 is unchanged gets a 304 for page 1 whose cached headers have no
         # Link to page 2, so the provider never finds its comment there (report: forge ETag
         # covers the body only; ForgeHttp reuses cached Link headers on 304).
-        forge = GitHubForge(token=FORGE_TOKEN, owner=OWNER, repo=REPO, page_size=100)
+        forge = GitHubForge(
+            token=FORGE_TOKEN,
+            owner=OWNER,
+            repo=REPO,
+            page_size=100,
+            token_lifetime=opts.app_token_lifetime or 3600.0,
+        )
+        if opts.app_token_lifetime is not None:
+            self.app_key, public = new_app_key()
+            forge.register_app(APP_ID, public)
+            git_remote.accepts_token = forge.installation_token_live
         env.register_service("git", lambda _s: cast(env.Service, git_remote))
         env.register_service("github", lambda _s: cast(env.Service, forge))
         self.sandbox = env.Sandbox(
@@ -333,6 +352,14 @@ class StoryWorld:
     # -- the bot's connections -------------------------------------------------------------
 
     def git_repo(self, name: str) -> app.GitRepo:
+        if self.app_key:
+            return app.token_mirror(
+                self.fleet_url,
+                self.state_dir / "mirrors" / name,
+                self._app_access().tokens,  # type: ignore[arg-type]  # an app's always has them
+                author_name="gitopsbot",
+                author_email="gitopsbot@sandbox.invalid",
+            )
         return app.password_mirror(
             self.fleet_url,
             self.state_dir / "mirrors" / name,
@@ -342,8 +369,25 @@ class StoryWorld:
             author_email="gitopsbot@sandbox.invalid",
         )
 
+    def _app_access(self) -> app.ForgeAccess:
+        """The GitHub App's client: one token cache for the forge and every Git mirror."""
+        assert self.forge is not None
+        if self._app is None:
+            self._app = app.github_app_client(
+                url=self.forge.api_url,
+                repository=f"{OWNER}/{REPO}",
+                app_id=APP_ID,
+                private_key=self.app_key,
+                closers=self._closers,
+            )
+        return self._app
+
     def forge_client(self) -> Forge:
         assert self.forge is not None
+        if self.app_key:
+            forge = self._app_access().forge
+            assert forge is not None
+            return forge
         return app.forge_client(
             "github",
             url=self.forge.api_url,

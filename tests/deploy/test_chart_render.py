@@ -61,6 +61,7 @@ def test_lint_without_the_fleet_url_fails(helm: Helm) -> None:
         ({"extraEnv": [{"valueFrom": {"fieldRef": {"fieldPath": "x"}}}]}, ["extraEnv", "name"]),
         ({"extraEnv": [{"name": "A"}]}, ["extraEnv", "value"]),  # neither value nor valueFrom
         ({"extraEnv": [{"name": "TMPDIR", "value": "/x"}]}, ["extraEnv", "name"]),  # the chart's
+        ({"githubApp": {"appId": "my-app", "apiUrl": ""}}, ["appId"]),  # the number, not a name
     ],
     ids=[
         "missing-url",
@@ -75,6 +76,7 @@ def test_lint_without_the_fleet_url_fails(helm: Helm) -> None:
         "env-no-name",
         "env-no-value",
         "env-charts-own",
+        "app-id",
     ],
 )
 def test_the_schema_refuses_naming_the_field(
@@ -232,6 +234,7 @@ CANARY_NAMES = {
     "webhookSecret": "canary-hook-7f3a",
     "gitToken": "canary-git-7f3a",
     "gitSshKey": "canary-ssh-7f3a",
+    "githubAppKey": "canary-app-7f3a",
     "extraEnv": "canary-chat-7f3a",
 }
 
@@ -248,6 +251,7 @@ def _all_secrets() -> dict[str, Any]:
                 "publicKeyKey": "ssh-publickey",
                 "knownHostsKey": "known_hosts",
             },
+            "githubAppKey": {"secretName": CANARY_NAMES["githubAppKey"], "key": "pem"},
         },
         remoteClusters=[{"name": "east", "secretName": "canary-kc-7f3a", "key": "config"}],
         extraEnv=[{"name": "GITOPSBOT_SLACK_WEBHOOK",
@@ -286,6 +290,29 @@ def test_secrets_reach_the_pod_by_reference(helm: Helm) -> None:
     assert hosts["subPath"] == items["known_hosts"]
     assert all(m["readOnly"] for m in mounts)
     assert "ENV HOME=/home/gitopsbot" in (ROOT / "Containerfile").read_text()
+
+
+def test_a_github_apps_key_reaches_the_pod_by_reference(helm: Helm) -> None:
+    """docs/forges.md, GitHub App: the key from a Secret into the env variable gitopsbot.yaml
+    names; the App ID and API root (plain values) for the first fetch as the app."""
+    values = with_values(
+        secrets={"githubAppKey": {"secretName": "fleet-bot-app", "key": "private-key"}},
+        githubApp={"appId": 123456, "apiUrl": "https://ghe.example.com/api/v3"},
+    )
+    env = helm.render(values).env()
+    assert env["GITOPSBOT_GITHUB_APP_KEY"] == {
+        "secretKeyRef": {"name": "fleet-bot-app", "key": "private-key"}
+    }
+    assert env["GITOPSBOT_GITHUB_APP_ID"] == "123456"
+    assert env["GITOPSBOT_GITHUB_API_URL"] == "https://ghe.example.com/api/v3"
+    plain = helm.render(with_values()).env()
+    assert not {"GITOPSBOT_GITHUB_APP_KEY", "GITOPSBOT_GITHUB_APP_ID"} & set(plain)
+    from gitopsbot.app import forge_access
+
+    assert forge_access.APP_KEY_ENV == "GITOPSBOT_GITHUB_APP_KEY"
+    assert forge_access.APP_ID_ENV == "GITOPSBOT_GITHUB_APP_ID"
+    assert forge_access.API_URL_ENV == "GITOPSBOT_GITHUB_API_URL"
+    assert "env: GITOPSBOT_GITHUB_APP_KEY" in (ROOT / "docs" / "forges.md").read_text()
 
 
 def test_extra_env_is_added_after_the_charts_own(helm: Helm) -> None:

@@ -18,6 +18,9 @@ What it owns, so the providers do not have to:
 * pagination: Link rel="next" (GitHub, Gitea, GitLab) or GitLab's X-Next-Page, only ever
   followed on the same origin so the auth header never travels to another host;
 * status → error mapping onto ``gitopsbot.errors``;
+* tokens that change (a GitHub App's installation tokens expire hourly): with ``tokens``, each
+  request carries the source's current token, and a 401 tells the source so (it mints
+  anew) and the request is sent once more; a second 401 is the error;
 * metrics: ``observe`` (when set) is told every request's provider, method, endpoint class,
   status and the rate-limit headers GitHub (``X-RateLimit-*``) and GitLab (``RateLimit-*``)
   send; Gitea sends none.
@@ -31,7 +34,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -64,6 +67,26 @@ ENDPOINTS = frozenset(
     {"pulls", "issues", "comments", "labels", "reviews", "statuses", "merge_requests", "notes"}
     | {"approvals", "merge", "commits", "user"}
 )
+
+
+class TokenSource(Protocol):
+    """Where the token of each request comes from, when it is not fixed (github_app.py)."""
+
+    def current(self) -> str:
+        """The token to send now (minted or refreshed when due)."""
+        ...
+
+    def refused(self, token: str) -> None:
+        """The forge answered 401 to ``token``: drop it, the next ``current`` mints anew."""
+        ...
+
+    def known(self) -> tuple[str, ...]:
+        """Every token handed out so far: masked in messages."""
+        ...
+
+
+class _TokenRefused(ForgeUnauthorized):
+    """A 401 to a token from a ``TokenSource``: refreshed and retried once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +186,14 @@ class ForgeHttp:
         write_burst: int = 8,
         transport: httpx.BaseTransport | None = None,
         etag_cache_size: int = 1024,
+        tokens: TokenSource | None = None,
+        auth_scheme: str = "Bearer",
     ) -> None:
+        """``tokens``: the token comes from this source on every request (``token`` and
+        ``auth_header`` are then unused); sent as ``Authorization: <auth_scheme> <token>``."""
         self.provider = provider
+        self._tokens = tokens
+        self._auth_scheme = auth_scheme
         self._secrets = tuple(s for s in {token, auth_header[1]} if s)
         self._clock = clock
         self._max_retries = max_retries
@@ -177,10 +206,12 @@ class ForgeHttp:
         self.base_url = base_url.rstrip("/")
         self._origin = _origin(self.base_url)
         self.stats = HttpStats()
+        self.server_date = ""  # the Date header of the last answer (RFC 7231)
         self.observe: Callable[[ForgeCall], None] | None = None  # metrics, set by gitopsbot.app
         headers = {"User-Agent": "gitopsbot", "Accept": "application/json"}
         headers.update(extra_headers or {})
-        headers[auth_header[0]] = auth_header[1]
+        if tokens is None:
+            headers[auth_header[0]] = auth_header[1]
         self._client = httpx.Client(
             base_url=self.base_url + "/",
             headers=headers,
@@ -194,7 +225,8 @@ class ForgeHttp:
 
     # -- redaction -------------------------------------------------------------------------
     def redact(self, text: str) -> str:
-        return redact_secrets(text, self._secrets)
+        secrets = self._secrets if self._tokens is None else self._tokens.known()
+        return redact_secrets(text, secrets)
 
     # -- public calls ----------------------------------------------------------------------
     def get(self, path: str, params: Mapping[str, str | int] | None = None) -> Json:
@@ -261,11 +293,20 @@ class ForgeHttp:
         write: bool,
     ) -> HttpAnswer:
         attempt = 0
+        refreshed = False
         while True:
             if write:
                 self.stats.waited += self._bucket.take()
+            token = self._tokens.current() if self._tokens is not None else None
             try:
-                return self._once(method, url, params, json)
+                return self._once(method, url, params, json, token)
+            except _TokenRefused:
+                # An expired (or revoked) token: a fresh one, and the same request once more.
+                if refreshed or token is None or self._tokens is None:
+                    raise
+                refreshed = True
+                self._tokens.refused(token)
+                log.info("%s refused its token (401): minted a new one, retrying", self.provider)
             except (ForgeRateLimited, ForgeServerError) as err:
                 attempt += 1
                 wait = err.retry_after if err.retry_after is not None else 2.0 ** (attempt - 1)
@@ -277,9 +318,16 @@ class ForgeHttp:
                 self._clock.sleep(wait)
 
     def _once(
-        self, method: str, url: str, params: Mapping[str, str | int] | None, json: Json
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, str | int] | None,
+        json: Json,
+        token: str | None = None,
     ) -> HttpAnswer:
         request = self._client.build_request(method, url, params=params, json=json)
+        if token is not None:
+            request.headers["Authorization"] = f"{self._auth_scheme} {token}"
         key = str(request.url)
         with self._etag_lock:
             cached = self._etags.get(key) if method == "GET" else None
@@ -300,6 +348,7 @@ class ForgeHttp:
             self._observed(method, key, 0, {})
             raise ForgeServerError(self.redact(f"{where}: {type(exc).__name__}: {exc}")) from None
         headers = {k.lower(): v for k, v in response.headers.items()}
+        self.server_date = headers.get("date", "")  # a GitHub App's JWT: is the clock off?
         log.debug("%s -> %s", where, response.status_code)
         self._observed(method, key, response.status_code, headers)
         if response.status_code == 304 and cached is not None:
@@ -354,6 +403,8 @@ class ForgeHttp:
             if retry_after is None:
                 retry_after = 60.0  # GitHub: "wait for at least one minute before retrying"
             return ForgeRateLimited(text, retry_after=retry_after)
+        if status == 401 and self._tokens is not None:
+            return _TokenRefused(text)
         if status in (401, 403):
             return ForgeUnauthorized(text)
         if status == 404:

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import httpx
 
 from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.adapters.forge.gitea import GiteaForge
 from gitopsbot.adapters.forge.github import GitHubForge
+from gitopsbot.adapters.forge.github_app import GitHubApp, InstallationToken, load_app_key
 from gitopsbot.adapters.forge.gitlab import GitLabForge
 from gitopsbot.adapters.forge.provider import ForgeProvider
 from gitopsbot.core.model import ForgeSettings
 from gitopsbot.errors import ConfigError
 from gitopsbot.ports.clock import Clock
 
+GITHUB_HEADERS = {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": "2022-11-28",
+}
 DEFAULT_URLS = {
     "github": "https://api.github.com",
     "gitlab": "https://gitlab.com",
@@ -61,10 +69,7 @@ def connect(
             base_url=root,
             token=token,
             auth_header=("Authorization", f"Bearer {token}"),
-            extra_headers={
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": "2022-11-28",
-            },
+            extra_headers=GITHUB_HEADERS,
             clock=clock,
             transport=transport,
             max_wait=max_wait,
@@ -98,3 +103,61 @@ def from_settings(settings: ForgeSettings, token: str, *, clock: Clock) -> Forge
     return connect(
         settings.kind, url=settings.url, repository=settings.repository, token=token, clock=clock
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AppForge:
+    """A GitHub provider authenticated as an app's installation. ``tokens`` is the
+    installation's token source: Git over HTTPS takes its tokens from it too."""
+
+    provider: ForgeProvider
+    tokens: InstallationToken
+    close: Callable[[], None]
+
+
+def connect_github_app(
+    *,
+    url: str,
+    repository: str,
+    app_id: int,
+    private_key: str,
+    clock: Clock,
+    installation: int = 0,
+    transport: httpx.BaseTransport | None = None,
+    max_wait: float = 120.0,
+) -> AppForge:
+    """A GitHub provider for ``repository`` as app ``app_id`` (its PEM ``private_key``): the
+    installation is found (unless given) and its first token minted now, so a wrong key, a
+    skewed clock or a missing installation is a ConfigError at start (github_app.py)."""
+    root = api_root("github", url)
+    if repository.count("/") != 1:
+        raise ConfigError(f"forge.repository: must be owner/name, got {repository!r}")
+    app = GitHubApp(
+        app_id=app_id,
+        key=load_app_key(private_key),
+        api_root=root,
+        clock=clock,
+        transport=transport,
+    )
+    try:
+        tokens = app.start(repository, installation)
+    except BaseException:
+        app.close()
+        raise
+    http = ForgeHttp(
+        provider="github",
+        base_url=root,
+        token="",
+        auth_header=("Authorization", ""),
+        extra_headers=GITHUB_HEADERS,
+        clock=clock,
+        transport=transport,
+        max_wait=max_wait,
+        tokens=tokens,
+    )
+
+    def close() -> None:
+        http.close()
+        app.close()
+
+    return AppForge(GitHubForge(http, repository), tokens, close)

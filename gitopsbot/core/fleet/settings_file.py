@@ -21,6 +21,7 @@ from gitopsbot.core.model import (
     DriftSettings,
     ForgeSettings,
     GitAccessSettings,
+    GitHubAppSettings,
     ProposalSettings,
     RehearsalSettings,
 )
@@ -45,7 +46,8 @@ _SETTINGS_KEYS = (
 _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
 _AUTHOR_KEYS = ("name", "email")
-_FORGE_KEYS = ("kind", "url", "repository", "token", "webhookSecret")
+_FORGE_KEYS = ("kind", "url", "repository", "token", "webhookSecret", "app")
+_APP_KEYS = ("appId", "privateKey", "installationId")
 _PROPOSAL_KEYS = ("enabled", "scope", "interval", "maxOpen", "labels", "groupBy")
 _GROUP_BY = ("cluster", "wave")
 _DRIFT_KEYS = ("enabled", "interval", "onDrift", "labels")
@@ -78,6 +80,48 @@ def _git_access(r: FieldReader, git: LocatedMap) -> GitAccessSettings:
         )
         return GitAccessSettings()
     return GitAccessSettings(ssh_key=ref)
+
+
+def _github_app(r: FieldReader, forge: LocatedMap, kind: str) -> GitHubAppSettings | None:
+    """``forge.app`` (docs/forges.md, GitHub App): exclusive with ``forge.token``."""
+    if forge.get("app") is None:
+        return None
+    app = r.section(forge, "app", "forge", _APP_KEYS)
+    at = r.value_at(forge, "app")
+    if kind != "github":
+        r.add(at, "forge.app", f"a GitHub App needs kind github, not {kind}")
+        return None
+    if forge.get("token") is not None:
+        r.add(
+            at,
+            "forge.app",
+            "give forge.token or forge.app, not both",
+            "an app mints its own tokens: remove forge.token",
+        )
+        return None
+    if "appId" not in app:
+        r.add(at, "forge.app.appId", "required key is missing", "the App ID of the app's page")
+    app_id = r.integer(app, "appId", "forge.app", 0, low=1)
+    installation = r.integer(app, "installationId", "forge.app", 0, low=1)
+    key = None
+    if app.get("privateKey") is None:
+        r.add(at, "forge.app.privateKey", "required key is missing", "env: VAR or file: PATH")
+    else:
+        key_at = r.value_at(app, "privateKey")
+        label = _settings_label(r, key_at, "forge.app.privateKey")
+        key = secret_ref(r, app["privateKey"], "forge.app.privateKey", key_at, label)
+        if key is not None and key.source == "kubernetes-secret":
+            # Read before any cluster is known, like git.sshKey: the chart puts it in env.
+            r.add(
+                key_at,
+                "forge.app.privateKey",
+                "the app's key must reach the bot's own process",
+                "give env: GITOPSBOT_GITHUB_APP_KEY (the chart's secrets.githubAppKey)",
+            )
+            key = None
+    if key is None or not app_id:
+        return None
+    return GitHubAppSettings(app_id=app_id, private_key=key, installation_id=installation)
 
 
 def _limits(r: FieldReader, node: LocatedMap) -> YamlLimits:
@@ -144,6 +188,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     repository = r.string(forge, "repository", "forge", fd.repository)
     if kind != "git-only" and "repository" not in forge and forge:
         r.add(r.node_at(forge), "forge.repository", f"required when kind is {kind}")
+    app = _github_app(r, forge, kind)
     return BotSettings(
         watched_branch=r.string(top, "watchedBranch", "", d.watched_branch),
         state_branch=r.string(top, "stateBranch", "", d.state_branch),
@@ -156,6 +201,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
             repository=repository,
             token=token,
             webhook_secret=webhook,
+            app=app,
         ),
         git=git,
         limits=limits,

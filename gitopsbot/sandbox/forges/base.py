@@ -123,6 +123,7 @@ class Request:
     query: dict[str, str]
     body: Json
     match: re.Match[str]
+    token: str = ""  # the credential the request carried (a GitHub App's routes read its JWT)
 
 
 def now_utc() -> datetime:
@@ -507,6 +508,12 @@ class LocalForge:
         auth = headers.get("authorization", "")
         return auth.split(" ", 1)[1] if " " in auth else ""
 
+    def authorize(self, path: str, headers: dict[str, str]) -> Reply | None:
+        """None when the request may go on; else the answer refusing it (401)."""
+        if self.token_of(headers) != self.token:
+            return Reply(401, self.unauthorized_body())
+        return None
+
     def not_found_body(self) -> Json:
         return {"message": "Not Found"}
 
@@ -545,8 +552,9 @@ class LocalForge:
                 extra[self.rate_header_prefix + "Remaining"] = str(self.rate_limit - 1)
             body = fault.body if fault.body is not None else self.fault_body(fault.status)
             return Reply(fault.status, body, {**extra, **fault.headers})
-        if self.token_of(headers) != self.token:
-            return Reply(401, self.unauthorized_body())
+        refused = self.authorize(parts.path, headers)
+        if refused is not None:
+            return refused
         try:
             body = json.loads(data) if data else None
         except ValueError:
@@ -558,7 +566,9 @@ class LocalForge:
                     with self.lock:
                         # Pushes reach the Git remote, not the forge: look before answering.
                         self.sync()
-                        reply = fn(Request(method, parts.path, query, body, m))
+                        reply = fn(
+                            Request(method, parts.path, query, body, m, self.token_of(headers))
+                        )
                 except Answer as a:
                     return Reply(a.status, a.body, a.headers)
                 finally:

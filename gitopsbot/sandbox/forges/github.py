@@ -6,6 +6,9 @@ account) under /repos/{owner}/{repo}.
 Lists paginate with ``page``/``per_page`` and a Link header; a second open pull request for
 the same head and base is refused with 422 "A pull request already exists for owner:branch.";
 bodies above 65,536 characters are refused with 422; 401 on a bad token.
+GitHub Apps (``register_app``): ``GET /app``, ``GET /repos/{owner}/{repo}/installation`` and
+``POST /app/installations/{id}/access_tokens`` with the app's JWT, and every other endpoint
+with an installation token as well as the fixed token (github_apps.py).
 ``PUT /pulls/{n}/merge`` merges (``merge_method`` merge, squash or rebase; ``sha`` must be the
 head when given) and answers ``{"sha", "merged", "message"}``; refused with 405 "Pull Request
 is not mergeable" (closed, merged, conflicting), 409 "Head branch was modified. Review and try
@@ -13,6 +16,8 @@ the merge again." (``sha`` is not the head), 422 for an unknown ``merge_method``
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from gitopsbot.core.webhook_events import github_signature
 from gitopsbot.sandbox.forges.base import (
@@ -29,6 +34,7 @@ from gitopsbot.sandbox.forges.base import (
     iso,
     now_utc,
 )
+from gitopsbot.sandbox.forges.github_apps import AppRefused, LocalApp, LocalApps
 
 BODY_LIMIT = 65_536
 DOCS = "https://docs.github.com/rest"
@@ -37,6 +43,49 @@ DOCS = "https://docs.github.com/rest"
 class GitHubForge(LocalForge):
     name = "github"
     api_prefix = "/api/v3"  # served as GitHub Enterprise Server does; github.com has none
+
+    def __init__(self, *, token: str, token_lifetime: float = 3600.0, **kwargs: Any) -> None:
+        """``token_lifetime``: seconds an installation token lives (GitHub: an hour)."""
+        super().__init__(token=token, **kwargs)
+        self.apps = LocalApps(self.owner, self.repo, token_lifetime=token_lifetime)
+
+    def register_app(
+        self,
+        app_id: int,
+        public_key_pem: str,
+        *,
+        installation_id: int = 4242,
+        installed: bool = True,
+    ) -> LocalApp:
+        """A GitHub App with this public key, installed (or not) on the repository."""
+        return self.apps.register(
+            app_id, public_key_pem, installation_id=installation_id, installed=installed
+        )
+
+    def installation_token_live(self, token: str) -> bool:
+        """Whether ``token`` is an installation token that has not expired (the Git remote
+        asks: ``GitRemote.accepts_token``)."""
+        return bool(self.apps.installation_token_ok(token))
+
+    def _app_path(self, path: str) -> bool:
+        rel = path[len(self.api_prefix) :]
+        return (
+            rel == "/app"
+            or rel.startswith("/app/")
+            or rel == f"/repos/{self.owner}/{self.repo}/installation"
+        )
+
+    def authorize(self, path: str, headers: dict[str, str]) -> Reply | None:
+        token = self.token_of(headers)
+        if self._app_path(path):
+            try:
+                self.apps.verify_jwt(token)
+            except AppRefused as refused:
+                return Reply(refused.status, refused.body())
+            return None
+        if token == self.token or self.apps.installation_token_ok(token):
+            return None
+        return Reply(401, self.unauthorized_body())
 
     def merged_event(self, pr: Pull, secret: str) -> tuple[dict[str, str], bytes]:
         body = github_like_merged_event(pr)
@@ -63,6 +112,9 @@ class GitHubForge(LocalForge):
         self.route("POST", repo + r"/statuses/([0-9a-f]{7,64})", self.create_status)
         self.route("GET", repo + r"/commits/([^/]+)/statuses", self.list_statuses)
         self.route("GET", repo + r"/collaborators/([^/]+)/permission", self.permission)
+        self.route("GET", r"/app", self.get_app)
+        self.route("GET", repo + r"/installation", self.repo_installation)
+        self.route("POST", r"/app/installations/(\d+)/access_tokens", self.access_token)
 
     def not_found_body(self) -> Json:
         return {"message": "Not Found", "documentation_url": DOCS, "status": "404"}
@@ -298,3 +350,27 @@ class GitHubForge(LocalForge):
         user = req.match.group(1)
         level = self.permission_of(user)
         return Reply(200, {"permission": level, "role_name": level, "user": {"login": user}})
+
+    # -- GitHub Apps (github_apps.py) --------------------------------------------------------
+    def get_app(self, req: Request) -> Reply:
+        return Reply(200, self.apps.app_json(self._jwt_app(req), self.url))
+
+    def repo_installation(self, req: Request) -> Reply:
+        app = self._jwt_app(req)
+        try:
+            return Reply(200, self.apps.installation_json(app, self.api_url, self.url))
+        except AppRefused as refused:
+            raise Answer(refused.status, refused.body()) from None
+
+    def access_token(self, req: Request) -> Reply:
+        app = self._jwt_app(req)
+        try:
+            return Reply(201, self.apps.mint(app, int(req.match.group(1))))
+        except AppRefused as refused:
+            raise Answer(refused.status, refused.body()) from None
+
+    def _jwt_app(self, req: Request) -> LocalApp:
+        try:
+            return self.apps.verify_jwt(req.token)
+        except AppRefused as refused:
+            raise Answer(refused.status, refused.body()) from None
