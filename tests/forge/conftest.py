@@ -43,7 +43,8 @@ def harness(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Harnes
         repo: RealGiteaRepo = request.getfixturevalue("real_gitea_repo")
         yield Harness("realgitea", make_client(repo, clock), clock, real=repo)
         return
-    with SERVERS[request.param](token=TOKEN) as srv:
+    # Two items a page: every list of the contract paginates.
+    with SERVERS[request.param](token=TOKEN, page_size=2) as srv:
         yield Harness(request.param, make_client(srv, clock), clock, server=srv)
 
 

@@ -3,8 +3,9 @@
 Pulls, issue comments, commit statuses, labels, reviews and a collaborator's permission
 (``collaborators/{login}/permission``: admin, write, read or none; 404 for an unknown
 account) under /repos/{owner}/{repo}.
-Lists paginate with ``page``/``per_page`` and a Link header; a second open pull request for
-the same head and base is refused with 422 "A pull request already exists for owner:branch.";
+Lists paginate with ``page``/``per_page`` (30 by default, at most 100) and a Link header; a
+second open pull request for the same head and base is refused with 422 "A pull request
+already exists for owner:branch.";
 bodies above 65,536 characters are refused with 422; 401 on a bad token.
 ``PUT /pulls/{n}/merge`` merges (``merge_method`` merge, squash or rebase; ``sha`` must be the
 head when given) and answers ``{"sha", "merged", "message"}``; refused with 405 "Pull Request
