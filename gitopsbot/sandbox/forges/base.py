@@ -70,6 +70,8 @@ class Status:
     state: str
     description: str
     target_url: str
+    id: int = 0
+    created_at: datetime = field(default_factory=lambda: now_utc())
 
 
 @dataclass(frozen=True, slots=True)
