@@ -192,7 +192,7 @@ def make_client(
             repository=f"{server.owner}/{server.repo}",
             token=token or server.token,
             clock=clock,
-            transport=server.transport(),
+            transport=transport or server.transport(),
         )
     return connect(
         server.name,
