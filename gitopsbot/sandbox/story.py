@@ -217,15 +217,10 @@ class StoryWorld:
         # env.Service declares ``url`` a plain attribute; GitRemote and the forge have a
         # read-only property, which mypy rejects as a Service, hence the casts.
         git_remote = GitRemote(self.state_dir / "git", username=GIT_USER, password=GIT_PASSWORD)
-        # One page per list: with the default 2 per page, a comment list growing to a second
-        # page while page 1 is unchanged gets a 304 for page 1 whose cached headers have no
-        # Link to page 2, so the provider never finds its comment there (report: forge ETag
-        # covers the body only; ForgeHttp reuses cached Link headers on 304).
         forge = GitHubForge(
             token=FORGE_TOKEN,
             owner=OWNER,
             repo=REPO,
-            page_size=100,
             token_lifetime=opts.app_token_lifetime or 3600.0,
         )
         if opts.app_token_lifetime is not None:

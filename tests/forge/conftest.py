@@ -3,6 +3,9 @@
 The contract suite runs against ``fake`` (gitopsbot.testing.FakeForge), against each real
 provider talking real HTTP on loopback to its local server (gitopsbot.sandbox.forges), and,
 in the ``realgitea`` tier, against a real Gitea built from its Go module (tests/realgitea).
+With GitHub's API descriptions installed (tests/octokit), every request of the GitHub
+provider and every answer of the local GitHub forge in a harness test is checked against
+them when the test ends.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import pytest
 
 from gitopsbot.sandbox.forges.base import LocalForge
 from gitopsbot.testing import FakeForge
+from tests.forge import github_openapi
 from tests.forge.forge_harness import SERVERS, TOKEN, FakeClock, Harness, make_client
 from tests.forge.realgitea_harness import RealGiteaRepo, RealGiteaSite
 from tests.go_tiers import REALGITEA
@@ -43,8 +47,20 @@ def harness(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Harnes
         repo: RealGiteaRepo = request.getfixturevalue("real_gitea_repo")
         yield Harness("realgitea", make_client(repo, clock), clock, real=repo)
         return
-    with SERVERS[request.param](token=TOKEN) as srv:
-        yield Harness(request.param, make_client(srv, clock), clock, server=srv)
+    # Two items a page: every list of the contract paginates. The GitHub provider's requests
+    # and the local GitHub forge's answers are recorded, and held to GitHub's REST
+    # description after the test (tests/forge/github_openapi.py).
+    recorder = (
+        github_openapi.Recorder()
+        if request.param == "github" and github_openapi.available()
+        else None
+    )
+    with SERVERS[request.param](token=TOKEN, page_size=2) as srv:
+        client = make_client(srv, clock, transport=recorder)
+        yield Harness(request.param, client, clock, server=srv, recorder=recorder)
+    if recorder is not None:
+        problems = github_openapi.exchange_problems(recorder.exchanges)
+        assert not problems, "not as GitHub's REST description says:\n" + "\n".join(problems)
 
 
 # ---------------------------------------------------------------- the real Gitea

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+import httpx
+
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import ForgeProvider
 from gitopsbot.core.forge_types import PullRequestState
@@ -13,6 +15,7 @@ from gitopsbot.sandbox.forges.gitea import GiteaForge as GiteaServer
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 from gitopsbot.sandbox.forges.gitlab import GitLabForge as GitLabServer
 from gitopsbot.testing import FakeForge
+from tests.forge.github_openapi import Recorder
 from tests.forge.realgitea_harness import RealGiteaRepo
 
 TOKEN = "ghp_CANARY0123456789abcdefCANARY"
@@ -52,6 +55,8 @@ class Harness:
     server: LocalForge | None = None
     fake: FakeForge | None = None
     real: RealGiteaRepo | None = None  # the real Gitea (the ``realgitea`` tier)
+    # Records what the provider sends and gets (the GitHub one: tests/forge/github_openapi.py).
+    recorder: Recorder | None = None
 
     def reconnect(self) -> ForgeProvider | FakeForge:
         """A new client, as after a restart (the fake keeps its state: it *is* the forge)."""
@@ -59,7 +64,7 @@ class Harness:
             return make_client(self.real, self.clock)
         if self.server is None:
             return self.forge
-        return make_client(self.server, self.clock)
+        return make_client(self.server, self.clock, transport=self.recorder)
 
     @property
     def request_log(self) -> list[LoggedRequest] | None:
@@ -172,10 +177,14 @@ class Harness:
 
 
 def make_client(
-    server: LocalForge | RealGiteaRepo, clock: FakeClock, token: str | None = None
+    server: LocalForge | RealGiteaRepo,
+    clock: FakeClock,
+    token: str | None = None,
+    *,
+    transport: httpx.BaseTransport | None = None,
 ) -> ForgeProvider:
     """A provider for ``server``'s repository; its own token unless told (the local forges'
-    is TOKEN, the canary)."""
+    is TOKEN, the canary); over ``transport`` when given (a ``Recorder``)."""
     if isinstance(server, RealGiteaRepo):
         return connect(
             "gitea",
@@ -183,8 +192,13 @@ def make_client(
             repository=f"{server.owner}/{server.repo}",
             token=token or server.token,
             clock=clock,
-            transport=server.transport(),
+            transport=transport or server.transport(),
         )
     return connect(
-        server.name, url=server.api_url, repository="acme/fleet", token=token or TOKEN, clock=clock
+        server.name,
+        url=server.api_url,
+        repository="acme/fleet",
+        token=token or TOKEN,
+        clock=clock,
+        transport=transport,
     )

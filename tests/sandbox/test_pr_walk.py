@@ -58,6 +58,16 @@ def doc_steps() -> list[tuple[str, str]]:
     return steps
 
 
+def doc_comment_recipes() -> list[str]:
+    """The section's commands, in its prose, that list the request's comments (``curl …
+    $API/issues/$PR/comments``), each once, as printed."""
+    text = DOC.read_text()
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    found = re.findall(r"`(curl [^`\n]*/comments[^`\n]*)`", text[start:end])
+    return list(dict.fromkeys(found))
+
+
 def test_the_section_has_the_steps_this_test_checks() -> None:
     names = [name for name, _ in doc_steps()]
     assert names == [
@@ -182,6 +192,19 @@ def test_the_documented_pull_request_walk(tmp_path: Path, binaries: dict[str, Pa
             with urllib.request.urlopen(req, timeout=30) as answer:
                 return json.loads(answer.read())
 
+        def every_page(path: str) -> list[Any]:
+            """All of a list, following its Link header page after page."""
+            items: list[Any] = []
+            url: str | None = api + path
+            while url:
+                req = urllib.request.Request(url)
+                req.add_header("Authorization", f"Bearer {token}")
+                with urllib.request.urlopen(req, timeout=30) as answer:
+                    items += json.loads(answer.read())
+                    found = re.search(r'<([^>]+)>; rel="next"', answer.headers.get("Link", ""))
+                url = found.group(1) if found else None
+            return items
+
         def tip(branch: str) -> str:
             return git(bare, "rev-parse", f"refs/heads/{branch}")
 
@@ -240,6 +263,15 @@ def test_the_documented_pull_request_walk(tmp_path: Path, binaries: dict[str, Pa
         assert rollback["kind"] == "rollback" and rollback["status"] == "succeeded", rollback
         assert rollback["desired_sha"] == revert and rollback["reverts_op"] == upgrade["op_id"]
         assert "chart 1.8.0" in out and re.search(r"^sandbox: rollback .* succeeded", out, re.M)
+
+        # The prose's recipes for the request's comments, run as printed, list every comment
+        # the forge has, the bot's later ones too (two a page missed them).
+        recipes = doc_comment_recipes()
+        everything = [c["id"] for c in every_page("/issues/1/comments")]
+        assert recipes and len(everything) > 2, (recipes, everything)
+        for recipe in recipes:
+            listed = json.loads(shell.run(recipe + "\necho"))  # curl ends without a newline
+            assert [c["id"] for c in listed] == everything, recipe
 
         shell.run(steps["down"])
         assert not any(port_open(p) for p in state["ports"])

@@ -32,6 +32,8 @@ class GiteaForge(GitHubForge):
     KIND = "gitea"
     WRITERS: ClassVar[frozenset[str]] = frozenset({"admin", "owner", "write"})
     PAGE: ClassVar[Mapping[str, str | int]] = {"limit": 50}
+    # An issue's comment list takes no page or limit (Gitea's API description): all at once.
+    COMMENTS_PAGE: ClassVar[Mapping[str, str | int]] = {}
     MERGED_LIST: ClassVar[Mapping[str, str | int]] = {"sort": "recentupdate"}
 
     def _open_pulls_from(self, branch: str) -> list[PullRequestInfo]:

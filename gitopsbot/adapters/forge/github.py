@@ -39,6 +39,7 @@ class GitHubForge(ForgeProvider):
     # ``permission`` values that may write (GitHub folds maintain into write).
     WRITERS: ClassVar[frozenset[str]] = frozenset({"admin", "write"})
     PAGE: ClassVar[Mapping[str, str | int]] = {"per_page": 100}
+    COMMENTS_PAGE: ClassVar[Mapping[str, str | int]] = PAGE  # an issue's comment list
     MERGED_LIST: ClassVar[Mapping[str, str | int]] = {"sort": "updated", "direction": "desc"}
 
     def __init__(self, http: ForgeHttp, repository: str) -> None:
@@ -104,7 +105,7 @@ class GitHubForge(ForgeProvider):
 
     def _list_comments(self, number: int) -> list[CommentInfo]:
         path = f"{self.repo}/issues/{number}/comments"
-        return [self._comment(c) for c in self.http.pages(path, dict(self.PAGE))]
+        return [self._comment(c) for c in self.http.pages(path, dict(self.COMMENTS_PAGE))]
 
     def _create_comment(self, number: int, body: str) -> CommentInfo:
         path = f"{self.repo}/issues/{number}/comments"
@@ -171,7 +172,7 @@ class GitHubForge(ForgeProvider):
                 body=c.get("body") or "",
                 created_at=parse_time(c.get("created_at")),
             )
-            for c in self.http.pages(path, dict(self.PAGE))
+            for c in self.http.pages(path, dict(self.COMMENTS_PAGE))
         ]
         return sorted((c for c in found if c.id > after), key=lambda c: c.id)
 

@@ -70,6 +70,8 @@ class Status:
     state: str
     description: str
     target_url: str
+    id: int = 0
+    created_at: datetime = field(default_factory=lambda: now_utc())
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,11 @@ class LocalForge:
     rate_header_prefix = "X-RateLimit-"
     page_param = "page"
     size_param = "per_page"
+    # A list's page size when the request names none, and the most one answers with, as the
+    # provider documents them (GitHub: 30 and 100); a test that wants small pages asks for
+    # them with ``page_size``.
+    default_page_size = 30
+    max_page_size = 100
     rate_limit = 5000
     etags = True  # GitHub documents conditional requests; GitLab and Gitea REST do not
     # How strict the ETag is. True (GitHub): it covers what the answer says, body AND its
@@ -184,7 +191,7 @@ class LocalForge:
         token: str,
         owner: str = "acme",
         repo: str = "fleet",
-        page_size: int = 2,
+        page_size: int | None = None,
         port: int = 0,
     ):
         self.token = token
@@ -193,7 +200,10 @@ class LocalForge:
         self.hook_failures: list[str] = []  # like GitHub: a failed delivery is not retried
         self.owner = owner
         self.repo = repo
-        self.page_size = page_size  # the most items a list answers with: small, to paginate
+        # The most items a list answers with: the provider's maximum, or what a test asked
+        # for (small, so that every list paginates); the default page is never larger.
+        self.page_size = page_size if page_size is not None else self.max_page_size
+        self.default_size = min(self.default_page_size, self.page_size)
         self.lock = threading.RLock()
         self.pulls: dict[int, Pull] = {}
         self.comments: dict[int, Comment] = {}
@@ -597,11 +607,12 @@ class LocalForge:
     def _paginate(self, raw_path: str, query: dict[str, str], reply: Reply) -> Reply:
         items = reply.page or []
         try:
-            size = min(int(query.get(self.size_param, self.page_size)), self.page_size)
-            page = max(int(query.get(self.page_param, "1")), 1)
+            asked = int(query.get(self.size_param) or 0)
+            page = max(int(query.get(self.page_param) or "1"), 1)
         except ValueError:
             raise Answer(400, {"message": "invalid pagination"}) from None
-        size = max(size, 1)
+        # No size, or one below 1: the default page; above the maximum: the maximum.
+        size = min(asked, self.page_size) if asked > 0 else self.default_size
         pages = max((len(items) + size - 1) // size, 1)
         headers = dict(reply.headers)
         headers.update(self.page_headers(raw_path, page, pages, size, len(items)))

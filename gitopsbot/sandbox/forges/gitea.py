@@ -2,9 +2,10 @@
 
 Pulls, issue comments, labels, reviews, commit statuses and a collaborator's permission
 (``collaborators/{login}/permission``) under /api/v1/repos/{owner}/{repo}.
-Lists paginate with ``page``/``limit`` as a real Gitea 1.27 does (checked by the ``realgitea``
-tests): pulls and statuses with a Link header and X-Total-Count, labels and reviews with
-X-Total-Count only (no Link), and an issue's comments not at all; a second open pull
+Lists paginate with ``page``/``limit`` (30 by default, at most 50: Gitea's default settings)
+as a real Gitea 1.27 does (checked by the ``realgitea`` tests): pulls and statuses with a Link
+header and X-Total-Count, labels and reviews with X-Total-Count only (no Link), and an
+issue's comments not at all; a second open pull
 request for the same head and base is refused with 409 "pull request already exists for these
 targets"; 401 on a bad token. Gitea sends no rate-limit headers (proxies in front may 429).
 ``POST /pulls/{n}/merge`` merges (``Do``: merge, squash, rebase, rebase-merge; the merge
@@ -42,6 +43,9 @@ class GiteaForge(LocalForge):
     api_prefix = "/api/v1"
     rate_header_prefix = ""
     size_param = "limit"
+    # Gitea's app.ini: [api] DEFAULT_PAGING_NUM = 30, MAX_RESPONSE_ITEMS = 50.
+    default_page_size = 30
+    max_page_size = 50
     etags = False
 
     def merged_event(self, pr: Pull, secret: str) -> tuple[dict[str, str], bytes]:

@@ -3,8 +3,9 @@
 Pulls, issue comments, commit statuses, labels, reviews and a collaborator's permission
 (``collaborators/{login}/permission``: admin, write, read or none; 404 for an unknown
 account) under /repos/{owner}/{repo}.
-Lists paginate with ``page``/``per_page`` and a Link header; a second open pull request for
-the same head and base is refused with 422 "A pull request already exists for owner:branch.";
+Lists paginate with ``page``/``per_page`` (30 by default, at most 100) and a Link header; a
+second open pull request for the same head and base is refused with 422 "A pull request
+already exists for owner:branch.";
 bodies above 65,536 characters are refused with 422; 401 on a bad token.
 GitHub Apps (``register_app``): ``GET /app``, ``GET /repos/{owner}/{repo}/installation`` and
 ``POST /app/installations/{id}/access_tokens`` with the app's JWT, and every other endpoint
@@ -17,6 +18,7 @@ the merge again." (``sha`` is not the head), 422 for an unknown ``merge_method``
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gitopsbot.core.webhook_events import github_signature
@@ -30,11 +32,11 @@ from gitopsbot.sandbox.forges.base import (
     Request,
     Status,
     delivery_id,
-    github_like_merged_event,
     iso,
     now_utc,
 )
 from gitopsbot.sandbox.forges.github_apps import AppRefused, LocalApp, LocalApps
+from gitopsbot.sandbox.forges.github_shapes import GitHubShapes, node_id
 
 BODY_LIMIT = 65_536
 DOCS = "https://docs.github.com/rest"
@@ -88,10 +90,38 @@ class GitHubForge(LocalForge):
         return Reply(401, self.unauthorized_body())
 
     def merged_event(self, pr: Pull, secret: str) -> tuple[dict[str, str], bytes]:
-        body = github_like_merged_event(pr)
+        """GitHub's pull_request "closed" delivery of a merged request, headers and body as
+        its webhooks description has them."""
+        with self.lock:
+            pull = self.pull_json(pr, full=True) | {
+                # The repository's merge settings GitHub adds to a webhook's pull request.
+                "allow_auto_merge": False,
+                "allow_update_branch": False,
+                "delete_branch_on_merge": False,
+                "merge_commit_message": "PR_TITLE",
+                "merge_commit_title": "MERGE_MESSAGE",
+                "squash_merge_commit_message": "COMMIT_MESSAGES",
+                "squash_merge_commit_title": "COMMIT_OR_PR_TITLE",
+                "use_squash_pr_title_as_default": False,
+            }
+            repository = self.shapes.repository(
+                created=iso(pr.created_at), updated=iso(pr.updated_at)
+            )
+            event = {
+                "action": "closed",
+                "number": pr.number,
+                "pull_request": pull,
+                "repository": repository,
+                "sender": self.user_json("gitopsbot"),
+            }
+        body = json.dumps(event).encode()
         return {
+            "User-Agent": "GitHub-Hookshot/local",
             "X-GitHub-Event": "pull_request",
             "X-GitHub-Delivery": delivery_id(),
+            "X-GitHub-Hook-ID": "1",
+            "X-GitHub-Hook-Installation-Target-Type": "repository",
+            "X-GitHub-Hook-Installation-Target-ID": str(repository["id"]),
             "X-Hub-Signature-256": github_signature(secret, body),
         }, body
 
@@ -134,7 +164,15 @@ class GitHubForge(LocalForge):
         error = {"resource": "PullRequest", "code": "custom", "message": message}
         if field:
             error = {"resource": "PullRequest", "code": "missing_field", "field": field}
-        return Answer(422, {"message": "Validation Failed", "errors": [error], "status": "422"})
+        return Answer(
+            422,
+            {
+                "message": "Validation Failed",
+                "errors": [error],
+                "documentation_url": DOCS,
+                "status": "422",
+            },
+        )
 
     def merge_refused(self, why: str, pr: Pull) -> Answer:
         if why == "sha":
@@ -157,42 +195,97 @@ class GitHubForge(LocalForge):
             {
                 "message": "Validation Failed",
                 "errors": [{"resource": "PullRequest", "field": "head", "code": "invalid"}],
+                "documentation_url": DOCS,
                 "status": "422",
             },
         )
 
     # -- shapes ----------------------------------------------------------------------------
+    @property
+    def shapes(self) -> GitHubShapes:
+        return GitHubShapes(api=self.api_url, web=self.url, owner=self.owner, repo=self.repo)
+
+    def user_json(self, login: str) -> Json:
+        return self.shapes.user(login, self.users.get(login, 0) or self.users["gitopsbot"])
+
+    def branch_json(self, ref: str, sha: str, repository: Json) -> Json:
+        return {
+            "label": f"{self.owner}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "repo": repository,
+            "user": repository["owner"],
+        }
+
     def pull_json(self, pr: Pull, *, full: bool) -> Json:
-        html = f"{self.url}/{self.owner}/{self.repo}/pull/{pr.number}"
+        """A pull-request (``full``: the single-pull endpoints) or a pull-request-simple
+        (lists)."""
+        shapes = self.shapes
+        repository = shapes.repository(created=iso(pr.created_at), updated=iso(pr.updated_at))
+        base_sha = (self.git.tip(pr.base) if self.git is not None else None) or "0" * 40
         out: Json = {
-            "url": f"{self.url}/repos/{self.owner}/{self.repo}/pulls/{pr.number}",
-            "html_url": html,
+            **shapes.pull_urls(pr.number),
+            "id": 10_000 + pr.number,
+            "node_id": node_id("PullRequest", 10_000 + pr.number),
             "number": pr.number,
             "state": pr.state,
+            "locked": False,
             "title": pr.title,
+            "user": self.user_json("gitopsbot"),
             "body": pr.body,
-            "labels": [{"name": n, "id": self.labels.get(n, 0)} for n in pr.labels],
+            "labels": [shapes.label(n, self.labels.get(n, 0)) for n in pr.labels],
+            "milestone": None,
+            "active_lock_reason": None,
             "created_at": iso(pr.created_at),
             "updated_at": iso(pr.updated_at),
             "closed_at": iso(pr.updated_at) if pr.state == "closed" else None,
             "merged_at": iso(pr.merged_at),
             "merge_commit_sha": pr.merge_commit_sha or None,
-            "head": {"ref": pr.head, "sha": pr.head_sha, "label": f"{self.owner}:{pr.head}"},
-            "base": {"ref": pr.base, "label": f"{self.owner}:{pr.base}"},
+            "assignee": None,
+            "assignees": [],
+            "requested_reviewers": [],
+            "requested_teams": [],
+            "statuses_url": f"{shapes.repo_api}/statuses/{pr.head_sha}",
+            "head": self.branch_json(pr.head, pr.head_sha, repository),
+            "base": self.branch_json(pr.base, base_sha, repository),
+            "_links": shapes.links(pr.number),
+            "author_association": "MEMBER",
+            "auto_merge": None,
+            "draft": False,
         }
-        if full:  # only the single-pull endpoint computes these
-            out["merged"] = pr.merged_at is not None
-            out["mergeable"] = pr.mergeable if pr.state == "open" else None
+        if full:  # only the single-pull endpoints compute these
+            merged = pr.merged_at is not None
+            out |= {
+                "merged": merged,
+                "mergeable": pr.mergeable if pr.state == "open" else None,
+                "rebaseable": pr.mergeable if pr.state == "open" else None,
+                "mergeable_state": ("clean" if pr.mergeable else "dirty")
+                if pr.state == "open"
+                else "unknown",
+                "merged_by": self.user_json("gitopsbot") if merged else None,
+                "comments": sum(1 for c in self.comments.values() if c.number == pr.number),
+                "review_comments": 0,
+                "maintainer_can_modify": False,
+                "commits": 1,
+                "additions": 0,
+                "deletions": 0,
+                "changed_files": 0,
+            }
         return out
 
     def comment_json(self, c: Comment) -> Json:
+        html = f"{self.url}/{self.owner}/{self.repo}/pull/{c.number}"
         return {
             "id": c.id,
+            "node_id": node_id("IssueComment", c.id),
+            "url": f"{self.shapes.repo_api}/issues/comments/{c.id}",
+            "html_url": f"{html}#issuecomment-{c.id}",
+            "issue_url": f"{self.shapes.repo_api}/issues/{c.number}",
             "body": c.body,
-            "html_url": f"{self.url}/{self.owner}/{self.repo}/pull/{c.number}#issuecomment-{c.id}",
+            "user": self.user_json(c.author),
             "created_at": iso(c.created_at),
             "updated_at": iso(c.updated_at),
-            "user": {"login": c.author, "id": self.users.get(c.author, 0)},
+            "author_association": "MEMBER" if c.author == "gitopsbot" else "NONE",
         }
 
     # -- routes ----------------------------------------------------------------------------
@@ -281,10 +374,29 @@ class GitHubForge(LocalForge):
 
     def list_reviews(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))
-        reviews = [
-            {"id": i + 1, "user": {"login": u}, "state": "APPROVED", "commit_id": pr.head_sha}
-            for i, u in enumerate(pr.approvers)
-        ]
+        shapes = self.shapes
+        html = f"{self.url}/{self.owner}/{self.repo}/pull/{pr.number}"
+        reviews = []
+        for i, login in enumerate(pr.approvers, start=1):
+            self.users.setdefault(login, len(self.users) + 1)
+            reviews.append(
+                {
+                    "id": i,
+                    "node_id": node_id("PullRequestReview", i),
+                    "user": self.user_json(login),
+                    "body": "",
+                    "state": "APPROVED",
+                    "commit_id": pr.head_sha,
+                    "html_url": f"{html}#pullrequestreview-{i}",
+                    "pull_request_url": f"{shapes.repo_api}/pulls/{pr.number}",
+                    "_links": {
+                        "html": {"href": f"{html}#pullrequestreview-{i}"},
+                        "pull_request": {"href": f"{shapes.repo_api}/pulls/{pr.number}"},
+                    },
+                    "author_association": "MEMBER",
+                    "submitted_at": iso(pr.updated_at),
+                }
+            )
         return Reply(200, None, page=reviews)
 
     def create_comment(self, req: Request) -> Reply:
@@ -319,7 +431,7 @@ class GitHubForge(LocalForge):
             self.labels.setdefault(str(n), self.next_id())  # GitHub creates missing labels
             if n not in pr.labels:
                 pr.labels.append(str(n))
-        return Reply(200, [{"name": n, "id": self.labels[n]} for n in pr.labels])
+        return Reply(200, [self.shapes.label(n, self.labels[n]) for n in pr.labels])
 
     def create_status(self, req: Request) -> Reply:
         body = req.body or {}
@@ -333,23 +445,33 @@ class GitHubForge(LocalForge):
             body["state"],
             body.get("description") or "",
             body.get("target_url") or "",
+            id=self.next_id(),
         )
         self.statuses.append(st)
         return Reply(201, self.status_json(st))
 
-    @staticmethod
-    def status_json(st: Status) -> Json:
+    def status_json(self, st: Status) -> Json:
         return {
+            "url": f"{self.shapes.repo_api}/statuses/{st.sha}",
+            "avatar_url": None,
+            "id": st.id,
+            "node_id": node_id("StatusContext", st.id),
             "state": st.state,
             "context": st.context,
-            "description": st.description,
+            "description": st.description or None,
             "target_url": st.target_url or None,
+            "created_at": iso(st.created_at),
+            "updated_at": iso(st.created_at),
+            "creator": self.user_json("gitopsbot"),
         }
 
     def permission(self, req: Request) -> Reply:
         user = req.match.group(1)
         level = self.permission_of(user)
-        return Reply(200, {"permission": level, "role_name": level, "user": {"login": user}})
+        # GitHub's role names: admin, maintain, write, triage, read; "none" has none.
+        role = level if level != "none" else "read"
+        collaborator = self.user_json(user) | {"role_name": role}
+        return Reply(200, {"permission": level, "role_name": role, "user": collaborator})
 
     # -- GitHub Apps (github_apps.py) --------------------------------------------------------
     def get_app(self, req: Request) -> Reply:

@@ -2,7 +2,7 @@
 
 Merge requests, notes, commit statuses, labels, approvals and a member's access level
 (``members/all/:user_id``, 404 for a non-member) under /api/v4/projects/{url-encoded path}.
-Lists paginate with ``page``/``per_page`` and the
+Lists paginate with ``page``/``per_page`` (20 by default, at most 100) and the
 X-Page / X-Next-Page / X-Total / Link headers; a second open merge request from the same
 source branch is refused with 409; re-posting a commit status in the state it already has is
 refused with 400 "Cannot transition status"; 401 on a bad token.
@@ -42,6 +42,7 @@ class GitLabForge(LocalForge):
     name = "gitlab"
     api_prefix = "/api/v4"
     rate_header_prefix = "RateLimit-"
+    default_page_size = 20  # docs.gitlab.com/api/rest/#pagination: per_page 20, at most 100
     etags = False
     merge_method = "merge"  # the project setting: merge | rebase_merge | ff
 
