@@ -109,6 +109,9 @@ if TYPE_CHECKING:
         live_cluster as live_cluster,
     )
     from gitopsbot.app.clusters import (
+        registry_logins as registry_logins,
+    )
+    from gitopsbot.app.clusters import (
         replica_identity as replica_identity,
     )
     from gitopsbot.app.clusters import (
@@ -197,6 +200,7 @@ _HOMES: dict[str, str] = {
     "wire_reconciler": "gitopsbot.app.bot",
     "apply_gate": "gitopsbot.app.clusters",
     "chart_source": "gitopsbot.app.clusters",
+    "registry_logins": "gitopsbot.app.clusters",
     "cluster_access": "gitopsbot.app.clusters",
     "cluster_connection": "gitopsbot.app.clusters",
     "event_recorder": "gitopsbot.app.clusters",

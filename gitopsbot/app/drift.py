@@ -16,7 +16,7 @@ from gitopsbot.adapters.cluster_access import ClusterAccess
 from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.tools import ToolSet
-from gitopsbot.app.clusters import cluster_connection, executor_factory
+from gitopsbot.app.clusters import cluster_connection, executor_factory, registry_logins
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
 from gitopsbot.app.proposals import chart_source_for
@@ -157,7 +157,9 @@ def drift_watch(
         specs=specs,
         journal_for=store.current,
         chart_for=_chart_for(charts),
-        executor_for=executor_factory(options, tools, access),
+        executor_for=executor_factory(
+            options, tools, access, registries=registry_logins(bot_settings)
+        ),
         now=clock.now,
         gauge=metrics.drift if metrics is not None else None,
         events_for=events_for if options.events else None,

@@ -114,7 +114,7 @@ def target_chart(source: ChartSource, rel: ReleaseSpec) -> tuple[Chart | None, C
     """(chart or None, index, why None). A version the repository does not have is a policy
     verdict (CHART-NOT-IN-INDEX), not an error; an unreachable repository still raises
     ChartUnavailable."""
-    index = source.index(rel.chart_repo_url)
+    index = source.index(rel.chart_repo_url, rel.chart_name)
     try:
         return source.chart(rel.chart_repo_url, rel.chart_name, rel.version), index, ""
     except (ChartNotFound, ChartInvalid) as exc:

@@ -1,0 +1,126 @@
+"""Charts from OCI registries (``oci://host[:port]/path`` in release.yaml), through helm's own
+OCI support, and the chart source that sends each repository URL to its kind.
+
+``OciChartSource.chart`` asks the registry which manifest the version's tag points at now
+(``HEAD /v2/<path>/<chart>/manifests/<version>``), and pulls it with ``helm pull`` (helm 3
+or helm 4, the login of gitopsbot.yaml's ``chartRegistries``) unless that manifest was pulled
+already: a tag re-pushed with other content is pulled again, never served from memory. The
+``Chart`` it returns is read from the archive helm pulled, bytes for bytes, and its
+``digest`` is that archive's sha256, as for a chart from an HTTP repository: what a plan
+records and the apply checks is the same for both kinds. ``index`` lists the chart's tags
+(an OCI repository has no index.yaml: it needs the chart's name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from gitopsbot.adapters.chartrepo import MAX_ARCHIVE_BYTES, unpack_chart_archive
+from gitopsbot.adapters.helm import HelmCli
+from gitopsbot.adapters.oci_registry import RegistryApi, unauthorized
+from gitopsbot.core.chart import (
+    Chart,
+    ChartIndex,
+    ChartVersion,
+    is_version,
+    parse_chart_files,
+    semver_key,
+)
+from gitopsbot.errors import (
+    ChartInvalid,
+    ChartNotFound,
+    ChartUnavailable,
+    HelmChartUnusable,
+    HelmError,
+    HelmTimeout,
+)
+from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.helm import ChartRef
+
+_REFUSED = ("response status code 401", "response status code 403", "unauthorized")
+
+
+class OciChartSource:
+    """``ports.charts.ChartSource`` for ``oci://`` repositories. ``helm``: a HelmCli made on
+    first use (no helm is looked for by a bot whose charts are all over HTTP)."""
+
+    def __init__(self, helm: Callable[[], HelmCli], api: RegistryApi) -> None:
+        self._helm_factory = helm
+        self._helm: HelmCli | None = None
+        self._api = api
+        self._charts: dict[str, Chart] = {}  # manifest digest -> chart read from it
+
+    def close(self) -> None:
+        self._api.close()
+
+    def index(self, repo_url: str, name: str = "") -> ChartIndex:
+        if not name:
+            raise ChartNotFound(
+                f"{repo_url}: an OCI repository lists versions per chart: name the chart"
+            )
+        versions = [
+            ChartVersion(name=name, version=version, app_version="", digest="", created="", urls=())
+            for version in {t.replace("_", "+") for t in self._api.tags(repo_url, name)}
+            if is_version(version)
+        ]
+        versions.sort(key=lambda v: semver_key(v.version), reverse=True)
+        return ChartIndex({name: tuple(versions)} if versions else {})
+
+    def chart(self, repo_url: str, name: str, version: str) -> Chart:
+        manifest = self._api.manifest_digest(repo_url, name, version)
+        known = self._charts.get(manifest)
+        if known is not None:
+            return known
+        data = self._pull(repo_url, name, version)
+        if len(data) > MAX_ARCHIVE_BYTES:
+            raise ChartInvalid(f"{repo_url}/{name}:{version}: larger than {MAX_ARCHIVE_BYTES} B")
+        source = f"{repo_url.rstrip('/')}/{name}:{version}"
+        files = unpack_chart_archive(data, source=source)
+        chart = parse_chart_files(files, digest=hashlib.sha256(data).hexdigest(), source=source)
+        self._charts[manifest] = chart
+        return chart
+
+    def _pull(self, repo_url: str, name: str, version: str) -> bytes:
+        if self._helm is None:
+            self._helm = self._helm_factory()
+        try:
+            return self._helm.pull_archive(ChartRef(name=name, repo_url=repo_url), version)
+        except HelmTimeout as exc:
+            raise ChartUnavailable(str(exc)) from None
+        except HelmChartUnusable as exc:
+            if any(word in str(exc) for word in _REFUSED):
+                login = self._api.login_for(repo_url)
+                raise unauthorized(repo_url, login, 401) from None
+            raise ChartInvalid(str(exc)) from None
+        except HelmError as exc:
+            raise ChartUnavailable(str(exc)) from None
+
+
+class ChartSources:
+    """One ChartSource for every kind of repository URL: ``oci://`` to the OCI source (made
+    on first use), the rest to the HTTP one."""
+
+    def __init__(self, http: ChartSource, oci: Callable[[], OciChartSource]) -> None:
+        self._http = http
+        self._oci_factory = oci
+        self._oci: OciChartSource | None = None
+
+    def _for(self, repo_url: str) -> ChartSource:
+        if not repo_url.startswith("oci://"):
+            return self._http
+        if self._oci is None:
+            self._oci = self._oci_factory()
+        return self._oci
+
+    def index(self, repo_url: str, name: str = "") -> ChartIndex:
+        return self._for(repo_url).index(repo_url, name)
+
+    def chart(self, repo_url: str, name: str, version: str) -> Chart:
+        return self._for(repo_url).chart(repo_url, name, version)
+
+    def close(self) -> None:
+        for source in (self._http, self._oci):
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,165 @@
+"""Charts in an OCI registry, against the real one (CNCF distribution, tests/realregistry) with
+real helm 3 and helm 4 on the API emulator.
+
+Covers: HelmCli upgrades and pulls ``oci://`` charts with the login of gitopsbot.yaml's
+``chartRegistries`` and leaves no registry config behind; the OCI chart source lists a chart's
+versions and reads the archive helm pulled, its digest the archive's sha256 (what the HTTP
+source gives); a refused login is one line naming the repository and the entry to fix, for
+the chart source and for helm, and nothing is applied; a tag re-pushed with other content
+is read again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitopsbot import app
+from gitopsbot.adapters.helm import HelmCli
+from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.adapters.oci_registry import RegistryLogin, RegistryLogins
+from gitopsbot.errors import ChartUnauthorized, HelmChartUnusable
+from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.helm import ChartRef
+from tests.conftest import REGISTRY_PASSWORD, REGISTRY_USER
+
+pytestmark = [pytest.mark.realregistry, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[3] / "examples" / "charts" / "repo"
+NS = "default"
+
+
+def _logins(registry: Any, password: str = REGISTRY_PASSWORD) -> RegistryLogins:
+    return RegistryLogins(
+        [
+            RegistryLogin(
+                registry.host, REGISTRY_USER, password, plain_http=True,
+                where=f"chartRegistries[0] (host {registry.host})",
+            )
+        ]
+    )  # fmt: skip
+
+
+def _source(helm: HelmCli, cache: Path, logins: RegistryLogins) -> ChartSource:
+    return app.chart_source(cache, helm=lambda: Path(helm.binary), registries=logins)
+
+
+def _pushed(registry: Any, binaries: dict[str, Path], path: str, *versions: str) -> str:
+    for version in versions:
+        registry.push(binaries["helm4"], REPO / f"tensor-fusion-{version}.tgz", path)
+    return str(registry.url(path))
+
+
+def _no_login_left(home: Path) -> None:
+    """No registry config outlives helm: none in its work directories, none in its own."""
+    assert not list(home.rglob("registry-config.json"))
+    assert not list(home.rglob("config.json"))
+
+
+def test_upgrade_and_pull_from_an_oci_registry(
+    helm_cli: HelmCli,
+    real_registry: Any,
+    binaries: dict[str, Path],
+    kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    url = _pushed(real_registry, binaries, f"up-{helm_cli.major}", "1.8.0")
+    helm = HelmCli(
+        helm_cli.binary, home=helm_cli.home, kubeconfig=kubeconfig,
+        registries=_logins(real_registry),
+    )  # fmt: skip
+    ref = ChartRef(name="tensor-fusion", repo_url=url)
+    info = helm.upgrade(
+        release="tf", namespace=NS, chart=ref, version="1.8.0", values={}, description="d"
+    )
+    assert (info.chart_name, info.chart_version) == ("tensor-fusion", "1.8.0")
+    pulled = helm.pull(ref, "1.8.0", tmp_path / "pulled")
+    assert (pulled / "Chart.yaml").is_file()
+    _no_login_left(helm.home)
+
+
+def test_the_oci_source_reads_what_helm_pulls(
+    helm_cli: HelmCli, real_registry: Any, binaries: dict[str, Path], tmp_path: Path
+) -> None:
+    url = _pushed(real_registry, binaries, f"src-{helm_cli.major}", "1.8.0", "1.8.7")
+    source = _source(helm_cli, tmp_path / "cache", _logins(real_registry))
+    index = source.index(url, "tensor-fusion")
+    assert [v.version for v in index.versions("tensor-fusion")] == ["1.8.7", "1.8.0"]
+    chart = source.chart(url, "tensor-fusion", "1.8.0")
+    archive = (REPO / "tensor-fusion-1.8.0.tgz").read_bytes()
+    # The same digest an HTTP repository's archive gets: what the plan records.
+    assert chart.digest == hashlib.sha256(archive).hexdigest()
+    assert (chart.name, chart.version) == ("tensor-fusion", "1.8.0")
+    _no_login_left(tmp_path / "cache")
+
+
+def test_a_refused_login_is_one_line_and_nothing_is_applied(
+    helm_cli: HelmCli,
+    real_registry: Any,
+    binaries: dict[str, Path],
+    kubeconfig: Path,
+    kube: KubeCluster,
+    tmp_path: Path,
+) -> None:
+    url = _pushed(real_registry, binaries, f"denied-{helm_cli.major}", "1.8.0")
+    wrong = _logins(real_registry, password="not-the-password")
+    source = _source(helm_cli, tmp_path / "cache", wrong)
+    for read in (
+        lambda: source.index(url, "tensor-fusion"),
+        lambda: source.chart(url, "tensor-fusion", "1.8.0"),
+    ):
+        with pytest.raises(ChartUnauthorized) as refused:
+            read()
+        message = str(refused.value)
+        assert "\n" not in message
+        assert message.startswith(f"{url}: the registry refused the login of user 'gitopsbot'")
+        assert f"chartRegistries[0] (host {real_registry.host}) in gitopsbot.yaml" in message
+        assert "not-the-password" not in message
+    helm = HelmCli(helm_cli.binary, home=helm_cli.home, kubeconfig=kubeconfig, registries=wrong)
+    with pytest.raises(HelmChartUnusable) as unusable:
+        helm.upgrade(
+            release="denied", namespace=NS, chart=ChartRef(name="tensor-fusion", repo_url=url),
+            version="1.8.0", values={}, description="d",
+        )  # fmt: skip
+    assert "nothing was changed in the cluster" in str(unusable.value)
+    assert "401" in str(unusable.value)
+    assert "not-the-password" not in str(unusable.value)
+    assert helm.history("denied", NS) == []
+    _no_login_left(helm.home)
+
+
+def _repacked(helm: Path, tmp_path: Path) -> Path:
+    """tensor-fusion 1.8.0 with another default value: the same version, other content."""
+    with tarfile.open(REPO / "tensor-fusion-1.8.0.tgz") as tar:
+        tar.extractall(tmp_path / "src", filter="data")
+    values = tmp_path / "src" / "tensor-fusion" / "values.yaml"
+    values.write_text(values.read_text() + "\nrepublished: true\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(
+        [str(helm), "package", str(tmp_path / "src" / "tensor-fusion"), "-d", str(out)],
+        check=True, capture_output=True, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    (archive,) = out.glob("*.tgz")
+    return archive
+
+
+def test_a_tag_re_pushed_with_other_content_is_read_again(
+    helm_cli: HelmCli, real_registry: Any, binaries: dict[str, Path], tmp_path: Path
+) -> None:
+    path = f"repush-{helm_cli.major}"
+    url = _pushed(real_registry, binaries, path, "1.8.0")
+    source = _source(helm_cli, tmp_path / "cache", _logins(real_registry))
+    first = source.chart(url, "tensor-fusion", "1.8.0")
+    again = _repacked(binaries["helm4"], tmp_path / "repack")
+    real_registry.push(binaries["helm4"], again, path)
+    second = source.chart(url, "tensor-fusion", "1.8.0")
+    assert first.digest != second.digest
+    assert second.digest == hashlib.sha256(again.read_bytes()).hexdigest()
+    shutil.rmtree(tmp_path / "repack")
