@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import Any
 
 from gitopsbot.adapters.chartrepo import MAX_ARCHIVE_BYTES, unpack_chart_archive
 from gitopsbot.adapters.helm import HelmCli
@@ -50,6 +51,7 @@ class OciChartSource:
         self._helm: HelmCli | None = None
         self._api = api
         self._charts: dict[str, Chart] = {}  # manifest digest -> chart read from it
+        self._configs: dict[tuple[str, str, str], dict[str, Any]] = {}  # (url, chart, tag)
 
     def close(self) -> None:
         self._api.close()
@@ -60,12 +62,32 @@ class OciChartSource:
                 f"{repo_url}: an OCI repository lists versions per chart: name the chart"
             )
         versions = [
-            ChartVersion(name=name, version=version, app_version="", digest="", created="", urls=())
-            for version in {t.replace("_", "+") for t in self._api.tags(repo_url, name)}
-            if is_version(version)
+            self._entry(repo_url, name, tag)
+            for tag in set(self._api.tags(repo_url, name))
+            if is_version(tag.replace("_", "+"))
         ]
         versions.sort(key=lambda v: semver_key(v.version), reverse=True)
         return ChartIndex({name: tuple(versions)} if versions else {})
+
+    def _entry(self, repo_url: str, name: str, tag: str) -> ChartVersion:
+        """An index entry from the tag's chart metadata (what proposals judge: appVersion,
+        annotations), read once per tag in this source's life; the archive is ``chart``'s."""
+        key = (repo_url, name, tag)
+        if key not in self._configs:
+            self._configs[key] = self._api.chart_config(repo_url, name, tag)
+        meta = self._configs[key]
+        annotations = meta.get("annotations")
+        return ChartVersion(
+            name=name,
+            version=tag.replace("_", "+"),
+            app_version=str(meta.get("appVersion") or ""),
+            digest="",
+            created="",
+            urls=(),
+            annotations={str(k): str(v) for k, v in annotations.items()}
+            if isinstance(annotations, dict)
+            else {},
+        )
 
     def chart(self, repo_url: str, name: str, version: str) -> Chart:
         manifest = self._api.manifest_digest(repo_url, name, version)

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -36,6 +37,8 @@ MANIFEST_TYPES = ", ".join(
     )
 )
 MAX_TAG_PAGES = 100
+HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,23 @@ class RegistryApi:
             tags += [t for t in (body.get("tags") or []) if isinstance(t, str)]
             url = _next_page(response)
         return tags
+
+    def chart_config(self, repo_url: str, chart: str, tag: str) -> dict[str, Any]:
+        """The chart's metadata as helm pushed it: the manifest's config blob, Chart.yaml as
+        JSON (``appVersion``, ``annotations``...); ``{}`` when it is not a Helm chart's."""
+        repository = OciRef.parse(repo_url).repository(chart)
+        manifest = self._get(repo_url, chart, f"/v2/{repository}/manifests/{tag}", method="GET")
+        if manifest.status_code == 404:
+            return {}
+        config = (manifest.json() or {}).get("config") or {}
+        if config.get("mediaType") != HELM_CONFIG or not config.get("digest"):
+            return {}
+        path = f"/v2/{repository}/blobs/{config['digest']}"
+        blob = self._get(repo_url, chart, path, method="GET")
+        if blob.status_code == 404 or len(blob.content) > MAX_CONFIG_BYTES:
+            return {}
+        body = blob.json()
+        return body if isinstance(body, dict) else {}
 
     def manifest_digest(self, repo_url: str, chart: str, version: str) -> str:
         """The digest of the manifest ``chart:version`` points at now (what ``helm push``
