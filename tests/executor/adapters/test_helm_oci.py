@@ -163,3 +163,41 @@ def test_a_tag_re_pushed_with_other_content_is_read_again(
     assert first.digest != second.digest
     assert second.digest == hashlib.sha256(again.read_bytes()).hexdigest()
     shutil.rmtree(tmp_path / "repack")
+
+
+def test_gitopsbot_plan_reads_an_oci_chart_with_the_fleets_login(
+    real_registry: Any,
+    binaries: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gitopsbot.cli import main
+
+    url = _pushed(real_registry, binaries, "cli-plan", "1.8.0", "1.8.7")
+    fleet = tmp_path / "fleet"
+    shutil.copytree(REPO.parents[1] / "fleet", fleet)
+    release = fleet / "clusters" / "staging" / "release.yaml"
+    release.write_text(release.read_text().replace("https://download.tensor-fusion.ai", url))
+    settings = fleet / "gitopsbot.yaml"
+    settings.write_text(
+        settings.read_text()
+        + f"chartRegistries:\n  - host: {real_registry.host}\n    username: {REGISTRY_USER}\n"
+        "    password:\n      env: TEST_REGISTRY_PASSWORD\n    plainHttp: true\n"
+    )
+    monkeypatch.setenv("TEST_REGISTRY_PASSWORD", REGISTRY_PASSWORD)
+    monkeypatch.setenv("GITOPSBOT_HELM", str(binaries["helm4"]))
+    monkeypatch.setenv("GITOPSBOT_KUBECTL", str(binaries["kubectl"]))
+    monkeypatch.setenv("GITOPSBOT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GITOPSBOT_CHARTS", raising=False)
+    code = main(["plan", "--cluster", "staging", "--fleet", str(fleet)])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert "| chart | — | 1.8.7 |" in out, out
+    # The chart itself was read from the registry: its values are known to the plan.
+    assert "the chart has no such key under controller" in out, out
+    monkeypatch.setenv("TEST_REGISTRY_PASSWORD", "not-the-password")
+    code = main(["plan", "--cluster", "staging", "--fleet", str(fleet)])
+    out, err = capsys.readouterr()
+    assert code not in (0, 1)
+    assert f"{url}: the registry refused the login of user '{REGISTRY_USER}'" in err, err
