@@ -60,13 +60,14 @@ def check_fleet(options: RunOptions, chart_dirs: Sequence[Path] = ()) -> DriftRu
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
     names = options.clusters or tuple(sorted(fleet.clusters))
     store = JournalStore(repo, branch=fleet.settings.state_branch, push=False)
-    charts = chart_source_for(chart_dirs)
+    logins = registry_logins(fleet.settings)
+    charts = chart_source_for(chart_dirs, logins)
 
     reports = drift_check.check_clusters(
         [fleet.clusters[n] for n in names],
         store.current,
         _chart_for(charts),
-        executor_factory(options),
+        executor_factory(options, registries=logins),
         journals_for=_journals_for(store),
         spec_at=_spec_at(repo),
     )
