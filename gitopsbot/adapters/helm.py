@@ -462,9 +462,11 @@ class HelmCli:
 
             return self._retrying(what, attempt)
 
-    def pull_archive(self, chart: ChartRef, version: str) -> bytes:
+    def pull_archive(self, chart: ChartRef, version: str, digest: str = "") -> bytes:
         """The chart's archive (``.tgz``) as helm pulls it, bytes for bytes: what an OCI
-        chart source reads (``oci_charts``). Errors as ``pull``'s."""
+        chart source reads (``oci_charts``). ``digest``: an OCI chart's manifest digest,
+        pulled by it (``oci://…/<chart>@sha256:…``, helm 3 and 4) rather than by its tag, so
+        a tag moved meanwhile cannot swap the archive. Errors as ``pull``'s."""
         what = f"helm pull {chart.label} {version}"
         label = f"{chart.label} version {version}"
 
@@ -472,7 +474,12 @@ class HelmCli:
             with self._workdir() as work:
                 into = work / "archive"
                 into.mkdir()
-                full = [*self._pull_argv(chart, version, work), "--destination", str(into)]
+                if digest and is_oci(chart.repo_url):
+                    pinned = f"{oci_chart(chart.repo_url, chart.name)}@{digest}"
+                    argv = ["pull", pinned, *self._registry_flags(chart, work)]
+                else:
+                    argv = self._pull_argv(chart, version, work)
+                full = [*argv, "--destination", str(into)]
                 result = self._run(
                     full, what=what, check=False, work=work, mask=self._registries.secrets()
                 )

@@ -2,9 +2,10 @@
 OCI support, and the chart source that sends each repository URL to its kind.
 
 ``OciChartSource.chart`` asks the registry which manifest the version's tag points at now
-(``HEAD /v2/<path>/<chart>/manifests/<version>``), and pulls it with ``helm pull`` (helm 3
-or helm 4, the login of gitopsbot.yaml's ``chartRegistries``) unless that manifest was pulled
-already: a tag re-pushed with other content is pulled again, never served from memory. The
+(``HEAD /v2/<path>/<chart>/manifests/<version>``), and pulls that manifest by its digest
+with ``helm pull`` (helm 3 or helm 4, the login of gitopsbot.yaml's ``chartRegistries``)
+unless it was pulled already: a tag re-pushed with other content is pulled again, never
+served from memory, and a tag moved between the two asks cannot swap the archive. The
 ``Chart`` it returns is read from the archive helm pulled, bytes for bytes, and its
 ``digest`` is that archive's sha256, as for a chart from an HTTP repository: what a plan
 records and the apply checks is the same for both kinds. ``index`` lists the chart's tags
@@ -94,7 +95,7 @@ class OciChartSource:
         known = self._charts.get(manifest)
         if known is not None:
             return known
-        data = self._pull(repo_url, name, version)
+        data = self._pull(repo_url, name, version, manifest)
         if len(data) > MAX_ARCHIVE_BYTES:
             raise ChartInvalid(f"{repo_url}/{name}:{version}: larger than {MAX_ARCHIVE_BYTES} B")
         source = f"{repo_url.rstrip('/')}/{name}:{version}"
@@ -103,11 +104,12 @@ class OciChartSource:
         self._charts[manifest] = chart
         return chart
 
-    def _pull(self, repo_url: str, name: str, version: str) -> bytes:
+    def _pull(self, repo_url: str, name: str, version: str, manifest: str) -> bytes:
         if self._helm is None:
             self._helm = self._helm_factory()
         try:
-            return self._helm.pull_archive(ChartRef(name=name, repo_url=repo_url), version)
+            ref = ChartRef(name=name, repo_url=repo_url)
+            return self._helm.pull_archive(ref, version, manifest)
         except HelmTimeout as exc:
             raise ChartUnavailable(str(exc)) from None
         except HelmChartUnusable as exc:

@@ -157,14 +157,24 @@ def test_a_tag_re_pushed_with_other_content_is_read_again(
     helm_cli: HelmCli, real_registry: Any, binaries: dict[str, Path], tmp_path: Path
 ) -> None:
     path = f"repush-{helm_cli.major}"
-    url = _pushed(real_registry, binaries, path, "1.8.0")
+    original = REPO / "tensor-fusion-1.8.0.tgz"
+    before = real_registry.push(binaries["helm4"], original, path)
+    url = str(real_registry.url(path))
     source = _source(helm_cli, tmp_path / "cache", _logins(real_registry))
     first = source.chart(url, "tensor-fusion", "1.8.0")
     again = _repacked(binaries["helm4"], tmp_path / "repack")
-    real_registry.push(binaries["helm4"], again, path)
+    after = real_registry.push(binaries["helm4"], again, path)
     second = source.chart(url, "tensor-fusion", "1.8.0")
     assert first.digest != second.digest
     assert second.digest == hashlib.sha256(again.read_bytes()).hexdigest()
+    # Pulled by its manifest digest, the archive is the one that manifest holds, whatever
+    # the tag points at now.
+    helm = HelmCli(helm_cli.binary, home=helm_cli.home, registries=_logins(real_registry))
+    ref = ChartRef(name="tensor-fusion", repo_url=url)
+    assert before != after
+    assert helm.pull_archive(ref, "1.8.0", before) == original.read_bytes()
+    assert helm.pull_archive(ref, "1.8.0", after) == again.read_bytes()
+    _no_login_left(helm.home)
     shutil.rmtree(tmp_path / "repack")
 
 
