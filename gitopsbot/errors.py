@@ -102,6 +102,11 @@ class ChartUnavailable(ChartError, TransientError):
     """The chart repository could not be reached or answered 5xx."""
 
 
+class ChartUnauthorized(ChartError, PermanentError):
+    """The chart registry refused the bot's login (401/403): the bot's settings or secret
+    need fixing, not the change; a pass fails with it until they are (nothing applied)."""
+
+
 class ChartInvalid(ChartError, PermanentError):
     """The index or chart archive is malformed, unsafe or too large."""
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests import go_tiers, shared_dirs
-from tests.go_tiers import REALKUBE
+from tests.go_tiers import REALKUBE, REALREGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,6 +190,34 @@ def realkube_namespace(control_plane: Any) -> Iterator[str]:
         except urllib.error.HTTPError as e:
             if e.code != 404:  # a test may have deleted it itself
                 raise
+
+
+# ---------------------------------------------------------------- the real OCI registry
+# Tests marked ``realregistry`` pull charts from CNCF distribution's registry
+# (gitopsbot/sandbox/registry.py), built by tests/realregistry/build.sh the first time a test
+# needs it; skipped where it cannot be built, unless GITOPSBOT_REALREGISTRY=require (CI).
+
+REGISTRY_USER = "gitopsbot"
+REGISTRY_PASSWORD = "sandbox-registry-password"  # a loopback-only registry made for this run
+
+
+@pytest.fixture(scope="session")
+def real_registry(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Any]:
+    """One registry for the session (plain HTTP, htpasswd login REGISTRY_USER), stopped at
+    the end. Each test pushes under a path of its own."""
+    from gitopsbot.sandbox.registry import RealRegistry
+
+    found: Path = REALREGISTRY.built(request)
+    registry = RealRegistry(
+        found, tmp_path_factory.mktemp("realregistry"), {REGISTRY_USER: REGISTRY_PASSWORD}
+    )
+    registry.start()
+    try:
+        yield registry
+    finally:
+        registry.stop()
 
 
 _TIER_LINES: dict[str, str] = {}  # from the pytest-xdist workers, by tier

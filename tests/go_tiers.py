@@ -1,5 +1,6 @@
-"""The Go-built tiers (the real control plane, the real Gitea): built the first time a test of
-the tier needs one, never at collection (``pytest --collect-only`` starts nothing).
+"""The Go-built tiers (the real control plane, the real Gitea, the real OCI registry): built
+the first time a test of the tier needs one, never at collection (``pytest --collect-only``
+starts nothing).
 
 ``.ci/run`` builds both before pytest, so in CI the fixtures only find the cached binaries. A
 developer's first real-tier test builds them (minutes, cold): outside that test's timeout, and
@@ -101,9 +102,16 @@ def _gitea_dir(built: Path) -> Path | str:
     return built
 
 
+def _registry_dir(built: Path) -> Path | str:
+    if not os.access(built / "registry", os.X_OK):
+        return f"{built}/registry: missing after tests/realregistry/build.sh"
+    return built
+
+
 REALKUBE = GoTier("realkube", ROOT / "tests" / "realkube" / "build.sh", _control_plane_binaries)
 REALGITEA = GoTier("realgitea", ROOT / "tests" / "realgitea" / "build.sh", _gitea_dir)
-TIERS = (REALKUBE, REALGITEA)
+REALREGISTRY = GoTier("realregistry", ROOT / "tests" / "realregistry" / "build.sh", _registry_dir)
+TIERS = (REALKUBE, REALGITEA, REALREGISTRY)
 
 
 def summaries() -> dict[str, str]:

@@ -151,8 +151,9 @@ class HttpChartSource:
     def _index_url(repo_url: str) -> str:
         return repo_url.rstrip("/") + "/index.yaml"
 
-    def index(self, repo_url: str, *, fresh: bool = False) -> ChartIndex:
-        """The index; ``fresh``: asked again (conditionally) whatever its age."""
+    def index(self, repo_url: str, name: str = "", *, fresh: bool = False) -> ChartIndex:
+        """The index (every chart's: ``name`` is for OCI repositories); ``fresh``: asked
+        again (conditionally) whatever its age."""
         now = self._clock()
         cached = self._indexes.get(repo_url)
         if not fresh and cached is not None and now - cached.fetched_at < self._index_ttl:
@@ -329,7 +330,7 @@ class LocalChartSource:
             self._charts = charts
         return self._charts
 
-    def index(self, repo_url: str) -> ChartIndex:
+    def index(self, repo_url: str, name: str = "") -> ChartIndex:
         by_name: dict[str, list[ChartVersion]] = {}
         for (name, version), chart in self._all().items():
             by_name.setdefault(name, []).append(

@@ -30,6 +30,9 @@
   Helm's release Secrets through the API when a ``releases`` reader is given
   (``helm_storage.HelmStorage``: no helm process, #13) and helm runs with its Secret
   driver; otherwise from ``helm history``/``helm get values``. Same answers, same retries.
+- Charts in OCI registries (``oci://``): helm is given ``oci://host/path/<chart>`` and,
+  per child, a registry config of its own holding only that registry's login, written
+  0600 into the child's work directory and removed with it (``oci_registry``); never argv.
 - ``helm version`` runs once per binary per process (``version``, cached by path and file
   identity), however many HelmCli objects share it.
 """
@@ -57,6 +60,12 @@ from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.helm_children import TERM_GRACE_SECONDS
 from gitopsbot.adapters.helm_storage import ReleaseReader, StoredRelease, release_info
+from gitopsbot.adapters.oci_registry import (
+    RegistryLogins,
+    helm_registry_flags,
+    is_oci,
+    oci_chart,
+)
 from gitopsbot.adapters.redaction import helm_secrets, redact_secrets
 from gitopsbot.adapters.tool_env import tool_environment
 from gitopsbot.core.model import RolloutPolicy
@@ -113,6 +122,8 @@ _CHART_UNUSABLE = re.compile(
             r"failed to download",
             r"path \"[^\"]*\" not found",
             r"failed to perform \"(?:FetchReference|Fetch|Resolve)\"",
+            # helm 3 on an OCI registry: a tag it cannot resolve, a login it refused.
+            r"failed to resolve \S+:\S+",
         )
     ),
     re.IGNORECASE,
@@ -150,6 +161,7 @@ class HelmCli:
     ``releases``: where ``status``, ``history`` and ``get_values`` (and an upgrade's or
     rollback's own reads) read the release instead of spawning helm (``HelmStorage``: one
     API call); ignored unless helm runs with its Secret storage driver (``HELM_DRIVER``).
+    ``registries``: the logins of OCI chart registries (none: anonymous pulls).
     """
 
     def __init__(
@@ -168,8 +180,10 @@ class HelmCli:
         sleep: Callable[[float], None] = time.sleep,
         term_grace_seconds: float = TERM_GRACE_SECONDS,
         releases: ReleaseReader | None = None,
+        registries: RegistryLogins | None = None,
     ) -> None:
         self.binary = str(binary)
+        self._registries = registries or RegistryLogins()
         # helm 4 applies server-side (force=false). The bot's own merge patches that open and
         # close pool switches make it a manager of the TensorFusionCluster's ``spec.gpuPools``
         # (an atomic list), so without forcing, the next upgrade fails with "conflict with
@@ -353,12 +367,10 @@ class HelmCli:
         label = f"{chart.label} version {version}"
         # Masked in helm's stderr: the secrets the caller merged in (wherever they appear) and
         # the values at secret paths; the rest stays readable ("gpu-cluster-eu" is invalid).
-        secrets = helm_secrets(values, secret_values)
+        secrets = [*helm_secrets(values, secret_values), *self._registries.secrets()]
         # Values (secrets merged in) go to helm's standard input: never a file, never argv.
         payload = json.dumps(values)
-        argv = ["upgrade", release, chart.path or chart.name]
-        if chart.repo_url:
-            argv += ["--repo", chart.repo_url]
+        argv = ["upgrade", release, *self._chart_args(chart)]
         argv += ["--version", version, "--namespace", namespace, "--values", "-"]
         argv += ["--description", description, "--timeout", f"{timeout_seconds}s"]
         if install:
@@ -366,7 +378,7 @@ class HelmCli:
 
         def attempt() -> None:
             with self._workdir() as work:
-                full = [*argv, *self._apply_flags(wait)]
+                full = [*argv, *self._apply_flags(wait), *self._registry_flags(chart, work)]
                 if post_render_policy is not None:
                     policy = _private_file(work / "policy.json", encode_policy(post_render_policy))
                     full += self._post_renderer_args(policy)
@@ -447,20 +459,71 @@ class HelmCli:
                 return self._pull_local(Path(chart.path), version, dest)
             what = f"helm pull {chart.label} {version}"
             label = f"{chart.label} version {version}"
-            argv = ["pull", chart.name, "--version", version, "--repo", chart.repo_url]
 
             def attempt() -> Path:
                 with self._workdir() as work:
                     unpack = work / "chart"
                     unpack.mkdir()
-                    full = [*argv, "--untar", "--untardir", str(unpack)]
-                    result = self._run(full, what=what, check=False, work=work)
+                    full = self._pull_argv(chart, version, work)
+                    full += ["--untar", "--untardir", str(unpack)]
+                    result = self._run(
+                        full, what=what, check=False, work=work, mask=self._registries.secrets()
+                    )
                     if result.code != 0:
                         raise self._error(full, result, what=what, chart=label)
                     # helm 3.18 also leaves a directory named after the archive: take the chart.
                     return _move_chart(unpack, dest, f"{what}: {label}")
 
             return self._retrying(what, attempt)
+
+    def pull_archive(self, chart: ChartRef, version: str, digest: str = "") -> bytes:
+        """The chart's archive (``.tgz``) as helm pulls it, bytes for bytes: what an OCI
+        chart source reads (``oci_charts``). ``digest``: an OCI chart's manifest digest,
+        pulled by it (``oci://…/<chart>@sha256:…``, helm 3 and 4) rather than by its tag, so
+        a tag moved meanwhile cannot swap the archive. Errors as ``pull``'s."""
+        what = f"helm pull {chart.label} {version}"
+        label = f"{chart.label} version {version}"
+
+        def attempt() -> bytes:
+            with self._workdir() as work:
+                into = work / "archive"
+                into.mkdir()
+                if digest and is_oci(chart.repo_url):
+                    pinned = f"{oci_chart(chart.repo_url, chart.name)}@{digest}"
+                    argv = ["pull", pinned, *self._registry_flags(chart, work)]
+                else:
+                    argv = self._pull_argv(chart, version, work)
+                full = [*argv, "--destination", str(into)]
+                result = self._run(
+                    full, what=what, check=False, work=work, mask=self._registries.secrets()
+                )
+                if result.code != 0:
+                    raise self._error(full, result, what=what, chart=label)
+                found = sorted(into.glob("*.tgz"))
+                if len(found) != 1:
+                    raise HelmChartUnusable(f"{what}: chart {label}: helm left no archive")
+                return found[0].read_bytes()
+
+        with self._call():
+            return self._retrying(what, attempt)
+
+    def _chart_args(self, chart: ChartRef) -> list[str]:
+        """The chart as helm's argument: a path, ``oci://host/path/<chart>``, or a name with
+        ``--repo`` (helm takes no ``--repo`` for an OCI registry)."""
+        if chart.path:
+            return [chart.path]
+        if is_oci(chart.repo_url):
+            return [oci_chart(chart.repo_url, chart.name)]
+        return [chart.name, "--repo", chart.repo_url]
+
+    def _pull_argv(self, chart: ChartRef, version: str, work: Path) -> list[str]:
+        flags = self._registry_flags(chart, work)
+        return ["pull", *self._chart_args(chart), "--version", version, *flags]
+
+    def _registry_flags(self, chart: ChartRef, work: Path) -> list[str]:
+        if not is_oci(chart.repo_url):
+            return []
+        return helm_registry_flags(self._registries.for_url(chart.repo_url), work)
 
     def _pull_local(self, source: Path, version: str, dest: Path) -> Path:
         label = f"{source} version {version}"

@@ -109,6 +109,9 @@ if TYPE_CHECKING:
         live_cluster as live_cluster,
     )
     from gitopsbot.app.clusters import (
+        registry_logins as registry_logins,
+    )
+    from gitopsbot.app.clusters import (
         renderer as renderer,
     )
     from gitopsbot.app.clusters import (
@@ -210,6 +213,7 @@ _HOMES: dict[str, str] = {
     "apply_gate": "gitopsbot.app.clusters",
     "chart_source": "gitopsbot.app.clusters",
     "renderer": "gitopsbot.app.clusters",
+    "registry_logins": "gitopsbot.app.clusters",
     "cluster_access": "gitopsbot.app.clusters",
     "cluster_connection": "gitopsbot.app.clusters",
     "event_recorder": "gitopsbot.app.clusters",

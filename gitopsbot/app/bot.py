@@ -41,6 +41,7 @@ from gitopsbot.app.clusters import (
     executor_factory,
     helm_stopper,
     lease_client,
+    registry_logins,
     renderer,
     replica_identity,
     resolve_tools,
@@ -279,6 +280,7 @@ def wire_reconciler(
             access,
             memory,
             archives=charts if isinstance(charts, ChartArchives) else None,
+            registries=registry_logins(bot_settings),
         ),
         gate=apply_gate(
             repo,
@@ -420,6 +422,8 @@ def build_bot(options: RunOptions) -> Bot:
     store.record_tools(tool_record.of({**tools.versions(), **tools.paths()}))  # for `status`
     instance = shards.identity if shards is not None else replica_identity(options.identity)
     access = cluster_access(options)
+    # OCI chart registries' logins read now: an unset password stops the start.
+    logins = registry_logins(bot_settings)
     wired = wire_reconciler(
         options,
         repo=repo,
@@ -428,7 +432,7 @@ def build_bot(options: RunOptions) -> Bot:
         clock=clock,
         tools=tools,
         forge=forge,
-        charts=chart_source(options.cache),
+        charts=chart_source(options.cache, helm=lambda: tools.helm, registries=logins),
         access=access,
         instance=instance,
         metrics=metrics,
@@ -436,7 +440,8 @@ def build_bot(options: RunOptions) -> Bot:
     )
     watch = drift_watch(
         options, repo=repo, bot_settings=bot_settings, clock=clock, forge=forge,
-        charts=chart_source(options.cache), access=cluster_access(options), instance=instance,
+        charts=chart_source(options.cache, helm=lambda: tools.helm, registries=logins),
+        access=cluster_access(options), instance=instance,
         tools=tools, metrics=metrics, may_act=shards.held if shards is not None else None,
         fleet_at=wired.reconciler.fleet_at,
     )  # fmt: skip
@@ -512,7 +517,7 @@ def proposal_watch(
         proposer = Proposer(
             repo,
             requests,
-            chart_source(options.cache),
+            chart_source(options.cache, registries=registry_logins(bot_settings)),
             watched_branch=options.branch,
             policy_documents=builtin_policy_documents(),
             renderer=renderer(helm, options.cache) if helm is not None else None,

@@ -33,6 +33,8 @@ from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.oci_charts import ChartSources, OciChartSource
+from gitopsbot.adapters.oci_registry import RegistryApi, RegistryLogin, RegistryLogins
 from gitopsbot.adapters.prometheus import from_endpoint as prometheus_client
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
@@ -41,7 +43,7 @@ from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.reviewed_chart import ReviewedCharts
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.model import BotSettings, ClusterSpec
 from gitopsbot.fleetrepo import load_cluster, policy_documents
 from gitopsbot.ports.charts import ChartArchives, ChartSource, ManifestRenderer
 from gitopsbot.ports.cluster import Cluster
@@ -87,10 +89,12 @@ def executor_factory(
     access: ClusterAccess | None = None,
     secret_memory: SecretMemory | None = None,
     archives: ChartArchives | None = None,
+    registries: RegistryLogins | None = None,
 ) -> Callable[[ClusterSpec], Executor]:
     """One Cluster and Helm adapter per cluster, built on first use (``tools`` and
     ``access`` default to ``resolve_tools`` and ``cluster_access`` of the options). helm
-    reads releases from Helm's storage through the API (``HelmStorage``, docs/helm.md)."""
+    reads releases from Helm's storage through the API (``HelmStorage``, docs/helm.md) and
+    logs in to OCI chart registries with ``registries`` (``registry_logins``)."""
     built: dict[str, Executor] = {}
     found: list[tool_lookup.ToolSet] = [tools] if tools is not None else []
     reach = access if access is not None else cluster_access(options)
@@ -112,7 +116,7 @@ def executor_factory(
             helm = HelmCli(
                 found[0].helm, home=home / "helm",
                 kubeconfig=connection.kubeconfig, kube_context=connection.context,
-                releases=HelmStorage(storage),
+                releases=HelmStorage(storage), registries=registries,
             )  # fmt: skip
             secrets = SecretResolver(cluster, default_namespace=spec.release.namespace)
             if secret_memory is not None:  # notifications mask what was resolved
@@ -183,13 +187,45 @@ def event_recorder(
     return EventRecorder(lambda cluster, sha: spec_at(sha, cluster), events_for, now=now)
 
 
-def chart_source(cache: Path) -> ChartSource:
+def chart_source(
+    cache: Path,
+    *,
+    helm: Callable[[], Path] | None = None,
+    registries: RegistryLogins | None = None,
+) -> ChartSource:
     """Where the apply-time gate reads charts: ``GITOPSBOT_CHARTS`` (local chart
-    directories, for an air-gapped bot) or each release's repository over HTTP."""
+    directories, for an air-gapped bot) or each release's repository: over HTTP, or an OCI
+    registry through ``helm`` (asked for on the first ``oci://`` chart; default: helm as
+    ``run`` finds it) with the ``registries`` logins (``registry_logins``)."""
     paths = settings.chart_paths()
     if paths:
         return LocalChartSource(paths)
-    return HttpChartSource(cache_dir=cache)
+    logins = registries if registries is not None else RegistryLogins()
+
+    def oci() -> OciChartSource:
+        def helm_cli() -> HelmCli:
+            binary = helm() if helm is not None else resolve_tools(RunOptions(fleet_url="")).helm
+            return HelmCli(binary, home=cache / "oci-helm", registries=logins)
+
+        return OciChartSource(helm_cli, RegistryApi(logins), archives=cache / "oci-archives")
+
+    return ChartSources(HttpChartSource(cache_dir=cache), oci)
+
+
+def registry_logins(bot_settings: BotSettings) -> RegistryLogins:
+    """The logins of gitopsbot.yaml's ``chartRegistries``, their passwords read now from
+    the bot's environment or files (an unset one stops the start, naming the entry)."""
+    resolver = SecretResolver()
+    return RegistryLogins(
+        RegistryLogin(
+            host=entry.host,
+            username=entry.username,
+            password=resolver.resolve(entry.password) if entry.password is not None else "",
+            plain_http=entry.plain_http,
+            where=f"chartRegistries[{i}] (host {entry.host})",
+        )
+        for i, entry in enumerate(bot_settings.chart_registries)
+    )
 
 
 def apply_gate(

@@ -16,7 +16,7 @@ from gitopsbot.adapters.cluster_access import ClusterAccess
 from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.tools import ToolSet
-from gitopsbot.app.clusters import cluster_connection, executor_factory
+from gitopsbot.app.clusters import cluster_connection, executor_factory, registry_logins
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
 from gitopsbot.app.proposals import chart_source_for
@@ -60,13 +60,14 @@ def check_fleet(options: RunOptions, chart_dirs: Sequence[Path] = ()) -> DriftRu
         raise ConfigError(f"--cluster {', '.join(unknown)}: not in the fleet")
     names = options.clusters or tuple(sorted(fleet.clusters))
     store = JournalStore(repo, branch=fleet.settings.state_branch, push=False)
-    charts = chart_source_for(chart_dirs)
+    logins = registry_logins(fleet.settings)
+    charts = chart_source_for(chart_dirs, logins)
 
     reports = drift_check.check_clusters(
         [fleet.clusters[n] for n in names],
         store.current,
         _chart_for(charts),
-        executor_factory(options),
+        executor_factory(options, registries=logins),
         journals_for=_journals_for(store),
         spec_at=_spec_at(repo),
     )
@@ -157,7 +158,9 @@ def drift_watch(
         specs=specs,
         journal_for=store.current,
         chart_for=_chart_for(charts),
-        executor_for=executor_factory(options, tools, access),
+        executor_for=executor_factory(
+            options, tools, access, registries=registry_logins(bot_settings)
+        ),
         now=clock.now,
         gauge=metrics.drift if metrics is not None else None,
         events_for=events_for if options.events else None,

@@ -16,7 +16,7 @@ from gitopsbot import settings
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )
-from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
+from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
@@ -26,9 +26,11 @@ from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.oci_registry import RegistryLogins
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.tools import locate
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
+from gitopsbot.app.clusters import chart_source, registry_logins
 from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.bot.proposer import Proposer
@@ -39,13 +41,16 @@ from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.forge import Forge
 
 
-def chart_source_for(chart_dirs: Sequence[Path]) -> ChartSource:
+def chart_source_for(
+    chart_dirs: Sequence[Path], registries: RegistryLogins | None = None
+) -> ChartSource:
     """Charts for ``plan``/``validate``/``propose``: ``--chart-dir`` paths, else
-    ``GITOPSBOT_CHARTS``, else each release's repository over HTTP."""
+    ``GITOPSBOT_CHARTS``, else each release's repository (over HTTP, or an OCI registry
+    with the ``registries`` logins: ``clusters.chart_source``)."""
     paths = list(chart_dirs) or settings.chart_paths()
     if paths:
         return LocalChartSource(paths)
-    return HttpChartSource(cache_dir=settings.cache_dir())
+    return chart_source(settings.cache_dir(), registries=registries)
 
 
 def fleet_tree(fleet: Path, ref: str | None = None) -> FileTree:
@@ -124,7 +129,9 @@ def proposer(
     return Proposer(
         wiring.repo,
         wiring.forge,
-        charts if charts is not None else chart_source_for(chart_dirs),
+        charts
+        if charts is not None
+        else chart_source_for(chart_dirs, registry_logins(wiring.settings)),
         watched_branch=branch,
         policy_documents=builtin_policy_documents(),
         renderer=renderer if renderer is not None else plan_renderer(),

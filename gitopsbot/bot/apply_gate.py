@@ -130,7 +130,7 @@ class ApplyGate:
         desired = replace(spec, values=secrets_mod.merge_secrets(spec.values, masked))
         index = None
         if journal.kind is not OperationKind.ROLLBACK:
-            index = self.charts.index(rel.chart_repo_url)
+            index = self.charts.index(rel.chart_repo_url, rel.chart_name)
         state = deployed.state(spec, deployed_chart.app_version if deployed_chart else "")
         if state is not None and journal.kind is not OperationKind.ROLLBACK:
             state = replace(state, credentials=self._credentials_before(journal))

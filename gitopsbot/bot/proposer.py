@@ -255,8 +255,10 @@ class Proposer:
         found: dict[str, ChartIndex] = {}
         failed: dict[str, str] = {}
         for url in sorted({c.release.chart_repo_url for c in clusters}):
+            # An OCI repository lists versions per chart: named when its clusters agree.
+            names = {c.release.chart_name for c in clusters if c.release.chart_repo_url == url}
             try:
-                found[url] = self.charts.index(url)
+                found[url] = self.charts.index(url, names.pop() if len(names) == 1 else "")
             except GitOpsBotError as exc:
                 failed[url] = f"chart repository index unavailable: {exc}"
         return found, failed
@@ -502,7 +504,7 @@ class Proposer:
         desired_at = self.repo.head(pr.branch) or pr.head_sha
         desired = load_cluster(self.repo.tree(desired_at), cluster)
         rules = load_rules([*self._policy_documents, *fleet.policy_documents])
-        index = self.charts.index(desired.release.chart_repo_url)
+        index = self.charts.index(desired.release.chart_repo_url, desired.release.chart_name)
         plan = self.plan_for(
             spec,
             desired,

@@ -16,7 +16,7 @@ from gitopsbot.commands import SUMMARIES
 from gitopsbot.core import promotion_gate
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.fleet.fields import suggest
-from gitopsbot.core.model import ClusterSpec, Fleet, ReleaseSpec
+from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet, ReleaseSpec
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.plan import Plan, make_plan
 from gitopsbot.core.policy import Decision, Verdict, load_rules
@@ -100,8 +100,11 @@ def add_chart_dir(p: argparse.ArgumentParser) -> None:
     )
 
 
-def chart_source(chart_dirs: list[Path]) -> ChartSource:
-    return app.chart_source_for(chart_dirs)
+def chart_source(chart_dirs: list[Path], bot_settings: BotSettings | None = None) -> ChartSource:
+    """The charts a plan reads; ``oci://`` ones with ``bot_settings``' chartRegistries
+    logins (their passwords read now: an unset one names its entry)."""
+    logins = app.registry_logins(bot_settings) if bot_settings is not None else None
+    return app.chart_source_for(chart_dirs, logins)
 
 
 def source_label(chart_dirs: list[Path]) -> str:
@@ -114,7 +117,7 @@ def target_chart(source: ChartSource, rel: ReleaseSpec) -> tuple[Chart | None, C
     """(chart or None, index, why None). A version the repository does not have is a policy
     verdict (CHART-NOT-IN-INDEX), not an error; an unreachable repository still raises
     ChartUnavailable."""
-    index = source.index(rel.chart_repo_url)
+    index = source.index(rel.chart_repo_url, rel.chart_name)
     try:
         return source.chart(rel.chart_repo_url, rel.chart_name, rel.version), index, ""
     except (ChartNotFound, ChartInvalid) as exc:
@@ -174,7 +177,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
         )
     desired = fleet.clusters[args.cluster]
     rules = load_rules([*app.builtin_policy_documents(), *fleet.policy_documents])
-    source = chart_source(args.chart_dir)
+    source = chart_source(args.chart_dir, fleet.settings)
     target, index, problem = target_chart(source, desired.release)
     deployed, deployed_chart = (
         _baseline(fleet_path, args.from_ref, args.cluster, source)

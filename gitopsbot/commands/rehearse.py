@@ -137,7 +137,7 @@ def rehearse(args: argparse.Namespace) -> rh.Rehearsal:
     fleet = load_fleet(app.fleet_tree(Path(args.fleet), args.to_ref))
     spec = fleet.clusters[args.cluster]  # build_plan said so when it is not there
     rel = spec.release
-    source = plan_command.chart_source(args.chart_dir)
+    source = plan_command.chart_source(args.chart_dir, fleet.settings)
     chart = source.chart(rel.chart_repo_url, rel.chart_name, rel.version)
     nodes: dict[str, int] = {}
     if args.kubeconfig:

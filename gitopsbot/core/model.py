@@ -405,6 +405,18 @@ class RehearsalSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ChartRegistry:
+    """One ``chartRegistries[i]`` entry of gitopsbot.yaml: how the bot logs in to the OCI
+    registry at ``host`` (``host[:port]``, as in ``oci://host[:port]/path``) to read charts.
+    ``password`` is an ``env``/``file`` secret reference (docs/fleet-repo.md)."""
+
+    host: str
+    username: str = ""
+    password: SecretRef | None = None
+    plain_http: bool = False  # no TLS: a registry on loopback or inside the cluster only
+
+
+@dataclass(frozen=True, slots=True)
 class BotSettings:
     """``gitopsbot.yaml``."""
 
@@ -427,6 +439,8 @@ class BotSettings:
     cleared_versions: tuple[ClearedVersion, ...] = ()
     drift: DriftSettings = DriftSettings()
     rehearsal: RehearsalSettings = RehearsalSettings()
+    # Logins to the OCI registries that release.yaml's oci:// repositories name.
+    chart_registries: tuple[ChartRegistry, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,11 @@ from gitopsbot.core.chart import Chart, ChartIndex
 
 
 class ChartSource(Protocol):
-    def index(self, repo_url: str) -> ChartIndex:
-        """The repository's index. Raises ChartUnavailable (retry) or ChartNotFound."""
+    def index(self, repo_url: str, name: str = "") -> ChartIndex:
+        """The repository's index. Raises ChartUnavailable (retry) or ChartNotFound.
+        ``name``: the chart whose versions are wanted. An HTTP repository's index holds every
+        chart; an OCI repository lists versions per chart (its tags), so there it is
+        required."""
         ...
 
     def chart(self, repo_url: str, name: str, version: str) -> Chart:

@@ -43,6 +43,7 @@ from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.proposer import Proposal
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core import phase_view
+from gitopsbot.core.fleet.settings_file import parse_settings
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.core.model import BotSettings
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
@@ -159,6 +160,10 @@ class StoryOptions:
     # The bot authenticates as a GitHub App whose installation tokens live this many seconds
     # (forge API and Git push alike); None: the fixed forge token and Git password.
     app_token_lifetime: float | None = None
+    # The fleet's chart repository instead of the sandbox's (an oci:// registry), and its
+    # chartRegistries login (host, username; story_fleet.REGISTRY_PASSWORD_ENV).
+    chart_repo_url: str = ""
+    chart_registry: tuple[str, str] | None = None
 
 
 def _git_env() -> dict[str, str]:
@@ -284,7 +289,8 @@ class StoryWorld:
             else next_window_start(self.clock.now(), lead_seconds=opts.window_lead_seconds)
         )
         self.fleet = StoryFleet(
-            chart_repo_url=self.chart_repo_url,
+            chart_repo_url=opts.chart_repo_url or self.chart_repo_url,
+            chart_registry=opts.chart_registry,
             kube_context="sandbox",
             forge_api_url=self.forge.api_url,
             forge_repository=f"{OWNER}/{REPO}",
@@ -394,7 +400,13 @@ class StoryWorld:
     def chart_source(self) -> ChartSource:
         """The charts the bot reads, cached in the story's directory (the chart repository's
         address changes from one sandbox to the next)."""
-        charts = app.chart_source(self.state_dir / "chart-cache")
+        assert self.fleet is not None
+        settings = parse_settings(story_fleet_files(self.fleet)["gitopsbot.yaml"])
+        charts = app.chart_source(
+            self.state_dir / "chart-cache",
+            helm=lambda: self.tools().helm,
+            registries=app.registry_logins(settings),
+        )
         close = getattr(charts, "close", None)
         if close is not None:
             self._closers.append(close)

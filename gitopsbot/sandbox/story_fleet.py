@@ -19,6 +19,7 @@ CLUSTER = "sandbox"
 CHART = "tensor-fusion"
 TOKEN_ENV = "GITOPSBOT_SANDBOX_FORGE_TOKEN"  # a reference only: the demo wires the token itself
 WEBHOOK_SECRET_ENV = "GITOPSBOT_SANDBOX_WEBHOOK_SECRET"
+REGISTRY_PASSWORD_ENV = "GITOPSBOT_SANDBOX_REGISTRY_PASSWORD"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,9 @@ class StoryFleet:
     # The forge token as a ``file:`` reference (an absolute path on the bot's machine) instead
     # of the ``env:`` one; ``gitopsbot sandbox up`` writes that file.
     forge_token_file: str | None = None
+    # An OCI registry's login for ``chartRegistries`` (host, username; the password from
+    # REGISTRY_PASSWORD_ENV, plain HTTP): when chart_repo_url is oci:// and needs one.
+    chart_registry: tuple[str, str] | None = None
 
 
 def pool_names(count: int) -> tuple[str, ...]:
@@ -99,6 +103,20 @@ proposals:
   interval: 1h
   maxOpen: 3
   labels: [gitopsbot, upgrade]
+{_registries(f)}"""
+
+
+def _registries(f: StoryFleet) -> str:
+    if f.chart_registry is None:
+        return ""
+    host, user = f.chart_registry
+    return f"""\
+chartRegistries:
+  - host: {json.dumps(host)}
+    username: {json.dumps(user)}
+    password:
+      env: {REGISTRY_PASSWORD_ENV}
+    plainHttp: true
 """
 
 

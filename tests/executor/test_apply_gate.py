@@ -167,7 +167,7 @@ def test_deployed_secrets_are_not_a_difference_nor_shown(fleet: Path) -> None:
 
 def test_an_unreachable_chart_repository_is_retried_not_blocked(fleet: Path) -> None:
     class Down:
-        def index(self, repo_url: str) -> Any:
+        def index(self, repo_url: str, name: str = "") -> Any:
             raise ChartUnavailable(f"{repo_url}: connection refused")
 
         def chart(self, repo_url: str, name: str, version: str) -> Any:

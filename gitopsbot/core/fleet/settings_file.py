@@ -9,6 +9,7 @@ from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
 from gitopsbot.core.fleet.notifications_file import read_notifications
+from gitopsbot.core.fleet.registries_settings import read_chart_registries
 from gitopsbot.core.fleet.waves_settings import (
     read_cleared_versions,
     read_failed_versions,
@@ -42,6 +43,7 @@ _SETTINGS_KEYS = (
     "clearedVersions",
     "drift",
     "rehearsal",
+    "chartRegistries",
 )
 _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
@@ -172,6 +174,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     git = _git_access(r, r.section(top, "git", "", _GIT_KEYS))
     limits = _limits(r, r.section(top, "limits", "", _LIMIT_KEYS))
     notifications = read_notifications(r, top)
+    chart_registries = read_chart_registries(r, top)
     waves = read_waves(r, top)
     failed_versions = read_failed_versions(r, top)
     # They reach the policy through core.canary_marks.with_canary_marks (bot.waves).
@@ -210,6 +213,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         failed_versions=failed_versions,
         cleared_versions=cleared_versions,
         drift=_drift(r, r.section(top, "drift", "", _DRIFT_KEYS)),
+        chart_registries=chart_registries,
         rehearsal=RehearsalSettings(
             attach_to_plan=r.boolean(
                 r.section(top, "rehearsal", "", _REHEARSAL_KEYS),
