@@ -27,8 +27,8 @@ from gitopsbot import app
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.oci_registry import RegistryLogin, RegistryLogins
-from gitopsbot.errors import ChartUnauthorized, HelmChartUnusable
-from gitopsbot.ports.charts import ChartSource
+from gitopsbot.errors import ChartInvalid, ChartUnauthorized, HelmChartUnusable
+from gitopsbot.ports.charts import ChartArchives, ChartSource
 from gitopsbot.ports.helm import ChartRef
 from tests.conftest import REGISTRY_PASSWORD, REGISTRY_USER
 
@@ -175,6 +175,31 @@ def test_a_tag_re_pushed_with_other_content_is_read_again(
     assert helm.pull_archive(ref, "1.8.0", before) == original.read_bytes()
     assert helm.pull_archive(ref, "1.8.0", after) == again.read_bytes()
     _no_login_left(helm.home)
+    shutil.rmtree(tmp_path / "repack")
+
+
+def test_an_oci_archive_is_kept_by_its_digest_and_a_re_pushed_tag_is_refused(
+    helm_cli: HelmCli, real_registry: Any, binaries: dict[str, Path], tmp_path: Path
+) -> None:
+    """The reviewed chart is the applied chart for OCI too (docs/plan.md "Digests"): the
+    archive a plan saw is kept under its sha256 (the .tgz's, as an HTTP repository's), served
+    from disk to the apply, and a tag re-pushed with other content since is refused there."""
+    path = f"kept-{helm_cli.major}"
+    original = REPO / "tensor-fusion-1.8.0.tgz"
+    real_registry.push(binaries["helm4"], original, path)
+    url = str(real_registry.url(path))
+    source = _source(helm_cli, tmp_path / "cache", _logins(real_registry))
+    assert isinstance(source, ChartArchives)
+    reviewed = source.fetch(url, "tensor-fusion", "1.8.0")
+    assert reviewed.digest == "sha256:" + hashlib.sha256(original.read_bytes()).hexdigest()
+    assert reviewed.path.read_bytes() == original.read_bytes()
+    assert source.kept(url, "tensor-fusion", "1.8.0", reviewed.digest).path == reviewed.path
+    again = _repacked(binaries["helm4"], tmp_path / "repack")
+    real_registry.push(binaries["helm4"], again, path)
+    reviewed.path.unlink()  # not on disk any more: fetched again, and it is other bytes now
+    with pytest.raises(ChartInvalid, match=reviewed.digest):
+        source.kept(url, "tensor-fusion", "1.8.0", reviewed.digest)
+    _no_login_left(tmp_path / "cache")
     shutil.rmtree(tmp_path / "repack")
 
 
