@@ -18,7 +18,7 @@ from gitopsbot.errors import KubeServerError
 from tests.executor.conftest import Env, fleet_files, git
 
 
-class Killed(Exception):
+class Killed(BaseException):  # a kill: no `except Exception` of the bot sees it
     """The process died here."""
 
 

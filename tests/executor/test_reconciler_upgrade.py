@@ -17,7 +17,7 @@ from gitopsbot.core.journal import OperationStatus, StepState
 from tests.executor.conftest import Env, fleet_files
 
 
-class Killed(Exception):
+class Killed(BaseException):  # a kill: no `except Exception` of the bot sees it
     """The process died here."""
 
 

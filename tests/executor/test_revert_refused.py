@@ -52,7 +52,7 @@ REASON = "GH006: Protected branch update failed for refs/heads/main."
 M = timedelta(minutes=1)
 
 
-class Killed(Exception):
+class Killed(BaseException):  # a kill: no `except Exception` of the bot sees it
     """The process died here."""
 
 
