@@ -151,7 +151,7 @@ def _load_fleet(tree: FileTree) -> Fleet:
             pass  # parse_fleet reports it; the files are read with the default limits
     clusters: dict[str, Mapping[str, str]] = {}
     parsed: dict[str, ClusterSpec] = {}
-    keys: dict[str, tuple[str, YamlLimits]] = {}
+    keys: dict[str, tuple[str, str, YamlLimits]] = {}
     for name in _cluster_names(tree, problems):
         key = _spec_key(tree, name, limits)
         known = _SPECS.get(key) if key is not None else None
@@ -179,7 +179,7 @@ def _load_fleet(tree: FileTree) -> Fleet:
 
 
 class _SpecsByDir:
-    """Cluster specs by (the Git tree id of the cluster's directory, the limits read with):
+    """Cluster specs by (name, the Git tree id of its directory, the limits read with):
     a spec is a function of its directory's files and gitopsbot.yaml's ``limits:`` alone, and
     a tree id names the directory's exact content (file names, modes, bytes). So a new head
     of a 1,000-cluster fleet is parsed for the clusters a merge changed, not for all of them
@@ -189,16 +189,16 @@ class _SpecsByDir:
     def __init__(self, size: int) -> None:
         self._size = size
         self._lock = threading.Lock()
-        self._specs: OrderedDict[tuple[str, YamlLimits], ClusterSpec] = OrderedDict()
+        self._specs: OrderedDict[tuple[str, str, YamlLimits], ClusterSpec] = OrderedDict()
 
-    def get(self, key: tuple[str, YamlLimits]) -> ClusterSpec | None:
+    def get(self, key: tuple[str, str, YamlLimits]) -> ClusterSpec | None:
         with self._lock:
             found = self._specs.get(key)
             if found is not None:
                 self._specs.move_to_end(key)
             return found
 
-    def put(self, key: tuple[str, YamlLimits], spec: ClusterSpec) -> None:
+    def put(self, key: tuple[str, str, YamlLimits], spec: ClusterSpec) -> None:
         with self._lock:
             self._specs[key] = spec
             self._specs.move_to_end(key)
@@ -209,13 +209,15 @@ class _SpecsByDir:
 _SPECS = _SpecsByDir(4096)
 
 
-def _spec_key(tree: FileTree, name: str, limits: YamlLimits) -> tuple[str, YamlLimits] | None:
+def _spec_key(tree: FileTree, name: str, limits: YamlLimits) -> tuple[str, str, YamlLimits] | None:
     """The cache key of a cluster's directory, when the tree can name its content (a Git
-    commit); None for a working directory (read every time)."""
+    commit); None for a working directory (read every time). The name is part of it: two
+    clusters with byte-identical directories share a tree id, not a spec (its name, and the
+    paths its problems and verdicts point at)."""
     if not isinstance(tree, DirIds):
         return None
     found = tree.dir_id(f"{CLUSTERS_DIR}/{name}")
-    return (found, limits) if found is not None else None
+    return (name, found, limits) if found is not None else None
 
 
 def _not_missing(found: Sequence[Problem], unread: Sequence[Problem]) -> list[Problem]:

@@ -68,3 +68,28 @@ def test_only_the_changed_clusters_directory_is_parsed_again(
     with pytest.raises(FleetError, match="deep"):
         load_fleet(bot.tree(third))
     assert sorted(parsed) == ["alpha", "beta"]
+
+
+def test_clusters_with_byte_identical_directories_keep_their_own_specs(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two directories with the same files share a Git tree id; each cluster keeps its own
+    spec (its name, the paths its problems and verdicts point at). Found in CI: a spec cached
+    from another test's cluster of the same bytes stood in for this one's."""
+    monkeypatch.setattr(fleetrepo, "_SPECS", fleetrepo._SpecsByDir(64))
+    same = fleet_files("1.0.0", "hv:1")
+    files = {"gitopsbot.yaml": same["gitopsbot.yaml"]}
+    for name in ("alpha", "beta"):
+        for path, text in same.items():
+            if path.startswith("clusters/lab/"):
+                files[path.replace("clusters/lab/", f"clusters/{name}/")] = text
+    human, bot = fleet.human(), fleet.bot()
+    human.git("rm", "-rq", "clusters")
+    head = human.commit("twins", files)
+    human.push()
+    bot.fetch()
+    tree = bot.tree(head)
+    assert tree.dir_id("clusters/alpha") == tree.dir_id("clusters/beta")
+    for _ in range(2):  # the second read is served from the kept specs
+        loaded = load_fleet(bot.tree(head))
+        assert {n: s.name for n, s in loaded.clusters.items()} == {"alpha": "alpha", "beta": "beta"}
