@@ -478,7 +478,9 @@ def idle_window(bot: Bot, gitlog: GitLog, api: ApiLog, seconds: float) -> dict[s
     }
 
 
-def merges(world: StoryWorld, bot: Bot, gitlog: GitLog, count: int) -> dict[str, float]:
+def merges(
+    world: StoryWorld, bot: Bot, gitlog: GitLog, count: int, spy: str = ""
+) -> dict[str, float]:
     # The bot's first webhook wakes every cluster (it cannot tell what the push touched):
     # a warm-up delivery, then quiet, so the measured ones each meet an idle fleet.
     bot.webhook(git("rev-parse", "HEAD", cwd=world.human).strip(), "warm-up")
@@ -488,6 +490,7 @@ def merges(world: StoryWorld, bot: Bot, gitlog: GitLog, count: int) -> dict[str,
         sha = merge_change(world, k)
         op = operation_id("c0000", sha)
         seen = len(gitlog.pushes)
+        spying = spy_on(bot.proc.pid, spy, f"merge-{k}") if spy else None
         t0 = time.monotonic()
         bot.webhook(sha, f"merge-{k}")
         hit: list[float] = []
@@ -500,6 +503,9 @@ def merges(world: StoryWorld, bot: Bot, gitlog: GitLog, count: int) -> dict[str,
             return False
 
         bot.wait(f"merge {k}'s first record", recorded, 300)
+        if spying is not None:
+            spying.send_signal(signal.SIGINT)
+            spying.wait(60)
         firsts.append(hit[0] - t0)
         pushes.append(sum(1 for at, _ in gitlog.pushes[seen:] if at <= hit[0]))
         judged.append(max((s for at, s in bot.judged if t0 <= at <= hit[0]), default=0.0))
@@ -596,7 +602,7 @@ def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, float]:
         if scrapes[0] < 120.0:  # no answer once: no answer again (a bound is all there is)
             scrapes += [bot.scrape(), bot.scrape()]
         out["metrics_scrape_seconds"] = statistics.median(scrapes)
-        out.update(merges(world, bot, gitlog, args.merges))
+        out.update(merges(world, bot, gitlog, args.merges, args.profile))
         return out
     finally:
         if bot is not None:
@@ -614,6 +620,19 @@ def profile(pid: int, seconds: float, where: str) -> None:
              "--format", "raw", "--output", str(out.with_suffix(".folded")), "--nonblocking"],
             stdout=f, stderr=subprocess.STDOUT, check=False,
         )  # fmt: skip
+
+
+def spy_on(pid: int, where: str, name: str) -> subprocess.Popen[bytes]:
+    """py-spy every thread, idle ones too, from now until SIGINT: webhook → first record."""
+    spy = Path(where) / "bin" / "py-spy"
+    out = Path(where) / f"{name}-{pid}.folded"
+    proc = subprocess.Popen(
+        [str(spy), "record", "--pid", str(pid), "--format", "raw", "--output", str(out),
+         "--threads", "--idle", "--rate", "250", "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(1.0)  # attached before the webhook
+    return proc
 
 
 # ------------------------------------------------------------------------------ output
@@ -644,7 +663,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--merges", type=int, default=5, help="webhook merges per size (default 5)")
     p.add_argument("--poll", default="default", help="pollInterval (default: the bot's, 30s)")
     p.add_argument("--round-timeout", type=float, default=1800.0, help="first round's limit")
-    p.add_argument("--profile", default="", metavar="DIR", help="py-spy the idle window")
+    p.add_argument(
+        "--profile", default="", metavar="DIR",
+        help="py-spy the idle window and each merge (webhook → first record)",
+    )  # fmt: skip
     p.add_argument("--quick", action="store_true", help="3 clusters, 10 s idle, 2 merges")
     args = p.parse_args(argv)
     if args.quick:

@@ -459,6 +459,7 @@ def build_bot(options: RunOptions) -> Bot:
     )
     watches = release_watches(access, scheduler.nudge)  # the long-running loop's only
     reconciler.peers = lambda: scheduler.clusters  # first baselines in one commit (#29)
+    watch.yield_to = lambda: scheduler.urgent  # drift gives way to woken passes (#29)
     health = HealthWatch(
         scheduler,
         clock,

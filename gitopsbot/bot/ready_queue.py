@@ -69,6 +69,7 @@ class _During:
 
     nudged: bool = False
     ticked_at: float | None = None
+    urgent: bool = False  # taken as urgent: someone waits for it (a push, a watch event)
 
 
 @dataclass
@@ -186,7 +187,7 @@ class ReadyQueue:
                         return None
                     run = self._pop()
                     if run is not None:
-                        self._running[run.cluster] = _During()
+                        self._running[run.cluster] = _During(urgent=run.urgent)
                         self._counts.passes["urgent" if run.urgent else "periodic"] += 1
                         return run
                     self._cond.wait()
@@ -239,6 +240,14 @@ class ReadyQueue:
     def in_flight(self) -> int:
         with self._cond:
             return len(self._running)
+
+    @property
+    def urgent(self) -> bool:
+        """An urgent pass waits or runs: what background work (drift) gives way to."""
+        with self._cond:
+            return any(d.urgent for d in self._running.values()) or any(
+                e.urgent for e in self._queued.values()
+            )
 
     def running(self, cluster: str) -> bool:
         with self._cond:

@@ -208,6 +208,11 @@ class Scheduler:
         """A pass is in flight now."""
         return self.queue.in_flight > 0
 
+    @property
+    def urgent(self) -> bool:
+        """A woken cluster's pass waits or runs (``ReadyQueue.urgent``)."""
+        return self.queue.urgent
+
     def stats(self) -> DispatchStats:
         """The ready-queue now, and the clusters at rest, for ``/metrics`` (read at scrape
         time)."""

@@ -120,3 +120,61 @@ def test_a_replica_checks_only_the_clusters_whose_lease_it_holds() -> None:
     )
     assert set(watch.check_once()) == {"kept"}
     assert read == ["kept"]
+
+
+def _watch(executor_for: Any, yield_to: Any, give_way_seconds: float = 30.0) -> Any:
+    from datetime import UTC, datetime
+
+    from gitopsbot.bot.drift_watch import DriftWatch
+    from gitopsbot.core.model import DriftSettings
+
+    return DriftWatch(
+        settings=DriftSettings(),
+        specs=lambda: {"a": spec("a"), "b": spec("b")},
+        journal_for=lambda _n: None,
+        chart_for=lambda _s: None,
+        executor_for=executor_for,
+        now=lambda: datetime(2026, 12, 6, tzinfo=UTC),
+        yield_to=yield_to,
+        give_way_seconds=give_way_seconds,
+    )
+
+
+def test_drift_gives_way_to_woken_passes_before_each_cluster() -> None:
+    """drift × a woken pass (docs/decisions.md, #29): each cluster's check waits while the
+    scheduler says a woken cluster's pass waits or runs, and starts once it says none does."""
+    events: list[str] = []
+    busy = {"a": 3, "b": 2}  # how many looks say "urgent" before each check may start
+    order = iter(["a", "b"])
+    current = [next(order)]
+
+    def yield_to() -> bool:
+        name = current[0]
+        if busy[name] > 0:
+            busy[name] -= 1
+            events.append(f"wait {name}")
+            return True
+        return False
+
+    def executor_for(s: ClusterSpec) -> Executor:
+        events.append(f"check {s.name}")
+        current[0] = next(order, s.name)
+        return Executor(cluster=Stub(), helm=Stub(), secrets=Stub())
+
+    assert set(_watch(executor_for, yield_to).check_once()) == {"a", "b"}
+    assert events == ["wait a"] * 3 + ["check a"] + ["wait b"] * 2 + ["check b"]
+
+
+def test_drift_gives_way_for_a_bounded_time_only() -> None:
+    """Woken passes all the time (a fleet rolling out) slow drift down; they never stop it."""
+    looks: list[int] = []
+    checked: list[str] = []
+
+    def executor_for(s: ClusterSpec) -> Executor:
+        checked.append(s.name)
+        return Executor(cluster=Stub(), helm=Stub(), secrets=Stub())
+
+    watch = _watch(executor_for, lambda: looks.append(1) is None, give_way_seconds=0.2)
+    assert set(watch.check_once()) == {"a", "b"}
+    assert checked == ["a", "b"]
+    assert len(looks) >= 4  # it did wait before each (at 50 ms a look), then went ahead

@@ -208,3 +208,26 @@ def test_metrics_and_healthz_answer_while_every_worker_is_busy() -> None:
     assert "gitopsbot_scheduler_oldest_wait_seconds 7.0" in text
     assert 'gitopsbot_scheduler_runs_delayed_total{reason="workers-busy"} 2.0' in text
     assert "cluster=" not in text  # the scheduler's series are fleet-wide
+
+
+def test_urgent_is_told_while_a_woken_pass_waits_or_runs_not_for_periodic_ones() -> None:
+    """``Scheduler.urgent`` (what drift gives way to, #29): a nudged cluster's pass, queued or
+    in flight, is urgent; a periodic tick's is not; none once it ends."""
+    from gitopsbot.bot.ready_queue import ReadyQueue
+
+    clock = StepClock()
+    q = ReadyQueue(workers=1, monotonic=clock.monotonic)
+    q.set_clusters(["a", "b"])
+    q.open()
+    assert not q.urgent
+    q.tick("a")
+    assert not q.urgent  # a periodic look waits: nobody waits for it
+    run = q.take()
+    assert run is not None and run.cluster == "a" and not q.urgent
+    q.nudge("b")
+    assert q.urgent  # queued, woken
+    q.finish("a", lambda _nudged: None)
+    run = q.take()
+    assert run is not None and run.cluster == "b" and q.urgent  # in flight, woken
+    q.finish("b", lambda _nudged: None)
+    assert not q.urgent
