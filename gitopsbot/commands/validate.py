@@ -107,7 +107,7 @@ def _judge(args: argparse.Namespace, root: Path, fleet: Fleet, rules: tuple[Rule
                 f"{loc.file}:{loc.line}:{loc.column}" if loc and loc.line else f"clusters/{name}"
             )
             sys.stderr.write(
-                f"{where}: {v.rule_id} [{v.outcome.value}]: {v.message}"
+                f"{where}: {v.label} [{v.outcome.value}]: {v.message}"
                 + (f" (acknowledged: {v.ack_reason})" if v.outcome == Outcome.ACKNOWLEDGED else "")
                 + "\n"
             )

@@ -53,13 +53,13 @@ def rules_for(
 
 
 def verdict_line(verdict: Verdict, spec: ClusterSpec) -> str:
-    """``clusters/prod/rollout.yaml:12: F3 denied: message`` (the release file when the
-    rule names no place)."""
+    """``clusters/prod/rollout.yaml:12: F3 phase-needs-its-switch denied: message`` (the
+    release file when the rule names no place)."""
     where = verdict.location or spec.locations.get("release.yaml:chart.version")
     place = f"{where.file}:{where.line}" if where is not None and where.line else ""
     if not place:
         place = where.file if where is not None else f"clusters/{spec.name}/release.yaml"
-    text = f"{place}: {verdict.rule_id} {verdict.outcome}: {verdict.message}"
+    text = f"{place}: {verdict.label} {verdict.outcome}: {verdict.message}"
     if verdict.ack_reason:
         text += f" (acknowledged: {verdict.ack_reason})"
     return " ".join(text.split())  # one line, whatever the message holds

@@ -73,6 +73,10 @@ class Rule:
     environments: tuple[str, ...] = ()  # empty: every environment
     link: str = ""
     source: str = ""  # file:line, for messages
+    # A short name a person can read beside the code ("R4 hypervisor-image-pinned"), and
+    # for a built-in rule where it is explained (docs/policies.md, "The rules explained").
+    name: str = ""
+    doc: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +91,33 @@ class Verdict:
     ack_reason: str = ""
     # Where the finding is written (values.yaml or rollout.yaml), when the loader knows.
     location: Location | None = None
+    name: str = ""  # the rule's short name (``Rule.name``)
+    doc: str = ""  # where it is explained (``Rule.doc``)
 
     @property
     def blocking(self) -> bool:
         return self.outcome in {Outcome.DENIED, Outcome.NEEDS_ACK}
+
+    @property
+    def label(self) -> str:
+        """The code and the name, as every place that shows a verdict shows it."""
+        return rule_label(self.rule_id, self.name)
+
+
+RULES_DOC = "docs/policies.md"
+_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def rule_label(rule_id: str, name: str) -> str:
+    """``R4 hypervisor-image-pinned``; the code alone for a rule without a name."""
+    return f"{rule_id} {name}" if name else rule_id
+
+
+def rule_doc(rule_id: str, name: str) -> str:
+    """The paragraph that explains a built-in rule: its heading's anchor as GitHub and most
+    Markdown renderers make it (lower case, spaces to hyphens, other punctuation dropped)."""
+    slug = re.sub(r"[^a-z0-9 -]", "", rule_label(rule_id, name).lower()).replace(" ", "-")
+    return f"{RULES_DOC}#{slug}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,7 +557,10 @@ PARAMS: Mapping[str, frozenset[str]] = {
     "batch_percentage_at_least": frozenset({"value"}),
     "path": frozenset({"path", "op", "value", "values"}),
 }
-_RULE_KEYS = ("id", "description", "severity", "enforces", "check", "environments", "link")
+_RULE_KEYS = (
+    "id", "name", "description", "severity", "enforces", "check", "environments", "link",
+)  # fmt: skip
+BUILTIN_SOURCE = "<builtin>/"  # the built-in documents' labels (adapters.builtin_policies)
 
 
 def _suggest(word: str, known: tuple[str, ...] | list[str]) -> str:
@@ -587,6 +617,17 @@ def parse_rules(text: str, *, source: str) -> tuple[Rule, ...]:
             if req not in raw:
                 problems.append(Problem(source, line, col, f"{where}.{req}", "missing"))
                 bad = True
+        name = raw.get("name", "")
+        if name != "" and (not isinstance(name, str) or not _NAME.match(name)):
+            nl, nc = at(raw, "name")
+            problems.append(
+                Problem(
+                    source, nl, nc, f"{where}.name",
+                    f"{name!r} is not a short name",
+                    "lower-case words joined by '-', e.g. controller-ha-replicas",
+                )
+            )  # fmt: skip
+            bad = True
         if bad:
             continue
         sev = str(raw["severity"])
@@ -666,6 +707,10 @@ def parse_rules(text: str, *, source: str) -> tuple[Rule, ...]:
                 environments=tuple(str(e) for e in envs),
                 link=str(raw.get("link", "")),
                 source=f"{source}:{line}",
+                name=str(name),
+                doc=rule_doc(str(raw["id"]), str(name))
+                if source.startswith(BUILTIN_SOURCE)
+                else "",
             )
         )
     seen: dict[str, str] = {}
@@ -777,6 +822,8 @@ def evaluate(rules: tuple[Rule, ...], inp: PolicyInput) -> tuple[Verdict, ...]:
                     link=rule.link,
                     ack_reason=reason if rule.severity == Severity.ACKNOWLEDGE else "",
                     location=locate(inp.cluster, anchor),
+                    name=rule.name,
+                    doc=rule.doc,
                 )
             )
     return tuple(out)

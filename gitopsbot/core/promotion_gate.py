@@ -23,6 +23,7 @@ Pure: journals and a chart version per operation in, values out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -34,7 +35,7 @@ from gitopsbot.core.journal import (
 )
 from gitopsbot.core.model import BotSettings, ClusterSpec, Location
 from gitopsbot.core.plan import Plan
-from gitopsbot.core.policy import Outcome, Severity, Verdict, decide
+from gitopsbot.core.policy import Outcome, Severity, Verdict, decide, rule_doc
 from gitopsbot.core.promotion import (
     ChangeKind,
     ClusterEvidence,
@@ -45,6 +46,10 @@ from gitopsbot.core.promotion import (
 )
 
 RULE_ID = "WAVES"  # the verdict's rule id: on the plan, in a blocked journal's verdicts
+RULE_NAME = "promotion-follows-waves"
+# The deny in a blocked journal's verdict line, with the name (journals written before
+# rules had names carry the code alone).
+_DENY_MARK = re.compile(rf" {RULE_ID}(?: {RULE_NAME})? {re.escape(str(Outcome.DENIED))}: ")
 PROCEDURE = "waves"
 DESCRIPTION = "A chart version reaches a wave only after the earlier waves ran it, soaked."
 
@@ -143,6 +148,8 @@ def _deny(message: str, where: Location | None) -> Verdict:
         message=message,
         description=DESCRIPTION,
         location=where,
+        name=RULE_NAME,
+        doc=rule_doc(RULE_ID, RULE_NAME),
     )
 
 
@@ -164,7 +171,7 @@ def held_only_by_waves(verdict_lines: Iterable[str]) -> bool:
     blocking = [
         line for line in verdict_lines if f" {Outcome.DENIED}: " in line or "needs-ack" in line
     ]
-    return bool(blocking) and all(f" {RULE_ID} {Outcome.DENIED}: " in line for line in blocking)
+    return bool(blocking) and all(_DENY_MARK.search(line) for line in blocking)
 
 
 # -- status by wave ---------------------------------------------------------------------------
@@ -213,10 +220,10 @@ def held_message(journal: Journal | None) -> str:
     nothing holds it)."""
     if journal is None or journal.status is not OperationStatus.BLOCKED:
         return ""
-    marker = f" {RULE_ID} {Outcome.DENIED}: "
     for line in journal.verdicts:
-        if marker in line:
-            return line.split(marker, 1)[1]
+        found = _DENY_MARK.search(line)
+        if found:
+            return line[found.end() :]
     return ""
 
 

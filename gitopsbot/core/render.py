@@ -14,7 +14,7 @@ from gitopsbot.core import gantt
 from gitopsbot.core.crd_diff import CrdChange, CrdChangeKind
 from gitopsbot.core.model import Location
 from gitopsbot.core.plan import Plan
-from gitopsbot.core.policy import Decision, Outcome
+from gitopsbot.core.policy import RULES_DOC, Decision, Outcome
 from gitopsbot.core.timeline import format_duration
 from gitopsbot.core.values_diff import ChangeKind
 
@@ -106,7 +106,7 @@ def render_markdown(plan: Plan) -> str:
             [
                 (
                     _OUTCOME[x.outcome],
-                    f"`{x.rule_id}`",
+                    f"`{x.label}`",
                     x.procedure,
                     x.message
                     + (f" (`{_where(x.location)}`)" if x.location else "")
@@ -116,6 +116,11 @@ def render_markdown(plan: Plan) -> str:
                 for x in plan.verdicts
             ],
         )
+        if any(x.doc for x in plan.verdicts):  # a path: a comment cannot know where docs are read
+            out += [
+                "",
+                f"Each built-in rule is explained under its name in gitopsbot's `{RULES_DOC}`.",
+            ]
         if any(x.outcome == Outcome.NEEDS_ACK for x in plan.verdicts):
             ids = sorted({x.rule_id for x in plan.verdicts if x.outcome == Outcome.NEEDS_ACK})
             out += [
@@ -277,6 +282,8 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "verdicts": [
             {
                 "rule": x.rule_id,
+                "name": x.name,
+                "doc": x.doc,
                 "severity": x.severity.value,
                 "outcome": x.outcome.value,
                 "procedure": x.procedure,

@@ -32,7 +32,7 @@ from typing import Any
 
 from gitopsbot.core import located_yaml
 from gitopsbot.core.model import Location
-from gitopsbot.core.policy import Outcome, Severity, Verdict
+from gitopsbot.core.policy import Outcome, Severity, Verdict, rule_doc
 from gitopsbot.errors import FleetError
 
 PREFIX = "sha256:"
@@ -57,6 +57,7 @@ def archive_digest(hexdigest: str) -> str:
 
 
 PIN_RULE = "CHART-DIGEST"
+PIN_NAME = "chart-archive-pinned"
 
 
 def pin_verdict(pinned: str, archive: str, where: Location | None, source: str) -> Verdict | None:
@@ -73,6 +74,8 @@ def pin_verdict(pinned: str, archive: str, where: Location | None, source: str) 
         "the pin is wrong; fix chart.digest or the repository",
         description="the chart archive must be the one release.yaml pins",
         location=where,
+        name=PIN_NAME,
+        doc=rule_doc(PIN_RULE, PIN_NAME),
     )
 
 

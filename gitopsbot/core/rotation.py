@@ -67,6 +67,7 @@ VENDOR_SECRET_KEYS: Mapping[str, str] = {
 }
 AGENT_CONTAINER = "cluster-agent"
 ALONE_RULE = "ROTATION-ALONE"
+ALONE_NAME = "rotate-in-own-change"
 
 # What a running workload feels, per step (R17-R20), for the plan's impact column.
 IMPACT: Mapping[str, str] = {

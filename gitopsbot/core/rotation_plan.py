@@ -7,7 +7,7 @@ from __future__ import annotations
 from gitopsbot.core import rotation
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.plan_steps import IMPACT, Step, StepKind
-from gitopsbot.core.policy import Outcome, Severity, Verdict
+from gitopsbot.core.policy import Outcome, Severity, Verdict, rule_doc
 from gitopsbot.core.secrets import join_path
 from gitopsbot.core.values_diff import ValuesDiff, leaf_paths
 
@@ -45,6 +45,8 @@ def rotation_alone(
         procedure="R17",
         message=problem,
         location=rotation.credentials_location(desired.locations, rotated),
+        name=rotation.ALONE_NAME,
+        doc=rule_doc(rotation.ALONE_RULE, rotation.ALONE_NAME),
     )
 
 

@@ -52,7 +52,7 @@ def test_plan_gives_a_denied_plan_not_an_error(
     args = ("plan", "--cluster", "staging", "--fleet", str(root), "--chart-dir", str(CHARTS))
     code, out, err = cli(capsys, *args)
     assert code == 0, err  # a plan was printed
-    assert "⛔ denied" in out and "`CHART-NOT-IN-INDEX`" in out
+    assert "⛔ denied" in out and "`CHART-NOT-IN-INDEX chart-version-published`" in out
     assert f"chart tensor-fusion {MISSING} is not in {CHARTS}" in out
     assert f"clusters/staging/release.yaml:{line}" in out
     for section in ("### Images", "### CRDs", "### Values"):

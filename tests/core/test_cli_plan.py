@@ -252,7 +252,8 @@ def test_validate_denies(fleet: Path, capsys: pytest.CaptureFixture[str]) -> Non
         "  replicaCount: 1",
     )
     code, _, err = run(capsys, "validate", str(fleet))
-    assert code == 1 and "clusters/production/values.yaml:" in err and ": R5 [denied]" in err
+    assert code == 1 and "clusters/production/values.yaml:" in err
+    assert ": R5 controller-ha-replicas [denied]" in err
 
 
 def test_validate_bad_team_rule(fleet: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,6 +20,7 @@ def test_rule_examples_parse() -> None:
 def test_builtin_rules_and_check_kinds_documented(builtin_rules: tuple[Rule, ...]) -> None:
     text = DOC.read_text()
     for rule in builtin_rules:
-        assert f"| `{rule.id}` | {rule.severity.value}" in text, rule.id
+        row = f"| [`{rule.id} {rule.name}`](#{rule.doc.split('#', 1)[1]}) | {rule.severity.value}"
+        assert row in text, rule.id
     for kind in CHECKS:
         assert f"| `{kind}` |" in text, kind

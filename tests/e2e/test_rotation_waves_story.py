@@ -108,7 +108,8 @@ def test_a_rotation_merged_on_a_held_bump_waits_behind_it_and_runs_alone(
         )
 
     found = world.until("staging to run paused and production to be held", held)
-    assert "WAVES denied: wave production waits for wave staging" in found[PROD].failure  # type: ignore[union-attr]
+    waits = "WAVES promotion-follows-waves denied: wave production waits for wave staging"
+    assert waits in found[PROD].failure  # type: ignore[union-attr]
 
     rotated = commit(
         world,

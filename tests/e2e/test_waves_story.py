@@ -74,6 +74,8 @@ waves:
       environment: production
 """
 
+WAVES_DENIED = "WAVES promotion-follows-waves denied"  # the wave hold, as journals say it
+
 
 class WaveWorld:
     """The six clusters, the fleet on the Git remote, a person's clone, the bot."""
@@ -316,13 +318,12 @@ def test_three_waves_promote_one_version_in_order(wave_world: Callable[..., Wave
     for name in CANARIES:
         j = found[name]
         assert j is not None
-        assert f"WAVES denied: wave canary waits for wave staging: {STAGING} " in j.failure, (
-            j.failure
-        )
+        waits = f"{WAVES_DENIED}: wave canary waits for wave staging: {STAGING} "
+        assert waits in j.failure, j.failure
     for name in PRODUCTION:
         j = found[name]
         assert j is not None
-        assert f"WAVES denied: wave production waits for wave staging: {STAGING} " in j.failure
+        assert f"{WAVES_DENIED}: wave production waits for wave staging: {STAGING} " in j.failure
         canaries = "; ".join(f"{c} not on {NEW} yet" for c in CANARIES)  # nothing applied yet
         assert f"; and for wave canary: {canaries}" in j.failure, j.failure
 
@@ -383,7 +384,9 @@ def test_a_halt_in_the_canary_wave_stops_production(wave_world: Callable[..., Wa
     assert healthy_verified is not None
     soaked = _verified(healthy_verified) + timedelta(seconds=SOAK)
     # Production waits for the halted canary alone once staging and the other canary soaked.
-    waits = re.escape(f"WAVES denied: wave production waits for wave canary: {halting} halted at ")
+    waits = re.escape(
+        f"{WAVES_DENIED}: wave production waits for wave canary: {halting} halted at "
+    )
     only_the_halt = re.compile(waits + r"\d\d:\d\d UTC$")
 
     def waits_for_the_halt_alone(found: dict[str, Journal | None]) -> bool:
@@ -418,4 +421,4 @@ def test_a_halt_in_the_canary_wave_stops_production(wave_world: Callable[..., Wa
         (chart,) = [p for p in report.pending if p.item.what == "chart"]
         assert (chart.item.desired, chart.item.observed) == (NEW, OLD)
         assert chart.why.startswith(f"operation {op[name]} blocked by policy (denied): "), chart.why
-        assert f"WAVES denied: wave production waits for wave canary: {halting}" in chart.why
+        assert f"{WAVES_DENIED}: wave production waits for wave canary: {halting}" in chart.why

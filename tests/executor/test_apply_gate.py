@@ -91,7 +91,7 @@ def test_a_worker_phase_without_its_switch_is_blocked_with_file_and_line(fleet: 
     judged = gate(fleet).judge(journal(spec), spec, deployed(spec))
     assert judged.status is OperationStatus.BLOCKED
     assert not judged.active  # never started, never remediated
-    assert "F3 denied" in judged.failure
+    assert "F3 phase-needs-its-switch denied" in judged.failure
     line = next(v for v in judged.verdicts if "F3" in v)
     assert line.startswith("clusters/staging/rollout.yaml:"), line
     assert int(line.split(":")[1]) > 0  # a real line number
@@ -108,14 +108,15 @@ def test_a_chart_bump_without_the_hypervisor_acknowledgement_waits_for_it(fleet:
     spec = spec_of(fleet)
     judged = gate(fleet).judge(journal(spec), spec, deployed(spec))
     assert judged.status is OperationStatus.BLOCKED, judged.verdicts
-    assert "R4 needs-acknowledgement" in judged.failure
+    assert "R4 hypervisor-image-pinned needs-acknowledgement" in judged.failure
     # The acknowledgement in rollout.yaml lifts it.
     rollout = fleet / "clusters" / "staging" / "rollout.yaml"
     rollout.write_text(rollout.read_text() + 'acknowledgements:\n  R4: "2.17 is certified"\n')
     spec = spec_of(fleet)
     judged = gate(fleet).judge(journal(spec), spec, deployed(spec))
     assert judged.status is OperationStatus.RUNNING, judged.failure
-    assert any("R4 acknowledged" in v and "2.17 is certified" in v for v in judged.verdicts)
+    acked = "R4 hypervisor-image-pinned acknowledged"
+    assert any(acked in v and "2.17 is certified" in v for v in judged.verdicts)
 
 
 def test_a_version_the_repository_lacks_is_denied_not_an_error(fleet: Path) -> None:
@@ -123,7 +124,7 @@ def test_a_version_the_repository_lacks_is_denied_not_an_error(fleet: Path) -> N
     spec = spec_of(fleet)
     judged = gate(fleet).judge(journal(spec), spec, deployed(spec))
     assert judged.status is OperationStatus.BLOCKED
-    assert "CHART-NOT-IN-INDEX denied" in judged.failure
+    assert "CHART-NOT-IN-INDEX chart-version-published denied" in judged.failure
 
 
 def test_a_rollback_is_not_judged_by_upgrade_rules(fleet: Path) -> None:

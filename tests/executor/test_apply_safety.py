@@ -49,8 +49,8 @@ def test_a_denied_change_pushed_directly_is_blocked_and_never_applied(env: Env) 
     blocked = rec.store.current("lab")
     assert blocked is not None and blocked.status is OperationStatus.BLOCKED
     assert not blocked.active and blocked.remediation == ""
-    assert "F3 denied" in blocked.failure
-    f3 = next(v for v in blocked.verdicts if " F3 denied" in v)
+    assert "F3 phase-needs-its-switch denied" in blocked.failure
+    f3 = next(v for v in blocked.verdicts if " F3 phase-needs-its-switch denied" in v)
     assert f3.startswith("clusters/lab/rollout.yaml:") and int(f3.split(":")[1]) > 0, f3
     # Nothing ran: no backup, no CRDs, no upgrade; nothing reverted.
     assert upgrades(env) == before
@@ -66,7 +66,8 @@ def test_a_denied_change_pushed_directly_is_blocked_and_never_applied(env: Env) 
     env.human.pull()
     assert git("rev-parse", "HEAD", cwd=env.human.path).strip() == sha
     text, _ = render(rec.store, "lab", env.clock.t)
-    assert "blocked" in text and "F3 denied" in text and "clusters/lab/rollout.yaml:" in text
+    assert "blocked" in text and "F3 phase-needs-its-switch denied" in text
+    assert "clusters/lab/rollout.yaml:" in text
 
     # A fix replaces it and is applied.
     env.human.commit("lab: hv:2, hypervisor only", fleet_files("1.1.0", "hv:2"))

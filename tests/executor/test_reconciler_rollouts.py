@@ -177,7 +177,8 @@ def test_a_chart_version_set_back_by_hand_is_a_downgrade_not_a_rollback(env: Env
     assert down is not None and down.kind is OperationKind.UPGRADE and not down.reverts_op
     # Judged as an upgrade: the policies see a lower appVersion (F5), which needs a person.
     assert down.status is OperationStatus.BLOCKED, down
-    assert "F5 needs-acknowledgement: chart 1.0.0 ships app 1.0.0" in down.failure
+    downgrade = "F5 app-version-downgrade needs-acknowledgement: chart 1.0.0 ships app 1.0.0"
+    assert downgrade in down.failure
     assert env.world.images() == {"hv:2"}  # nothing applied
     files = fleet_files("1.0.0", "hv:1")
     rollout = "clusters/lab/rollout.yaml"

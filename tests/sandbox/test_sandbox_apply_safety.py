@@ -123,8 +123,9 @@ def test_policy_gate_kill_during_helm_and_failing_passes_from_outside(
         # Both reproductions of the issue: the F3 deny, and the bare chart bump without the
         # R4 acknowledgement.
         verdicts = "\n".join(j["verdicts"])
-        assert "clusters/sandbox/rollout.yaml:" in verdicts and " F3 denied" in verdicts
-        assert " R4 needs-acknowledgement" in verdicts
+        assert "clusters/sandbox/rollout.yaml:" in verdicts
+        assert " F3 phase-needs-its-switch denied" in verdicts
+        assert " R4 hypervisor-image-pinned needs-acknowledgement" in verdicts
         assert len(_history(tmp_path, binaries["helm4"], kubeconfig, ns, release)) == 1
         status = cli(tmp_path, "status", "--fleet-url", fleet_url, **token)
         assert "blocked" in status.stdout and "clusters/sandbox/rollout.yaml:" in status.stdout

@@ -89,7 +89,10 @@ def test_a_later_wave_waits_then_proceeds(tmp_path: Path, binaries: dict[str, Pa
         run = cli(tmp_path, *run_args, **token)  # canary's pass fails: no such context
         j = journal(tmp_path, clone)
         assert j["status"] == "blocked", (j, run.stdout, run.stderr)
-        expected = f"WAVES denied: wave production waits for wave staging: canary not on {target}"
+        expected = (
+            "WAVES promotion-follows-waves denied: "
+            f"wave production waits for wave staging: canary not on {target}"
+        )
         assert expected in j["failure"], j["failure"]
         history = cli(tmp_path, "status", "--fleet-url", fleet_url, **token)
         lines = history.stdout.splitlines()

@@ -144,7 +144,7 @@ def test_production_waits_for_staging_then_starts_after_the_soak(
     assert result.action == "blocked", result
     held = rec.store.current("lab")
     assert held is not None and held.status is OperationStatus.BLOCKED
-    assert "WAVES denied" in held.failure
+    assert "WAVES promotion-follows-waves denied" in held.failure
     assert "wave production waits for wave staging: stage not on 1.1.0 yet" in (held.failure)
     assert env.helm.calls.count("upgrade") == upgrades
     line = next(v for v in held.verdicts if "WAVES" in v)
@@ -275,7 +275,8 @@ def test_unreadable_evidence_blocks_with_the_reason(fleet2: Fleet2) -> None:
     env.merge_pr(8, "chart 1.1.0 everywhere", two_clusters("1.1.0", "hv:2"))
     assert rec.reconcile("lab").action == "blocked"
     failure = rec.store.current("lab").failure
-    assert "WAVES denied: held: the promotion evidence cannot be read (gitopsbot/state: " in failure
+    held = "WAVES promotion-follows-waves denied: held: the promotion evidence cannot be read"
+    assert f"{held} (gitopsbot/state: " in failure
     assert "clusters/stage/history/broken.yaml" in failure, failure
     assert "without evidence: wave production waits for wave staging" in failure
     # The first wave needs no evidence: staging is not held.
