@@ -34,6 +34,51 @@ def render_files(tree: FileTree, cluster: str) -> dict[str, bytes | None]:
     return {name: tree.read(f"clusters/{cluster}/{name}") for name in core.RENDER_FILES}
 
 
+def render_manifests(
+    renderer: ManifestRenderer | None, archive: ChartArchive, spec: ClusterSpec
+) -> tuple[str, str]:
+    """(manifests digest, "") or ("", why it could not be rendered)."""
+    if renderer is None:
+        return "", "no helm to render with"
+    rel = spec.release
+    masked = {r.values_path: secrets_mod.MASK for r in spec.credentials.secrets}
+    values = secrets_mod.merge_secrets(spec.values, masked)
+    try:
+        text = renderer.template(
+            archive.path, release=rel.release_name, namespace=rel.namespace, values=values
+        )
+        return core.manifests_digest(text, source=f"helm template {archive.path.name}"), ""
+    except (HelmError, ValueError) as exc:
+        return "", " ".join(str(exc).split())[:300]
+
+
+def chart_digests(
+    archives: ChartArchives,
+    renderer: ManifestRenderer | None,
+    spec: ClusterSpec,
+    archive: ChartArchive | None = None,
+    *,
+    render: bool = True,
+) -> core.ChartDigests:
+    """What a plan (the plan comment, a proposal, ``gitopsbot plan``) or the apply sees of
+    ``spec``'s target chart. Raises ChartNotFound, ChartInvalid, ChartUnavailable when the
+    archive cannot be fetched. ``render=False``: the manifests are not rendered (nothing
+    would compare them)."""
+    rel = spec.release
+    archive = archive or archives.fetch(rel.chart_repo_url, rel.chart_name, rel.version)
+    manifests, problem = render_manifests(renderer, archive, spec) if render else ("", "")
+    return core.ChartDigests(
+        chart=rel.chart_name,
+        version=rel.version,
+        source=archive.source,
+        archive=archive.digest,
+        manifests=manifests,
+        render_problem=problem,
+        pinned=rel.chart_digest,
+        manifest=archive.manifest,
+    )
+
+
 class ReviewedCharts:
     """Fetches, renders and records the target chart (module docstring)."""
 
@@ -52,37 +97,13 @@ class ReviewedCharts:
 
     def render(self, archive: ChartArchive, spec: ClusterSpec) -> tuple[str, str]:
         """(manifests digest, "") or ("", why it could not be rendered)."""
-        if self.renderer is None:
-            return "", "no helm to render with"
-        rel = spec.release
-        masked = {r.values_path: secrets_mod.MASK for r in spec.credentials.secrets}
-        values = secrets_mod.merge_secrets(spec.values, masked)
-        try:
-            text = self.renderer.template(
-                archive.path, release=rel.release_name, namespace=rel.namespace, values=values
-            )
-            return core.manifests_digest(text, source=f"helm template {archive.path.name}"), ""
-        except (HelmError, ValueError) as exc:
-            return "", " ".join(str(exc).split())[:300]
+        return render_manifests(self.renderer, archive, spec)
 
     def digests(
         self, spec: ClusterSpec, archive: ChartArchive | None = None, *, render: bool = True
     ) -> core.ChartDigests:
-        """What a plan (or the apply) sees of ``spec``'s target chart. Raises ChartNotFound,
-        ChartInvalid, ChartUnavailable when the archive cannot be fetched. ``render=False``:
-        the manifests are not rendered (nothing would compare them)."""
-        rel = spec.release
-        archive = archive or self.archives.fetch(rel.chart_repo_url, rel.chart_name, rel.version)
-        manifests, problem = self.render(archive, spec) if render else ("", "")
-        return core.ChartDigests(
-            chart=rel.chart_name,
-            version=rel.version,
-            source=archive.source,
-            archive=archive.digest,
-            manifests=manifests,
-            render_problem=problem,
-            pinned=rel.chart_digest,
-        )
+        """What a plan (or the apply) sees of ``spec``'s target chart (``chart_digests``)."""
+        return chart_digests(self.archives, self.renderer, spec, archive, render=render)
 
     # -- the state branch ------------------------------------------------------------------
 
@@ -160,8 +181,13 @@ class ReviewedCharts:
         if found.failure:
             log.warning("%s: %s", journal.cluster, found.failure)
             return _blocked(journal, found.failure)
+        if "WARNING" in found.note:
+            log.warning("%s: %s", journal.cluster, found.note)
         return replace(
-            journal, chart_archive=archive.digest, verdicts=(*journal.verdicts, found.note)
+            journal,
+            chart_archive=archive.digest,
+            chart_manifest=archive.manifest,
+            verdicts=(*journal.verdicts, found.note),
         )
 
 

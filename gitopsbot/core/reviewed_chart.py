@@ -147,10 +147,13 @@ class ChartDigests:
     manifests: str = ""  # sha256:<hex>; "" when it could not be rendered
     render_problem: str = ""  # why not, for the plan's reader
     pinned: str = ""  # release.yaml chart.digest, when set
+    manifest: str = ""  # an OCI chart's manifest digest (sha256:<hex>); "" for other sources
 
     def lines(self) -> list[str]:
         """The plan's lines (Markdown)."""
         out = [f"chart archive: `{self.archive}` ({self.chart} {self.version} from {self.source})"]
+        if self.manifest:
+            out.append(f"OCI manifest: `{self.manifest}` (what the tag pointed at)")
         if self.manifests:
             out.append(f"rendered manifests: `{self.manifests}` (Secrets' data excluded)")
         else:
@@ -172,6 +175,8 @@ class ChartDigests:
             out["render_problem"] = self.render_problem
         if self.pinned:
             out["pinned"] = self.pinned
+        if self.manifest:
+            out["oci_manifest"] = self.manifest
         return out
 
 
@@ -214,6 +219,7 @@ def loads(text: str) -> Reviewed:
             manifests=str(data.get("manifests", "")),
             render_problem=str(data.get("render_problem", "")),
             pinned=str(data.get("pinned", "")),
+            manifest=str(data.get("oci_manifest", "")),
         )
         request = data.get("request")
         return Reviewed(
@@ -295,4 +301,14 @@ def check(
             "",
         )
     compared = "archive and rendered manifests" if exact and seen.manifests else "archive"
-    return Judgement("", f"chart archive {fetched.archive}{pin}: {compared} as in {where}")
+    note = f"chart archive {fetched.archive}{pin}: {compared} as in {where}"
+    if seen.manifest and fetched.manifest and seen.manifest != fetched.manifest:
+        # The bytes installed are the reviewed ones (the archive is compared above), so this
+        # is not a block; but a tag pushed again is worth a reviewer's eye.
+        note += (
+            f"; WARNING: the tag now points at OCI manifest {fetched.manifest}, not "
+            f"{seen.manifest} as at the plan: the chart was pushed again with the same archive"
+        )
+    elif seen.manifest and fetched.manifest:
+        note += f", OCI manifest {fetched.manifest}"
+    return Judgement("", note)
