@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from gitopsbot.core import journal as journal_mod
 from gitopsbot.core import reviewed_chart as core
 from gitopsbot.core import secrets as secrets_mod
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.model import ClusterSpec
-from gitopsbot.errors import ChartInvalid, ChartNotFound, GitError, HelmError
+from gitopsbot.errors import ChartInvalid, ChartNotFound, GitError, GitOpsBotError, HelmError
 from gitopsbot.ports.charts import ChartArchive, ChartArchives, ManifestRenderer
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.repo import Repo
@@ -120,13 +121,24 @@ class ReviewedCharts:
                     return False
             except (ValueError, UnicodeDecodeError):
                 pass  # not a record: written anew
-        text = record.dumps().encode()
+        records = self._records(record.cluster)
+        record = replace(record, seq=core.next_seq(records))
+        files: dict[str, bytes | None] = {path: record.dumps().encode()}
+        needed = self._pending_keys(record.cluster, head)
+        if needed is not None:
+            # Pruned in this very commit: no push of its own (docs/plan.md, "Pruning").
+            others = [r for r in records if r.key != record.key]
+            for key in core.prunable([*others, record], needed=needed):
+                files[core.record_path(record.cluster, key)] = None
+        pruned = len(files) - 1
         try:
             self.repo.commit_files(
                 self.state_branch,
-                {path: text},
+                files,
                 f"{record.cluster}: plan of {record.digests.chart} {record.digests.version} "
-                f"recorded ({core.short(record.digests.archive)})\n",
+                f"recorded ({core.short(record.digests.archive)})"
+                + (f"; {pruned} older plan record(s) pruned" if pruned else "")
+                + "\n",
                 parent=None,
             )
             self.repo.push(self.state_branch)
@@ -136,6 +148,27 @@ class ReviewedCharts:
             log.warning("%s: the plan's digests could not be recorded: %s", record.cluster, exc)
             return False
         return True
+
+    def _pending_keys(self, cluster: str, head: str | None) -> set[str] | None:
+        """The files keys of the cluster's merges still to be applied (its running and its
+        queued operation, on the state branch at ``head``): their records are never pruned.
+        None when one cannot be read: then nothing is pruned."""
+        if head is None:
+            return set()
+        keys: set[str] = set()
+        for name in ("journal.yaml", "queued.yaml"):
+            try:
+                raw = self.repo.read(head, f"clusters/{cluster}/{name}")
+                if raw is None:
+                    continue
+                journal = journal_mod.loads(raw.decode("utf-8"))
+                if journal.active:
+                    tree = self.repo.tree(journal.desired_sha)
+                    keys.add(core.files_key(render_files(tree, cluster)))
+            except (GitOpsBotError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+                log.warning("%s: plan records not pruned: %s unreadable (%s)", cluster, name, exc)
+                return None
+        return keys
 
     def _records(self, cluster: str) -> list[core.Reviewed]:
         head = self.repo.head(self.state_branch)

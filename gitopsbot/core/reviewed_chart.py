@@ -189,6 +189,9 @@ class Reviewed:
     digests: ChartDigests
     planned_at: str = ""  # the commit the plan read (a request's head)
     request: int | None = None
+    # The order records were written in for the cluster (1, 2, …; 0: written before #30's
+    # pruning), what ``prunable`` keeps the newest of.
+    seq: int = 0
 
     def dumps(self) -> str:
         data: dict[str, Any] = {
@@ -199,6 +202,8 @@ class Reviewed:
         }
         if self.request is not None:
             data["request"] = self.request
+        if self.seq:
+            data["seq"] = self.seq
         return json.dumps(data, sort_keys=True, indent=2) + "\n"
 
 
@@ -228,6 +233,7 @@ def loads(text: str) -> Reviewed:
             digests=digests,
             planned_at=str(data.get("planned_at", "")),
             request=int(request) if request is not None else None,
+            seq=int(data.get("seq") or 0),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"missing or bad field: {exc}") from None
@@ -312,3 +318,25 @@ def check(
     elif seen.manifest and fetched.manifest:
         note += f", OCI manifest {fetched.manifest}"
     return Judgement("", note)
+
+
+# The plans kept per cluster besides the ones a pending merge needs: the pull requests of the
+# last weeks of a busy cluster (each request's plan is one record, edited in place).
+KEEP_PER_CLUSTER = 20
+
+
+def prunable(
+    records: Iterable[Reviewed], *, needed: Iterable[str], keep: int = KEEP_PER_CLUSTER
+) -> list[str]:
+    """The keys of a cluster's records that may be deleted: every record but the ``keep``
+    newest (by ``seq``; ties and unnumbered ones by key) and those whose key is in
+    ``needed`` (the files of a merge still to be applied: the cluster's running or queued
+    operation). docs/plan.md, "Pruning the records"."""
+    wanted = set(needed)
+    ordered = sorted(records, key=lambda r: (r.seq, r.key), reverse=True)
+    return sorted(r.key for r in ordered[keep:] if r.key not in wanted)
+
+
+def next_seq(records: Iterable[Reviewed]) -> int:
+    """The ``seq`` of a cluster's next record."""
+    return max((r.seq for r in records), default=0) + 1
