@@ -168,6 +168,11 @@ class RollbackPoint:
     crd_bundle_digest: str = ""
     # pool -> component -> image
     images: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Found when a rollback runs, never written: the chart archive (sha256:<hex>) the
+    # operation that made ``helm_revision`` applied, and that operation
+    # (``core.reviewed_chart.applied_archive``); "" when none was recorded.
+    chart_archive: str = ""
+    applied_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsbot.core import located_yaml
+from gitopsbot.core.journal import Journal, StepKind
 from gitopsbot.core.model import Location
 from gitopsbot.core.policy import Outcome, Severity, Verdict
 from gitopsbot.errors import FleetError
@@ -340,3 +341,17 @@ def prunable(
 def next_seq(records: Iterable[Reviewed]) -> int:
     """The ``seq`` of a cluster's next record."""
     return max((r.seq for r in records), default=0) + 1
+
+
+def applied_archive(journals: Iterable[Journal], revision: int) -> tuple[str, str]:
+    """(chart archive, operation id) of the operation whose Helm upgrade made ``revision``
+    (its admitted ``chart_archive``); ("", "") when none recorded one: a revision installed
+    by hand, by a bot before #30, or by a helm rollback."""
+    for journal in journals:
+        if not journal.chart_archive:
+            continue
+        for step in journal.steps:
+            made = step.effect.helm_revision if step.effect is not None else 0
+            if step.kind is StepKind.HELM_UPGRADE and made == revision:
+                return journal.chart_archive, journal.op_id
+    return "", ""
