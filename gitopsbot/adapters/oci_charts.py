@@ -128,7 +128,7 @@ class OciChartSource:
             partial.write_bytes(data)
             partial.replace(path)
         source = f"{repo_url.rstrip('/')}/{name}:{version}@{manifest}"
-        return ChartArchive(path, f"sha256:{digest}", source)
+        return ChartArchive(path, f"sha256:{digest}", source, manifest=manifest)
 
     def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
         hexdigest = digest.removeprefix("sha256:")

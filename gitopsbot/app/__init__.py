@@ -181,6 +181,9 @@ if TYPE_CHECKING:
         open_forge as open_forge,
     )
     from gitopsbot.app.proposals import (
+        plan_renderer as plan_renderer,
+    )
+    from gitopsbot.app.proposals import (
         proposal_wiring as proposal_wiring,
     )
     from gitopsbot.app.proposals import (
@@ -245,6 +248,7 @@ _HOMES: dict[str, str] = {
     "open_forge": "gitopsbot.app.proposals",
     "proposal_wiring": "gitopsbot.app.proposals",
     "proposer": "gitopsbot.app.proposals",
+    "plan_renderer": "gitopsbot.app.proposals",
 }
 
 

@@ -28,6 +28,7 @@ from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
+from gitopsbot.adapters.oci_registry import RegistryLogins
 from gitopsbot.adapters.release_watch import ReleaseWatches
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.terminal import LiveScreen
@@ -91,6 +92,13 @@ def forge_secrets(fleet_settings: BotSettings) -> tuple[str, ...]:
             except GitOpsBotError:
                 pass
     return tuple(out)
+
+
+def masked_secrets(fleet_settings: BotSettings, registries: RegistryLogins) -> tuple[str, ...]:
+    """What every notification and Kubernetes Event masks, whatever the cluster: the forge's
+    secrets and the ``chartRegistries`` passwords (a helm or registry error may quote a
+    login, and helm's own masking does not reach a step detail posted to a chat)."""
+    return (*forge_secrets(fleet_settings), *registries.secrets())
 
 
 log = logging.getLogger(__name__)
@@ -263,7 +271,8 @@ def wire_reconciler(
     mirror = PullRequestMirror(forge) if forge is not None else None
     # Chat webhooks (docs/notifications.md): URLs read now, so a bad one stops the start.
     memory = SecretMemory()
-    forge_masked = forge_secrets(bot_settings)
+    registries = registry_logins(bot_settings)
+    forge_masked = masked_secrets(bot_settings, registries)
     notifier = notifier_from_settings(
         bot_settings, SecretResolver(), secrets_for=memory.values, secrets=forge_masked
     )
@@ -280,7 +289,7 @@ def wire_reconciler(
             access,
             memory,
             archives=charts if isinstance(charts, ChartArchives) else None,
-            registries=registry_logins(bot_settings),
+            registries=registries,
         ),
         gate=apply_gate(
             repo,

@@ -39,6 +39,7 @@ from gitopsbot.core import (
     phase_clock,
     phase_view,
     pr_commands,
+    reviewed_chart,
     rollout,
     verify_wait,
     windows,
@@ -265,8 +266,20 @@ class Driver:
         return self.record(outcome, step, journal, now, unrecorded=unrecorded)
 
     def _rollback_target(self, journal: Journal) -> RollbackPoint | None:
+        """The undone operation's rollback point, with the chart archive the operation that
+        made its revision applied (docs/plan.md, "Rollbacks"): what a rollback that must
+        upgrade instead of ``helm rollback`` installs, compared."""
         undone = self.ctx.store.history(journal.cluster, journal.reverts_op)
-        return undone.rollback_point if undone is not None else None
+        point = undone.rollback_point if undone is not None else None
+        if point is None or not point.helm_revision:
+            return point
+        store = self.ctx.store
+        names = store.history_names(journal.cluster)
+        earlier = (store.history(journal.cluster, n.removesuffix(".yaml")) for n in names)
+        archive, by = reviewed_chart.applied_archive(
+            (j for j in earlier if j is not None), point.helm_revision
+        )
+        return replace(point, chart_archive=archive, applied_by=by)
 
     def record(
         self,

@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from gitopsbot.core import journal as journal_mod
 from gitopsbot.core import reviewed_chart as core
 from gitopsbot.core import secrets as secrets_mod
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.model import ClusterSpec
-from gitopsbot.errors import ChartInvalid, ChartNotFound, GitError, HelmError
+from gitopsbot.errors import ChartInvalid, ChartNotFound, GitError, GitOpsBotError, HelmError
 from gitopsbot.ports.charts import ChartArchive, ChartArchives, ManifestRenderer
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.repo import Repo
@@ -32,6 +33,51 @@ log = logging.getLogger(__name__)
 def render_files(tree: FileTree, cluster: str) -> dict[str, bytes | None]:
     """The cluster's files its rendering depends on (``core.reviewed_chart.files_key``)."""
     return {name: tree.read(f"clusters/{cluster}/{name}") for name in core.RENDER_FILES}
+
+
+def render_manifests(
+    renderer: ManifestRenderer | None, archive: ChartArchive, spec: ClusterSpec
+) -> tuple[str, str]:
+    """(manifests digest, "") or ("", why it could not be rendered)."""
+    if renderer is None:
+        return "", "no helm to render with"
+    rel = spec.release
+    masked = {r.values_path: secrets_mod.MASK for r in spec.credentials.secrets}
+    values = secrets_mod.merge_secrets(spec.values, masked)
+    try:
+        text = renderer.template(
+            archive.path, release=rel.release_name, namespace=rel.namespace, values=values
+        )
+        return core.manifests_digest(text, source=f"helm template {archive.path.name}"), ""
+    except (HelmError, ValueError) as exc:
+        return "", " ".join(str(exc).split())[:300]
+
+
+def chart_digests(
+    archives: ChartArchives,
+    renderer: ManifestRenderer | None,
+    spec: ClusterSpec,
+    archive: ChartArchive | None = None,
+    *,
+    render: bool = True,
+) -> core.ChartDigests:
+    """What a plan (the plan comment, a proposal, ``gitopsbot plan``) or the apply sees of
+    ``spec``'s target chart. Raises ChartNotFound, ChartInvalid, ChartUnavailable when the
+    archive cannot be fetched. ``render=False``: the manifests are not rendered (nothing
+    would compare them)."""
+    rel = spec.release
+    archive = archive or archives.fetch(rel.chart_repo_url, rel.chart_name, rel.version)
+    manifests, problem = render_manifests(renderer, archive, spec) if render else ("", "")
+    return core.ChartDigests(
+        chart=rel.chart_name,
+        version=rel.version,
+        source=archive.source,
+        archive=archive.digest,
+        manifests=manifests,
+        render_problem=problem,
+        pinned=rel.chart_digest,
+        manifest=archive.manifest,
+    )
 
 
 class ReviewedCharts:
@@ -52,37 +98,13 @@ class ReviewedCharts:
 
     def render(self, archive: ChartArchive, spec: ClusterSpec) -> tuple[str, str]:
         """(manifests digest, "") or ("", why it could not be rendered)."""
-        if self.renderer is None:
-            return "", "no helm to render with"
-        rel = spec.release
-        masked = {r.values_path: secrets_mod.MASK for r in spec.credentials.secrets}
-        values = secrets_mod.merge_secrets(spec.values, masked)
-        try:
-            text = self.renderer.template(
-                archive.path, release=rel.release_name, namespace=rel.namespace, values=values
-            )
-            return core.manifests_digest(text, source=f"helm template {archive.path.name}"), ""
-        except (HelmError, ValueError) as exc:
-            return "", " ".join(str(exc).split())[:300]
+        return render_manifests(self.renderer, archive, spec)
 
     def digests(
         self, spec: ClusterSpec, archive: ChartArchive | None = None, *, render: bool = True
     ) -> core.ChartDigests:
-        """What a plan (or the apply) sees of ``spec``'s target chart. Raises ChartNotFound,
-        ChartInvalid, ChartUnavailable when the archive cannot be fetched. ``render=False``:
-        the manifests are not rendered (nothing would compare them)."""
-        rel = spec.release
-        archive = archive or self.archives.fetch(rel.chart_repo_url, rel.chart_name, rel.version)
-        manifests, problem = self.render(archive, spec) if render else ("", "")
-        return core.ChartDigests(
-            chart=rel.chart_name,
-            version=rel.version,
-            source=archive.source,
-            archive=archive.digest,
-            manifests=manifests,
-            render_problem=problem,
-            pinned=rel.chart_digest,
-        )
+        """What a plan (or the apply) sees of ``spec``'s target chart (``chart_digests``)."""
+        return chart_digests(self.archives, self.renderer, spec, archive, render=render)
 
     # -- the state branch ------------------------------------------------------------------
 
@@ -99,13 +121,24 @@ class ReviewedCharts:
                     return False
             except (ValueError, UnicodeDecodeError):
                 pass  # not a record: written anew
-        text = record.dumps().encode()
+        records = self._records(record.cluster)
+        record = replace(record, seq=core.next_seq(records))
+        files: dict[str, bytes | None] = {path: record.dumps().encode()}
+        needed = self._pending_keys(record.cluster, head)
+        if needed is not None:
+            # Pruned in this very commit: no push of its own (docs/plan.md, "Pruning").
+            others = [r for r in records if r.key != record.key]
+            for key in core.prunable([*others, record], needed=needed):
+                files[core.record_path(record.cluster, key)] = None
+        pruned = len(files) - 1
         try:
             self.repo.commit_files(
                 self.state_branch,
-                {path: text},
+                files,
                 f"{record.cluster}: plan of {record.digests.chart} {record.digests.version} "
-                f"recorded ({core.short(record.digests.archive)})\n",
+                f"recorded ({core.short(record.digests.archive)})"
+                + (f"; {pruned} older plan record(s) pruned" if pruned else "")
+                + "\n",
                 parent=None,
             )
             self.repo.push(self.state_branch)
@@ -115,6 +148,27 @@ class ReviewedCharts:
             log.warning("%s: the plan's digests could not be recorded: %s", record.cluster, exc)
             return False
         return True
+
+    def _pending_keys(self, cluster: str, head: str | None) -> set[str] | None:
+        """The files keys of the cluster's merges still to be applied (its running and its
+        queued operation, on the state branch at ``head``): their records are never pruned.
+        None when one cannot be read: then nothing is pruned."""
+        if head is None:
+            return set()
+        keys: set[str] = set()
+        for name in ("journal.yaml", "queued.yaml"):
+            try:
+                raw = self.repo.read(head, f"clusters/{cluster}/{name}")
+                if raw is None:
+                    continue
+                journal = journal_mod.loads(raw.decode("utf-8"))
+                if journal.active:
+                    tree = self.repo.tree(journal.desired_sha)
+                    keys.add(core.files_key(render_files(tree, cluster)))
+            except (GitOpsBotError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+                log.warning("%s: plan records not pruned: %s unreadable (%s)", cluster, name, exc)
+                return None
+        return keys
 
     def _records(self, cluster: str) -> list[core.Reviewed]:
         head = self.repo.head(self.state_branch)
@@ -160,8 +214,13 @@ class ReviewedCharts:
         if found.failure:
             log.warning("%s: %s", journal.cluster, found.failure)
             return _blocked(journal, found.failure)
+        if "WARNING" in found.note:
+            log.warning("%s: %s", journal.cluster, found.note)
         return replace(
-            journal, chart_archive=archive.digest, verdicts=(*journal.verdicts, found.note)
+            journal,
+            chart_archive=archive.digest,
+            chart_manifest=archive.manifest,
+            verdicts=(*journal.verdicts, found.note),
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from gitopsbot import app, settings
 from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.bot import waves as bot_waves
+from gitopsbot.bot.reviewed_chart import chart_digests
 from gitopsbot.commands import SUMMARIES
 from gitopsbot.core import promotion_gate
 from gitopsbot.core.chart import Chart, ChartIndex
@@ -33,7 +34,7 @@ from gitopsbot.errors import (
     Problem,
 )
 from gitopsbot.fleetrepo import load_fleet
-from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.charts import ChartArchives, ChartSource
 from gitopsbot.ports.files import FileTree
 
 EXAMPLES = """\
@@ -124,6 +125,29 @@ def target_chart(source: ChartSource, rel: ReleaseSpec) -> tuple[Chart | None, C
         return None, index, str(exc)
 
 
+class ArchiveUnreadable(ChartError):
+    """The target chart's archive could not be fetched for its digests (one line)."""
+
+
+def with_digests(plan: Plan, source: ChartSource, desired: ClusterSpec) -> Plan:
+    """``plan`` with the target chart's archive and rendered manifests digests, as the plan
+    comment shows them (``bot.reviewed_chart.chart_digests``: the same port, the same helm
+    template); as it is when the chart could not be read (the plan says why). Raises
+    ArchiveUnreadable when the archive cannot be fetched: a plan that would show no digest
+    is not printed."""
+    if plan.chart_problem or not isinstance(source, ChartArchives):
+        return plan
+    rel = desired.release
+    try:
+        digests = chart_digests(source, app.plan_renderer(), desired)
+    except ChartError as exc:
+        raise ArchiveUnreadable(
+            f"the archive of chart {rel.chart_name} {rel.version} could not be fetched for "
+            f"its digest: {' '.join(str(exc).split())}"
+        ) from None
+    return replace(plan, chart_digests=digests)
+
+
 def _tree(fleet: Path, ref: str | None) -> FileTree:
     return app.fleet_tree(fleet, ref)
 
@@ -194,6 +218,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
         chart_source=source_label(args.chart_dir),
         chart_problem=problem,
     )
+    plan = with_digests(plan, source, desired)
     if not promotion_gate.applies(fleet.settings):
         return plan
     before = deployed.chart_version if deployed is not None else ""
@@ -240,6 +265,9 @@ def run(args: argparse.Namespace) -> int:
     except FleetError as exc:
         sys.stderr.write(f"gitopsbot plan: {len(exc.problems)} problem(s):\n{exc}\n")
         return 1
+    except ArchiveUnreadable as exc:
+        sys.stderr.write(f"gitopsbot plan: {exc}\n")
+        return 2
     except ChartUnavailable as exc:
         sys.stderr.write(
             f"gitopsbot plan: chart repository unreachable: {exc}\n"

@@ -168,6 +168,11 @@ class RollbackPoint:
     crd_bundle_digest: str = ""
     # pool -> component -> image
     images: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Found when a rollback runs, never written: the chart archive (sha256:<hex>) the
+    # operation that made ``helm_revision`` applied, and that operation
+    # (``core.reviewed_chart.applied_archive``); "" when none was recorded.
+    chart_archive: str = ""
+    applied_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,8 +213,10 @@ class Journal:
     comment_cursor: int = 0
     commands: tuple[str, ...] = ()
     # The chart archive (sha256:<hex>) the apply gate fetched and compared with the plan's
-    # (bot.reviewed_chart): the CRDs and Helm steps install that very file.
+    # (bot.reviewed_chart): the CRDs and Helm steps install that very file. From an OCI
+    # registry, also the manifest the tag pointed at then (``chart_manifest``).
     chart_archive: str = ""
+    chart_manifest: str = ""
 
     def step(self, name: str) -> Step:
         for s in self.steps:
@@ -327,6 +334,7 @@ def to_dict(j: Journal) -> dict[str, Any]:
         **({"verdicts": list(j.verdicts)} if j.verdicts else {}),
         **_command_fields(j),
         **({"chart_archive": j.chart_archive} if j.chart_archive else {}),
+        **({"chart_manifest": j.chart_manifest} if j.chart_manifest else {}),
     }
 
 
@@ -448,6 +456,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
         comment_cursor=int(d.get("comment_cursor") or 0),
         commands=tuple(str(v) for v in d.get("commands") or ()),
         chart_archive=str(d.get("chart_archive") or ""),
+        chart_manifest=str(d.get("chart_manifest") or ""),
     )
 
 

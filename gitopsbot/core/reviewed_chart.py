@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsbot.core import located_yaml
+from gitopsbot.core.journal import Journal, StepKind
 from gitopsbot.core.model import Location
 from gitopsbot.core.policy import Outcome, Severity, Verdict, rule_doc
 from gitopsbot.errors import FleetError
@@ -150,10 +151,13 @@ class ChartDigests:
     manifests: str = ""  # sha256:<hex>; "" when it could not be rendered
     render_problem: str = ""  # why not, for the plan's reader
     pinned: str = ""  # release.yaml chart.digest, when set
+    manifest: str = ""  # an OCI chart's manifest digest (sha256:<hex>); "" for other sources
 
     def lines(self) -> list[str]:
         """The plan's lines (Markdown)."""
         out = [f"chart archive: `{self.archive}` ({self.chart} {self.version} from {self.source})"]
+        if self.manifest:
+            out.append(f"OCI manifest: `{self.manifest}` (what the tag pointed at)")
         if self.manifests:
             out.append(f"rendered manifests: `{self.manifests}` (Secrets' data excluded)")
         else:
@@ -175,6 +179,8 @@ class ChartDigests:
             out["render_problem"] = self.render_problem
         if self.pinned:
             out["pinned"] = self.pinned
+        if self.manifest:
+            out["oci_manifest"] = self.manifest
         return out
 
 
@@ -187,6 +193,9 @@ class Reviewed:
     digests: ChartDigests
     planned_at: str = ""  # the commit the plan read (a request's head)
     request: int | None = None
+    # The order records were written in for the cluster (1, 2, …; 0: written before #30's
+    # pruning), what ``prunable`` keeps the newest of.
+    seq: int = 0
 
     def dumps(self) -> str:
         data: dict[str, Any] = {
@@ -197,6 +206,8 @@ class Reviewed:
         }
         if self.request is not None:
             data["request"] = self.request
+        if self.seq:
+            data["seq"] = self.seq
         return json.dumps(data, sort_keys=True, indent=2) + "\n"
 
 
@@ -217,6 +228,7 @@ def loads(text: str) -> Reviewed:
             manifests=str(data.get("manifests", "")),
             render_problem=str(data.get("render_problem", "")),
             pinned=str(data.get("pinned", "")),
+            manifest=str(data.get("oci_manifest", "")),
         )
         request = data.get("request")
         return Reviewed(
@@ -225,6 +237,7 @@ def loads(text: str) -> Reviewed:
             digests=digests,
             planned_at=str(data.get("planned_at", "")),
             request=int(request) if request is not None else None,
+            seq=int(data.get("seq") or 0),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"missing or bad field: {exc}") from None
@@ -298,4 +311,50 @@ def check(
             "",
         )
     compared = "archive and rendered manifests" if exact and seen.manifests else "archive"
-    return Judgement("", f"chart archive {fetched.archive}{pin}: {compared} as in {where}")
+    note = f"chart archive {fetched.archive}{pin}: {compared} as in {where}"
+    if seen.manifest and fetched.manifest and seen.manifest != fetched.manifest:
+        # The bytes installed are the reviewed ones (the archive is compared above), so this
+        # is not a block; but a tag pushed again is worth a reviewer's eye.
+        note += (
+            f"; WARNING: the tag now points at OCI manifest {fetched.manifest}, not "
+            f"{seen.manifest} as at the plan: the chart was pushed again with the same archive"
+        )
+    elif seen.manifest and fetched.manifest:
+        note += f", OCI manifest {fetched.manifest}"
+    return Judgement("", note)
+
+
+# The plans kept per cluster besides the ones a pending merge needs: the pull requests of the
+# last weeks of a busy cluster (each request's plan is one record, edited in place).
+KEEP_PER_CLUSTER = 20
+
+
+def prunable(
+    records: Iterable[Reviewed], *, needed: Iterable[str], keep: int = KEEP_PER_CLUSTER
+) -> list[str]:
+    """The keys of a cluster's records that may be deleted: every record but the ``keep``
+    newest (by ``seq``; ties and unnumbered ones by key) and those whose key is in
+    ``needed`` (the files of a merge still to be applied: the cluster's running or queued
+    operation). docs/plan.md, "Pruning the records"."""
+    wanted = set(needed)
+    ordered = sorted(records, key=lambda r: (r.seq, r.key), reverse=True)
+    return sorted(r.key for r in ordered[keep:] if r.key not in wanted)
+
+
+def next_seq(records: Iterable[Reviewed]) -> int:
+    """The ``seq`` of a cluster's next record."""
+    return max((r.seq for r in records), default=0) + 1
+
+
+def applied_archive(journals: Iterable[Journal], revision: int) -> tuple[str, str]:
+    """(chart archive, operation id) of the operation whose Helm upgrade made ``revision``
+    (its admitted ``chart_archive``); ("", "") when none recorded one: a revision installed
+    by hand, by a bot before #30, or by a helm rollback."""
+    for journal in journals:
+        if not journal.chart_archive:
+            continue
+        for step in journal.steps:
+            made = step.effect.helm_revision if step.effect is not None else 0
+            if step.kind is StepKind.HELM_UPGRADE and made == revision:
+                return journal.chart_archive, journal.op_id
+    return "", ""

@@ -27,11 +27,14 @@ class ChartSource(Protocol):
 @dataclass(frozen=True, slots=True)
 class ChartArchive:
     """One chart version's archive on this machine: a ``.tgz`` (a chart directory for a
-    local source), its digest (``sha256:<hex>``) and where it came from (no credentials)."""
+    local source), its digest (``sha256:<hex>``) and where it came from (no credentials);
+    from an OCI registry, also the digest of the manifest the tag pointed at (a tag
+    re-pushed with the same archive bytes has another manifest)."""
 
     path: Path
     digest: str
     source: str
+    manifest: str = ""
 
 
 @runtime_checkable

@@ -120,3 +120,24 @@ def test_a_plan_of_these_files_renders_and_compares_the_manifests(tmp_path: Path
     other = rc.ChartDigests("tensor-fusion", "1.8.7", "src", A, M1)
     blocked, _ = admit(tmp_path, {key(): rc.Reviewed("staging", key(), other)})
     assert blocked.status is OperationStatus.BLOCKED and "rendered manifests" in blocked.failure
+
+
+def test_an_oci_archives_manifest_digest_is_kept_in_the_applys_journal(tmp_path: Path) -> None:
+    """The apply's record carries the OCI manifest digest beside the archive's (#30)."""
+    from gitopsbot.core import journal as journal_mod
+
+    manifest = "sha256:" + "e" * 64
+
+    class OciArchives(Archives):
+        def fetch(self, repo_url: str, name: str, version: str) -> ChartArchive:
+            return ChartArchive(self.path, A, f"oci://r/{name}:{version}@{manifest}", manifest)
+
+    state = Tree({})
+    charts = ReviewedCharts(
+        OciArchives(tmp_path / "c.tgz"), None, repo=Repo(Tree(FILES), state), state_branch=STATE
+    )  # type: ignore[arg-type]
+    admitted = charts.admit(journal(), spec())
+    assert (admitted.chart_archive, admitted.chart_manifest) == (A, manifest)
+    text = journal_mod.dumps(admitted)
+    assert f"chart_manifest: {manifest}" in text or f"chart_manifest: '{manifest}'" in text
+    assert journal_mod.loads(text).chart_manifest == manifest

@@ -303,3 +303,37 @@ def test_the_canary_secret_never_leaves(
     assert HOOK_TOKEN.encode() not in b"\n".join(r.body for r in receiver.received)
     assert CANARY not in caplog.text and HOOK_TOKEN not in caplog.text
     assert n.posts == 2
+
+
+def test_a_registry_password_in_a_helm_error_reaches_notifications_masked(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``chartRegistries`` password, quoted by a helm error in a failing step's detail,
+    reaches the chat masked: ``gitopsbot run`` gives the notifier (and Kubernetes Events)
+    ``app.bot.masked_secrets``, the forge's secrets and the registries' passwords (#30)."""
+    from gitopsbot.app.bot import masked_secrets
+    from gitopsbot.app.clusters import registry_logins
+    from gitopsbot.core.fleet.settings_file import parse_settings
+
+    password = "reg-canary-Qx81-pass"
+    monkeypatch.setenv("GITOPSBOT_TEST_REGISTRY_PASSWORD", password)
+    settings = parse_settings(
+        "chartRegistries:\n- host: registry.example.com\n  username: reader\n"
+        "  password: {env: GITOPSBOT_TEST_REGISTRY_PASSWORD}\n"
+    )
+    n = notifier(
+        receiver, target(0, "slack"), secrets=masked_secrets(settings, registry_logins(settings))
+    )
+    running = _failing_journal()
+    detail = (
+        "helm upgrade: Error: failed to authorize: "
+        f"https://reader:{password}@registry.example.com/v2/charts/tensor-fusion: 401"
+    )
+    announcer = Announcer([n])
+    announcer.announce(running)
+    announcer.announce(_failed(running, detail))
+    assert n.flush(10)
+    n.close()
+    raw = receiver.raw()
+    assert b"reader:***@registry.example.com" in raw, raw
+    assert password.encode() not in raw

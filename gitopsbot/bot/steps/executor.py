@@ -205,7 +205,42 @@ class Executor:
         step: Step | None = None,
     ) -> StepOutcome:
         return rollback_step.rollback(
-            self.helm, self.cluster, self.secrets, journal, spec, point, now=now, step=step
+            self.helm, self.cluster, self.secrets, journal, spec, point, now=now, step=step,
+            fallback_chart=self.fallback_chart,
+        )  # fmt: skip
+
+    def fallback_chart(
+        self, spec: ClusterSpec, point: RollbackPoint
+    ) -> tuple[ChartRef | None, str]:
+        """The chart a rollback that cannot use ``helm rollback`` upgrades to, and what was
+        compared (docs/plan.md, "Rollbacks"): the archive the operation that made the
+        revision applied (``point.chart_archive``), kept on disk or fetched again and
+        checked; none recorded: the repository's, as it serves it, and the note says so.
+        Raises HelmChartUnusable (the rollback blocked, nothing applied) when the
+        repository now serves other bytes under that version."""
+        rel = spec.release
+        what = f"chart {rel.chart_name} {point.chart_version}"
+        if self.archives is None:
+            return None, ""
+        if not point.chart_archive:
+            return None, (
+                f"no chart archive was recorded when revision {point.helm_revision} was "
+                f"applied: {what} read from the repository as it serves it, not compared"
+            )
+        try:
+            kept = self.archives.kept(
+                rel.chart_repo_url, rel.chart_name, point.chart_version, point.chart_archive
+            )
+        except (ChartInvalid, ChartNotFound) as e:
+            raise HelmChartUnusable(
+                f"rollback blocked: {what} is not the archive {point.chart_archive} that "
+                f"{point.applied_by} applied at revision {point.helm_revision} ({e}): the "
+                "chart was re-published under the same version and the bot will not install "
+                "unreviewed bytes. Restore the archive in the repository, or pin the one you "
+                "trust with chart.digest in release.yaml in a new commit"
+            ) from None
+        return ChartRef(path=str(kept.path)), (
+            f"chart archive {point.chart_archive} as {point.applied_by} applied it"
         )
 
     def observe_pool(

@@ -19,7 +19,7 @@ failed and the rollback runs again.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from gitopsbot.bot.steps.helm_upgrade import (
@@ -35,7 +35,7 @@ from gitopsbot.core.journal import Effect, Journal, RollbackPoint, Step, StepSta
 from gitopsbot.core.model import ClusterSpec
 from gitopsbot.core.observed import HelmReleaseInfo
 from gitopsbot.ports.cluster import Cluster
-from gitopsbot.ports.helm import Helm
+from gitopsbot.ports.helm import ChartRef, Helm
 
 _ROLLBACK_TO = re.compile(r"^Rollback to (\d+)$")
 
@@ -66,7 +66,12 @@ def rollback(
     *,
     now: datetime,
     step: Step | None = None,
+    fallback_chart: Callable[[ClusterSpec, RollbackPoint], tuple[ChartRef | None, str]]
+    | None = None,
 ) -> StepOutcome:
+    """``fallback_chart``: the chart (and what was compared) the upgrade that replaces a
+    ``helm rollback`` installs (``Executor.fallback_chart``); None: the release's
+    repository, uncompared."""
     if point is None or point.helm_revision == 0:
         return StepOutcome(StepState.FAILED, "no recorded rollback point to return to")
     rel = spec.release
@@ -124,13 +129,16 @@ def rollback(
         if any(i.revision == point.helm_revision for i in history)
         else "is gone from helm history"
     )
+    chart, compared = fallback_chart(spec, point) if fallback_chart is not None else (None, "")
     outcome = helm_upgrade(
-        helm, cluster, secrets, journal, spec, now=now, step=step, version=point.chart_version
-    )
+        helm, cluster, secrets, journal, spec, now=now, step=step, version=point.chart_version,
+        chart=chart,
+    )  # fmt: skip
+    said = f" ({compared})" if compared else ""
     return StepOutcome(
         outcome.state,
         f"{settled}revision {point.helm_revision} {why}; upgraded to chart "
-        f"{point.chart_version} with the Git values and policy instead: {outcome.detail}",
+        f"{point.chart_version}{said} with the Git values and policy instead: {outcome.detail}",
         effect=outcome.effect,
         retry_after=outcome.retry_after,
         blocked=outcome.blocked,

@@ -12,6 +12,7 @@ is read again.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -232,6 +233,9 @@ def test_gitopsbot_plan_reads_an_oci_chart_with_the_fleets_login(
     out, err = capsys.readouterr()
     assert code in (0, 1), err
     assert "| chart | — | 1.8.7 |" in out, out
+    # The digests, as the plan comment shows them, the OCI manifest among them (#30).
+    assert f"from {url}/tensor-fusion:1.8.7@sha256:" in out, out
+    assert "- OCI manifest: `sha256:" in out, out
     # The chart itself was read from the registry: its values are known to the plan.
     assert "the chart has no such key under controller" in out, out
     monkeypatch.setenv("TEST_REGISTRY_PASSWORD", "not-the-password")
@@ -291,3 +295,59 @@ def test_the_docs_oci_example_runs_as_printed(
     assert done.returncode in (0, 1), done.stderr
     assert "| chart | — | 1.8.7 |" in done.stdout, done.stdout + done.stderr
     assert "the chart has no such key under controller" in done.stdout
+
+
+def _manifest_pushed_again(registry: Any, repository: str, tag: str) -> str:
+    """The tag's manifest PUT again with one more annotation (the registry API, as any
+    publisher's tool may): the same layer and config blobs, another manifest digest."""
+    import httpx
+
+    base = f"http://{registry.host}/v2/{repository}/manifests/{tag}"
+    kind = "application/vnd.oci.image.manifest.v1+json"
+    with httpx.Client(auth=(REGISTRY_USER, REGISTRY_PASSWORD), timeout=30) as client:
+        got = client.get(base, headers={"Accept": kind})
+        got.raise_for_status()
+        manifest = got.json()
+        manifest.setdefault("annotations", {})["example.com/pushed-again"] = "yes"
+        put = client.put(base, content=json.dumps(manifest), headers={"Content-Type": kind})
+        put.raise_for_status()
+        return str(put.headers["Docker-Content-Digest"])
+
+
+def test_an_oci_chart_carries_its_manifest_digest_beside_the_archives(
+    helm_cli: HelmCli, real_registry: Any, binaries: dict[str, Path], tmp_path: Path
+) -> None:
+    """The OCI manifest digest the tag pointed at is fetched with the archive, shown by the
+    plan, kept in the plan's record and in the apply's journal; a tag pushed again with the
+    same archive bytes but another manifest is applied (the bytes are the reviewed ones) with
+    a WARNING naming both manifests (#30)."""
+    from gitopsbot.bot.reviewed_chart import chart_digests
+    from gitopsbot.core import reviewed_chart as rc
+    from gitopsbot.core.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+
+    path = f"manifest-{helm_cli.major}"
+    original = REPO / "tensor-fusion-1.8.0.tgz"
+    first = real_registry.push(binaries["helm4"], original, path)
+    url = str(real_registry.url(path))
+    source = _source(helm_cli, tmp_path / "cache", _logins(real_registry))
+    assert isinstance(source, ChartArchives)
+    fetched = source.fetch(url, "tensor-fusion", "1.8.0")
+    assert fetched.manifest == first and first in fetched.source
+    release = ReleaseSpec(url, "tensor-fusion", "1.8.0", "tf", "tf-sys")
+    spec = ClusterSpec("staging", Environment("staging"), release, {}, RolloutPolicy())
+    planned = chart_digests(source, None, spec)
+    assert planned.manifest == first
+    assert f"OCI manifest: `{first}` (what the tag pointed at)" in planned.lines()
+    record = rc.Reviewed("staging", "k", planned, planned_at="a" * 40, request=7)
+    assert rc.loads(record.dumps()) == record
+    same = rc.check(fetched=planned, planned=record, exact=True)
+    assert not same.failure and f"OCI manifest {first}" in same.note
+    # Pushed again: the same archive (layer and config), another manifest.
+    second = _manifest_pushed_again(real_registry, f"{path}/tensor-fusion", "1.8.0")
+    assert second != first
+    applied = chart_digests(source, None, spec)
+    assert (applied.archive, applied.manifest) == (planned.archive, second)
+    moved = rc.check(fetched=applied, planned=record, exact=True)
+    assert not moved.failure
+    assert "WARNING" in moved.note and first in moved.note and second in moved.note
+    _no_login_left(tmp_path / "cache")
