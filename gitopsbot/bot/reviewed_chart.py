@@ -82,6 +82,7 @@ class ReviewedCharts:
             manifests=manifests,
             render_problem=problem,
             pinned=rel.chart_digest,
+            provenance=archive.provenance,
         )
 
     # -- the state branch ------------------------------------------------------------------
