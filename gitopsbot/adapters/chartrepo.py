@@ -32,6 +32,7 @@ MAX_ARCHIVE_BYTES = 20 * 1024 * 1024
 MAX_UNPACKED_BYTES = 100 * 1024 * 1024
 MAX_MEMBERS = 5000
 MAX_INDEX_BYTES = 20 * 1024 * 1024
+MAX_PROVENANCE_BYTES = 1024 * 1024
 
 
 def _wanted(path: str) -> bool:
@@ -228,6 +229,23 @@ class HttpChartSource:
             )
         return found
 
+    def provenance(self, repo_url: str, name: str, version: str) -> bytes | None:
+        """``<archive URL>.prov`` (helm's convention for a signed chart), None on a 404."""
+        entry = self.index(repo_url).get(name, version)
+        if entry is None or not entry.urls:
+            raise ChartNotFound(f"chart {name} {version} is not in {_redact(repo_url)}")
+        url = self._archive_url(repo_url, entry) + ".prov"
+        response = self._request_or_none(url, limit=MAX_PROVENANCE_BYTES)
+        return response.content if response is not None else None
+
+    def _request_or_none(self, url: str, *, limit: int) -> httpx.Response | None:
+        try:
+            return self._request(url, limit=limit)
+        except ChartNotFound as exc:
+            if str(exc).endswith(": 404 not found"):
+                return None
+            raise
+
     def _archive_url(self, repo_url: str, entry: ChartVersion) -> str:
         if not entry.urls:
             return repo_url
@@ -370,6 +388,12 @@ class LocalChartSource:
         path = self._path_of(name, version)
         chart = self._load(path)
         return ChartArchive(path, f"sha256:{chart.digest}", str(path))
+
+    def provenance(self, repo_url: str, name: str, version: str) -> bytes | None:
+        """``<archive>.prov`` beside the local archive; None for a chart directory."""
+        path = self._path_of(name, version)
+        signed = path.with_name(path.name + ".prov")
+        return signed.read_bytes() if path.is_file() and signed.is_file() else None
 
     def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
         found = self.fetch(repo_url, name, version)

@@ -481,10 +481,35 @@ class HelmCli:
         chart source reads (``oci_charts``). ``digest``: an OCI chart's manifest digest,
         pulled by it (``oci://…/<chart>@sha256:…``, helm 3 and 4) rather than by its tag, so
         a tag moved meanwhile cannot swap the archive. Errors as ``pull``'s."""
+        return self._pulled(chart, version, digest, prov=False)[0]
+
+    def pull_provenance(self, chart: ChartRef, version: str, digest: str = "") -> bytes | None:
+        """The chart's provenance file as ``helm pull --prov`` fetches it (for an OCI chart,
+        the manifest's provenance layer), None when there is none. Errors as ``pull``'s."""
+        return self._pulled(chart, version, digest, prov=True)[1]
+
+    def verify(self, archive: Path, provenance: bytes, *, keyring: Path, filename: str) -> str:
+        """``helm verify`` of the very file ``archive`` (linked as ``filename``, the name the
+        provenance signs, with ``provenance`` beside it as ``<filename>.prov``, in this
+        child's work directory) with the public ``keyring``: helm's report (``Signed by:``,
+        ``Using Key With Fingerprint:``). Raises HelmFailed with helm's reason."""
+        if "/" in filename or not filename.endswith(".tgz"):
+            raise HelmFailed(f"helm verify: {filename!r} is not an archive name")
+        what = f"helm verify {filename}"
+        with self._call(), self._workdir() as work:
+            link = work / filename
+            link.symlink_to(archive.resolve())
+            (work / f"{filename}.prov").write_bytes(provenance)
+            argv = ["verify", str(link), "--keyring", str(keyring)]
+            return self._run(argv, what=what, work=work).stdout
+
+    def _pulled(
+        self, chart: ChartRef, version: str, digest: str, *, prov: bool
+    ) -> tuple[bytes, bytes | None]:
         what = f"helm pull {chart.label} {version}"
         label = f"{chart.label} version {version}"
 
-        def attempt() -> bytes:
+        def attempt() -> tuple[bytes, bytes | None]:
             with self._workdir() as work:
                 into = work / "archive"
                 into.mkdir()
@@ -493,7 +518,7 @@ class HelmCli:
                     argv = ["pull", pinned, *self._registry_flags(chart, work)]
                 else:
                     argv = self._pull_argv(chart, version, work)
-                full = [*argv, "--destination", str(into)]
+                full = [*argv, "--destination", str(into), *(["--prov"] if prov else [])]
                 result = self._run(
                     full, what=what, check=False, work=work, mask=self._registries.secrets()
                 )
@@ -502,7 +527,8 @@ class HelmCli:
                 found = sorted(into.glob("*.tgz"))
                 if len(found) != 1:
                     raise HelmChartUnusable(f"{what}: chart {label}: helm left no archive")
-                return found[0].read_bytes()
+                signed = found[0].with_name(found[0].name + ".prov")
+                return found[0].read_bytes(), signed.read_bytes() if signed.is_file() else None
 
         with self._call():
             return self._retrying(what, attempt)

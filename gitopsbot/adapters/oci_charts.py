@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gitopsbot.adapters.chartrepo import MAX_ARCHIVE_BYTES, unpack_chart_archive
 from gitopsbot.adapters.helm import HelmCli
@@ -38,9 +38,10 @@ from gitopsbot.errors import (
     HelmError,
     HelmTimeout,
 )
-from gitopsbot.ports.charts import ChartArchive, ChartArchives, ChartSource
+from gitopsbot.ports.charts import ChartArchive, ChartArchives, ChartSource, ProvenanceFiles
 from gitopsbot.ports.helm import ChartRef
 
+T = TypeVar("T")
 _REFUSED = ("response status code 401", "response status code 403", "unauthorized")
 
 
@@ -144,12 +145,22 @@ class OciChartSource:
             )
         return found
 
+    def provenance(self, repo_url: str, name: str, version: str) -> bytes | None:
+        """The provenance layer of the tag's manifest (``helm push`` of an archive with its
+        ``.prov`` beside it), pulled by the manifest's digest; None when it has none."""
+        manifest = self._api.manifest_digest(repo_url, name, version)
+        ref = ChartRef(name=name, repo_url=repo_url)
+        return self._helm_call(repo_url, lambda h: h.pull_provenance(ref, version, manifest))
+
     def _pull(self, repo_url: str, name: str, version: str, manifest: str) -> bytes:
+        ref = ChartRef(name=name, repo_url=repo_url)
+        return self._helm_call(repo_url, lambda h: h.pull_archive(ref, version, manifest))
+
+    def _helm_call(self, repo_url: str, call: Callable[[HelmCli], T]) -> T:
         if self._helm is None:
             self._helm = self._helm_factory()
         try:
-            ref = ChartRef(name=name, repo_url=repo_url)
-            return self._helm.pull_archive(ref, version, manifest)
+            return call(self._helm)
         except HelmTimeout as exc:
             raise ChartUnavailable(str(exc)) from None
         except HelmChartUnusable as exc:
@@ -188,6 +199,12 @@ class ChartSources:
 
     def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
         return self._archives_for(repo_url).kept(repo_url, name, version, digest)
+
+    def provenance(self, repo_url: str, name: str, version: str) -> bytes | None:
+        source = self._for(repo_url)
+        if not isinstance(source, ProvenanceFiles):
+            raise ChartUnavailable(f"{repo_url}: its chart source serves no provenance files")
+        return source.provenance(repo_url, name, version)
 
     def _archives_for(self, repo_url: str) -> ChartArchives:
         source = self._for(repo_url)

@@ -82,6 +82,9 @@ if TYPE_CHECKING:
         apply_gate as apply_gate,
     )
     from gitopsbot.app.clusters import (
+        chart_keyrings as chart_keyrings,
+    )
+    from gitopsbot.app.clusters import (
         chart_source as chart_source,
     )
     from gitopsbot.app.clusters import (
@@ -217,6 +220,7 @@ _HOMES: dict[str, str] = {
     "chart_source": "gitopsbot.app.clusters",
     "renderer": "gitopsbot.app.clusters",
     "registry_logins": "gitopsbot.app.clusters",
+    "chart_keyrings": "gitopsbot.app.clusters",
     "cluster_access": "gitopsbot.app.clusters",
     "cluster_connection": "gitopsbot.app.clusters",
     "event_recorder": "gitopsbot.app.clusters",

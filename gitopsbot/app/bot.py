@@ -35,6 +35,7 @@ from gitopsbot.adapters.terminal import LiveScreen
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.app.clusters import (
     apply_gate,
+    chart_keyrings,
     chart_source,
     cluster_access,
     cluster_connection,
@@ -433,6 +434,8 @@ def build_bot(options: RunOptions) -> Bot:
     access = cluster_access(options)
     # OCI chart registries' logins read now: an unset password stops the start.
     logins = registry_logins(bot_settings)
+    # The keyrings signed charts are verified with, checked now (docs/fleet-repo.md).
+    keyrings = chart_keyrings(bot_settings)
     wired = wire_reconciler(
         options,
         repo=repo,
@@ -441,7 +444,9 @@ def build_bot(options: RunOptions) -> Bot:
         clock=clock,
         tools=tools,
         forge=forge,
-        charts=chart_source(options.cache, helm=lambda: tools.helm, registries=logins),
+        charts=chart_source(
+            options.cache, helm=lambda: tools.helm, registries=logins, keyrings=keyrings
+        ),
         access=access,
         instance=instance,
         metrics=metrics,
@@ -527,7 +532,11 @@ def proposal_watch(
         proposer = Proposer(
             repo,
             requests,
-            chart_source(options.cache, registries=registry_logins(bot_settings)),
+            chart_source(
+                options.cache,
+                registries=registry_logins(bot_settings),
+                keyrings=chart_keyrings(bot_settings),
+            ),
             watched_branch=options.branch,
             policy_documents=builtin_policy_documents(),
             renderer=renderer(helm, options.cache) if helm is not None else None,

@@ -12,7 +12,7 @@ import functools
 import os
 import platform
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from gitopsbot.adapters import tools as tool_lookup
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )
+from gitopsbot.adapters.chart_provenance import SignedCharts, check_keyrings
 from gitopsbot.adapters.chartrepo import HttpChartSource, LocalChartSource
 from gitopsbot.adapters.chat_notifier import SecretMemory
 from gitopsbot.adapters.cluster_access import ClusterAccess, Connection, ServiceAccountFiles
@@ -43,7 +44,7 @@ from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.reviewed_chart import ReviewedCharts
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core.model import BotSettings, ClusterSpec
+from gitopsbot.core.model import BotSettings, ChartKeyring, ClusterSpec
 from gitopsbot.fleetrepo import load_cluster, policy_documents
 from gitopsbot.ports.charts import ChartArchives, ChartSource, ManifestRenderer
 from gitopsbot.ports.cluster import Cluster
@@ -192,24 +193,40 @@ def chart_source(
     *,
     helm: Callable[[], Path] | None = None,
     registries: RegistryLogins | None = None,
+    keyrings: tuple[ChartKeyring, ...] = (),
+    paths: Sequence[Path] = (),
 ) -> ChartSource:
     """Where the apply-time gate reads charts: ``GITOPSBOT_CHARTS`` (local chart
     directories, for an air-gapped bot) or each release's repository: over HTTP, or an OCI
     registry through ``helm`` (asked for on the first ``oci://`` chart; default: helm as
-    ``run`` finds it) with the ``registries`` logins (``registry_logins``)."""
-    paths = settings.chart_paths()
-    if paths:
-        return LocalChartSource(paths)
+    ``run`` finds it) with the ``registries`` logins (``registry_logins``). With
+    ``keyrings`` (``chart_keyrings``), each archive fetched is verified with ``helm verify``
+    where an entry covers its repository (``adapters.chart_provenance``). ``paths``: local
+    charts instead (``--chart-dir``), before ``GITOPSBOT_CHARTS``."""
     logins = registries if registries is not None else RegistryLogins()
 
+    def helm_cli(home: str) -> HelmCli:
+        binary = helm() if helm is not None else resolve_tools(RunOptions(fleet_url="")).helm
+        return HelmCli(binary, home=cache / home, registries=logins)
+
     def oci() -> OciChartSource:
-        def helm_cli() -> HelmCli:
-            binary = helm() if helm is not None else resolve_tools(RunOptions(fleet_url="")).helm
-            return HelmCli(binary, home=cache / "oci-helm", registries=logins)
+        archives = cache / "oci-archives"
+        return OciChartSource(lambda: helm_cli("oci-helm"), RegistryApi(logins), archives)
 
-        return OciChartSource(helm_cli, RegistryApi(logins), archives=cache / "oci-archives")
+    local = list(paths) or settings.chart_paths()
+    source: ChartSource = (
+        LocalChartSource(local) if local else ChartSources(HttpChartSource(cache_dir=cache), oci)
+    )
+    if keyrings:
+        return SignedCharts(source, keyrings, lambda: helm_cli("verify-helm"))
+    return source
 
-    return ChartSources(HttpChartSource(cache_dir=cache), oci)
+
+def chart_keyrings(bot_settings: BotSettings) -> tuple[ChartKeyring, ...]:
+    """gitopsbot.yaml's ``chartKeyrings``, each keyring checked now: a missing file or a
+    private key stops the start, naming the entry."""
+    check_keyrings(bot_settings.chart_keyrings)
+    return bot_settings.chart_keyrings
 
 
 def registry_logins(bot_settings: BotSettings) -> RegistryLogins:

@@ -16,7 +16,6 @@ from gitopsbot import settings
 from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )
-from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge.connect import from_settings
 from gitopsbot.adapters.forge.provider import as_forge
@@ -30,11 +29,11 @@ from gitopsbot.adapters.oci_registry import RegistryLogins
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.adapters.tools import locate
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
-from gitopsbot.app.clusters import chart_source, registry_logins
+from gitopsbot.app.clusters import chart_keyrings, chart_source, registry_logins
 from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.bot.proposer import Proposer
-from gitopsbot.core.model import BotSettings
+from gitopsbot.core.model import BotSettings, ChartKeyring
 from gitopsbot.errors import ConfigError
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.files import FileTree
@@ -42,15 +41,17 @@ from gitopsbot.ports.forge import Forge
 
 
 def chart_source_for(
-    chart_dirs: Sequence[Path], registries: RegistryLogins | None = None
+    chart_dirs: Sequence[Path],
+    registries: RegistryLogins | None = None,
+    keyrings: tuple[ChartKeyring, ...] = (),
 ) -> ChartSource:
     """Charts for ``plan``/``validate``/``propose``: ``--chart-dir`` paths, else
     ``GITOPSBOT_CHARTS``, else each release's repository (over HTTP, or an OCI registry
-    with the ``registries`` logins: ``clusters.chart_source``)."""
-    paths = list(chart_dirs) or settings.chart_paths()
-    if paths:
-        return LocalChartSource(paths)
-    return chart_source(settings.cache_dir(), registries=registries)
+    with the ``registries`` logins: ``clusters.chart_source``); with ``keyrings``, archives
+    fetched are verified (``clusters.chart_keyrings``)."""
+    return chart_source(
+        settings.cache_dir(), registries=registries, keyrings=keyrings, paths=chart_dirs
+    )
 
 
 def fleet_tree(fleet: Path, ref: str | None = None) -> FileTree:
@@ -131,7 +132,9 @@ def proposer(
         wiring.forge,
         charts
         if charts is not None
-        else chart_source_for(chart_dirs, registry_logins(wiring.settings)),
+        else chart_source_for(
+            chart_dirs, registry_logins(wiring.settings), chart_keyrings(wiring.settings)
+        ),
         watched_branch=branch,
         policy_documents=builtin_policy_documents(),
         renderer=renderer if renderer is not None else plan_renderer(),

@@ -31,8 +31,8 @@ from gitopsbot.bot import failed_marks, rehearsal_store, wave_proposer, waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core import proposals as core
+from gitopsbot.core import provenance, reviewed_chart
 from gitopsbot.core import rehearsal as rehearsal_core
-from gitopsbot.core import reviewed_chart
 from gitopsbot.core import wave_proposals as wave_core
 from gitopsbot.core.chart import Chart, ChartIndex
 from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
@@ -448,10 +448,14 @@ class Proposer:
         if plan.chart_problem or reviewed is None:
             return plan
         try:
-            return replace(plan, chart_digests=reviewed.digests(desired))
+            found = reviewed.digests(desired)
         except GitOpsBotError as exc:
             log.warning("%s: chart digests not shown: %s", desired.name, exc)
             return plan
+        # A signature the apply would refuse is the plan's deny too (core.provenance).
+        where = desired.locations.get("release.yaml:chart.repository")
+        unsigned = provenance.verdict(found.provenance, where)
+        return with_verdicts(replace(plan, chart_digests=found), [unsigned] if unsigned else [])
 
     def record_digests(
         self, plan: Plan, tree: FileTree, *, fleet: Fleet, planned_at: str, request: int | None

@@ -77,6 +77,7 @@ def chart_digests(
         render_problem=problem,
         pinned=rel.chart_digest,
         manifest=archive.manifest,
+        provenance=archive.provenance,
     )
 
 

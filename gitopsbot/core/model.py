@@ -417,6 +417,17 @@ class ChartRegistry:
 
 
 @dataclass(frozen=True, slots=True)
+class ChartKeyring:
+    """One ``chartKeyrings[i]`` entry of gitopsbot.yaml: the charts of the repositories under
+    ``repository`` (a chart repository URL or a prefix of whole path segments, ``oci://`` too)
+    must carry a provenance file signed by a key of ``keyring`` (a public keyring file on the
+    bot's machine, ``gpg --export`` format) (docs/fleet-repo.md, Signed charts)."""
+
+    repository: str
+    keyring: str
+
+
+@dataclass(frozen=True, slots=True)
 class BotSettings:
     """``gitopsbot.yaml``."""
 
@@ -441,6 +452,8 @@ class BotSettings:
     rehearsal: RehearsalSettings = RehearsalSettings()
     # Logins to the OCI registries that release.yaml's oci:// repositories name.
     chart_registries: tuple[ChartRegistry, ...] = ()
+    # Keyrings that charts of these repositories must be signed with (core.provenance).
+    chart_keyrings: tuple[ChartKeyring, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ The record is keyed by the cluster and the digest of the files the rendering dep
 it for a merge commit, a squash or a rebase alike (the same files give the same key). At
 apply, ``check`` compares what the bot fetched and rendered with the plan and with the
 optional ``chart.digest`` pin of ``release.yaml``; any difference is a blocking failure line
-naming both digests and where the chart came from.
+naming both digests and where the chart came from. A provenance the fetch could not verify
+with the keyring ``chartKeyrings`` requires (``core.provenance``) blocks first.
 
 Pure: texts and mappings in, values out.
 """
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsbot.core import located_yaml
+from gitopsbot.core import provenance as provenance_mod
 from gitopsbot.core.journal import Journal, StepKind
 from gitopsbot.core.model import Location
 from gitopsbot.core.policy import Outcome, Severity, Verdict, rule_doc
@@ -152,6 +154,9 @@ class ChartDigests:
     render_problem: str = ""  # why not, for the plan's reader
     pinned: str = ""  # release.yaml chart.digest, when set
     manifest: str = ""  # an OCI chart's manifest digest (sha256:<hex>); "" for other sources
+    # The provenance verification (core.provenance); None: gitopsbot.yaml has no
+    # chartKeyrings, nothing is shown.
+    provenance: provenance_mod.Provenance | None = None
 
     def lines(self) -> list[str]:
         """The plan's lines (Markdown)."""
@@ -165,10 +170,12 @@ class ChartDigests:
         if self.pinned:
             same = "matches" if self.pinned == self.archive else "DOES NOT MATCH"
             out.append(f"pinned by chart.digest: `{self.pinned}` ({same} the archive)")
+        if self.provenance is not None:
+            out.append(self.provenance.line())
         return out
 
-    def to_json(self) -> dict[str, str]:
-        out = {
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "chart": self.chart,
             "version": self.version,
             "source": self.source,
@@ -181,6 +188,8 @@ class ChartDigests:
             out["pinned"] = self.pinned
         if self.manifest:
             out["oci_manifest"] = self.manifest
+        if self.provenance is not None:
+            out["provenance"] = self.provenance.to_json()
         return out
 
 
@@ -229,6 +238,9 @@ def loads(text: str) -> Reviewed:
             render_problem=str(data.get("render_problem", "")),
             pinned=str(data.get("pinned", "")),
             manifest=str(data.get("oci_manifest", "")),
+            provenance=provenance_mod.from_json(data["provenance"])
+            if isinstance(data.get("provenance"), dict)
+            else None,
         )
         request = data.get("request")
         return Reviewed(
@@ -275,6 +287,9 @@ def check(
     ``chart.digest`` pin. ``exact``: the record is of these very files (else only of the
     same chart version: the manifests are not compared, the archive is)."""
     what = f"chart {fetched.chart} {fetched.version} from {fetched.source}"
+    unsigned = provenance_mod.failure(fetched.provenance, what)
+    if unsigned:
+        return Judgement(unsigned, "")
     if fetched.pinned and fetched.pinned != fetched.archive:
         return Judgement(
             f"blocked: {what}: archive {fetched.archive} does not match chart.digest "
@@ -283,6 +298,8 @@ def check(
             "",
         )
     pin = " (matches chart.digest)" if fetched.pinned else ""
+    if fetched.provenance is not None and fetched.provenance.required:
+        pin += f" (signed by {fetched.provenance.signer})"
     if planned is None:
         return Judgement("", f"chart archive {fetched.archive}{pin}: no plan recorded for it")
     seen = planned.digests

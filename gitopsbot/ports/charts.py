@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from gitopsbot.core.chart import Chart, ChartIndex
+from gitopsbot.core.provenance import Provenance
 
 
 class ChartSource(Protocol):
@@ -29,12 +30,15 @@ class ChartArchive:
     """One chart version's archive on this machine: a ``.tgz`` (a chart directory for a
     local source), its digest (``sha256:<hex>``) and where it came from (no credentials);
     from an OCI registry, also the digest of the manifest the tag pointed at (a tag
-    re-pushed with the same archive bytes has another manifest)."""
+    re-pushed with the same archive bytes has another manifest); ``provenance``: what
+    verifying it with gitopsbot.yaml's ``chartKeyrings`` found (None: no keyrings
+    configured, nothing verified)."""
 
     path: Path
     digest: str
     source: str
     manifest: str = ""
+    provenance: Provenance | None = None
 
 
 @runtime_checkable
@@ -49,6 +53,16 @@ class ChartArchives(Protocol):
     def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
         """The archive with ``digest``: the one kept on disk, else fetched again; ChartInvalid
         when the repository now serves other bytes."""
+        ...
+
+
+@runtime_checkable
+class ProvenanceFiles(Protocol):
+    """The provenance files (``<chart>-<version>.tgz.prov``) a chart source serves."""
+
+    def provenance(self, repo_url: str, name: str, version: str) -> bytes | None:
+        """The version's provenance file, None when the repository has none. Raises
+        ChartUnavailable (retry), ChartNotFound or ChartInvalid."""
         ...
 
 

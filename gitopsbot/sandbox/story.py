@@ -164,6 +164,8 @@ class StoryOptions:
     # chartRegistries login (host, username; story_fleet.REGISTRY_PASSWORD_ENV).
     chart_repo_url: str = ""
     chart_registry: tuple[str, str] | None = None
+    # A public keyring the chart repository's charts must be signed with (``chartKeyrings``).
+    chart_keyring: Path | None = None
 
 
 def _git_env() -> dict[str, str]:
@@ -291,6 +293,7 @@ class StoryWorld:
         self.fleet = StoryFleet(
             chart_repo_url=opts.chart_repo_url or self.chart_repo_url,
             chart_registry=opts.chart_registry,
+            chart_keyring=str(opts.chart_keyring) if opts.chart_keyring else None,
             kube_context="sandbox",
             forge_api_url=self.forge.api_url,
             forge_repository=f"{OWNER}/{REPO}",
@@ -406,6 +409,7 @@ class StoryWorld:
             self.state_dir / "chart-cache",
             helm=lambda: self.tools().helm,
             registries=app.registry_logins(settings),
+            keyrings=app.chart_keyrings(settings),
         )
         close = getattr(charts, "close", None)
         if close is not None:

@@ -50,6 +50,8 @@ class StoryFleet:
     # An OCI registry's login for ``chartRegistries`` (host, username; the password from
     # REGISTRY_PASSWORD_ENV, plain HTTP): when chart_repo_url is oci:// and needs one.
     chart_registry: tuple[str, str] | None = None
+    # A public keyring the chart repository's charts must be signed with (``chartKeyrings``).
+    chart_keyring: str | None = None
 
 
 def pool_names(count: int) -> tuple[str, ...]:
@@ -103,7 +105,17 @@ proposals:
   interval: 1h
   maxOpen: 3
   labels: [gitopsbot, upgrade]
-{_registries(f)}"""
+{_registries(f)}{_keyrings(f)}"""
+
+
+def _keyrings(f: StoryFleet) -> str:
+    if f.chart_keyring is None:
+        return ""
+    return f"""\
+chartKeyrings:
+  - repository: {json.dumps(f.chart_repo_url)}
+    keyring: {json.dumps(f.chart_keyring)}
+"""
 
 
 def _registries(f: StoryFleet) -> str:

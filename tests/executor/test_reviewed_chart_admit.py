@@ -6,6 +6,7 @@ recorded a manifests digest to compare with (#29: rendering for nothing was a he
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core import reviewed_chart as rc
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+from gitopsbot.core.provenance import Provenance
 from gitopsbot.ports.charts import ChartArchive
 
 A = "sha256:" + "a" * 64
@@ -141,3 +143,33 @@ def test_an_oci_archives_manifest_digest_is_kept_in_the_applys_journal(tmp_path:
     text = journal_mod.dumps(admitted)
     assert f"chart_manifest: {manifest}" in text or f"chart_manifest: '{manifest}'" in text
     assert journal_mod.loads(text).chart_manifest == manifest
+
+
+UNSIGNED = Provenance(
+    required=True, where="chartKeyrings[0] (https://charts.example)", keyring="/k.gpg",
+    problem="https://charts.example/tensor-fusion-1.8.7.tgz has no provenance file (.prov)",
+)  # fmt: skip
+
+
+class UnsignedArchives(Archives):
+    """Serves an archive whose verification failed; counts the fetches."""
+
+    fetches = 0
+
+    def fetch(self, repo_url: str, name: str, version: str) -> ChartArchive:
+        self.fetches += 1
+        return replace(super().fetch(repo_url, name, version), provenance=UNSIGNED)
+
+
+def test_an_archive_failing_verification_is_blocked_and_a_rollback_is_not_verified(
+    tmp_path: Path,
+) -> None:
+    archives = UnsignedArchives(tmp_path / "c.tgz")
+    charts = ReviewedCharts(
+        archives, Renderer(MANIFESTS), repo=Repo(Tree(FILES), Tree({})), state_branch=STATE
+    )  # type: ignore[arg-type]
+    blocked = charts.admit(journal(), spec())
+    assert blocked.status is OperationStatus.BLOCKED and blocked.chart_archive == ""
+    assert "provenance not verified" in blocked.failure and "has no provenance" in blocked.failure
+    rollback = replace(journal(), kind=OperationKind.ROLLBACK)
+    assert charts.admit(rollback, spec()) == rollback and archives.fetches == 1

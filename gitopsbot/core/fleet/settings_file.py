@@ -7,6 +7,7 @@ from typing import Any
 from gitopsbot.core import located_yaml
 from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader
+from gitopsbot.core.fleet.keyrings_settings import read_chart_keyrings
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
 from gitopsbot.core.fleet.notifications_file import read_notifications
 from gitopsbot.core.fleet.registries_settings import read_chart_registries
@@ -44,6 +45,7 @@ _SETTINGS_KEYS = (
     "drift",
     "rehearsal",
     "chartRegistries",
+    "chartKeyrings",
 )
 _LIMIT_KEYS = ("maxBytes", "maxDepth", "maxAliases", "maxNodes")
 _GIT_KEYS = ("sshKey",)
@@ -175,6 +177,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     limits = _limits(r, r.section(top, "limits", "", _LIMIT_KEYS))
     notifications = read_notifications(r, top)
     chart_registries = read_chart_registries(r, top)
+    chart_keyrings = read_chart_keyrings(r, top)
     waves = read_waves(r, top)
     failed_versions = read_failed_versions(r, top)
     # They reach the policy through core.canary_marks.with_canary_marks (bot.waves).
@@ -214,6 +217,7 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
         cleared_versions=cleared_versions,
         drift=_drift(r, r.section(top, "drift", "", _DRIFT_KEYS)),
         chart_registries=chart_registries,
+        chart_keyrings=chart_keyrings,
         rehearsal=RehearsalSettings(
             attach_to_plan=r.boolean(
                 r.section(top, "rehearsal", "", _REHEARSAL_KEYS),
