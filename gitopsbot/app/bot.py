@@ -62,8 +62,9 @@ from gitopsbot.bot.live_board import LiveBoard
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.progress_log import ProgressLog
+from gitopsbot.bot.proposal_report import PassReport
 from gitopsbot.bot.proposal_watch import ProposalWatch
-from gitopsbot.bot.proposer import PassReport, Proposer
+from gitopsbot.bot.proposer import Proposer
 from gitopsbot.bot.push_router import PushRouter
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler

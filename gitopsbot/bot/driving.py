@@ -23,7 +23,7 @@ import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from gitopsbot.bot import failed_marks, log_context
+from gitopsbot.bot import canary_marks_store, log_context
 from gitopsbot.bot.pass_base import PassBase, PassResult
 from gitopsbot.bot.pr_commands import take_commands
 from gitopsbot.bot.reverts import Reverts
@@ -175,7 +175,7 @@ class Driver:
         canary failed on it anywhere in the fleet (issue 18) and ``clearedVersions`` at the
         watched branch's head does not clear it. Whom it holds is decided
         (``core.pass_decision.mark_holds``)."""
-        marks, _ = failed_marks.read_canary_marks(self.ctx.repo, self.ctx.store.branch)
+        marks, _ = canary_marks_store.read_canary_marks(self.ctx.repo, self.ctx.store.branch)
         if not marks:
             return None
         try:
@@ -584,7 +584,7 @@ class Driver:
                 at=now,
             )
             if failure is not None:
-                failed_marks.record_canary_failure(
+                canary_marks_store.record_canary_failure(
                     self.ctx.store, self.ctx.repo, failure, self._cleared()
                 )
                 why += f"; {spec.release.version} marked failed for every cluster and wave"

@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gitopsbot.core import wave_evidence
 from gitopsbot.core.journal import Journal
@@ -28,8 +28,25 @@ from gitopsbot.fleetrepo import find_cluster
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.repo import Repo
 
-if TYPE_CHECKING:
-    from gitopsbot.bot.journal_store import JournalStore
+
+class JournalStore(Protocol):
+    """What the summaries read of ``bot.journal_store.JournalStore`` (which keeps a
+    ``Summaries`` and asks ``with_summaries`` at each commit: a Protocol, so the two modules
+    do not import each other)."""
+
+    @property
+    def repo(self) -> Repo: ...
+
+    @property
+    def summaries(self) -> Summaries: ...
+
+    @property
+    def version_of(self) -> Callable[[Journal], str]: ...
+
+    def head(self) -> str | None: ...
+
+    def parse(self, data: bytes, path: str) -> Journal: ...
+
 
 log = logging.getLogger(__name__)
 VERSIONS_KEPT = 4096  # chart versions by (commit, cluster): a commit's files never change

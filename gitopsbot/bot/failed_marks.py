@@ -10,9 +10,7 @@ person closed it, which declines it; deleting the branch has it proposed again).
 stopped between the push and the request leaves the branch without a request: delete the
 branch to have it proposed again. Git-only mode (requests as files) is not supported yet.
 
-Also the GPU canary's marks (issue 18, ``core.canary_marks``): ``read_canary_marks`` reads
-``canary-failures/*.yaml`` from the state branch, ``record_canary_failure`` writes one there
-(no request: the bot's own record takes effect at once; a person clears it in Git).
+The GPU canary's marks on the state branch are ``bot.canary_marks_store``'s.
 """
 
 from __future__ import annotations
@@ -22,10 +20,9 @@ from collections.abc import Callable
 
 from gitopsbot.bot import waves
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import canary_marks, failed_marks
-from gitopsbot.core.canary_marks import CanaryFailure
+from gitopsbot.core import failed_marks
 from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.model import ClearedVersion, Fleet
+from gitopsbot.core.model import Fleet
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo
@@ -103,49 +100,3 @@ def propose(*, repo: Repo, forge: Forge, fleet: Fleet, head: str, watched_branch
             f"failed version {proposal.version} from wave {proposal.wave}: #{pr.number} {pr.url}"
         )
     return lines
-
-
-def read_canary_marks(
-    repo: Repo, state_branch: str
-) -> tuple[tuple[CanaryFailure, ...], tuple[str, ...]]:
-    """The GPU canary failure records on the state branch, and one problem per unreadable
-    record (the caller fails closed on any: it cannot tell which version one holds)."""
-    head = repo.head(state_branch)
-    if head is None:
-        return (), ()
-    tree = repo.tree(head)
-    files: dict[str, str] = {}
-    for name in tree.list(canary_marks.RECORD_DIR):
-        path = f"{canary_marks.RECORD_DIR}/{name}"
-        data = tree.read(path)
-        if data is not None:
-            files[path] = data.decode("utf-8", "replace")
-    return canary_marks.read_all(files)
-
-
-def record_canary_failure(
-    store: JournalStore,
-    repo: Repo,
-    failure: CanaryFailure,
-    cleared: tuple[ClearedVersion, ...],
-) -> bool:
-    """Write ``failure``'s record on the state branch unless a standing record of the same
-    version holds it already (idempotent: a restarted step writes nothing twice). True when
-    a commit was made."""
-    head = repo.head(store.branch)
-    data = repo.read(head, failure.path) if head is not None else None
-    existing = None
-    if data is not None:
-        try:
-            existing = canary_marks.loads(data.decode("utf-8", "replace"), failure.path)
-        except ValueError:
-            existing = None  # unreadable: replaced by a readable record of the same version
-    new = canary_marks.to_record(existing, failure, cleared)
-    if new is None:
-        return False
-    store.commit(
-        {new.path: canary_marks.dumps(new).encode()},
-        f"GPU canary failed: chart {new.version} held on every cluster ({new.cluster} "
-        f"pool {new.pool}, {new.op_id})",
-    )
-    return True

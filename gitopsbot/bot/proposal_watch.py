@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from gitopsbot.bot.proposer import PassReport
+from gitopsbot.bot.proposal_report import PassReport
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from gitopsbot.baseline import load_fleet_baseline
 from gitopsbot.bot import failed_marks, rehearsal_store, wave_proposer, waves
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.bot.overlay_tree import OverlayTree
+from gitopsbot.bot.proposal_report import PassReport, Proposal, plan_marker
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core import proposals as core
 from gitopsbot.core import provenance, reviewed_chart
@@ -71,90 +73,6 @@ log = logging.getLogger(__name__)
 
 VALUES_FILE = "values.yaml"
 Rules = tuple[Rule, ...]
-
-
-def plan_marker(cluster: str) -> str:
-    """The marker of the plan comment ``gitopsbot comment`` keeps on a request."""
-    return f"plan/{cluster}"
-
-
-@dataclass(frozen=True, slots=True)
-class Proposal:
-    """What a pass did for one cluster's target version."""
-
-    cluster: str
-    version: str
-    branch: str
-    number: int
-    url: str
-    decision: str  # the plan's policy decision
-    head: str = ""  # the branch head after this pass (its status is set)
-    opened: bool = False
-    updated: bool = False  # request text, labels or branch changed
-
-
-@dataclass(slots=True)
-class PassReport:
-    """The outcome of ``Proposer.run_once`` (for logs and the ``propose`` command)."""
-
-    head: str = ""
-    enabled: bool = True
-    proposals: list[Proposal] = field(default_factory=list)
-    closed: list[tuple[int, str]] = field(default_factory=list)  # (number, reason)
-    decisions: tuple[ClusterDecision, ...] = ()
-    problems: list[str] = field(default_factory=list)
-    ledger_written: bool = False
-    notes: list[str] = field(default_factory=list)  # the failedVersions requests opened
-
-    @property
-    def changed(self) -> bool:
-        return (
-            any(p.opened or p.updated for p in self.proposals)
-            or bool(self.closed)
-            or self.ledger_written
-            or bool(self.notes)
-        )
-
-    def lines(self) -> list[str]:
-        out = [f"fleet at {self.head[:12]}" if self.head else "fleet not read"]
-        if not self.enabled:
-            out.append("proposals are disabled (proposals.enabled: false)")
-        for p in self.proposals:
-            what = "opened" if p.opened else "updated" if p.updated else "unchanged"
-            out.append(f"{p.cluster}: {p.version} #{p.number} {what} ({p.decision}) {p.url}")
-        for number, reason in self.closed:
-            out.append(f"closed #{number}: {reason}")
-        for d in self.decisions:
-            for s in d.skipped:
-                out.append(f"{d.cluster}: skipped {s.version}: {s.reason}")
-            for n in d.notes:
-                out.append(f"{d.cluster}: {n}")
-        out += self.notes
-        out += [f"problem: {p}" for p in self.problems]
-        return out
-
-
-class _Overlay:
-    """A commit's tree with some files replaced: the proposal branch before it is committed."""
-
-    def __init__(self, base: FileTree, files: Mapping[str, bytes]) -> None:
-        self._base = base
-        self._files = dict(files)
-
-    @property
-    def label(self) -> str:
-        return f"{self._base.label}+proposal"
-
-    def read(self, path: str) -> bytes | None:
-        return self._files[path] if path in self._files else self._base.read(path)
-
-    def list(self, directory: str) -> list[str]:
-        names = set(self._base.list(directory))
-        prefix = f"{directory.rstrip('/')}/"
-        for path in self._files:
-            if path.startswith(prefix):
-                names.add(path[len(prefix) :].split("/", 1)[0])
-        return sorted(names)
 
 
 class Proposer:
@@ -582,7 +500,7 @@ class Proposer:
         # The plan: what merging the branch does to the watched branch's state, read from the
         # branch as it will be (its base plus the edits), before anything is committed.
         desired_tree: FileTree = (
-            _Overlay(self.repo.tree(base), edits) if needs_commit else self.repo.tree(base)
+            OverlayTree(self.repo.tree(base), edits) if needs_commit else self.repo.tree(base)
         )
         desired = load_cluster(desired_tree, d.cluster)
         plan = self.plan_for(spec, desired, index=index, rules=rules, fleet=fleet)

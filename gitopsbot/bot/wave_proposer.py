@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gitopsbot.bot import waves
+from gitopsbot.bot.overlay_tree import OverlayTree
+from gitopsbot.bot.proposal_report import PassReport, Proposal
 from gitopsbot.core import located_yaml, promotion
 from gitopsbot.core import proposals as core
 from gitopsbot.core import wave_proposals as wcore
@@ -28,16 +30,38 @@ from gitopsbot.core.commit_classes import CLUSTERS_DIR
 from gitopsbot.core.fleet.layout import RELEASE_FILE
 from gitopsbot.core.forge_types import PullRequestInfo, PullRequestState, with_marker
 from gitopsbot.core.images import effective_images
-from gitopsbot.core.model import Fleet
+from gitopsbot.core.model import ClusterSpec, Fleet, Location
+from gitopsbot.core.plan import Plan
 from gitopsbot.core.policy import Decision, Rule
 from gitopsbot.core.proposals import ClusterInput, ProposalRecord, ProposalState
 from gitopsbot.core.render import render_markdown
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import load_cluster
-from gitopsbot.ports.forge import RecordsRequestsInGit
+from gitopsbot.ports.charts import ChartSource
+from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
+from gitopsbot.ports.repo import Repo
 
-if TYPE_CHECKING:
-    from gitopsbot.bot.proposer import PassReport, Proposal, Proposer
+
+class Proposer(Protocol):
+    """What a wave's proposal needs of the per-cluster pass (``bot.proposer.Proposer``): its
+    ports and its plan, so the two modules do not import each other."""
+
+    repo: Repo
+    forge: Forge
+    charts: ChartSource
+    watched_branch: str
+
+    def plan_for(
+        self,
+        spec: ClusterSpec,
+        desired: ClusterSpec,
+        *,
+        index: ChartIndex | None,
+        rules: tuple[Rule, ...],
+        secret_literals: Mapping[str, Location] | None = None,
+        fleet: Fleet | None = None,
+    ) -> Plan: ...
+
 
 log = logging.getLogger(__name__)
 VALUES_FILE = "values.yaml"
@@ -150,8 +174,6 @@ def _propose(
     known: PullRequestInfo | None,
     evidence: str,
 ) -> Proposal:
-    from gitopsbot.bot.proposer import Proposal, _Overlay
-
     assert d.target is not None
     repo, forge = proposer.repo, proposer.forge
     version = d.target.version
@@ -212,7 +234,7 @@ def _propose(
 
     changed = {p: t for p, t in edits.items() if t is not None}
     tree = repo.tree(base)
-    desired_tree = _Overlay(tree, changed) if needs_commit else tree
+    desired_tree = OverlayTree(tree, changed) if needs_commit else tree
     plans: list[tuple[str, str]] = []
     decisions: list[Decision] = []
     for cluster in d.clusters:

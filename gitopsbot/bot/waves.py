@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from gitopsbot.bot import failed_marks
+from gitopsbot.bot import canary_marks_store
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import canary_marks, promotion, promotion_gate
 from gitopsbot.core.journal import Journal
@@ -111,7 +111,7 @@ def judge(
 ) -> WaveJudgement:
     """The ``WAVES`` verdict for ``spec``'s change (none when it may go). Versions a GPU
     canary marked failed on the state branch (issue 18) hold like failedVersions entries."""
-    marks, unreadable = failed_marks.read_canary_marks(store.repo, store.branch)
+    marks, unreadable = canary_marks_store.read_canary_marks(store.repo, store.branch)
     settings = canary_marks.with_canary_marks(settings, marks, settings.cleared_versions)
     chart_change = before != spec.release.version
     if unreadable and chart_change and not revert:

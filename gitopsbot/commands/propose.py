@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gitopsbot import app
-from gitopsbot.bot.proposer import PassReport
+from gitopsbot.bot.proposal_report import PassReport
 from gitopsbot.commands import SUMMARIES
 from gitopsbot.commands.plan import add_chart_dir
 from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError, SecretUnavailable

@@ -14,10 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # model names CanarySmoke in ClusterSpec: no import cycle at run time
-    from gitopsbot.core.model import PoolPolicy
+from typing import Any, Protocol
 
 FILE = "canary-smoke.yaml"
 GROUP = "tensor-fusion.ai"
@@ -32,6 +29,17 @@ DEFAULT_TIMEOUT = 300
 _NAME_PREFIX = "gitopsbot-gpu-canary"
 
 
+class PoolShape(Protocol):
+    """What the smoke's choice of pools reads of a pool (``core.model.PoolPolicy``, which
+    itself names ``CanarySmoke``: a Protocol, so the two modules do not import each other)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def canary_batch_percentage(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CanarySmoke:
     """``canary-smoke.yaml``: the Pod (a plain manifest), how long it may take, and the pools
@@ -41,7 +49,7 @@ class CanarySmoke:
     timeout_seconds: int = DEFAULT_TIMEOUT
     pools: tuple[str, ...] = ()
 
-    def applies_to(self, pool: PoolPolicy) -> bool:
+    def applies_to(self, pool: PoolShape) -> bool:
         if self.pools:
             return pool.name in self.pools
         return pool.canary_batch_percentage > 0

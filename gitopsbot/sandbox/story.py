@@ -40,7 +40,7 @@ from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.pr_mirror import PullRequestMirror
-from gitopsbot.bot.proposer import Proposal
+from gitopsbot.bot.proposal_report import Proposal
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core import phase_view
 from gitopsbot.core.fleet.settings_file import parse_settings

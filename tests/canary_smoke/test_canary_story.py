@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from gitopsbot.bot import waves
-from gitopsbot.bot.failed_marks import record_canary_failure
+from gitopsbot.bot.canary_marks_store import record_canary_failure
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import canary_marks
 from gitopsbot.core.canary_marks import CanaryFailure

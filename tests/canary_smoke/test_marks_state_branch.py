@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gitopsbot.adapters.git import GitRepo, GitSettings
-from gitopsbot.bot.failed_marks import read_canary_marks, record_canary_failure
+from gitopsbot.bot.canary_marks_store import read_canary_marks, record_canary_failure
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.canary_marks import CanaryFailure
 from gitopsbot.core.model import ClearedVersion

@@ -15,8 +15,8 @@ import pytest
 from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.app.bot import proposal_watch
 from gitopsbot.app.options import RunOptions
+from gitopsbot.bot.proposal_report import PassReport
 from gitopsbot.bot.proposal_watch import ProposalWatch
-from gitopsbot.bot.proposer import PassReport
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core.model import BotSettings, ProposalSettings
 from tests.proposals.conftest import World

@@ -17,7 +17,8 @@ from gitopsbot import app
 from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.bot import rehearsal_store
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.bot.proposer import Proposer, plan_marker
+from gitopsbot.bot.proposal_report import plan_marker
+from gitopsbot.bot.proposer import Proposer
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.core.yamledit import set_value
 from gitopsbot.testing import FakeForge
