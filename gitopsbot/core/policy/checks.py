@@ -1,18 +1,6 @@
-"""The policy gate: rules as data (YAML), evaluated by a closed set of built-in check kinds.
-
-A rule names the bad situation; when its check finds it, the rule *fires* and yields a
-``Verdict`` whose outcome follows the rule's severity:
-
-- ``deny``: the change is refused (``Outcome.DENIED``); acknowledgements never lift it;
-- ``acknowledge``: refused until ``rollout.yaml`` has ``acknowledgements: {RULE-ID: reason}``
-  (``NEEDS_ACK`` → ``ACKNOWLEDGED``);
-- ``warn``: shown, never blocks.
-
-Rule documents: ``{rules: [{id, description, severity, enforces, check: {kind, ...params},
-environments?, link?}]}`` (a bare list of rules is accepted too). Built-in rules ship in
-``policies/``; a fleet repository adds its own in its ``policies/`` directory.
-``docs/policies.md`` documents every check kind.
-"""
+"""The closed set of check kinds a rule may name (``docs/policies.md``, "Check kinds"): what
+each looks at in a ``PolicyInput`` and the findings it returns, with the parameters each
+kind accepts."""
 
 from __future__ import annotations
 
@@ -20,17 +8,14 @@ import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from gitopsbot.core import located_yaml
 from gitopsbot.core.chart import Chart, ChartIndex, major, semver_key
 from gitopsbot.core.crd_diff import CrdDiff
 from gitopsbot.core.images import ImageChange
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.model import ClusterSpec, Component, Location
+from gitopsbot.core.model import ClusterSpec, Component
 from gitopsbot.core.observed import DeployedState
 from gitopsbot.core.secrets import find_secret_literals, join_path, split_path
 from gitopsbot.core.values_diff import (
@@ -40,84 +25,7 @@ from gitopsbot.core.values_diff import (
     leaf_paths,
     merge_values,
 )
-from gitopsbot.errors import FleetError, Problem
-
-
-class Severity(StrEnum):
-    DENY = "deny"
-    WARN = "warn"
-    ACKNOWLEDGE = "acknowledge"
-
-
-class Outcome(StrEnum):
-    DENIED = "denied"
-    NEEDS_ACK = "needs-acknowledgement"
-    ACKNOWLEDGED = "acknowledged"
-    WARNED = "warned"
-
-
-class Decision(StrEnum):
-    ALLOWED = "allowed"
-    NEEDS_ACK = "needs-acknowledgement"
-    DENIED = "denied"
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    id: str
-    description: str
-    severity: Severity
-    kind: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-    procedure: str = ""  # the procedure rule it enforces: R2, F3...
-    environments: tuple[str, ...] = ()  # empty: every environment
-    link: str = ""
-    source: str = ""  # file:line, for messages
-    # A short name a person can read beside the code ("R4 hypervisor-image-pinned"), and
-    # for a built-in rule where it is explained (docs/policies.md, "The rules explained").
-    name: str = ""
-    doc: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    rule_id: str
-    severity: Severity
-    outcome: Outcome
-    procedure: str
-    message: str
-    description: str = ""
-    link: str = ""
-    ack_reason: str = ""
-    # Where the finding is written (values.yaml or rollout.yaml), when the loader knows.
-    location: Location | None = None
-    name: str = ""  # the rule's short name (``Rule.name``)
-    doc: str = ""  # where it is explained (``Rule.doc``)
-
-    @property
-    def blocking(self) -> bool:
-        return self.outcome in {Outcome.DENIED, Outcome.NEEDS_ACK}
-
-    @property
-    def label(self) -> str:
-        """The code and the name, as every place that shows a verdict shows it."""
-        return rule_label(self.rule_id, self.name)
-
-
-RULES_DOC = "docs/policies.md"
-_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-
-
-def rule_label(rule_id: str, name: str) -> str:
-    """``R4 hypervisor-image-pinned``; the code alone for a rule without a name."""
-    return f"{rule_id} {name}" if name else rule_id
-
-
-def rule_doc(rule_id: str, name: str) -> str:
-    """The paragraph that explains a built-in rule: its heading's anchor as GitHub and most
-    Markdown renderers make it (lower case, spaces to hyphens, other punctuation dropped)."""
-    slug = re.sub(r"[^a-z0-9 -]", "", rule_label(rule_id, name).lower()).replace(" ", "-")
-    return f"{RULES_DOC}#{slug}"
+from gitopsbot.errors import Problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +68,11 @@ class PolicyInput:
 # A finding is a message, or (message, anchor): a values path ("controller.replicaCount") or a
 # "<file>:<dotted key>" of another cluster file ("rollout.yaml:pools.gpu.phases") to locate it.
 Finding = str | tuple[str, str]
+
+
 Check = Callable[[PolicyInput, Mapping[str, Any]], Sequence[Finding]]
+
+
 _MAX_LISTED = 8
 
 
@@ -470,7 +382,7 @@ def check_values_unknown_keys(inp: PolicyInput, params: Mapping[str, Any]) -> li
         for key, value in desired.items():
             here = (*path, str(key))
             if str(key) not in keys:
-                hint = _suggest(str(key), keys)
+                hint = suggest(str(key), keys)
                 where = join_path(path) or "the top level"
                 text = f"{join_path(here)}: the chart has no such key under {where}"
                 out.append((text + (f" ({hint})" if hint else ""), join_path(here)))
@@ -493,7 +405,7 @@ def check_secret_literal(inp: PolicyInput, params: Mapping[str, Any]) -> list[Fi
     ]
 
 
-_OPS = ("eq", "ne", "lt", "gt", "exists", "absent", "changed")
+OPS = ("eq", "ne", "lt", "gt", "exists", "absent", "changed")
 
 
 def check_path(inp: PolicyInput, params: Mapping[str, Any]) -> list[Finding]:
@@ -546,6 +458,8 @@ CHECKS: Mapping[str, Check] = {
     "secret_literal": check_secret_literal,
     "path": check_path,
 }
+
+
 # Params each kind accepts (unknown params are errors, with a suggestion).
 PARAMS: Mapping[str, frozenset[str]] = {
     "app_major_change": frozenset({"from_major", "to_major"}),
@@ -557,282 +471,8 @@ PARAMS: Mapping[str, frozenset[str]] = {
     "batch_percentage_at_least": frozenset({"value"}),
     "path": frozenset({"path", "op", "value", "values"}),
 }
-_RULE_KEYS = (
-    "id", "name", "description", "severity", "enforces", "check", "environments", "link",
-)  # fmt: skip
-BUILTIN_SOURCE = "<builtin>/"  # the built-in documents' labels (adapters.builtin_policies)
 
 
-def _suggest(word: str, known: tuple[str, ...] | list[str]) -> str:
+def suggest(word: str, known: tuple[str, ...] | list[str]) -> str:
     near = difflib.get_close_matches(word, known, n=1)
     return f"did you mean {near[0]!r}?" if near else f"known: {', '.join(known)}"
-
-
-def parse_rules(text: str, *, source: str) -> tuple[Rule, ...]:
-    """Parse one rule document. Raises FleetError naming file, line and field."""
-    doc = located_yaml.load(text, source, located=True)  # FleetError: located, bounded
-    problems: list[Problem] = []
-    rules: list[Rule] = []
-
-    def at(node: Any, key: Any = None) -> tuple[int, int]:
-        if isinstance(node, LocatedMap):
-            return node.key_pos.get(key, node.pos)
-        if isinstance(node, LocatedList):
-            ok = isinstance(key, int) and 0 <= key < len(node)
-            return node.item_pos[key] if ok else node.pos
-        return 0, 0
-
-    if doc is None:
-        return ()
-    if isinstance(doc, list):
-        doc = {"rules": doc}  # a bare list of rules is accepted too
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("rules"), list):
-        raise FleetError([Problem(source, 1, 1, "rules", "expected a mapping with a 'rules' list")])
-    for key in doc:
-        if key != "rules":
-            line, col = at(doc, key)
-            problems.append(Problem(source, line, col, str(key), "unknown key", "known: rules"))
-    for i, raw in enumerate(doc["rules"]):
-        where = f"rules[{i}]"
-        line, col = at(doc["rules"], i)
-        if not isinstance(raw, Mapping):
-            problems.append(Problem(source, line, col, where, "expected a mapping"))
-            continue
-        bad = False
-        for key in raw:
-            if key not in _RULE_KEYS:
-                kl, kc = at(raw, key)
-                problems.append(
-                    Problem(
-                        source,
-                        kl,
-                        kc,
-                        f"{where}.{key}",
-                        "unknown key",
-                        _suggest(str(key), _RULE_KEYS),
-                    )
-                )
-                bad = True
-        for req in ("id", "severity", "check"):
-            if req not in raw:
-                problems.append(Problem(source, line, col, f"{where}.{req}", "missing"))
-                bad = True
-        name = raw.get("name", "")
-        if name != "" and (not isinstance(name, str) or not _NAME.match(name)):
-            nl, nc = at(raw, "name")
-            problems.append(
-                Problem(
-                    source, nl, nc, f"{where}.name",
-                    f"{name!r} is not a short name",
-                    "lower-case words joined by '-', e.g. controller-ha-replicas",
-                )
-            )  # fmt: skip
-            bad = True
-        if bad:
-            continue
-        sev = str(raw["severity"])
-        if sev not in {s.value for s in Severity}:
-            sl, sc = at(raw, "severity")
-            problems.append(
-                Problem(
-                    source,
-                    sl,
-                    sc,
-                    f"{where}.severity",
-                    f"unknown severity {sev!r}",
-                    _suggest(sev, [s.value for s in Severity]),
-                )
-            )
-            continue
-        check = raw["check"]
-        cl, cc = at(raw, "check")
-        if not isinstance(check, Mapping) or "kind" not in check:
-            problems.append(
-                Problem(source, cl, cc, f"{where}.check", "expected a mapping with 'kind'")
-            )
-            continue
-        kind = str(check["kind"])
-        if kind not in CHECKS:
-            kl, kc = at(check, "kind")
-            problems.append(
-                Problem(
-                    source,
-                    kl,
-                    kc,
-                    f"{where}.check.kind",
-                    f"unknown check kind {kind!r}",
-                    _suggest(kind, list(CHECKS)),
-                )
-            )
-            continue
-        params = {str(k): _plain(v) for k, v in check.items() if k != "kind"}
-        allowed = PARAMS.get(kind, frozenset())
-        for key in params:
-            if key not in allowed:
-                kl, kc = at(check, key)
-                hint = _suggest(key, sorted(allowed)) if allowed else f"{kind} takes no parameters"
-                problems.append(
-                    Problem(source, kl, kc, f"{where}.check.{key}", "unknown parameter", hint)
-                )
-                bad = True
-        if kind == "path":
-            for req in ("path", "op"):
-                if req not in params:
-                    problems.append(Problem(source, cl, cc, f"{where}.check.{req}", "missing"))
-                    bad = True
-            if params.get("op") is not None and params.get("op") not in _OPS:
-                ol, oc = at(check, "op")
-                problems.append(
-                    Problem(
-                        source,
-                        ol,
-                        oc,
-                        f"{where}.check.op",
-                        f"unknown op {params['op']!r}",
-                        _suggest(str(params["op"]), list(_OPS)),
-                    )
-                )
-                bad = True
-        if bad:
-            continue
-        envs = raw.get("environments") or []
-        rules.append(
-            Rule(
-                id=str(raw["id"]),
-                description=str(raw.get("description", "")).strip(),
-                severity=Severity(sev),
-                kind=kind,
-                params=params,
-                procedure=str(raw.get("enforces", "")),
-                environments=tuple(str(e) for e in envs),
-                link=str(raw.get("link", "")),
-                source=f"{source}:{line}",
-                name=str(name),
-                doc=rule_doc(str(raw["id"]), str(name))
-                if source.startswith(BUILTIN_SOURCE)
-                else "",
-            )
-        )
-    seen: dict[str, str] = {}
-    for r in rules:
-        if r.id in seen:
-            problems.append(
-                Problem(
-                    source,
-                    int(r.source.rsplit(":", 1)[1]),
-                    0,
-                    "id",
-                    f"duplicate rule id {r.id!r} (first at {seen[r.id]})",
-                )
-            )
-        seen[r.id] = r.source
-    if problems:
-        raise FleetError(problems)
-    return tuple(rules)
-
-
-def _plain(value: Any) -> Any:
-    """ruamel round-trip nodes → plain Python values."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return str(value)
-
-
-def load_rules(documents: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> tuple[Rule, ...]:
-    """Rules from several documents (built-in first, then the fleet's own); ids are unique."""
-    rules: list[Rule] = []
-    problems: list[Problem] = []
-    for path, text in documents:
-        try:
-            rules.extend(parse_rules(text, source=path))
-        except FleetError as exc:
-            problems.extend(exc.problems)
-    seen: dict[str, str] = {}
-    for r in rules:
-        if r.id in seen and seen[r.id] != r.source:
-            file, _, line = r.source.rpartition(":")
-            problems.append(
-                Problem(
-                    file,
-                    int(line or 0),
-                    0,
-                    "id",
-                    f"rule id {r.id!r} is already defined at {seen[r.id]}",
-                )
-            )
-        seen.setdefault(r.id, r.source)
-    if problems:
-        raise FleetError(problems)
-    return tuple(rules)
-
-
-_FILE_ANCHOR = re.compile(r"^[a-z-]+\.yaml:")
-
-
-def locate(cluster: ClusterSpec, anchor: str) -> Location | None:
-    """Where ``anchor`` is written: ``<file>:<key>`` via ``cluster.locations``, a values path
-    via ``cluster.values_locations`` (the nearest written ancestor)."""
-    if not anchor:
-        return None
-    if _FILE_ANCHOR.match(anchor):
-        return cluster.locations.get(anchor)
-    try:
-        parts = split_path(anchor)
-    except ValueError:
-        return None
-    for n in range(len(parts), 0, -1):
-        found = cluster.values_locations.get(join_path(parts[:n]))
-        if found is not None:
-            return found
-    return None
-
-
-def evaluate(rules: tuple[Rule, ...], inp: PolicyInput) -> tuple[Verdict, ...]:
-    """Verdicts of the rules that fire, in rule order."""
-    acks = inp.cluster.rollout.acknowledgements
-    out: list[Verdict] = []
-    for rule in rules:
-        if rule.environments and inp.cluster.environment.value not in rule.environments:
-            continue
-        for finding in CHECKS[rule.kind](inp, rule.params):
-            message, anchor = finding if isinstance(finding, tuple) else (finding, "")
-            reason = acks.get(rule.id, "")
-            if rule.severity == Severity.DENY:
-                outcome = Outcome.DENIED
-            elif rule.severity == Severity.WARN:
-                outcome = Outcome.WARNED
-            else:
-                outcome = Outcome.ACKNOWLEDGED if reason else Outcome.NEEDS_ACK
-            out.append(
-                Verdict(
-                    rule_id=rule.id,
-                    severity=rule.severity,
-                    outcome=outcome,
-                    procedure=rule.procedure,
-                    message=message,
-                    description=rule.description,
-                    link=rule.link,
-                    ack_reason=reason if rule.severity == Severity.ACKNOWLEDGE else "",
-                    location=locate(inp.cluster, anchor),
-                    name=rule.name,
-                    doc=rule.doc,
-                )
-            )
-    return tuple(out)
-
-
-def decide(verdicts: tuple[Verdict, ...]) -> Decision:
-    """Deny always wins; then any unacknowledged rule; else allowed (warnings or not)."""
-    if any(v.outcome == Outcome.DENIED for v in verdicts):
-        return Decision.DENIED
-    if any(v.outcome == Outcome.NEEDS_ACK for v in verdicts):
-        return Decision.NEEDS_ACK
-    return Decision.ALLOWED
