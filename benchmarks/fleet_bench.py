@@ -73,8 +73,8 @@ from typing import Any
 import yaml
 
 from gitopsbot import settings
-from gitopsbot.core.operation import operation_id
-from gitopsbot.core.webhook_events import github_signature
+from gitopsbot.core.forge.webhook_events import github_signature
+from gitopsbot.core.operations.operation import operation_id
 from gitopsbot.sandbox import story
 from gitopsbot.sandbox.gitremote import GitRemote
 from gitopsbot.sandbox.story import StoryOptions, StoryWorld, git

@@ -29,7 +29,7 @@ import httpx
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.webhooks import WebhookReceiver
-from gitopsbot.core.webhook_events import WebhookEvent, github_signature
+from gitopsbot.core.forge.webhook_events import WebhookEvent, github_signature
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 
 TOKEN = "bench-token"

@@ -14,7 +14,7 @@
    requests counted over an idle window (``--watch-seconds``), scaled to a minute; plus the
    safety net's metadata list of each cluster every MANUAL_CHECK_WATCHED (10 min).
 2. The drift burst. N clusters, 13 API requests each per check (``bot.drift``): before, all
-   at the interval's instant; now each at its offset (``core.drift_schedule``). Prints the
+   at the interval's instant; now each at its offset (``core.drift.schedule``). Prints the
    requests in the busiest second of one interval, from the schedule.
 
     python benchmarks/idle_bench.py [--clusters 100] [--rounds 3] [--interval 3600]
@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gitopsbot.adapters.helm_storage import HelmStorage
     from gitopsbot.adapters.kube import KubeCluster, RetryPolicy
     from gitopsbot.adapters.release_watch import WATCH_SECONDS
-    from gitopsbot.core import drift_schedule
+    from gitopsbot.core.drift import schedule as drift_schedule
     from gitopsbot.sandbox.apiserver import ApiServer
 
     names = [f"tf-{i:03d}" for i in range(args.clusters)]

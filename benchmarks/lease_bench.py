@@ -30,8 +30,8 @@ from typing import Any
 from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.bot.lease_keeper import LeaseKeeper, LeaseTiming
 from gitopsbot.bot.shard_keeper import CLUSTER_LABELS, REPLICA_LABELS, ShardKeeper
-from gitopsbot.core import sharding
-from gitopsbot.core.lease import LeaseRecord, LeaseSpec, is_expired
+from gitopsbot.core.replicas import sharding
+from gitopsbot.core.replicas.lease import LeaseRecord, LeaseSpec, is_expired
 from gitopsbot.ports.leases import Leases
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.testing import FakeLeases

@@ -23,10 +23,10 @@ from datetime import UTC, datetime, timedelta
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer
-from gitopsbot.core.happenings import Happening, HappeningKind
-from gitopsbot.core.health import Verdict
-from gitopsbot.core.journal import OperationKind
-from gitopsbot.core.node_states import NodeState
+from gitopsbot.core.notices.happenings import Happening, HappeningKind
+from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.replicas.health import Verdict
+from gitopsbot.core.rollouts.node_states import NodeState
 from gitopsbot.ports.metrics import DispatchStats
 
 POOLS = ("pool-a", "pool-b", "pool-c")

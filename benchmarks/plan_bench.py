@@ -36,8 +36,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.core.chart import Chart, parse_chart_files
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Component,
     CredentialsSpec,
@@ -48,11 +47,12 @@ from gitopsbot.core.model import (
     RolloutPolicy,
     SecretRef,
 )
-from gitopsbot.core.observed import DeployedState
-from gitopsbot.core.plan import make_plan
+from gitopsbot.core.fleet.yamledit import set_value
+from gitopsbot.core.planning.chart import Chart, parse_chart_files
+from gitopsbot.core.planning.observed import DeployedState
+from gitopsbot.core.planning.plan import make_plan
+from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import load_rules
-from gitopsbot.core.render import render_markdown
-from gitopsbot.core.yamledit import set_value
 from gitopsbot.fleetrepo import load_fleet
 
 ROOT = Path(__file__).resolve().parent.parent

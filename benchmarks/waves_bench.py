@@ -36,9 +36,10 @@ from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.bot import waves
 from gitopsbot.bot.evidence_store import VersionReader
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import operation, wave_evidence
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.waves import wave_evidence
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,7 @@ The loader refuses a secret-looking literal in values.yaml, rightly for a desire
 baseline (``gitopsbot plan --from REF``, the watched branch under a pull request) is what is
 there, and the change that moves the literals out of values.yaml is exactly the one that needs
 a plan. So when the loader's only complaints are such literals, each is replaced by ``***`` in
-the file's text (``core.yamledit``: the line stays where it was) and the files are read again:
+the file's text (``core.fleet.yamledit``: the line stays where it was) and the files are read again:
 the literal never reaches a spec, a plan or a message. The callers get, per values file, each
 literal's values path and where it is written, for the plan's note (docs/plan.md). Any other
 problem raises the loader's FleetError unchanged.
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gitopsbot.core.model import ClusterSpec, Fleet, Location
-from gitopsbot.core.secrets import MASK
-from gitopsbot.core.yamledit import YamlEditError, set_values
+from gitopsbot.core.fleet.model import ClusterSpec, Fleet, Location
+from gitopsbot.core.fleet.secrets import MASK
+from gitopsbot.core.fleet.yamledit import YamlEditError, set_values
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.ports.files import FileTree

@@ -14,13 +14,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 
-from gitopsbot.core import located_yaml
-from gitopsbot.core.fleet import assembly
+from gitopsbot.core.fleet import assembly, located_yaml
 from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.layout import CLUSTERS_DIR, POLICIES_DIR, SETTINGS_FILE
+from gitopsbot.core.fleet.located_yaml import DEFAULT_LIMITS, YamlLimits
+from gitopsbot.core.fleet.model import ClusterSpec, Fleet
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.located_yaml import DEFAULT_LIMITS, YamlLimits
-from gitopsbot.core.model import ClusterSpec, Fleet
 from gitopsbot.errors import FleetError, Problem, SymlinkRefused
 from gitopsbot.ports.files import DirIds, FileTree
 

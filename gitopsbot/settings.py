@@ -1,6 +1,6 @@
 """Process-level settings read from the environment (the one module that reads it).
 
-Fleet-level settings live in the fleet repository (``core.model.BotSettings``); these are
+Fleet-level settings live in the fleet repository (``core.fleet.model.BotSettings``); these are
 about the machine the bot runs on.
 """
 

@@ -22,8 +22,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.redaction import helm_secrets, redact_secrets
-from gitopsbot.core import kube_events as ke
-from gitopsbot.core.forge_types import (
+from gitopsbot.core.fleet.model import ClusterSpec, RolloutPolicy
+from gitopsbot.core.forge.forge_types import (
     COMMENT_LIMIT,
     CommentInfo,
     CommitState,
@@ -35,14 +35,18 @@ from gitopsbot.core.forge_types import (
     split_comment,
     with_marker,
 )
-from gitopsbot.core.kube_objects import CrdDocumentError, deployment_readiness, parse_crd_documents
-from gitopsbot.core.lease import LeaseRecord, LeaseSpec, lease_body, record_of
-from gitopsbot.core.model import ClusterSpec, RolloutPolicy
-from gitopsbot.core.observed import (
+from gitopsbot.core.notices import kube_events as ke
+from gitopsbot.core.planning.observed import (
     CrdApplyResult,
     DeploymentReadiness,
     HelmReleaseInfo,
     HelmReleaseStatus,
+)
+from gitopsbot.core.replicas.lease import LeaseRecord, LeaseSpec, lease_body, record_of
+from gitopsbot.core.rollouts.kube_objects import (
+    CrdDocumentError,
+    deployment_readiness,
+    parse_crd_documents,
 )
 from gitopsbot.errors import (
     ForgeFailed,

@@ -172,7 +172,7 @@ def test_import_linter_contracts_are_kept() -> None:
 @pytest.mark.parametrize(
     ("module", "line", "contract"),
     [
-        ("core/happenings.py", "import gitopsbot.bot.announcer", "layers"),
+        ("core/notices/happenings.py", "import gitopsbot.bot.announcer", "layers"),
         ("commands/status.py", "import gitopsbot.adapters.git", "composition root"),
         ("app/bot.py", "import gitopsbot.sandbox.story", "never imports the sandbox"),
         ("sandbox/story.py", "import gitopsbot.adapters.helm", "wired by gitopsbot.app"),

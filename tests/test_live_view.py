@@ -2,7 +2,8 @@
 pty) a region redrawn in place with a progress bar per pool phase, the batch, the units done
 and the ETA, through an intermediate batch between 0 % and 100 %; on a pipe (logs, CI) one
 timestamped line per change and no escape codes. The bot's records are real journals
-(``core.journal``) pushed to a real bare Git remote's state branch, as the bot pushes them;
+(``core.operations.journal``) pushed to a real bare Git remote's state branch, as the bot pushes
+them;
 the watcher is the real command in a subprocess, stopped with a real SIGINT."""
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import Component
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -34,7 +36,6 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import Component
 from tests.executor.test_status_from_clone import bare_remote, fleet_source, record_state, seen
 
 __all__ = ["fleet_source"]  # a fixture, used by name

@@ -1,6 +1,6 @@
 """Signed charts: a chart source whose ``fetch`` verifies the archive's provenance file with
 the keyring gitopsbot.yaml's ``chartKeyrings`` requires for its repository (docs/fleet-repo.md,
-"Signed charts"; ``core.provenance`` decides which entry applies and what a result means).
+"Signed charts"; ``core.planning.provenance`` decides which entry applies and what a result means).
 
 The provenance file comes from where the archive came from: ``<archive URL>.prov`` over HTTP
 (helm's convention), the manifest's provenance layer in an OCI registry (``helm pull
@@ -21,9 +21,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from gitopsbot.adapters.helm import HelmCli
-from gitopsbot.core import provenance as core
-from gitopsbot.core.chart import Chart, ChartIndex
-from gitopsbot.core.model import ChartKeyring
+from gitopsbot.core.fleet.model import ChartKeyring
+from gitopsbot.core.planning import provenance as core
+from gitopsbot.core.planning.chart import Chart, ChartIndex
 from gitopsbot.errors import (
     ChartInvalid,
     ChartNotFound,

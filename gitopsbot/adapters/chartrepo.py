@@ -24,7 +24,13 @@ from pathlib import Path, PurePosixPath
 
 import httpx
 
-from gitopsbot.core.chart import Chart, ChartIndex, ChartVersion, parse_chart_files, semver_key
+from gitopsbot.core.planning.chart import (
+    Chart,
+    ChartIndex,
+    ChartVersion,
+    parse_chart_files,
+    semver_key,
+)
 from gitopsbot.errors import ChartInvalid, ChartNotFound, ChartUnavailable
 from gitopsbot.ports.charts import ChartArchive
 
@@ -159,7 +165,7 @@ class HttpChartSource:
         cached = self._indexes.get(repo_url)
         if not fresh and cached is not None and now - cached.fetched_at < self._index_ttl:
             return cached.index
-        from gitopsbot.core.chart import parse_index
+        from gitopsbot.core.planning.chart import parse_index
 
         url = self._index_url(repo_url)
         conditional: dict[str, str] = {}

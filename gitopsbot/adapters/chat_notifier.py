@@ -2,7 +2,7 @@
 ``notifications:`` in gitopsbot.yaml (docs/notifications.md).
 
 What is decided (which events, which clusters, the payloads, the token bucket, coalescing) is
-pure and lives in ``core.notifications``; this module redacts, queues and posts.
+pure and lives in ``core.notices.notifications``; this module redacts, queues and posts.
 
 **Why httpx and not apprise.** apprise (2.2, evaluated in docs/notifications.md) is the
 well-kept notification library, but it does not fit: its Slack plugin posts only to
@@ -43,9 +43,9 @@ from typing import Any, Protocol
 import httpx
 
 from gitopsbot.adapters.redaction import redact_secrets
-from gitopsbot.core.happenings import Happening
-from gitopsbot.core.model import BotSettings, ForgeSettings, NotificationTarget, SecretRef
-from gitopsbot.core.notifications import (
+from gitopsbot.core.fleet.model import BotSettings, ForgeSettings, NotificationTarget, SecretRef
+from gitopsbot.core.notices.happenings import Happening
+from gitopsbot.core.notices.notifications import (
     Message,
     RateLimit,
     coalesce,

@@ -39,7 +39,7 @@ from kubernetes.client import ApiClient, Configuration
 
 from gitopsbot.adapters.kube import KubeCluster, _kubeconfig_problem
 from gitopsbot.adapters.kube_request import KUBECONFIG_ERRORS, configuration_from_kubeconfig
-from gitopsbot.core.model import KubeconfigSecretRef
+from gitopsbot.core.fleet.model import KubeconfigSecretRef
 from gitopsbot.errors import ConfigError, KubeError
 
 log = logging.getLogger(__name__)

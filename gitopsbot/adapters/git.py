@@ -23,7 +23,7 @@ from pygit2.enums import CredentialType, FileMode, ObjectType, SortMode
 
 from gitopsbot.adapters import interrupts
 from gitopsbot.adapters.redaction import redact_secrets
-from gitopsbot.core.observed_git import CommitInfo
+from gitopsbot.core.fleet.observed_git import CommitInfo
 from gitopsbot.errors import (
     GitAuthError,
     GitError,

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from gitopsbot.core.commit_classes import PROPOSAL_PREFIX, parse_proposal_branch
-from gitopsbot.core.forge_types import (
+from gitopsbot.core.fleet.commit_classes import PROPOSAL_PREFIX, parse_proposal_branch
+from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
     PullRequestInfo,

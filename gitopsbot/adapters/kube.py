@@ -37,13 +37,13 @@ from gitopsbot.adapters.kube_request import (
     resource_path,
     send,
 )
-from gitopsbot.core.kube_objects import (
+from gitopsbot.core.planning.observed import CrdApplyResult, DeploymentReadiness
+from gitopsbot.core.rollouts.kube_objects import (
     CrdDocumentError,
     condition_status,
     deployment_readiness,
     parse_crd_documents,
 )
-from gitopsbot.core.observed import CrdApplyResult, DeploymentReadiness
 from gitopsbot.errors import (
     ConfigError,
     KubeConflict,

@@ -1,7 +1,7 @@
 """The Events port over the Kubernetes API (``events.k8s.io/v1``), through the client's
 ``ApiClient`` (auth, TLS and proxy of the cluster's connection), like ``adapters.leases``.
 
-Plain JSON: the bytes posted are the ones ``core.kube_events.event_body`` made. The object
+Plain JSON: the bytes posted are the ones ``core.notices.kube_events.event_body`` made. The object
 an Event regards is read (GET) for its uid, remembered for five minutes. One request per
 call, no retries, a short timeout: ``bot.event_recorder`` posts from its own thread and drops
 what fails.
@@ -30,7 +30,7 @@ from gitopsbot.adapters.kube_request import (
     send,
 )
 from gitopsbot.adapters.redaction import redact_secrets
-from gitopsbot.core import kube_events as ke
+from gitopsbot.core.notices import kube_events as ke
 from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
 
 _EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"

@@ -27,8 +27,8 @@ from pathlib import Path
 from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.kube import MESSAGE_LIMIT
 from gitopsbot.adapters.tool_env import tool_environment
-from gitopsbot.core.kube_objects import CrdDocumentError, parse_crd_documents
-from gitopsbot.core.observed import CrdApplyResult
+from gitopsbot.core.planning.observed import CrdApplyResult
+from gitopsbot.core.rollouts.kube_objects import CrdDocumentError, parse_crd_documents
 from gitopsbot.errors import KubeFailed, KubeInvalid, KubeServerError
 from gitopsbot.ports.cluster import FIELD_MANAGER
 

@@ -3,7 +3,8 @@
 
 Plain JSON, not the typed ``CoordinationV1Api``: its models would parse ``renewTime`` into a
 datetime and write it back in their own format; here the bytes on the wire are the ones
-``core.lease.lease_body`` made. One request per call, no retries (the port says why), a short
+``core.replicas.lease.lease_body`` made. One request per call, no retries (the port says why), a
+short
 timeout so a hung request cannot outlive a renew deadline.
 """
 
@@ -25,7 +26,7 @@ from gitopsbot.adapters.kube_request import (
     configuration_from_kubeconfig,
     send,
 )
-from gitopsbot.core.lease import LeaseRecord, LeaseSpec, lease_body, record_of
+from gitopsbot.core.replicas.lease import LeaseRecord, LeaseSpec, lease_body, record_of
 from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
 from gitopsbot.ports.cluster import FIELD_MANAGER
 

@@ -19,7 +19,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
-from gitopsbot.core.health import Verdict
+from gitopsbot.core.replicas.health import Verdict
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

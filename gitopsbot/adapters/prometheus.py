@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from gitopsbot.adapters.redaction import redact_secrets
-from gitopsbot.core.gates import Alert, PrometheusEndpoint, Sample
+from gitopsbot.core.rollouts.gates import Alert, PrometheusEndpoint, Sample
 from gitopsbot.errors import SecretUnavailable
 from gitopsbot.ports.prometheus import PrometheusRefused, PrometheusUnavailable
 

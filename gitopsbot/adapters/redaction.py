@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gitopsbot.core.secrets import secret_strings
+from gitopsbot.core.fleet.secrets import secret_strings
 
 MASK = "***"
 MIN_SUBSTRING_LENGTH = 6
@@ -39,7 +39,7 @@ def redact_secrets(text: str, secrets: Iterable[str]) -> str:
 def helm_secrets(values: Mapping[str, Any], secret_values: Iterable[str] = ()) -> list[str]:
     """What an upgrade's errors mask, longest first: ``secret_values`` (the secrets the caller
     merged in, masked wherever they appear, also where a value at a path that is not secret
-    equals one) and the values at secret paths of ``values`` (``core.secrets.secret_strings``:
+    equals one) and the values at secret paths of ``values`` (``core.fleet.secrets.secret_strings``:
     secret-looking keys, built-in paths, token shapes). No other value is masked."""
     found = {s for s in secret_values if s} | set(secret_strings(values))
     return sorted(found, key=len, reverse=True)

@@ -47,7 +47,7 @@ import httpx
 from kubernetes.client import Configuration
 
 from gitopsbot.adapters.kube import METADATA_LIST
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
 
 log = logging.getLogger(__name__)
 

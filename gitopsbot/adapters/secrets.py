@@ -1,6 +1,7 @@
-"""Resolve ``core.model.SecretRef``s at apply time: a Kubernetes Secret, a file, or an env var.
+"""Resolve ``core.fleet.model.SecretRef``s at apply time: a Kubernetes Secret, a file, or an env
+var.
 
-The values go straight into ``core.secrets.merge_secrets`` and from there into helm's 0600
+The values go straight into ``core.fleet.secrets.merge_secrets`` and from there into helm's 0600
 values file. Nothing here logs a value; every error names the reference (source, name, key,
 values path) and never what was read. Each value resolved is also told to the log
 formatters' mask (``adapters.redaction.KNOWN``): should it turn up in an error or a step's
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from gitopsbot import settings
 from gitopsbot.adapters.redaction import KNOWN, KnownSecrets
-from gitopsbot.core.model import SecretRef
+from gitopsbot.core.fleet.model import SecretRef
 from gitopsbot.errors import KubeError, SecretUnavailable
 from gitopsbot.ports.cluster import Cluster
 
@@ -70,7 +71,7 @@ class SecretResolver:
         return value
 
     def resolve_all(self, refs: Iterable[SecretRef]) -> dict[str, str]:
-        """values path → value, for ``core.secrets.merge_secrets``."""
+        """values path → value, for ``core.fleet.secrets.merge_secrets``."""
         return {ref.values_path: self.resolve(ref) for ref in refs}
 
     def _kubernetes(self, ref: SecretRef) -> str:

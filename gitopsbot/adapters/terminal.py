@@ -2,7 +2,8 @@
 
 ``LiveScreen`` keeps one region of the terminal and redraws it in place at each ``draw``:
 text lines as they are, and each block of steps as a table whose pool phases carry rich's
-progress bar next to their batch summary (``core.phase_view.StepRow``). It is for terminals only;
+progress bar next to their batch summary (``core.rollouts.phase_view.StepRow``). It is for
+terminals only;
 callers print plain lines elsewhere (``bot.report.change_lines``), so logs and CI get one
 line per change and no escape codes.
 
@@ -21,7 +22,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from gitopsbot.core.phase_view import StepRow
+from gitopsbot.core.rollouts.phase_view import StepRow
 from gitopsbot.ports.screen import Frame
 
 _STATE_STYLE = {

@@ -70,7 +70,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 from waitress.utilities import Error
 
-from gitopsbot.core.webhook_events import (
+from gitopsbot.core.forge.webhook_events import (
     PayloadError,
     WebhookEvent,
     WebhookProvider,

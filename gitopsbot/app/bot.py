@@ -70,9 +70,9 @@ from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.bot.shard_keeper import ShardKeeper
 from gitopsbot.bot.shared_repo import SharedRepo
-from gitopsbot.core import tool_record
-from gitopsbot.core.model import BotSettings
-from gitopsbot.core.webhook_events import EventKind, WebhookEvent
+from gitopsbot.core.fleet.model import BotSettings
+from gitopsbot.core.forge.webhook_events import EventKind, WebhookEvent
+from gitopsbot.core.operations import tool_record
 from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.charts import ChartArchives, ChartSource

@@ -44,7 +44,7 @@ from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.reviewed_chart import ReviewedCharts
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core.model import BotSettings, ChartKeyring, ClusterSpec
+from gitopsbot.core.fleet.model import BotSettings, ChartKeyring, ClusterSpec
 from gitopsbot.fleetrepo import load_cluster, policy_documents
 from gitopsbot.ports.charts import ChartArchives, ChartSource, ManifestRenderer
 from gitopsbot.ports.cluster import Cluster

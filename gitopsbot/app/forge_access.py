@@ -23,7 +23,7 @@ from gitopsbot.adapters.forge.connect import connect_github_app, from_settings
 from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.redaction import KNOWN
 from gitopsbot.adapters.secrets import SecretResolver
-from gitopsbot.core.model import BotSettings
+from gitopsbot.core.fleet.model import BotSettings
 from gitopsbot.errors import ConfigError
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.forge import Forge

@@ -31,7 +31,7 @@ from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # 
 from gitopsbot.adapters.webhooks import WebhookReceiver as WebhookReceiver  # re-exported: run
 from gitopsbot.app.forge_access import env_app_tokens
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.model import BotSettings, Fleet, SecretRef
+from gitopsbot.core.fleet.model import BotSettings, Fleet, SecretRef
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.repo import Repo

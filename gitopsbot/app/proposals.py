@@ -33,7 +33,7 @@ from gitopsbot.app.clusters import chart_keyrings, chart_source, registry_logins
 from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.bot.proposer import Proposer
-from gitopsbot.core.model import BotSettings, ChartKeyring
+from gitopsbot.core.fleet.model import BotSettings, ChartKeyring
 from gitopsbot.errors import ConfigError
 from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.files import FileTree

@@ -1,4 +1,4 @@
-"""Tells the listeners what each recorded transition means (``core.happenings.changes``).
+"""Tells the listeners what each recorded transition means (``core.notices.happenings.changes``).
 
 The announcer remembers the journal it last announced per cluster. After a restart it knows
 nothing: the reconciler calls ``seen`` with the running operation it re-posts, so a restart
@@ -12,8 +12,8 @@ import logging
 import threading
 from collections.abc import Iterable
 
-from gitopsbot.core.happenings import Happening, changes
-from gitopsbot.core.journal import Journal
+from gitopsbot.core.notices.happenings import Happening, changes
+from gitopsbot.core.operations.journal import Journal
 from gitopsbot.ports.observers import Listener, PassListener, PassStartListener
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The policy gate at apply time, through the ports: what is deployed (Helm), the charts (the
 chart source), the rules (built-in plus the fleet's ``policies/`` at the operation's commit).
 
-The judgement itself is ``core.plan.make_plan`` (the evaluation a pull request gets) and
-``core.apply_gate`` (which rules judge which operation, and what a block records). See
+The judgement itself is ``core.planning.plan.make_plan`` (the evaluation a pull request gets) and
+``core.policy.apply_gate`` (which rules judge which operation, and what a block records). See
 docs/policies.md, "At apply time".
 
 A chart source that cannot be reached raises ``ChartUnavailable`` (a TransientError): the
@@ -18,14 +18,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gitopsbot.bot.reviewed_chart import ReviewedCharts
-from gitopsbot.core import apply_gate
-from gitopsbot.core import secrets as secrets_mod
-from gitopsbot.core.chart import Chart, is_version, semver_key
-from gitopsbot.core.journal import Journal, OperationKind
-from gitopsbot.core.model import ClusterSpec, CredentialsSpec
-from gitopsbot.core.observed import DeployedState, HelmReleaseInfo
-from gitopsbot.core.plan import make_plan
-from gitopsbot.core.policy import Verdict, load_rules
+from gitopsbot.core.fleet import secrets as secrets_mod
+from gitopsbot.core.fleet.model import ClusterSpec, CredentialsSpec
+from gitopsbot.core.operations.journal import Journal, OperationKind
+from gitopsbot.core.planning.chart import Chart, is_version, semver_key
+from gitopsbot.core.planning.observed import DeployedState, HelmReleaseInfo
+from gitopsbot.core.planning.plan import make_plan
+from gitopsbot.core.policy import Verdict, apply_gate, load_rules
 from gitopsbot.errors import ChartInvalid, ChartNotFound, ConfigError
 from gitopsbot.ports.charts import ChartSource
 

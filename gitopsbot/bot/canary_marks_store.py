@@ -1,13 +1,13 @@
-"""The GPU canary's marks on the state branch (issue 18, ``core.canary_marks``):
+"""The GPU canary's marks on the state branch (issue 18, ``core.waves.canary_marks``):
 ``read_canary_marks`` reads ``canary-failures/*.yaml``, ``record_canary_failure`` writes one
 there (no request: the bot's own record takes effect at once; a person clears it in Git)."""
 
 from __future__ import annotations
 
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import canary_marks
-from gitopsbot.core.canary_marks import CanaryFailure
-from gitopsbot.core.model import ClearedVersion
+from gitopsbot.core.fleet.model import ClearedVersion
+from gitopsbot.core.waves import canary_marks
+from gitopsbot.core.waves.canary_marks import CanaryFailure
 from gitopsbot.ports.repo import Repo
 
 

@@ -1,11 +1,11 @@
 """The drift check of one cluster: read the cluster (never write), build what Git wants, and
-let ``core.drift`` compare them (docs/drift.md).
+let ``core.drift.report`` compare them (docs/drift.md).
 
 Reads through the executor's ports: Helm's release (status, history, values: from Helm's
 storage, as every pass reads it), the TensorFusion CRDs, the TensorFusionCluster and its
 GPUPools, the controller Deployment. Secrets the bot would merge in are resolved through the
 executor's secret source only to be digested here; the values read from Helm are digested and
-masked by ``core.drift.observed_values`` before anything else sees them.
+masked by ``core.drift.report.observed_values`` before anything else sees them.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ from typing import Any
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.steps.cluster_reads import crd_digest, pool_images
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import drift, drift_baseline, manual_revision
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.chart import Chart
-from gitopsbot.core.images import effective_images
-from gitopsbot.core.journal import Journal
-from gitopsbot.core.model import ClusterSpec
-from gitopsbot.core.postrender import rolling_update_policy
+from gitopsbot.core.drift import baseline as drift_baseline
+from gitopsbot.core.drift import report as drift
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import manual_revision
+from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.planning.chart import Chart
+from gitopsbot.core.planning.images import effective_images
+from gitopsbot.core.planning.postrender import rolling_update_policy
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import GitOpsBotError
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """One pull request per drifted cluster (docs/drift.md): opened on the first drift, updated
-while the drift changes, closed when it is gone. ``core.drift_proposal`` writes the text and
+while the drift changes, closed when it is gone. ``core.drift.proposal`` writes the text and
 the edits; this module reads the cluster's files at the watched branch, commits them on
 ``gitopsbot-drift/<cluster>`` and talks to the forge.
 
@@ -14,11 +14,11 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from gitopsbot.core import drift_proposal
-from gitopsbot.core.commit_classes import CLUSTERS_DIR
-from gitopsbot.core.drift import DriftReport
-from gitopsbot.core.forge_types import PullRequestInfo
-from gitopsbot.core.model import DriftSettings
+from gitopsbot.core.drift import proposal as drift_proposal
+from gitopsbot.core.drift.report import DriftReport
+from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR
+from gitopsbot.core.fleet.model import DriftSettings
+from gitopsbot.core.forge.forge_types import PullRequestInfo
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 

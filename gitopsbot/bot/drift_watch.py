@@ -1,6 +1,6 @@
 """Drift on a schedule, inside ``gitopsbot run`` (docs/drift.md): every ``drift.interval`` each
 cluster this replica works on is checked (``bot.drift``, read only), each at its own instant in
-the interval (``core.drift_schedule``: spread, never the whole fleet at once), and the result
+the interval (``core.drift.schedule``: spread, never the whole fleet at once), and the result
 is told:
 a log line, the ``gitopsbot_drift_items`` gauge, a Warning Event ``Drifted`` on the
 TensorFusionCluster when the drift is new or changed, ``clusters/<name>/drift.yaml`` on the
@@ -29,13 +29,15 @@ from datetime import datetime
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import drift, drift_record, drift_schedule
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.chart import Chart
-from gitopsbot.core.drift_record import DriftRecord
-from gitopsbot.core.journal import Journal
-from gitopsbot.core.kube_events import ObjectRef
-from gitopsbot.core.model import ClusterSpec, DriftSettings
+from gitopsbot.core.drift import record as drift_record
+from gitopsbot.core.drift import report as drift
+from gitopsbot.core.drift import schedule as drift_schedule
+from gitopsbot.core.drift.record import DriftRecord
+from gitopsbot.core.fleet.model import ClusterSpec, DriftSettings
+from gitopsbot.core.notices.kube_events import ObjectRef
+from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.planning.chart import Chart
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.events import Events
 
@@ -185,7 +187,7 @@ class DriftWatch:
             self._thread.join(timeout)
 
     def _run(self, first_after: float) -> None:
-        """Each cluster at its own instant in the interval (``core.drift_schedule``): the
+        """Each cluster at its own instant in the interval (``core.drift.schedule``): the
         checks due together run as one round; the fleet is asked again at least every
         ``RESCHEDULE_SECONDS`` for clusters added or gone."""
         interval = float(self.settings.interval_seconds)

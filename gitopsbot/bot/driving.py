@@ -1,6 +1,6 @@
 """Operation driving: observe → decide → execute one step → record.
 
-1. **Decide** (pure): ``core.operation.next_step(journal, observations, now)``.
+1. **Decide** (pure): ``core.operations.operation.next_step(journal, observations, now)``.
 2. **Execute** one step, or the pool switch changes, through ``bot.steps.executor``.
 3. **Record**: a commit on the state branch for every transition that buys safety, mirrored
    on the pull request (one comment per operation, edited, and the ``gitopsbot/apply``
@@ -29,23 +29,10 @@ from gitopsbot.bot.pr_commands import take_commands
 from gitopsbot.bot.reverts import Reverts
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
-from gitopsbot.core import (
-    canary_marks,
-    canary_record,
-    node_states,
-    operation,
-    pass_decision,
-    pause,
-    phase_clock,
-    phase_view,
-    pr_commands,
-    reviewed_chart,
-    rollout,
-    verify_wait,
-    windows,
-)
-from gitopsbot.core.canary_marks import CanaryFailure
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import ClearedVersion, ClusterSpec, Component
+from gitopsbot.core.forge import pr_commands
+from gitopsbot.core.operations import operation, pass_decision, pause
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -56,9 +43,20 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import ClearedVersion, ClusterSpec, Component
-from gitopsbot.core.operation import Action, Decision
-from gitopsbot.core.pass_decision import OperationView
+from gitopsbot.core.operations.operation import Action, Decision
+from gitopsbot.core.operations.pass_decision import OperationView
+from gitopsbot.core.planning import reviewed_chart
+from gitopsbot.core.rollouts import (
+    canary_record,
+    node_states,
+    phase_clock,
+    phase_view,
+    rollout,
+    verify_wait,
+    windows,
+)
+from gitopsbot.core.waves import canary_marks
+from gitopsbot.core.waves.canary_marks import CanaryFailure
 from gitopsbot.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -106,7 +104,7 @@ class Driver:
 
     def pause_holds(self, journal: Journal) -> pause.Holds:
         """Who holds the operation outside its pull request: Git's pauses and a failed-version
-        mark of its version (``core.pass_decision.mark_holds``)."""
+        mark of its version (``core.operations.pass_decision.mark_holds``)."""
         mark = pass_decision.mark_holds(journal, self.standing_mark(journal))
         return pause.merged(self.git_pauses(journal), mark)
 
@@ -174,7 +172,7 @@ class Driver:
         """The standing failed-version mark of the operation's chart version, if any: a GPU
         canary failed on it anywhere in the fleet (issue 18) and ``clearedVersions`` at the
         watched branch's head does not clear it. Whom it holds is decided
-        (``core.pass_decision.mark_holds``)."""
+        (``core.operations.pass_decision.mark_holds``)."""
         marks, _ = canary_marks_store.read_canary_marks(self.ctx.repo, self.ctx.store.branch)
         if not marks:
             return None

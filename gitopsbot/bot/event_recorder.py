@@ -2,7 +2,8 @@
 
 ``happened`` only puts the happening on a bounded queue (the oldest is dropped, with a log
 line, when it is full); one background thread turns each into Events
-(``core.kube_events``) on the cluster's TensorFusionCluster, and for a pool's happening on its
+(``core.notices.kube_events``) on the cluster's TensorFusionCluster, and for a pool's happening on
+its
 GPUPool too, and posts them through the cluster's ``ports.events.Events``. A failure (403,
 404, 409, 5xx, a timeout) is logged once per cluster and kind of failure and the Event is
 dropped: an Event never slows, fails or repeats a pass.
@@ -16,9 +17,9 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 
-from gitopsbot.core import kube_events as ke
-from gitopsbot.core.happenings import Happening
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.notices import kube_events as ke
+from gitopsbot.core.notices.happenings import Happening
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.events import Events
 

@@ -8,7 +8,7 @@ and no commit or push is added. The summary is updated from the one it replaces 
 one is fresh (its fingerprint is the branch's), else rebuilt from the cluster's journals
 (written by an older bot, edited by hand, missing). Should that fail, the summary is
 removed: a reader then reads the journals, as it does for any missing or stale summary
-(``read``). The digests and the fold are ``core.wave_evidence``'s.
+(``read``). The digests and the fold are ``core.waves.wave_evidence``'s.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gitopsbot.core import wave_evidence
-from gitopsbot.core.journal import Journal
-from gitopsbot.core.promotion import ClusterEvidence
-from gitopsbot.core.wave_evidence import OpDigest, Summary
+from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.waves import wave_evidence
+from gitopsbot.core.waves.promotion import ClusterEvidence
+from gitopsbot.core.waves.wave_evidence import OpDigest, Summary
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster
 from gitopsbot.ports.files import FileTree

@@ -1,4 +1,4 @@
-"""Propose the ``failedVersions:`` entry after a rollback in a wave (``core.failed_marks``).
+"""Propose the ``failedVersions:`` entry after a rollback in a wave (``core.waves.failed_marks``).
 
 Run by the proposal pass (``Proposer.run_once``): the rollbacks recorded on the state branch
 (``bot.waves.journals``) are turned into proposals; each gets a branch
@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 from gitopsbot.bot import waves
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import failed_marks
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.model import Fleet
+from gitopsbot.core.fleet.model import Fleet
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.waves import failed_marks
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo

@@ -1,5 +1,5 @@
 """Evaluate a pool's rollout gates: fetch what each one needs through the ports (Prometheus,
-the cluster) and judge it with ``core.gates``.
+the cluster) and judge it with ``core.rollouts.gates``.
 
 A fetch that fails (Prometheus down, a query refused, the API server erroring) or a
 Prometheus gate with no Prometheus configured is an inconclusive result carrying the error
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.gates import (
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.rollouts import tf_objects as tf
+from gitopsbot.core.rollouts.gates import (
     AlertsGate,
     Gate,
     GateOutcome,
@@ -25,7 +26,6 @@ from gitopsbot.core.gates import (
     judge_pending_gpunodes,
     judge_prom_samples,
 )
-from gitopsbot.core.model import ClusterSpec
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.prometheus import Prometheus

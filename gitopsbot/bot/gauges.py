@@ -2,12 +2,13 @@
 
 A pass listener: told on the pass's thread right after a pass of the cluster ended (its
 Lease still held), it reads what the pass left (the queued merge, the operation's commit)
-and asks ``core.windows.open_by_pool`` which pools may roll now. The windows are those of the
+and asks ``core.rollouts.windows.open_by_pool`` which pools may roll now. The windows are those of
+the
 cluster's files at the running (else queued) operation's commit, else at the watched
 branch's head: the rollout follows the windows of the commit it applies.
 
 It also counts the nodes of each pool phase of the running (or last) operation per state
-(``core.node_states``, recorded with the phase in the journal: issue #18).
+(``core.rollouts.node_states``, recorded with the phase in the journal: issue #18).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import logging
 from collections.abc import Mapping
 
 from gitopsbot.bot.reconciler import Reconciler
-from gitopsbot.core import node_states, phase_view, windows
-from gitopsbot.core.journal import Journal, StepKind
-from gitopsbot.core.node_states import NodeState
+from gitopsbot.core.operations.journal import Journal, StepKind
+from gitopsbot.core.rollouts import node_states, phase_view, windows
+from gitopsbot.core.rollouts.node_states import NodeState
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.metrics import FleetGauges
 

@@ -4,7 +4,7 @@
 executor's steps are): it makes the Pod once, pinned to a node the canary batch updated,
 under a name derived from the operation and the pool, so a restarted bot finds the pod it
 made instead of making another (a 409 on create is that pod too); it judges the pod, and
-removes it once judged. Pure decisions are in ``core.canary_smoke``.
+removes it once judged. Pure decisions are in ``core.rollouts.canary_smoke``.
 
 Restart caveat, by design: the pod is deleted once judged, so a bot killed between that
 delete and journalling the result runs the smoke call once more (never two pods at once).
@@ -15,16 +15,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from gitopsbot.bot.steps.cluster_reads import pool_images
-from gitopsbot.core import canary_smoke as cs
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.canary_smoke import (
+from gitopsbot.core.fleet.model import ClusterSpec, Component
+from gitopsbot.core.rollouts import canary_smoke as cs
+from gitopsbot.core.rollouts import tf_objects as tf
+from gitopsbot.core.rollouts.canary_smoke import (
     CanaryEvidence,
     CanaryResult,
     CanarySmoke,
     CanaryVerdict,
     NodeView,
 )
-from gitopsbot.core.model import ClusterSpec, Component
 from gitopsbot.errors import KubeConflict
 from gitopsbot.ports.cluster import Cluster
 

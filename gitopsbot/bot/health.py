@@ -2,7 +2,7 @@
 
 ``HealthWatch`` is a pass listener (``ports.observers``): it remembers when a pass last ended
 without error. ``alive`` and ``ready`` gather that with the scheduler's heartbeat and the
-shard keeper's state and ask ``core.health`` (which says what each checks).
+shard keeper's state and ask ``core.replicas.health`` (which says what each checks).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 
 from gitopsbot.bot.scheduler import Scheduler
-from gitopsbot.core import health
+from gitopsbot.core.replicas import health
 from gitopsbot.ports.clock import Clock
 
 # A good pass older than this many poll intervals: the fleet repository is not answering.

@@ -1,6 +1,6 @@
 """A change held by waves is judged again on later passes, and starts once it may.
 
-A change the ``WAVES`` deny blocked (and nothing else blocked: ``core.promotion_gate.
+A change the ``WAVES`` deny blocked (and nothing else blocked: ``core.waves.promotion_gate.
 held_only_by_waves``) lifts without a new commit for the cluster: when the earlier waves have
 soaked, or when a person removes its ``failedVersions`` mark (a commit to gitopsbot.yaml,
 which intake does not take as the cluster's change); a policy deny waits for a new commit. So
@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from gitopsbot.bot.pass_base import PassBase, PassResult
-from gitopsbot.core.journal import Journal, OperationStatus
+from gitopsbot.core.operations.journal import Journal, OperationStatus
 
 log = logging.getLogger(__name__)
 

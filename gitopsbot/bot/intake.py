@@ -2,7 +2,8 @@
 
 New commits on the watched branch touching ``clusters/<name>/`` become an operation (a revert
 of a recorded operation becomes a rollback), placed by the merge queue
-(``core.merge_queue``). The first pass ever only records the branch head as the baseline: the
+(``core.operations.merge_queue``). The first pass ever only records the branch head as the
+baseline: the
 bot applies merges it sees happen, not the history before it.
 """
 
@@ -18,11 +19,12 @@ from typing import Any
 
 from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
-from gitopsbot.core import load_failure, merge_queue, operation, pass_decision, pause, rotation
-from gitopsbot.core.commit_classes import desired_paths, restore_is_undo, reverted_shas
+from gitopsbot.core.fleet.commit_classes import desired_paths, restore_is_undo, reverted_shas
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepState
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import load_failure, merge_queue, operation, pass_decision, pause
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.rotation import credentials as rotation
 from gitopsbot.errors import ConfigError, ForgeError
 from gitopsbot.ports.repo import CommitInfo
 

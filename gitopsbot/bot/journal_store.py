@@ -14,7 +14,7 @@ Layout of the state branch (``gitopsbot/state`` by default; docs/executor.md):
 - ``clusters/<name>/load-failure.yaml``: the newest commit for the cluster could not be
   loaded (nothing applied): the commit and the located reason
 - ``clusters/<name>/evidence.json``: the waves' evidence of the cluster's journals, digested
-  (``core.wave_evidence``), written in the same commit as every change of ``journal.yaml``,
+  (``core.waves.wave_evidence``), written in the same commit as every change of ``journal.yaml``,
   ``queued.yaml`` or ``history/`` (``bot.evidence_store``)
 - ``tools.yaml``: the helm and kubectl versions (and paths) ``run`` started with
 
@@ -31,20 +31,15 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from gitopsbot.bot import evidence_store
-from gitopsbot.core import (
-    drift_record,
-    load_failure,
-    manual_revision,
-    pass_failure,
-    tool_record,
-)
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core.drift_record import DriftRecord
-from gitopsbot.core.journal import Journal, OperationStatus, StepKind, StepState
-from gitopsbot.core.load_failure import LoadFailure
-from gitopsbot.core.manual_revision import ManualRevision
-from gitopsbot.core.pass_failure import PassFailure
-from gitopsbot.core.tool_record import ToolRecord
+from gitopsbot.core.drift import record as drift_record
+from gitopsbot.core.drift.record import DriftRecord
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations import load_failure, manual_revision, pass_failure, tool_record
+from gitopsbot.core.operations.journal import Journal, OperationStatus, StepKind, StepState
+from gitopsbot.core.operations.load_failure import LoadFailure
+from gitopsbot.core.operations.manual_revision import ManualRevision
+from gitopsbot.core.operations.pass_failure import PassFailure
+from gitopsbot.core.operations.tool_record import ToolRecord
 from gitopsbot.errors import TransientError
 from gitopsbot.ports.repo import Repo
 

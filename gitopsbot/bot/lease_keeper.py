@@ -1,6 +1,6 @@
 """Holding one named Lease: acquire it, keep renewing it, give it up, and know when it is lost.
 
-The rules of who may write what are ``core.lease``'s; this module reads, asks the core, and
+The rules of who may write what are ``core.replicas.lease``'s; this module reads, asks the core, and
 writes through the ``Leases`` port. It never loops or sleeps: the caller calls
 ``try_acquire`` until it holds the Lease, then ``renew`` every ``retry_period_seconds``, and
 checks ``held`` before each piece of work the Lease guards.
@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gitopsbot.core.lease import Action, LeaseRecord, decide, released
+from gitopsbot.core.replicas.lease import Action, LeaseRecord, decide, released
 from gitopsbot.errors import KubeConflict, KubeError
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.leases import Leases
@@ -89,7 +89,8 @@ class LeaseKeeper:
         """Note the Lease as read by someone else (a list of every Lease each period), so the
         time it has been seen unchanged counts from then: a replica that watches a Lease all
         along takes it over one duration after its holder stopped, not two. Returns the
-        seconds it has been seen unchanged (None: absent), for ``core.lease.is_expired``."""
+        seconds it has been seen unchanged (None: absent), for
+        ``core.replicas.lease.is_expired``."""
         return self._unchanged_for(current, self._clock.monotonic())
 
     def try_acquire(self) -> LeaseState:

@@ -3,7 +3,7 @@
 Log lines scroll above the region as usual (the adapter keeps the region at the bottom);
 the region shows, per cluster, the operation the bot last recorded (``Announcer.latest``)
 with its steps, and for each pool phase the progress bar and the batch line
-(``core.phase_view``), refreshed every second so elapsed time and ETA move between
+(``core.rollouts.phase_view``), refreshed every second so elapsed time and ETA move between
 transitions. Finished operations stay until the next one starts.
 
 It only reads what the announcer was told after each record, on its own thread: it never
@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable, Mapping
 
 from gitopsbot.bot import report
-from gitopsbot.core.happenings import Happening
-from gitopsbot.core.journal import Journal
-from gitopsbot.core.phase_view import StepRow
+from gitopsbot.core.notices.happenings import Happening
+from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.rollouts.phase_view import StepRow
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.screen import Frame, Screen
 

@@ -1,5 +1,5 @@
 """What the bot observes of each GPU node of a pool for the hypervisor rollout
-(``core.node_states.NodeSnapshot``): the pool's GPUNodes, the Kubernetes Nodes and the
+(``core.rollouts.node_states.NodeSnapshot``): the pool's GPUNodes, the Kubernetes Nodes and the
 hypervisor pods, read through the cluster port (facts §2.4, §3.4).
 
 Three lists per look, whatever the pool's size: the pool's GPUNodes by label, the Nodes,
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.model import ClusterSpec
-from gitopsbot.core.node_states import NodeSnapshot
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.rollouts import tf_objects as tf
+from gitopsbot.core.rollouts.node_states import NodeSnapshot
 from gitopsbot.ports.cluster import Cluster
 
 

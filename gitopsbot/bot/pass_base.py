@@ -23,8 +23,9 @@ from gitopsbot.bot.apply_gate import ApplyGate, Deployed
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.release_reads import PassReads
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import admission, operation, promotion_gate, windows
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -32,8 +33,9 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.core.policy import Verdict
+from gitopsbot.core.rollouts import admission, windows
+from gitopsbot.core.waves import promotion_gate
 from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.files import FileTree

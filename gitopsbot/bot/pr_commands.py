@@ -22,10 +22,11 @@ from __future__ import annotations
 import logging
 
 from gitopsbot.bot.pass_base import PassBase
-from gitopsbot.core import pause, pr_commands
-from gitopsbot.core.forge_types import find_marker
-from gitopsbot.core.journal import Journal, StepKind
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.forge import pr_commands
+from gitopsbot.core.forge.forge_types import find_marker
+from gitopsbot.core.operations import pause
+from gitopsbot.core.operations.journal import Journal, StepKind
 from gitopsbot.errors import ForgeError, TransientError
 from gitopsbot.ports.forge import ReadsComments
 

@@ -3,7 +3,7 @@
 A listener on the announcer (``bot.announcer``, wired in ``gitopsbot.app``), logging to
 ``gitopsbot.progress``:
 
-- each happening (``core.happenings``): its ``summary()``, at WARNING when it is one
+- each happening (``core.notices.happenings``): its ``summary()``, at WARNING when it is one
   (``Happening.warning``: blocked, halted, a failed step or operation, a rollback), else INFO;
 - ``pass started`` and ``pass finished: ACTION DETAIL (1.2 s)`` per cluster, at INFO, except
   while nothing changes: a cluster that stays idle, or waits for the same thing (a window,
@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from gitopsbot.core.happenings import Happening
+from gitopsbot.core.notices.happenings import Happening
 
 log = logging.getLogger("gitopsbot.progress")
 

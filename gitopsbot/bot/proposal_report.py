@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gitopsbot.core.proposals import ClusterDecision
+from gitopsbot.core.proposing.proposals import ClusterDecision
 
 
 def plan_marker(cluster: str) -> str:

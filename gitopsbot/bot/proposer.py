@@ -1,6 +1,6 @@
 """One upstream-proposal pass: read the fleet, ask each chart repository, open/refresh/close
 proposals. Ports are injected (Repo, Forge, ChartSource); every decision is
-``gitopsbot.core.proposals``'s.
+``gitopsbot.core.proposing.proposals``'s.
 
 A pass: fetch; read the fleet at the watched branch's head; read the proposal ledger from the
 state branch (``proposals.json``) and refresh the state of each open proposal from the forge
@@ -32,28 +32,28 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.overlay_tree import OverlayTree
 from gitopsbot.bot.proposal_report import PassReport, Proposal, plan_marker
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
-from gitopsbot.core import proposals as core
-from gitopsbot.core import provenance, reviewed_chart
 from gitopsbot.core import rehearsal as rehearsal_core
-from gitopsbot.core import wave_proposals as wave_core
-from gitopsbot.core.chart import Chart, ChartIndex
-from gitopsbot.core.commit_classes import CLUSTERS_DIR, ProposalId
+from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.layout import RELEASE_FILE
-from gitopsbot.core.forge_types import PullRequestInfo, PullRequestState, with_marker
-from gitopsbot.core.images import effective_images
-from gitopsbot.core.model import ClusterSpec, Fleet, Location
-from gitopsbot.core.observed import DeployedState
-from gitopsbot.core.plan import Plan, make_plan
+from gitopsbot.core.fleet.model import ClusterSpec, Fleet, Location
+from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState, with_marker
+from gitopsbot.core.planning import provenance, reviewed_chart
+from gitopsbot.core.planning.chart import Chart, ChartIndex
+from gitopsbot.core.planning.images import effective_images
+from gitopsbot.core.planning.observed import DeployedState
+from gitopsbot.core.planning.plan import Plan, make_plan
+from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import Rule, load_rules
-from gitopsbot.core.promotion_gate import with_verdicts
-from gitopsbot.core.proposals import (
+from gitopsbot.core.proposing import proposals as core
+from gitopsbot.core.proposing import wave_proposals as wave_core
+from gitopsbot.core.proposing.proposals import (
     ClusterDecision,
     ClusterInput,
     ProposalRecord,
     ProposalState,
 )
-from gitopsbot.core.render import render_markdown
+from gitopsbot.core.waves.promotion_gate import with_verdicts
 from gitopsbot.errors import (
     ChartInvalid,
     ChartNotFound,

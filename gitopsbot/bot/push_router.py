@@ -3,7 +3,7 @@
 Before, every delivery woke every cluster's job, so the merged cluster's pass waited behind a
 pass for each of the others. Now the webhook's thread only hands the push over (it answers at
 once); one routing thread fetches, diffs the watched branch's head as last routed with the
-new one, and wakes the clusters whose files changed (``core.push_scope``). When that cannot be
+new one, and wakes the clusters whose files changed (``core.fleet.push_scope``). When that cannot be
 told (the first push since the start, a change outside ``clusters/<name>/``, Git failing),
 every cluster is woken, as before.
 
@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 
-from gitopsbot.core import push_scope
+from gitopsbot.core.fleet import push_scope
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.repo import Repo
 

@@ -5,11 +5,13 @@ The pass (style-research §6.3, docs/decisions.md#the-pass):
 1. **Intake** (``bot.intake``, ``DrivingMixin.take_inputs``): new commits on the watched
    branch touching ``clusters/<name>/`` become an operation, placed by the merge queue; a
    person's commands (pull-request comments, ``approve:`` in Git) are recorded.
-2. **Observe** (``observe``): one ``core.pass_decision.Seen`` of everything the decision may
+2. **Observe** (``observe``): one ``core.operations.pass_decision.Seen`` of everything the decision
+may
    read: the operation and the queue, Git at the watched head and at the operation's commit,
    the holds, the pools, the Lease.
-3. **Decide** (pure): ``core.pass_decision.decide(seen)``, which asks
-   ``core.operation.next_step`` for an active operation: one action and its reason, in the
+3. **Decide** (pure): ``core.operations.pass_decision.decide(seen)``, which asks
+   ``core.operations.operation.next_step`` for an active operation: one action and its reason, in
+   the
    written precedence.
 4. **Act** (``act``): one step, or the pool switch changes, through ``bot.steps.executor``
    (``bot.driving``), and the **record**: a commit on the state branch for every transition,
@@ -40,9 +42,10 @@ from gitopsbot.bot.reverts import (
     REVERTING,
     Reverts,
 )
-from gitopsbot.core import manual_revision, pass_decision, windows
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.pass_decision import PassAction, PassDecision, Seen
+from gitopsbot.core.operations import manual_revision, pass_decision
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.operations.pass_decision import PassAction, PassDecision, Seen
+from gitopsbot.core.rollouts import windows
 from gitopsbot.errors import ConfigError, GitInterrupted, GitOpsBotError
 from gitopsbot.ports.release_watch import ReleaseWatch
 
@@ -265,7 +268,8 @@ class Reconciler(PassBase):
         return result
 
     def observe(self, cluster: str, current: Journal | None, now: datetime) -> Seen:
-        """Everything the pass's decision may read, read once (``core.pass_decision``)."""
+        """Everything the pass's decision may read, read once
+        (``core.operations.pass_decision``)."""
         queued = None
         if current is None or not current.active:
             queued = self.store.queued(cluster)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import rehearsal as rh
-from gitopsbot.core.journal import Journal, OperationStatus
-from gitopsbot.core.model import BotSettings
+from gitopsbot.core.fleet.model import BotSettings
+from gitopsbot.core.operations.journal import Journal, OperationStatus
 
 
 def save(store: JournalStore, rehearsal: rh.Rehearsal) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from gitopsbot.core import gantt, phase_view, promotion_gate, timeline
-from gitopsbot.core.forge_types import CommitState
-from gitopsbot.core.journal import Journal, OperationStatus, PhaseState, Step, StepState
-from gitopsbot.core.phase_view import StepRow
+from gitopsbot.core.forge.forge_types import CommitState
+from gitopsbot.core.operations.journal import Journal, OperationStatus, PhaseState, Step, StepState
+from gitopsbot.core.planning import gantt, timeline
+from gitopsbot.core.rollouts import phase_view
+from gitopsbot.core.rollouts.phase_view import StepRow
+from gitopsbot.core.waves import promotion_gate
 
 ICON = {
     StepState.PENDING: "·",

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 
 from gitopsbot.bot.journal_store import cluster_dir
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import operation, pause
-from gitopsbot.core.commit_classes import reverted_shas
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.commit_classes import reverted_shas
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations import operation, pause
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.errors import ForgeError, GitFailed, GitOpsBotError, PermanentError, PushRefused
 
 log = logging.getLogger(__name__)

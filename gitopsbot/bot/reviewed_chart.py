@@ -1,4 +1,5 @@
-"""The reviewed chart is the applied chart, through the ports (``core.reviewed_chart`` decides).
+"""The reviewed chart is the applied chart, through the ports (``core.planning.reviewed_chart``
+decides).
 
 - At plan time (``gitopsbot comment``, a proposal): ``ReviewedCharts.digests`` fetches the
   target chart's archive, renders it (``helm template``, secrets masked) and returns what the
@@ -17,11 +18,11 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import reviewed_chart as core
-from gitopsbot.core import secrets as secrets_mod
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet import secrets as secrets_mod
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.planning import reviewed_chart as core
 from gitopsbot.errors import ChartInvalid, ChartNotFound, GitError, GitOpsBotError, HelmError
 from gitopsbot.ports.charts import ChartArchive, ChartArchives, ManifestRenderer
 from gitopsbot.ports.files import FileTree
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 def render_files(tree: FileTree, cluster: str) -> dict[str, bytes | None]:
-    """The cluster's files its rendering depends on (``core.reviewed_chart.files_key``)."""
+    """The cluster's files its rendering depends on (``core.planning.reviewed_chart.files_key``)."""
     return {name: tree.read(f"clusters/{cluster}/{name}") for name in core.RENDER_FILES}
 
 

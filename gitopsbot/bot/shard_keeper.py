@@ -3,15 +3,15 @@
 Each replica keeps a membership Lease (``gitopsbot-replica-<identity>``, labels
 ``gitopsbot.io/role=replica`` and ``gitopsbot.io/shards=<count>``) and the shard Leases
 assigned to it (``gitopsbot-shard-<count>-<index>``, label ``gitopsbot.io/role=shard``). A
-cluster belongs to shard ``core.sharding.shard_of(name, count)``; a replica acts on it only
+cluster belongs to shard ``core.replicas.sharding.shard_of(name, count)``; a replica acts on it only
 while it holds that shard. Lease writes per retry period: one per replica plus one per shard,
 whatever the fleet's size (docs/leases.md#how-many-writes). Once per retry period ``step``:
 
 1. renews (or takes) its membership Lease;
 2. lists the membership, shard and per-cluster Leases (three ``list`` requests); a member is
-   live while its Lease is not expired as this replica observed it (``core.lease``);
+   live while its Lease is not expired as this replica observed it (``core.replicas.lease``);
 3. renews the shard Leases it holds;
-4. asks ``core.sharding.plan`` which shards to take and which to give up, among the live
+4. asks ``core.replicas.sharding.plan`` which shards to take and which to give up, among the live
    members of its own shard count;
 5. gives up surplus shards only at a step boundary: their clusters stop starting passes at
    once (``held`` is False) and the Lease is released once no pass of any of them is in
@@ -42,8 +42,8 @@ from datetime import datetime
 
 from gitopsbot.bot.lease_keeper import LeaseKeeper, LeaseTiming
 from gitopsbot.bot.pass_base import PassResult
-from gitopsbot.core import sharding
-from gitopsbot.core.lease import LeaseRecord, is_expired
+from gitopsbot.core.replicas import sharding
+from gitopsbot.core.replicas.lease import LeaseRecord, is_expired
 from gitopsbot.errors import KubeError
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.leases import Leases

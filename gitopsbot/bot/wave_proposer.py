@@ -1,6 +1,6 @@
 """One proposal per wave (``proposals.groupBy: wave``), carried out (issue 14).
 
-The decision is ``core.wave_proposals``; the per-cluster pass (``bot.proposer``) calls
+The decision is ``core.proposing.wave_proposals``; the per-cluster pass (``bot.proposer``) calls
 ``inputs`` before deciding and ``carry_out`` after its own requests. A wave's request is the
 per-cluster one with several clusters: one branch ``gitopsbot/upgrade/<wave>/<version>``
 (first commit's parent: the watched head; later ones on top of the branch, keeping what
@@ -22,19 +22,20 @@ from typing import Protocol
 from gitopsbot.bot import waves
 from gitopsbot.bot.overlay_tree import OverlayTree
 from gitopsbot.bot.proposal_report import PassReport, Proposal
-from gitopsbot.core import located_yaml, promotion
-from gitopsbot.core import proposals as core
-from gitopsbot.core import wave_proposals as wcore
-from gitopsbot.core.chart import ChartIndex
-from gitopsbot.core.commit_classes import CLUSTERS_DIR
+from gitopsbot.core.fleet import located_yaml
+from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR
 from gitopsbot.core.fleet.layout import RELEASE_FILE
-from gitopsbot.core.forge_types import PullRequestInfo, PullRequestState, with_marker
-from gitopsbot.core.images import effective_images
-from gitopsbot.core.model import ClusterSpec, Fleet, Location
-from gitopsbot.core.plan import Plan
+from gitopsbot.core.fleet.model import ClusterSpec, Fleet, Location
+from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState, with_marker
+from gitopsbot.core.planning.chart import ChartIndex
+from gitopsbot.core.planning.images import effective_images
+from gitopsbot.core.planning.plan import Plan
+from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import Decision, Rule
-from gitopsbot.core.proposals import ClusterInput, ProposalRecord, ProposalState
-from gitopsbot.core.render import render_markdown
+from gitopsbot.core.proposing import proposals as core
+from gitopsbot.core.proposing import wave_proposals as wcore
+from gitopsbot.core.proposing.proposals import ClusterInput, ProposalRecord, ProposalState
+from gitopsbot.core.waves import promotion
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import load_cluster
 from gitopsbot.ports.charts import ChartSource

@@ -1,6 +1,7 @@
 """Waves at apply time and on the plan (issue 14): the evidence read from the state branch.
 
-The decision is ``core.promotion`` (through ``core.promotion_gate``); here each cluster's
+The decision is ``core.waves.promotion`` (through ``core.waves.promotion_gate``); here each
+cluster's
 evidence is read from the state branch: its summary ``evidence.json`` (``bot.evidence_store``,
 #29), or, where that is missing, stale or unreadable, its journals (``JournalStore``:
 ``journal.yaml``, ``queued.yaml``, ``history/``) with each operation's chart version from
@@ -22,11 +23,11 @@ from datetime import UTC, datetime
 
 from gitopsbot.bot import canary_marks_store
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import canary_marks, promotion, promotion_gate
-from gitopsbot.core.journal import Journal
-from gitopsbot.core.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Fleet
+from gitopsbot.core.operations.journal import Journal
 from gitopsbot.core.policy import Verdict
-from gitopsbot.core.promotion import ClusterEvidence, PromotionDecision
+from gitopsbot.core.waves import canary_marks, promotion, promotion_gate
+from gitopsbot.core.waves.promotion import ClusterEvidence, PromotionDecision
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster
 from gitopsbot.ports.repo import Repo

@@ -1,5 +1,5 @@
 """Reads for workload awareness (#18): what a pool's worker and client batches would disrupt,
-read through the cluster port and judged by ``core.workload_wait``.
+read through the cluster port and judged by ``core.rollouts.workload_wait``.
 
 ``workload_snapshot`` is what ``decide_wait`` needs before a batch: the active GPU sessions
 and opt-out pods of the workloads a ``waitForWorkloads`` selector names. ``tenant_units`` is
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core import workload_wait as ww
-from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.fleet.model import ClusterSpec, Component
+from gitopsbot.core.rollouts import tf_objects as tf
+from gitopsbot.core.rollouts import workload_wait as ww
 from gitopsbot.ports.cluster import Cluster
 
 CONNECTION = "TensorFusionConnection"

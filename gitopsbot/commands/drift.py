@@ -11,7 +11,7 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.app import drift as drift_app
 from gitopsbot.commands import SUMMARIES
-from gitopsbot.core.drift import DriftReport
+from gitopsbot.core.drift.report import DriftReport
 from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
 EXAMPLES = """\

@@ -12,7 +12,7 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.commands import SUMMARIES
-from gitopsbot.core import sharding
+from gitopsbot.core.replicas import sharding
 from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
 log = logging.getLogger(__name__)

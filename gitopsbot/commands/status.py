@@ -17,12 +17,13 @@ from gitopsbot.bot import report
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import SUMMARIES
-from gitopsbot.core import node_states, promotion, promotion_gate
-from gitopsbot.core.journal import Journal
-from gitopsbot.core.load_failure import LoadFailure
-from gitopsbot.core.model import Fleet
-from gitopsbot.core.pass_failure import PassFailure
-from gitopsbot.core.phase_view import StepRow
+from gitopsbot.core.fleet.model import Fleet
+from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.operations.load_failure import LoadFailure
+from gitopsbot.core.operations.pass_failure import PassFailure
+from gitopsbot.core.rollouts import node_states
+from gitopsbot.core.rollouts.phase_view import StepRow
+from gitopsbot.core.waves import promotion, promotion_gate
 from gitopsbot.errors import ConfigError, GitOpsBotError
 
 EXAMPLES = """\
@@ -81,7 +82,7 @@ def frame(
     """What one refresh shows: lines, and each operation's steps as rows (drawn as text by
     ``render``, as a live region with progress bars on a terminal). With ``waves`` (and the
     fleet has ``waves:``), the clusters are grouped by wave, each wave headed by where its
-    clusters stand (``core.promotion_gate.wave_heading``)."""
+    clusters stand (``core.waves.promotion_gate.wave_heading``)."""
     names = store.clusters()
     if cluster is not None and cluster not in names:
         known = ", ".join(names) or "none yet"
@@ -174,7 +175,7 @@ def render(
 
 def as_json(store: JournalStore, cluster: str | None, now: datetime) -> tuple[dict[str, Any], int]:
     """What ``status --json`` prints: each cluster's current operation with its steps, and
-    for a pool phase its progress, summary and per-node records (``core.node_states``
+    for a pool phase its progress, summary and per-node records (``core.rollouts.node_states``
     journal form, issue #18), and the queued one. Exit status as ``frame``."""
     names = store.clusters()
     if cluster is not None and cluster not in names:

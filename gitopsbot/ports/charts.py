@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from gitopsbot.core.chart import Chart, ChartIndex
-from gitopsbot.core.provenance import Provenance
+from gitopsbot.core.planning.chart import Chart, ChartIndex
+from gitopsbot.core.planning.provenance import Provenance
 
 
 class ChartSource(Protocol):

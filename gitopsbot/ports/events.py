@@ -1,5 +1,5 @@
 """Kubernetes Events about the objects of a cluster (``events.k8s.io/v1``): what
-``bot.event_recorder`` posts for each happening. ``core.kube_events`` says what an Event
+``bot.event_recorder`` posts for each happening. ``core.notices.kube_events`` says what an Event
 contains; an implementation posts it, one request at a time, with a short timeout and no
 retries (an Event is worth less than the pass it tells about)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from gitopsbot.core.kube_events import EventSpec, ObjectRef, RecordedEvent
+from gitopsbot.core.notices.kube_events import EventSpec, ObjectRef, RecordedEvent
 
 
 class Events(Protocol):

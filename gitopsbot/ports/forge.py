@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from gitopsbot.core.forge_types import CommentInfo, CommitState, PullComment, PullRequestInfo
+from gitopsbot.core.forge.forge_types import CommentInfo, CommitState, PullComment, PullRequestInfo
 
 POLICY_CONTEXT = "gitopsbot/policy"
 

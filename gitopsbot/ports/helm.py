@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gitopsbot.core.model import ReleaseSpec, RolloutPolicy
-from gitopsbot.core.observed import HelmReleaseInfo
+from gitopsbot.core.fleet.model import ReleaseSpec, RolloutPolicy
+from gitopsbot.core.planning.observed import HelmReleaseInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,7 @@ class Helm(Protocol):
         merged secrets: they reach helm on its standard input, never a file or argv.
         ``secret_values``: the secrets merged into ``values``; an error masks them wherever
         they appear (also where a value at a path that is not secret equals one), and the
-        values at secret paths (``core.secrets.secret_strings``); no other value, so helm's
+        values at secret paths (``core.fleet.secrets.secret_strings``); no other value, so helm's
         message stays readable.
         Returns the new revision. HelmReleaseLocked when the release is pending-* (also when
         a transient failure left it so); HelmChartUnusable when the chart cannot be fetched

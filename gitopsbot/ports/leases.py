@@ -3,7 +3,7 @@
 Implemented by ``gitopsbot.adapters.leases.KubeLeases`` (kubernetes Python client) and by
 ``gitopsbot.testing.FakeLeases`` in memory; the same contract tests (tests/leases) run against
 both, and against the emulator and the real kube-apiserver. Who should write what is decided
-in ``gitopsbot.core.lease``; this port only reads and writes.
+in ``gitopsbot.core.replicas.lease``; this port only reads and writes.
 
 Writes are guarded: two replicas racing on one Lease, exactly one wins and the other gets
 ``KubeConflict`` (409: AlreadyExists on create, a stale resourceVersion on replace), reads
@@ -21,7 +21,7 @@ import builtins
 from collections.abc import Mapping
 from typing import Protocol
 
-from gitopsbot.core.lease import LeaseRecord, LeaseSpec
+from gitopsbot.core.replicas.lease import LeaseRecord, LeaseSpec
 
 
 class Leases(Protocol):

@@ -1,6 +1,7 @@
 """Who hears what the bot does: listeners of happenings and of passes.
 
-A ``Listener`` is told each happening (``core.happenings``) after its transition was recorded
+A ``Listener`` is told each happening (``core.notices.happenings``) after its transition was
+recorded
 on the state branch: Kubernetes Events, chat notifications, metrics and log lines are
 listeners, wired in ``gitopsbot.app``. A ``PassListener`` is told when a reconcile pass of a
 cluster ended (metrics: time since the last good pass; logs: pass finished).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from gitopsbot.core.happenings import Happening
+from gitopsbot.core.notices.happenings import Happening
 
 
 class Listener(Protocol):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gitopsbot.core.gates import Alert, Sample
+from gitopsbot.core.rollouts.gates import Alert, Sample
 from gitopsbot.errors import GitOpsBotError, PermanentError, TransientError
 
 

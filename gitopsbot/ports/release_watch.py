@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
 
 
 class ReleaseWatch(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from gitopsbot.core.observed_git import CommitInfo
+from gitopsbot.core.fleet.observed_git import CommitInfo
 from gitopsbot.ports.files import FileTree
 
 __all__ = ["CommitInfo", "Repo"]

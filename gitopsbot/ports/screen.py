@@ -1,6 +1,6 @@
 """A live region of a terminal: what ``status --watch`` and ``run`` redraw in place.
 
-A frame is lines and blocks of step rows (``core.phase_view.StepRow``), in order; the
+A frame is lines and blocks of step rows (``core.rollouts.phase_view.StepRow``), in order; the
 adapter (``adapters.terminal``, rich) draws the rows with progress bars. Only for terminals:
 elsewhere the callers print plain lines, one per change.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from gitopsbot.core.phase_view import StepRow
+from gitopsbot.core.rollouts.phase_view import StepRow
 
 Frame = Sequence[str | Sequence[StepRow]]
 

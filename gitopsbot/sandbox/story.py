@@ -42,11 +42,11 @@ from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.bot.proposal_report import Proposal
 from gitopsbot.bot.shared_repo import SharedRepo
-from gitopsbot.core import phase_view
+from gitopsbot.core.fleet.model import BotSettings
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
-from gitopsbot.core.model import BotSettings
-from gitopsbot.core.webhook_events import EventKind, WebhookEvent
+from gitopsbot.core.forge.webhook_events import EventKind, WebhookEvent
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.rollouts import phase_view
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.charts import ChartSource

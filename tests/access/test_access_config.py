@@ -19,7 +19,7 @@ from gitopsbot.adapters.cluster_access import (
     in_cluster_configuration,
     remove_dead_leftovers,
 )
-from gitopsbot.core.model import KubeconfigSecretRef
+from gitopsbot.core.fleet.model import KubeconfigSecretRef
 from gitopsbot.errors import ConfigError, FleetError
 from gitopsbot.fleetrepo import load_fleet
 from tests.fleet.fleet_testing import MemoryTree

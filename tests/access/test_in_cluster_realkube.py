@@ -31,8 +31,8 @@ from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kube_request import send
 from gitopsbot.adapters.leases import KubeLeases
-from gitopsbot.core.lease import LeaseSpec
-from gitopsbot.core.model import KubeconfigSecretRef
+from gitopsbot.core.fleet.model import KubeconfigSecretRef
+from gitopsbot.core.replicas.lease import LeaseSpec
 from gitopsbot.errors import ConfigError, HelmError, KubeForbidden
 
 pytestmark = [pytest.mark.realkube, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -220,7 +220,7 @@ CHILD = """
 import json, logging, sys
 logging.basicConfig(level=logging.DEBUG)
 from gitopsbot import app
-from gitopsbot.core.model import KubeconfigSecretRef
+from gitopsbot.core.fleet.model import KubeconfigSecretRef
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.errors import ConfigError
 access = app.cluster_access(app.RunOptions(fleet_url="unused"))

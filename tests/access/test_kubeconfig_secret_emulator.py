@@ -18,7 +18,7 @@ from gitopsbot import app
 from gitopsbot.adapters.cluster_access import ClusterAccess, ServiceAccountFiles
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.adapters.tools import ToolSet
-from gitopsbot.core.model import KubeconfigSecretRef
+from gitopsbot.core.fleet.model import KubeconfigSecretRef
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import load_fleet
 from tests.kube_pods import KubeServer, server  # noqa: F401  (the fixture)

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
-from gitopsbot.core.node_states import DONE, NodeState
-from gitopsbot.core.tf_objects import TF, node_out_of_service
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.rollouts.node_states import DONE, NodeState
+from gitopsbot.core.rollouts.tf_objects import TF, node_out_of_service
 from gitopsbot.sandbox.simulator.store_port import StorePort
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
 from gitopsbot.sandbox.story_fleet import CLUSTER

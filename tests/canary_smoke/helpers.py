@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitopsbot.core.canary_smoke import CanarySmoke
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Environment,
     PoolPolicy,
     ReleaseSpec,
     RolloutPolicy,
 )
+from gitopsbot.core.rollouts.canary_smoke import CanarySmoke
 
 NS = "tensor-fusion-sys"
 

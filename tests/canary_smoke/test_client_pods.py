@@ -5,8 +5,8 @@ the pool (found by tests/canary_smoke/test_canary_story.py)."""
 
 from __future__ import annotations
 
-from gitopsbot.core import canary_smoke as cs
-from gitopsbot.core import tf_objects as tf
+from gitopsbot.core.rollouts import canary_smoke as cs
+from gitopsbot.core.rollouts import tf_objects as tf
 from tests.canary_smoke.helpers import smoke
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from gitopsbot.core import canary_smoke as cs
-from gitopsbot.core.canary_smoke import CanarySmoke, CanaryVerdict, NodeView
-from gitopsbot.core.model import PoolPolicy
+from gitopsbot.core.fleet.model import PoolPolicy
+from gitopsbot.core.rollouts import canary_smoke as cs
+from gitopsbot.core.rollouts.canary_smoke import CanarySmoke, CanaryVerdict, NodeView
 from tests.canary_smoke.helpers import smoke
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gitopsbot.core import located_yaml
-from gitopsbot.core.canary_smoke import CanarySmoke
+from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.canary_smoke_file import read_canary_smoke
 from gitopsbot.core.fleet.fields import FieldReader
+from gitopsbot.core.rollouts.canary_smoke import CanarySmoke
 
 F = "clusters/c1/canary-smoke.yaml"
 

@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gitopsbot.core import canary_marks as cm
-from gitopsbot.core import promotion_gate
-from gitopsbot.core.canary_marks import CanaryFailure
-from gitopsbot.core.canary_smoke import CanaryEvidence, CanaryResult, CanaryVerdict
+from gitopsbot.core.fleet.model import BotSettings, ClearedVersion, FailedVersion
 from gitopsbot.core.fleet.settings_file import parse_cleared_versions, parse_settings
-from gitopsbot.core.model import BotSettings, ClearedVersion, FailedVersion
+from gitopsbot.core.rollouts.canary_smoke import CanaryEvidence, CanaryResult, CanaryVerdict
+from gitopsbot.core.waves import canary_marks as cm
+from gitopsbot.core.waves import promotion_gate
+from gitopsbot.core.waves.canary_marks import CanaryFailure
 from gitopsbot.errors import FleetError
 from tests.canary_smoke.helpers import spec
 

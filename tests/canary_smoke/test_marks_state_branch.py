@@ -10,8 +10,8 @@ from pathlib import Path
 from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.bot.canary_marks_store import read_canary_marks, record_canary_failure
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.canary_marks import CanaryFailure
-from gitopsbot.core.model import ClearedVersion
+from gitopsbot.core.fleet.model import ClearedVersion
+from gitopsbot.core.waves.canary_marks import CanaryFailure
 
 AT = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
 BRANCH = "gitopsbot/state"

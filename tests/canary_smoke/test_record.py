@@ -8,10 +8,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from gitopsbot.bot import report
-from gitopsbot.core import canary_record, happenings
-from gitopsbot.core import journal as J
-from gitopsbot.core.canary_smoke import CanaryEvidence, CanaryResult, CanaryVerdict
-from gitopsbot.core.model import Component
+from gitopsbot.core.fleet.model import Component
+from gitopsbot.core.notices import happenings
+from gitopsbot.core.operations import journal as J
+from gitopsbot.core.rollouts import canary_record
+from gitopsbot.core.rollouts.canary_smoke import CanaryEvidence, CanaryResult, CanaryVerdict
 
 AT = datetime(2026, 12, 4, 18, 0, 5, tzinfo=UTC)
 STEP = "pool/a/hypervisor"

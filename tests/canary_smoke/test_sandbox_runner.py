@@ -17,9 +17,9 @@ from ruamel.yaml import YAML
 
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.bot.gpu_canary import run_canary_smoke
-from gitopsbot.core import canary_smoke as cs
-from gitopsbot.core.canary_smoke import CanaryResult, CanarySmoke, CanaryVerdict
-from gitopsbot.core.model import Component
+from gitopsbot.core.fleet.model import Component
+from gitopsbot.core.rollouts import canary_smoke as cs
+from gitopsbot.core.rollouts.canary_smoke import CanaryResult, CanarySmoke, CanaryVerdict
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.simulator import ControllerSim, SimConfig
 from gitopsbot.sandbox.simulator.smoke import BREAK_ANNOTATION

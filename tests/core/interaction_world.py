@@ -15,31 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import (
-    hypervisor_restart,
-    operation,
-    pass_decision,
-    pause,
-    rollout,
-    rotation,
-    verify_wait,
-    windows,
-)
-from gitopsbot.core import (
-    journal as journal_yaml,
-)
-from gitopsbot.core.batch_record import BatchRecord, GateNote
-from gitopsbot.core.canary_marks import CanaryFailure
-from gitopsbot.core.gates import PromQueryGate
-from gitopsbot.core.journal import (
-    Journal,
-    OperationKind,
-    OperationStatus,
-    PhaseProgress,
-    PhaseState,
-    StepState,
-)
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Component,
     Environment,
@@ -49,8 +25,23 @@ from gitopsbot.core.model import (
     RolloutPolicy,
     Share,
 )
-from gitopsbot.core.pass_decision import OperationView, PassAction, Seen
-from gitopsbot.core.workload_wait import WorkloadAwareness, WorkloadSnapshot, WorkloadWait
+from gitopsbot.core.operations import journal as journal_yaml
+from gitopsbot.core.operations import operation, pass_decision, pause
+from gitopsbot.core.operations.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    PhaseProgress,
+    PhaseState,
+    StepState,
+)
+from gitopsbot.core.operations.pass_decision import OperationView, PassAction, Seen
+from gitopsbot.core.rollouts import hypervisor_restart, rollout, verify_wait, windows
+from gitopsbot.core.rollouts.batch_record import BatchRecord, GateNote
+from gitopsbot.core.rollouts.gates import PromQueryGate
+from gitopsbot.core.rollouts.workload_wait import WorkloadAwareness, WorkloadSnapshot, WorkloadWait
+from gitopsbot.core.rotation import credentials as rotation
+from gitopsbot.core.waves.canary_marks import CanaryFailure
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)  # a Wednesday, 02:00 UTC
 NOW = T0 + timedelta(minutes=10)

@@ -11,12 +11,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core import admission, windows
-from gitopsbot.core.admission import Capacity, admit, budget_percentage, expected_batch_seconds
-from gitopsbot.core.batch_record import BatchRecord
-from gitopsbot.core.journal import PhaseProgress
-from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy, Share
-from gitopsbot.core.timeline import DEFAULT_READINESS_SECONDS, MIN_STEP_SECONDS
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, Share
+from gitopsbot.core.operations.journal import PhaseProgress
+from gitopsbot.core.planning.timeline import DEFAULT_READINESS_SECONDS, MIN_STEP_SECONDS
+from gitopsbot.core.rollouts import admission, windows
+from gitopsbot.core.rollouts.admission import (
+    Capacity,
+    admit,
+    budget_percentage,
+    expected_batch_seconds,
+)
+from gitopsbot.core.rollouts.batch_record import BatchRecord
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)  # the window opens at 02:00 UTC for 1 hour
 WINDOW = windows.Window.of(MaintenanceWindow("0 2 * * *", 3600), UTC)

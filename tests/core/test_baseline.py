@@ -13,7 +13,7 @@ import pytest
 
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.baseline import load_cluster_baseline, load_fleet_baseline
-from gitopsbot.core.model import Location
+from gitopsbot.core.fleet.model import Location
 from gitopsbot.errors import FleetError
 from tests.core.plan_builders import ROOT
 

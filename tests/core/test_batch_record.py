@@ -7,10 +7,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.bot import report
-from gitopsbot.core import batch_record, journal, operation, phase_view
-from gitopsbot.core.batch_record import BatchRecord, GateNote
-from gitopsbot.core.journal import OperationKind, PhaseState
-from gitopsbot.core.model import PoolPolicy, RolloutPolicy
+from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
+from gitopsbot.core.operations import journal, operation
+from gitopsbot.core.operations.journal import OperationKind, PhaseState
+from gitopsbot.core.rollouts import batch_record, phase_view
+from gitopsbot.core.rollouts.batch_record import BatchRecord, GateNote
 
 T0 = datetime(2026, 12, 4, 2, 0, tzinfo=UTC)
 

@@ -1,15 +1,15 @@
 """A budget's "used up" reason does not outlive the node that used it up (#28 item 9): when
 the window closes or a person pauses the pool, the admission reason is dropped, so `status`
-does not keep telling of a node that has since been uncordoned (``core.rollout``)."""
+does not keep telling of a node that has since been uncordoned (``core.rollouts.rollout``)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import phase_view, rollout, windows
-from gitopsbot.core.journal import PhaseProgress
-from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy, Share
-from gitopsbot.core.rollout import PhaseAction, PhaseDecision, PoolObservation
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, Share
+from gitopsbot.core.operations.journal import PhaseProgress
+from gitopsbot.core.rollouts import phase_view, rollout, windows
+from gitopsbot.core.rollouts.rollout import PhaseAction, PhaseDecision, PoolObservation
 
 T0 = datetime(2026, 6, 10, 2, 10, tzinfo=UTC)  # inside the 02:00-03:00 UTC window
 WINDOW = windows.Window.of(MaintenanceWindow("0 2 * * *", 3600), UTC)

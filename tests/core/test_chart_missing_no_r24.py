@@ -12,7 +12,7 @@ import pytest
 
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.cli import main
-from gitopsbot.core.plan import make_plan
+from gitopsbot.core.planning.plan import make_plan
 from gitopsbot.core.policy import Rule
 from gitopsbot.fleetrepo import load_cluster
 from tests.core.plan_builders import ROOT

@@ -7,8 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import drift, drift_baseline, drift_proposal
-from gitopsbot.core.journal import (
+from gitopsbot.core.drift import baseline as drift_baseline
+from gitopsbot.core.drift import proposal as drift_proposal
+from gitopsbot.core.drift import report as drift
+from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
+from gitopsbot.core.operations.journal import (
     Effect,
     Journal,
     OperationKind,
@@ -17,9 +20,8 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
-from gitopsbot.core.operation import new_operation, phase_step_name
-from gitopsbot.core.postrender import rolling_update_policy
+from gitopsbot.core.operations.operation import new_operation, phase_step_name
+from gitopsbot.core.planning.postrender import rolling_update_policy
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 POLICY = RolloutPolicy(pools=(PoolPolicy("shared", batch_percentage=50),))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gitopsbot.core import drift, drift_proposal
-from gitopsbot.core.drift import DriftItem, DriftReport
+from gitopsbot.core.drift import proposal as drift_proposal
+from gitopsbot.core.drift import report as drift
+from gitopsbot.core.drift.report import DriftItem, DriftReport
 
 VALUES = "# the team's values\ncontroller:\n  replicas: 1  # one is enough\n"
 ROLLOUT = "pools:\n  shared:\n    batchPercentage: 50\n    batchInterval: 1s\n"

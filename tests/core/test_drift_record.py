@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gitopsbot.core import drift_record
-from gitopsbot.core.drift import DriftItem, DriftReport
+from gitopsbot.core.drift import record as drift_record
+from gitopsbot.core.drift.report import DriftItem, DriftReport
 
 NOW = datetime(2026, 12, 4, 15, 0, tzinfo=UTC)
 

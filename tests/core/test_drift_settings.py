@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gitopsbot.core.fleet.model import DriftSettings
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.model import DriftSettings
 from gitopsbot.errors import FleetError
 
 

@@ -7,15 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core.failed_marks import MarkProposal, RolledBack, add_entry, body, proposals
-from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Environment,
     FailedVersion,
     ReleaseSpec,
     RolloutPolicy,
 )
+from gitopsbot.core.fleet.settings_file import parse_settings
+from gitopsbot.core.waves.failed_marks import MarkProposal, RolledBack, add_entry, body, proposals
 
 T0 = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
 SETTINGS = """# the fleet

@@ -9,8 +9,8 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import gantt, timeline
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     PhaseProgress,
@@ -20,7 +20,7 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy
+from gitopsbot.core.planning import gantt, timeline
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

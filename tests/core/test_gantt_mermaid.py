@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core import gantt
+from gitopsbot.core.planning import gantt
 from tests.core.test_gantt import body
 from tests.test_live_view import journal_at
 

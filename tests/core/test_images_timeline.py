@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsbot.core.chart import Chart
-from gitopsbot.core.images import effective_images, image_changes
-from gitopsbot.core.model import Component, MaintenanceWindow
-from gitopsbot.core.timeline import batch_size, format_duration, pool_timeline, progress_steps
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow
+from gitopsbot.core.planning.chart import Chart
+from gitopsbot.core.planning.images import effective_images, image_changes
+from gitopsbot.core.planning.timeline import (
+    batch_size,
+    format_duration,
+    pool_timeline,
+    progress_steps,
+)
 from tests.core.plan_builders import pool, small_chart
 
 

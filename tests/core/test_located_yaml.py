@@ -18,8 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from gitopsbot.core import located_yaml
-from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedList, LocatedMap, Tagged, YamlLimits
+from gitopsbot.core.fleet import located_yaml
+from gitopsbot.core.fleet.located_yaml import (
+    DEFAULT_LIMITS,
+    LocatedList,
+    LocatedMap,
+    Tagged,
+    YamlLimits,
+)
 from gitopsbot.errors import FleetError
 from tests.fleet.fleet_testing import alias_bomb
 
@@ -238,7 +244,7 @@ def test_libyaml_is_what_parses() -> None:
 
 
 def test_a_chart_repository_index_may_be_larger_than_a_fleet_file() -> None:
-    from gitopsbot.core.chart import parse_index
+    from gitopsbot.core.planning.chart import parse_index
 
     entry = "  - version: 1.0.{i}\n    urls: [https://charts.example/c-1.0.{i}.tgz]\n" + (
         "    description: " + "x" * 150 + "\n"

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core import merge_queue, operation, pass_decision, windows
-from gitopsbot.core.journal import OperationKind, OperationStatus, QueueState
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Environment,
     MaintenanceWindow,
@@ -21,7 +19,10 @@ from gitopsbot.core.model import (
     ReleaseSpec,
     RolloutPolicy,
 )
-from gitopsbot.core.pass_decision import OperationView, PassAction, Seen
+from gitopsbot.core.operations import merge_queue, operation, pass_decision
+from gitopsbot.core.operations.journal import OperationKind, OperationStatus, QueueState
+from gitopsbot.core.operations.pass_decision import OperationView, PassAction, Seen
+from gitopsbot.core.rollouts import windows
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 POLICY = RolloutPolicy(pools=(PoolPolicy("gpu", batch_percentage=50),))

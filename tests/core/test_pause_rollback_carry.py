@@ -1,5 +1,5 @@
 """A failed upgrade's comment holds and comment cursor pass to its automatic rollback on the
-same pull request (``core.pause.carried_to_rollback``; docs/decisions.md#precedence: "the
+same pull request (``core.operations.pause.carried_to_rollback``; docs/decisions.md#precedence: "the
 pause then holds the rollback's pools"). Pure."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from gitopsbot.core import operation, pause
-from gitopsbot.core.journal import OperationKind
-from gitopsbot.core.model import PoolPolicy, RolloutPolicy
+from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
+from gitopsbot.core.operations import operation, pause
+from gitopsbot.core.operations.journal import OperationKind
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 POLICY = RolloutPolicy(pools=(PoolPolicy("a"), PoolPolicy("b")))

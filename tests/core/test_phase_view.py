@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core import journal, phase_view, rollout, timeline, windows
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy
+from gitopsbot.core.operations import journal
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     PhaseProgress,
@@ -22,8 +23,9 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy
-from gitopsbot.core.rollout import PhaseAction, PoolObservation
+from gitopsbot.core.planning import timeline
+from gitopsbot.core.rollouts import phase_view, rollout, windows
+from gitopsbot.core.rollouts.rollout import PhaseAction, PoolObservation
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

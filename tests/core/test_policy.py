@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.chart import Chart, ChartIndex, ChartVersion
-from gitopsbot.core.model import ClusterSpec, Component, Environment
-from gitopsbot.core.observed import DeployedState
-from gitopsbot.core.plan import make_plan
+from gitopsbot.core.fleet.model import ClusterSpec, Component, Environment
+from gitopsbot.core.planning.chart import Chart, ChartIndex, ChartVersion
+from gitopsbot.core.planning.observed import DeployedState
+from gitopsbot.core.planning.plan import make_plan
 from gitopsbot.core.policy import (
     Decision,
     Outcome,
@@ -295,7 +295,7 @@ def test_builtin_rule(case: Case, builtin_rules: tuple[Rule, ...]) -> None:
 
 
 def test_verdicts_are_located() -> None:
-    from gitopsbot.core.model import Location
+    from gitopsbot.core.fleet.model import Location
 
     rules = parse_rules(
         "rules:\n"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Environment,
     FailedVersion,
@@ -21,7 +21,7 @@ from gitopsbot.core.model import (
     Wave,
     WaveSelector,
 )
-from gitopsbot.core.promotion import (
+from gitopsbot.core.waves.promotion import (
     ChangeKind,
     ClusterEvidence,
     PromotionDecision,

@@ -1,6 +1,7 @@
 """The evidence of waves derived from journals (core.promotion_gate), and the gate's verdict.
 
-Journals are built with ``core.operation.new_operation`` (the steps the bot really runs), then
+Journals are built with ``core.operations.operation.new_operation`` (the steps the bot really
+runs), then
 their steps set as the executor would leave them.
 """
 
@@ -9,18 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import operation
-from gitopsbot.core.journal import (
-    Journal,
-    OperationKind,
-    OperationStatus,
-    PhaseProgress,
-    PhaseState,
-    RollbackPoint,
-    StepKind,
-    StepState,
-)
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     BotSettings,
     ClusterSpec,
     Environment,
@@ -30,8 +20,19 @@ from gitopsbot.core.model import (
     Wave,
     WaveSelector,
 )
-from gitopsbot.core.promotion import ClusterEvidence
-from gitopsbot.core.promotion_gate import (
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    PhaseProgress,
+    PhaseState,
+    RollbackPoint,
+    StepKind,
+    StepState,
+)
+from gitopsbot.core.waves.promotion import ClusterEvidence
+from gitopsbot.core.waves.promotion_gate import (
     decide_change,
     evidence_from,
     held_only_by_waves,

@@ -1,4 +1,5 @@
-"""Signed charts, the pure part (``core.provenance``, ``core.reviewed_chart.check``): which
+"""Signed charts, the pure part (``core.planning.provenance``,
+``core.planning.reviewed_chart.check``): which
 ``chartKeyrings`` entry covers a repository; what the plan shows of a verification; a failed
 one is the plan's CHART-PROVENANCE deny and the apply's block, before the pin and the plan's
 digests are compared; ``chartKeyrings`` read from gitopsbot.yaml with file, line and field."""
@@ -7,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsbot.core import provenance
-from gitopsbot.core import reviewed_chart as rc
+from gitopsbot.core.fleet.model import ChartKeyring
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.model import ChartKeyring
+from gitopsbot.core.planning import provenance
+from gitopsbot.core.planning import reviewed_chart as rc
 from gitopsbot.errors import FleetError
 
 A = "sha256:" + "a" * 64

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsbot.core.push_scope import touched
+from gitopsbot.core.fleet.push_scope import touched
 
 FLEET = ("staging", "production", "lab")
 

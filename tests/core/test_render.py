@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.model import Component, MaintenanceWindow
-from gitopsbot.core.observed import DeployedState
-from gitopsbot.core.plan import Plan, make_plan
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow
+from gitopsbot.core.planning.observed import DeployedState
+from gitopsbot.core.planning.plan import Plan, make_plan
+from gitopsbot.core.planning.render import JSON_SCHEMA_VERSION, render_json, render_markdown
 from gitopsbot.core.policy import Rule
-from gitopsbot.core.render import JSON_SCHEMA_VERSION, render_json, render_markdown
 from tests.core.plan_builders import (
     ROOT,
     cluster,

@@ -1,5 +1,5 @@
 """The reviewed chart is the applied chart (#30): the digests a plan records and the
-comparison the apply makes with them (``core.reviewed_chart``), the ``chart.digest`` pin in
+comparison the apply makes with them (``core.planning.reviewed_chart``), the ``chart.digest`` pin in
 the plan, and the records and journal field they travel in."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 
 from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.core import drift_baseline
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import reviewed_chart as rc
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.plan import Plan, make_plan
+from gitopsbot.core.drift import baseline as drift_baseline
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.planning import reviewed_chart as rc
+from gitopsbot.core.planning.plan import Plan, make_plan
+from gitopsbot.core.planning.render import plan_to_json, render_markdown
 from gitopsbot.core.policy import Decision, Outcome
-from gitopsbot.core.render import plan_to_json, render_markdown
 from gitopsbot.fleetrepo import load_cluster
 from tests.core.plan_builders import ROOT
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import batch_record, phase_clock, phase_view, rollout, windows
-from gitopsbot.core.batch_record import BatchRecord, GateNote
-from gitopsbot.core.gates import PromQueryGate
-from gitopsbot.core.journal import PhaseProgress, PhaseState
-from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy, Share
-from gitopsbot.core.rollout import HaltReason, PhaseAction, PhaseDecision, PoolObservation
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, Share
+from gitopsbot.core.operations.journal import PhaseProgress, PhaseState
+from gitopsbot.core.rollouts import batch_record, phase_clock, phase_view, rollout, windows
+from gitopsbot.core.rollouts.batch_record import BatchRecord, GateNote
+from gitopsbot.core.rollouts.gates import PromQueryGate
+from gitopsbot.core.rollouts.rollout import HaltReason, PhaseAction, PhaseDecision, PoolObservation
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 WINDOW = windows.Window.of(MaintenanceWindow("0 2 * * *", 3600), UTC)

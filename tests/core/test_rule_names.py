@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.adapters.builtin_policies import builtin_policy_documents
-from gitopsbot.core import promotion_gate, reviewed_chart, rotation
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.planning import reviewed_chart
 from gitopsbot.core.policy import Outcome, Severity, Verdict, load_rules, rule_doc
+from gitopsbot.core.rotation import credentials as rotation
+from gitopsbot.core.waves import promotion_gate
 from gitopsbot.errors import FleetError
 
 ROOT = Path(__file__).resolve().parents[2]

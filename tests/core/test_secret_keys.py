@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gitopsbot.adapters.redaction import helm_secrets
-from gitopsbot.core.secrets import is_secret_key, secret_strings
+from gitopsbot.core.fleet.secrets import is_secret_key, secret_strings
 
 
 @pytest.mark.parametrize(

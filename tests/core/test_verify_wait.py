@@ -8,11 +8,18 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import phase_clock, phase_view, rollout, tf_objects, verify_wait, windows
-from gitopsbot.core.batch_record import from_data, to_data
-from gitopsbot.core.journal import PhaseProgress, PhaseState, Step, StepKind, StepState
-from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy
-from gitopsbot.core.rollout import HaltReason, PhaseAction, PoolObservation
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy
+from gitopsbot.core.operations.journal import PhaseProgress, PhaseState, Step, StepKind, StepState
+from gitopsbot.core.rollouts import (
+    phase_clock,
+    phase_view,
+    rollout,
+    tf_objects,
+    verify_wait,
+    windows,
+)
+from gitopsbot.core.rollouts.batch_record import from_data, to_data
+from gitopsbot.core.rollouts.rollout import HaltReason, PhaseAction, PoolObservation
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 M = timedelta(minutes=1)

@@ -10,8 +10,8 @@ import pytest
 
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core.drift import DriftItem, DriftReport
-from gitopsbot.core.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+from gitopsbot.core.drift.report import DriftItem, DriftReport
+from gitopsbot.core.fleet.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
 from gitopsbot.errors import KubeServerError
 
 
@@ -74,7 +74,7 @@ def test_git_only_mode_reports_drift_without_a_request(tmp_path: Path) -> None:
     from gitopsbot.adapters.gitonly import GitOnlyForge
     from gitopsbot.app import drift as drift_app
     from gitopsbot.app.options import RunOptions
-    from gitopsbot.core.model import BotSettings, DriftSettings
+    from gitopsbot.core.fleet.model import BotSettings, DriftSettings
 
     settings = BotSettings(drift=DriftSettings(on_drift="propose-git"))
     repo: Any = Stub()
@@ -100,7 +100,7 @@ def test_a_replica_checks_only_the_clusters_whose_lease_it_holds() -> None:
     from datetime import UTC, datetime
 
     from gitopsbot.bot.drift_watch import DriftWatch
-    from gitopsbot.core.model import DriftSettings
+    from gitopsbot.core.fleet.model import DriftSettings
 
     read: list[str] = []
 
@@ -126,7 +126,7 @@ def _watch(executor_for: Any, yield_to: Any, give_way_seconds: float = 30.0) -> 
     from datetime import UTC, datetime
 
     from gitopsbot.bot.drift_watch import DriftWatch
-    from gitopsbot.core.model import DriftSettings
+    from gitopsbot.core.fleet.model import DriftSettings
 
     return DriftWatch(
         settings=DriftSettings(),

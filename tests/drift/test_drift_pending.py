@@ -10,10 +10,16 @@ from typing import Any
 
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.chart import Chart
-from gitopsbot.core.drift import DriftReport
-from gitopsbot.core.journal import (
+from gitopsbot.core.drift.report import DriftReport
+from gitopsbot.core.fleet.model import (
+    ClusterSpec,
+    Component,
+    Environment,
+    PoolPolicy,
+    ReleaseSpec,
+    RolloutPolicy,
+)
+from gitopsbot.core.operations.journal import (
     Effect,
     Journal,
     OperationKind,
@@ -22,17 +28,11 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import (
-    ClusterSpec,
-    Component,
-    Environment,
-    PoolPolicy,
-    ReleaseSpec,
-    RolloutPolicy,
-)
-from gitopsbot.core.observed import HelmReleaseInfo, HelmReleaseStatus
-from gitopsbot.core.operation import new_operation, phase_step_name
-from gitopsbot.core.postrender import rolling_update_policy
+from gitopsbot.core.operations.operation import new_operation, phase_step_name
+from gitopsbot.core.planning.chart import Chart
+from gitopsbot.core.planning.observed import HelmReleaseInfo, HelmReleaseStatus
+from gitopsbot.core.planning.postrender import rolling_update_policy
+from gitopsbot.core.rollouts import tf_objects as tf
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 POOL = PoolPolicy("shared", batch_percentage=50)

@@ -1,4 +1,4 @@
-"""The drift checks' schedule (``core.drift_schedule``, #29): each cluster at its own offset
+"""The drift checks' schedule (``core.drift.schedule``, #29): each cluster at its own offset
 in ``drift.interval``, stable across restarts; never the whole fleet at once, neither at
 start, nor after a restart, nor when a cluster is added."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gitopsbot.core import drift_schedule as ds
+from gitopsbot.core.drift import schedule as ds
 
 HOUR = 3600.0
 START = 1_800_000_000.0  # some instant, seconds since the epoch

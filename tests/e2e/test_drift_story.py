@@ -25,9 +25,9 @@ from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import drift as drift_command
 from gitopsbot.commands import status
-from gitopsbot.core.drift import DriftReport
-from gitopsbot.core.journal import OperationKind
-from gitopsbot.core.model import DriftSettings
+from gitopsbot.core.drift.report import DriftReport
+from gitopsbot.core.fleet.model import DriftSettings
+from gitopsbot.core.operations.journal import OperationKind
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.sandbox.forges.base import Pull
 from gitopsbot.sandbox.story import (

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import pytest
 
-from gitopsbot.core.forge_types import find_marker
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.forge.forge_types import find_marker
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.story import (
     BotRunner,
     JournalStore,

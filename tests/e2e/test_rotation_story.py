@@ -28,8 +28,14 @@ import pytest
 
 from gitopsbot import app
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepKind, StepState
-from gitopsbot.core.model import BotSettings
+from gitopsbot.core.fleet.model import BotSettings
+from gitopsbot.core.operations.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    StepKind,
+    StepState,
+)
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
 from gitopsbot.sandbox.story_fleet import CLUSTER
 from tests.e2e.conftest import NS

@@ -32,8 +32,14 @@ import pytest
 from gitopsbot import app
 from gitopsbot.app import drift as drift_app
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.drift import DriftReport
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, StepKind, StepState
+from gitopsbot.core.drift.report import DriftReport
+from gitopsbot.core.operations.journal import (
+    Journal,
+    OperationKind,
+    OperationStatus,
+    StepKind,
+    StepState,
+)
 from gitopsbot.sandbox.fleet_services import GIT_USER
 from gitopsbot.sandbox.gitremote import GitRemote
 from gitopsbot.sandbox.multi import MultiSandbox

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.kube_events import KubeEvents
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.kube_events import ObjectRef
+from gitopsbot.core.notices.kube_events import ObjectRef
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.testing import FakeEvents
 from tests import kube_pods
 from tests.kube_pods import CRDS, KubeServer

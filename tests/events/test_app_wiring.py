@@ -10,11 +10,11 @@ from pathlib import Path
 from gitopsbot import app
 from gitopsbot.adapters.cluster_access import ClusterAccess, ServiceAccountFiles
 from gitopsbot.adapters.kube_events import KubeEvents
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.happenings import Happening, HappeningKind
-from gitopsbot.core.journal import OperationKind
-from gitopsbot.core.kube_events import ObjectRef
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.notices.happenings import Happening, HappeningKind
+from gitopsbot.core.notices.kube_events import ObjectRef
+from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.sandbox.apiserver import ApiServer
 from tests.core.plan_builders import cluster, desired_values
 from tests.events.conftest import install_objects

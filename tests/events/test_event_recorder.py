@@ -19,13 +19,13 @@ from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import kube_events as ke
-from gitopsbot.core import operation
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.happenings import Happening, HappeningKind
-from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
-from gitopsbot.core.kube_events import ObjectRef
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.notices import kube_events as ke
+from gitopsbot.core.notices.happenings import Happening, HappeningKind
+from gitopsbot.core.notices.kube_events import ObjectRef
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import HelmFailed, KubeForbidden, KubeServerError
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.testing import FakeCluster, FakeEvents, FakeHelm

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core import kube_events as ke
-from gitopsbot.core.kube_events import EventSpec, ObjectRef
+from gitopsbot.core.notices import kube_events as ke
+from gitopsbot.core.notices.kube_events import EventSpec, ObjectRef
 from gitopsbot.errors import KubeNotFound
 from tests.events.conftest import INSTANCE, Target
 

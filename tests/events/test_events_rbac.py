@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.kube_events import KubeEvents
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.kube_events import EventSpec, ObjectRef
+from gitopsbot.core.notices.kube_events import EventSpec, ObjectRef
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import KubeForbidden
 from tests import kube_pods
 from tests.events.conftest import install_objects, names

@@ -1,4 +1,4 @@
-"""The pure mapping of a happening to an Event (core/kube_events.py), and docs/events.md
+"""The pure mapping of a happening to an Event (core/notices/kube_events.py), and docs/events.md
 listing every reason with its type."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core import kube_events as ke
-from gitopsbot.core.happenings import Happening, HappeningKind
-from gitopsbot.core.journal import OperationKind
+from gitopsbot.core.notices import kube_events as ke
+from gitopsbot.core.notices.happenings import Happening, HappeningKind
+from gitopsbot.core.operations.journal import OperationKind
 from tests.core.plan_builders import cluster, desired_values
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "events.md"

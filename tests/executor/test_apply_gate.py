@@ -15,10 +15,11 @@ from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.bot.apply_gate import ApplyGate, Deployed
-from gitopsbot.core import apply_gate, operation
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.model import ClusterSpec
-from gitopsbot.core.observed import HelmReleaseInfo, HelmReleaseStatus
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.planning.observed import HelmReleaseInfo, HelmReleaseStatus
+from gitopsbot.core.policy import apply_gate
 from gitopsbot.errors import ChartUnavailable
 from gitopsbot.fleetrepo import load_cluster, policy_documents
 
@@ -157,7 +158,7 @@ def test_rollbacks_keep_only_the_hard_rules() -> None:
 def test_deployed_secrets_are_not_a_difference_nor_shown(fleet: Path) -> None:
     spec = spec_of(fleet)
     assert spec.credentials.secrets, "the example declares secret references"
-    from gitopsbot.core.secrets import merge_secrets
+    from gitopsbot.core.fleet.secrets import merge_secrets
 
     canary = "canary-5ecret-value-42"
     live = merge_secrets(spec.values, {r.values_path: canary for r in spec.credentials.secrets})

@@ -10,8 +10,8 @@ import subprocess
 from datetime import timedelta
 
 from gitopsbot.commands.status import render
-from gitopsbot.core.forge_types import CommitState
-from gitopsbot.core.journal import OperationKind, OperationStatus
+from gitopsbot.core.forge.forge_types import CommitState
+from gitopsbot.core.operations.journal import OperationKind, OperationStatus
 from gitopsbot.errors import ConfigError, GitOpsBotError, HelmChartUnusable, TransientError
 from gitopsbot.ports.helm import ChartRef
 from tests.executor.conftest import NS, RELEASE, Env, fleet_files, git
@@ -226,7 +226,7 @@ def test_a_manual_revision_read_while_helm_made_it_is_recorded_again_once_finish
     """#29: a watch's event brings the look while a person's ``helm upgrade`` is still
     running: its revision reads "Preparing upgrade"; when helm finished it, the record says
     what the person wrote. Once per change, never per look."""
-    from gitopsbot.core.manual_revision import ManualRevision
+    from gitopsbot.core.operations.manual_revision import ManualRevision
 
     rec = env.reconciler()
     rec.reconcile("lab")

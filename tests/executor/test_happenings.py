@@ -6,9 +6,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.bot.announcer import Announcer
-from gitopsbot.core import journal as J
-from gitopsbot.core.happenings import Happening, HappeningKind, changes
-from gitopsbot.core.model import Component
+from gitopsbot.core.fleet.model import Component
+from gitopsbot.core.notices.happenings import Happening, HappeningKind, changes
+from gitopsbot.core.operations import journal as J
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 K = HappeningKind

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import operation
-from gitopsbot.core.journal import OperationKind, StepState
-from gitopsbot.core.model import SecretRef
+from gitopsbot.core.fleet.model import SecretRef
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationKind, StepState
 from gitopsbot.errors import HelmFailed
 from gitopsbot.testing import FakeCluster, FakeHelm
 from tests.core.plan_builders import cluster, desired_values

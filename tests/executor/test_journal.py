@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitopsbot.core import journal as J
-from gitopsbot.core.canary_record import CanaryRecord
-from gitopsbot.core.canary_smoke import CanaryEvidence, CanaryVerdict
-from gitopsbot.core.model import Component
+from gitopsbot.core.fleet.model import Component
+from gitopsbot.core.operations import journal as J
+from gitopsbot.core.rollouts.canary_record import CanaryRecord
+from gitopsbot.core.rollouts.canary_smoke import CanaryEvidence, CanaryVerdict
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
 # Hypothesis wants naive bounds for aware datetimes.

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gitopsbot.core import merge_queue, operation, windows
-from gitopsbot.core.journal import OperationKind, OperationStatus
-from gitopsbot.core.model import MaintenanceWindow, RolloutPolicy
+from gitopsbot.core.fleet.model import MaintenanceWindow, RolloutPolicy
+from gitopsbot.core.operations import merge_queue, operation
+from gitopsbot.core.operations.journal import OperationKind, OperationStatus
+from gitopsbot.core.rollouts import windows
 
 T0 = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)
 AT2 = windows.Window.of(MaintenanceWindow("0 2 * * *", 3600), UTC)

@@ -9,18 +9,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core import operation, windows
-from gitopsbot.core.gates import PromQueryGate
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, RolloutPolicy
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import (
     OperationKind,
     OperationStatus,
     PhaseState,
     QueueState,
     StepState,
 )
-from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy, RolloutPolicy
-from gitopsbot.core.operation import Action
-from gitopsbot.core.rollout import PhaseAction, PoolObservation
+from gitopsbot.core.operations.operation import Action
+from gitopsbot.core.rollouts import windows
+from gitopsbot.core.rollouts.gates import PromQueryGate
+from gitopsbot.core.rollouts.rollout import PhaseAction, PoolObservation
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 POLICY = RolloutPolicy(

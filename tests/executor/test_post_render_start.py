@@ -1,10 +1,10 @@
 """The post-renderer helm runs starts without the rest of the bot (#13).
 
 Covers: importing ``gitopsbot.post_render`` (what ``python -m gitopsbot.post_render`` runs)
-loads ``core.postrender``'s own imports and the standard library, and nothing else: no
+loads ``core.planning.postrender``'s own imports and the standard library, and nothing else: no
 kubernetes client, httpx, pygit2, apscheduler, no command line or other command; neither
 the import nor the run of ``python -m gitopsbot.post_render`` (its ``-X importtime`` list)
-loads ``core.model``, ``core.yaml_bounds`` or PyYAML (``yaml``); the fast entry and
+loads ``core.fleet.model``, ``core.fleet.yaml_bounds`` or PyYAML (``yaml``); the fast entry and
 ``gitopsbot post-render`` give the same output, messages and exit codes (0, 1, 2, and
 argparse's 2 without ``--policy``).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.postrender import encode_policy
+from gitopsbot.core.planning.postrender import encode_policy
 from tests.executor.adapters.test_postrender import POLICY, STREAM
 
 pytestmark = pytest.mark.slow  # the post-renderer in subprocesses (docs/testing.md)
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow  # the post-renderer in subprocesses (docs/testing
 PROBE = """
 import json, sys
 start = set(sys.modules)
-import gitopsbot.core.postrender
+import gitopsbot.core.planning.postrender
 core = set(sys.modules)
 import gitopsbot.post_render
 print(json.dumps({"start": sorted(start), "core": sorted(core), "entry": sorted(sys.modules)}))
@@ -45,7 +45,12 @@ OTHER_GITOPSBOT = (
 )
 # The bot's vocabulary and PyYAML (core.model -> core.yaml_bounds -> yaml, about 25 ms of
 # start): the post-renderer reads its policy with core.postrender.decode_policy_document.
-NOT_FOR_THE_POST_RENDERER = ("gitopsbot.core.model", "gitopsbot.core.yaml_bounds", "yaml", "_yaml")
+NOT_FOR_THE_POST_RENDERER = (
+    "gitopsbot.core.fleet.model",
+    "gitopsbot.core.fleet.yaml_bounds",
+    "yaml",
+    "_yaml",
+)
 # ruamel: the rewrite's round-trip YAML, with its extension's Cython runtime
 # (cython_runtime, _cython_<version>); the only third-party modules allowed.
 THIRD_PARTY_ALLOWED = {"ruamel", "_ruamel_yaml", "cython_runtime"}
@@ -95,7 +100,7 @@ def test_entry_imports_neither_the_model_nor_pyyaml(loaded: dict[str, set[str]])
 def test_post_render_process_imports_neither_the_model_nor_pyyaml(
     imported_by_the_process: set[str],
 ) -> None:
-    assert "gitopsbot.core.postrender" in imported_by_the_process  # the list is read right
+    assert "gitopsbot.core.planning.postrender" in imported_by_the_process  # the list is read right
     assert "ruamel.yaml" in imported_by_the_process
     found = sorted(m for m in imported_by_the_process if _under(m, NOT_FOR_THE_POST_RENDERER))
     assert found == []
@@ -113,7 +118,7 @@ def test_entry_imports_no_other_part_of_gitopsbot(loaded: dict[str, set[str]]) -
     assert ours - {"gitopsbot", "gitopsbot.post_render"} <= {
         m for m in ours if _under(m, ("gitopsbot.core",))
     }
-    assert "gitopsbot.core.postrender" in ours
+    assert "gitopsbot.core.planning.postrender" in ours
 
 
 def test_entry_adds_only_the_standard_library_to_core_postrender(

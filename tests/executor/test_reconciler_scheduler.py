@@ -20,7 +20,7 @@ from gitopsbot.bot.reconciler import PassResult, Reconciler
 from gitopsbot.bot.scheduler import IMMEDIATE_PASSES, Scheduler
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core.model import BotSettings
+from gitopsbot.core.fleet.model import BotSettings
 from gitopsbot.fleetrepo import load_fleet
 from tests.executor.conftest import Env, fleet_files
 
@@ -187,8 +187,8 @@ def test_a_signed_push_webhook_nudges_every_cluster(monkeypatch) -> None:
     import urllib.request
 
     from gitopsbot import app
-    from gitopsbot.core.model import BotSettings, ForgeSettings, SecretRef
-    from gitopsbot.core.webhook_events import github_signature
+    from gitopsbot.core.fleet.model import BotSettings, ForgeSettings, SecretRef
+    from gitopsbot.core.forge.webhook_events import github_signature
 
     monkeypatch.setenv("TEST_HOOK_SECRET", "hook-secret-1")
     nudged: list[str | None] = []

@@ -13,8 +13,8 @@ import pytest
 
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.helm_upgrade import LOCK_WAIT_SECONDS
-from gitopsbot.core import operation
-from gitopsbot.core.journal import (
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import (
     OperationKind,
     OperationStatus,
     RollbackPoint,
@@ -22,8 +22,8 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.observed import HelmReleaseStatus
-from gitopsbot.core.tf_objects import TF
+from gitopsbot.core.planning.observed import HelmReleaseStatus
+from gitopsbot.core.rollouts.tf_objects import TF
 from gitopsbot.errors import ConfigError, HelmChartUnusable
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.helm import ChartRef
@@ -268,7 +268,7 @@ def test_a_merge_reads_only_its_cluster(env: Env) -> None:
 
 
 def test_smoke_test_result_is_read_back(env: Env) -> None:
-    from gitopsbot.core.model import SmokeTest
+    from gitopsbot.core.fleet.model import SmokeTest
 
     manifest = {
         "apiVersion": "v1",

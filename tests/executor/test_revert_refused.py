@@ -34,8 +34,8 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import MANUAL_CHECK_WATCHED, PassResult, Reconciler
 from gitopsbot.bot.reverts import REVERT_PR_RETRY
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.model import BotSettings
+from gitopsbot.core.fleet.model import BotSettings
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.errors import ForgeServerError, GitUnavailable, PushRefused
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.sandbox.gitremote import GitRemote

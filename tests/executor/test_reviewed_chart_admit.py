@@ -1,7 +1,7 @@
 """``ReviewedCharts.admit`` renders the manifests only when a plan of these very files
 recorded a manifests digest to compare with (#29: rendering for nothing was a helm child,
 0.1 s, on the way to every merge's first action at 1,000 clusters); the comparison itself is
-``core.reviewed_chart.check``'s, tested in tests/core/test_reviewed_chart.py."""
+``core.planning.reviewed_chart.check``'s, tested in tests/core/test_reviewed_chart.py."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
-from gitopsbot.core import reviewed_chart as rc
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
-from gitopsbot.core.provenance import Provenance
+from gitopsbot.core.fleet.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.planning import reviewed_chart as rc
+from gitopsbot.core.planning.provenance import Provenance
 from gitopsbot.ports.charts import ChartArchive
 
 A = "sha256:" + "a" * 64
@@ -126,7 +126,7 @@ def test_a_plan_of_these_files_renders_and_compares_the_manifests(tmp_path: Path
 
 def test_an_oci_archives_manifest_digest_is_kept_in_the_applys_journal(tmp_path: Path) -> None:
     """The apply's record carries the OCI manifest digest beside the archive's (#30)."""
-    from gitopsbot.core import journal as journal_mod
+    from gitopsbot.core.operations import journal as journal_mod
 
     manifest = "sha256:" + "e" * 64
 

@@ -2,7 +2,8 @@
 done in the commit that records a plan (never a push of its own), keeping the newest
 ``KEEP_PER_CLUSTER`` of the cluster and, whatever their age, the records of the merges still
 to be applied (the cluster's running and queued operations); nothing pruned when those cannot
-be read. The policy is ``core.reviewed_chart.prunable``; docs/plan.md, "Pruning the records"."""
+be read. The policy is ``core.planning.reviewed_chart.prunable``; docs/plan.md, "Pruning the
+records"."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import reviewed_chart as rc
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.planning import reviewed_chart as rc
 
 STATE = "gitopsbot-state"
 A = "sha256:" + "a" * 64

@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core import rollout, windows
-from gitopsbot.core.journal import PhaseProgress, PhaseState
-from gitopsbot.core.model import Component, MaintenanceWindow, PoolPolicy, RolloutPolicy
-from gitopsbot.core.rollout import HaltReason, PhaseAction, PoolObservation
+from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, RolloutPolicy
+from gitopsbot.core.operations.journal import PhaseProgress, PhaseState
+from gitopsbot.core.rollouts import rollout, windows
+from gitopsbot.core.rollouts.rollout import HaltReason, PhaseAction, PoolObservation
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)  # the window opens at 02:00 UTC for 1 hour
 WINDOW = windows.Window.of(MaintenanceWindow("0 2 * * *", 3600), UTC)

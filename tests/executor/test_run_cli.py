@@ -28,9 +28,9 @@ from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.cli import main
-from gitopsbot.core.journal import OperationKind, OperationStatus
-from gitopsbot.core.model import BotSettings
-from gitopsbot.core.webhook_events import github_signature
+from gitopsbot.core.fleet.model import BotSettings
+from gitopsbot.core.forge.webhook_events import github_signature
+from gitopsbot.core.operations.journal import OperationKind, OperationStatus
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import load_fleet
 from tests.executor.conftest import Env, fleet_files, git, load_fleet_dir

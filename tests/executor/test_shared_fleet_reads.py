@@ -14,8 +14,8 @@ import pytest
 
 from gitopsbot.bot import waves
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.model import Fleet
-from gitopsbot.core.observed_git import CommitInfo
+from gitopsbot.core.fleet.model import Fleet
+from gitopsbot.core.fleet.observed_git import CommitInfo
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.files import FileTree

@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import operation
-from gitopsbot.core.journal import OperationStatus, StepState
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationStatus, StepState
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_operation import journal, nxt
 from tests.executor.test_reconciler_upgrade import Killed, drive, upgrades

@@ -26,9 +26,7 @@ from ruamel.yaml import YAML
 
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import operation
-from gitopsbot.core.journal import OperationKind, StepState
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Component,
     Environment,
@@ -37,7 +35,9 @@ from gitopsbot.core.model import (
     RolloutPolicy,
     SecretRef,
 )
-from gitopsbot.core.tf_objects import GROUP, TF
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationKind, StepState
+from gitopsbot.core.rollouts.tf_objects import GROUP, TF
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.simulator import ControllerSim, ManualClock, SimConfig, WorkloadSpec
 from gitopsbot.testing import FakeCluster, FakeHelm

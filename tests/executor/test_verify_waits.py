@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from gitopsbot.core.journal import OperationKind, OperationStatus, PhaseState
-from gitopsbot.core.tf_objects import CLIENT_SELECTOR, GROUP
+from gitopsbot.core.operations.journal import OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.rollouts.tf_objects import CLIENT_SELECTOR, GROUP
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_rollouts import _until
 from tests.executor.test_reconciler_upgrade import drive

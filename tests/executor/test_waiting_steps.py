@@ -24,10 +24,10 @@ from gitopsbot.bot.steps import pool_switch
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import RETRY
 from gitopsbot.bot.steps.verify import SETTLE_SECONDS
-from gitopsbot.core import operation
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.journal import OperationKind, PhaseState, StepKind, StepState
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationKind, PhaseState, StepKind, StepState
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.testing import FakeCluster, FakeHelm
 from tests.executor.conftest import T0, Env, fleet_files

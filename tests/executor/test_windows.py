@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gitopsbot.core import windows
-from gitopsbot.core.model import MaintenanceWindow
+from gitopsbot.core.fleet.model import MaintenanceWindow
+from gitopsbot.core.rollouts import windows
 
 NIGHTLY = windows.Window.of(MaintenanceWindow("0 2 * * *", 3600), UTC)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from gitopsbot.core.fleet.model import ChartRegistry, SecretRef
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.model import ChartRegistry, SecretRef
 from gitopsbot.errors import FleetError
 
 

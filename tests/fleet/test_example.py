@@ -10,8 +10,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.core import secrets
-from gitopsbot.core.model import Component, Environment
+from gitopsbot.core.fleet import secrets
+from gitopsbot.core.fleet.model import Component, Environment
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from tests.fleet.fleet_testing import EXAMPLE, MemoryTree
 

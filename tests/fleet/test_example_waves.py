@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.core.promotion import ChangeKind, ClusterEvidence, fleet_by_wave, judge
+from gitopsbot.core.waves.promotion import ChangeKind, ClusterEvidence, fleet_by_wave, judge
 from gitopsbot.fleetrepo import load_fleet
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from gitopsbot.core import secrets
-from gitopsbot.core.secrets import (
+from gitopsbot.core.fleet import secrets
+from gitopsbot.core.fleet.secrets import (
     MASK,
     find_secret_literals,
     is_secret_path,

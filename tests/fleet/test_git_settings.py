@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from gitopsbot.core.model import GitAccessSettings, SecretRef
+from gitopsbot.core.fleet.model import GitAccessSettings, SecretRef
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import load_fleet
 from tests.fleet.fleet_testing import MemoryTree

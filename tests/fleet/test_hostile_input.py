@@ -20,7 +20,7 @@ import pytest
 
 from gitopsbot.adapters.gitrefs import GitRefTree
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.core import windows
+from gitopsbot.core.rollouts import windows
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import find_cluster, load_cluster, load_fleet
 from tests.fleet.fleet_testing import EXAMPLE, MemoryTree, alias_bomb

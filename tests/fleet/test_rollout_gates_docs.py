@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.model import Share
+from gitopsbot.core.fleet.model import Share
 from gitopsbot.fleetrepo import load_fleet
 from tests.fleet.fleet_testing import MemoryTree
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from gitopsbot.core.fleet.model import Environment, FailedVersion, Wave, WaveSelector
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.model import Environment, FailedVersion, Wave, WaveSelector
-from gitopsbot.core.promotion import fleet_by_wave
+from gitopsbot.core.waves.promotion import fleet_by_wave
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import load_fleet
 from tests.fleet.fleet_testing import MemoryTree

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from gitopsbot.core.yamledit import YamlEditError, get_value, set_value, set_values
+from gitopsbot.core.fleet.yamledit import YamlEditError, get_value, set_value, set_values
 from tests.fleet.fleet_testing import EXAMPLE
 
 VALUES = (EXAMPLE / "clusters/staging/values.yaml").read_text()

@@ -9,7 +9,7 @@ import httpx
 
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge_types import PullRequestState
+from gitopsbot.core.forge.forge_types import PullRequestState
 from gitopsbot.sandbox.forges.base import LocalForge, LoggedRequest
 from gitopsbot.sandbox.forges.gitea import GiteaForge as GiteaServer
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer

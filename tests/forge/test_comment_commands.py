@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsbot.core.forge_types import PullComment
+from gitopsbot.core.forge.forge_types import PullComment
 from gitopsbot.errors import ForgeUnauthorized
 from gitopsbot.ports.forge import ReadsComments
 from tests.forge.forge_harness import Harness

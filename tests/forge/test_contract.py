@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core.forge_types import (
+from gitopsbot.core.forge.forge_types import (
     COMMENT_LIMIT,
     CommitState,
     PullRequestInfo,

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from gitopsbot.adapters.forge._http import ForgeHttp
-from gitopsbot.core.forge_types import (
+from gitopsbot.core.forge.forge_types import (
     MarkerTag,
     check_marker,
     find_marker,

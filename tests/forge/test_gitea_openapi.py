@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge_types import CommitState
+from gitopsbot.core.forge.forge_types import CommitState
 from gitopsbot.sandbox.forges.gitea import GiteaForge as GiteaServer
 from tests.forge.forge_harness import TOKEN, FakeClock, make_client
 from tests.forge.openapi_contract import Description, Recorder

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.webhook_events import EventKind, WebhookProvider, github_signature, parse
+from gitopsbot.core.forge.webhook_events import EventKind, WebhookProvider, github_signature, parse
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 from tests.forge import github_openapi
 from tests.forge.forge_harness import TOKEN, FakeClock, make_client

@@ -16,7 +16,7 @@ import pytest
 from gitopsbot.adapters.forge._http import WriteBucket
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge_types import PullRequestInfo
+from gitopsbot.core.forge.forge_types import PullRequestInfo
 from gitopsbot.errors import (
     ForgeRateLimited,
     ForgeServerError,

@@ -30,7 +30,7 @@ from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.webhooks import ReceiverLimits, WebhookReceiver, json_depth
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.scheduler import Scheduler
-from gitopsbot.core.webhook_events import WebhookEvent, github_signature
+from gitopsbot.core.forge.webhook_events import WebhookEvent, github_signature
 
 SECRET = "whsec-CANARY-51d0"
 CANARY = "BODY-CANARY-never-logged"

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from gitopsbot.adapters.webhooks import WebhookReceiver
-from gitopsbot.core.webhook_events import (
+from gitopsbot.core.forge.webhook_events import (
     EventKind,
     WebhookEvent,
     WebhookProvider,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from gitopsbot.adapters.prometheus import HttpPrometheus, from_endpoint
-from gitopsbot.core.gates import PrometheusEndpoint, Sample
+from gitopsbot.core.rollouts.gates import PrometheusEndpoint, Sample
 from gitopsbot.errors import PermanentError, SecretUnavailable, TransientError
 from gitopsbot.ports.prometheus import PrometheusRefused, PrometheusUnavailable
 from tests.gates.promserver import PromServer

@@ -10,7 +10,8 @@ import pytest
 
 from gitopsbot.adapters.prometheus import HttpPrometheus
 from gitopsbot.bot.gate_checks import evaluate_gates
-from gitopsbot.core.gates import (
+from gitopsbot.core.fleet.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+from gitopsbot.core.rollouts.gates import (
     AlertsGate,
     GateAction,
     GateOutcome,
@@ -19,7 +20,6 @@ from gitopsbot.core.gates import (
     allocation_failure_query,
     verdict,
 )
-from gitopsbot.core.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
 from gitopsbot.errors import KubeServerError
 from gitopsbot.testing import FakeCluster
 from tests.gates.promserver import PromServer

@@ -15,8 +15,8 @@ from gitopsbot.core.fleet.gates_file import (
     read_gates,
     read_prometheus,
 )
-from gitopsbot.core.gates import AlertsGate, KubeGate, PrometheusEndpoint, PromQueryGate
-from gitopsbot.core.located_yaml import LocatedMap, read
+from gitopsbot.core.fleet.located_yaml import LocatedMap, read
+from gitopsbot.core.rollouts.gates import AlertsGate, KubeGate, PrometheusEndpoint, PromQueryGate
 
 FILE = "clusters/alpha/rollout.yaml"
 EXAMPLE = """\

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.gates import (
+from gitopsbot.core.rollouts.gates import (
     Alert,
     AlertsGate,
     GateAction,

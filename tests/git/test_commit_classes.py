@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitopsbot.core.commit_classes import (
+from gitopsbot.core.fleet.commit_classes import (
     CommitKind,
     CommitSnapshot,
     ProposalId,
@@ -25,7 +25,7 @@ from gitopsbot.core.commit_classes import (
     reverted_shas,
     snapshot,
 )
-from gitopsbot.core.observed_git import CommitInfo
+from gitopsbot.core.fleet.observed_git import CommitInfo
 
 if TYPE_CHECKING:
     from tests.git.conftest import Fleet

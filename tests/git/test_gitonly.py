@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gitopsbot.adapters.gitonly import GitOnlyForge, plan_path, request_number
-from gitopsbot.core.commit_classes import CommitKind, classify_commits, snapshot
-from gitopsbot.core.forge_types import CommitState, PullRequestState, find_marker
+from gitopsbot.core.fleet.commit_classes import CommitKind, classify_commits, snapshot
+from gitopsbot.core.forge.forge_types import CommitState, PullRequestState, find_marker
 from gitopsbot.errors import ForgeFailed, ForgeNotFound
 
 if TYPE_CHECKING:

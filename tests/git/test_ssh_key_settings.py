@@ -9,7 +9,7 @@ import pytest
 
 from gitopsbot import app
 from gitopsbot.adapters.git import HttpsToken, SshKey
-from gitopsbot.core.model import BotSettings, GitAccessSettings, SecretRef
+from gitopsbot.core.fleet.model import BotSettings, GitAccessSettings, SecretRef
 from gitopsbot.errors import ConfigError
 
 SSH_URL = "ssh://git@git.example.com/fleet.git"

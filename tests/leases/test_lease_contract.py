@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.lease import LeaseSpec, released
+from gitopsbot.core.replicas.lease import LeaseSpec, released
 from gitopsbot.errors import KubeConflict, KubeInvalid, KubeNotFound
 from tests.leases.conftest import lease_name
 

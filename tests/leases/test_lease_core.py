@@ -1,4 +1,4 @@
-"""The pure Lease decision (core/lease.py): client-go's rules, and the wire format the real
+"""The pure Lease decision (core/replicas/lease.py): client-go's rules, and the wire format the real
 kube-apiserver accepts (MicroTime: exactly six fraction digits)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitopsbot.core.lease import (
+from gitopsbot.core.replicas.lease import (
     Action,
     LeaseSpec,
     decide,

@@ -8,7 +8,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from gitopsbot.core.lease import LeaseSpec, released
+from gitopsbot.core.replicas.lease import LeaseSpec, released
 
 T0 = datetime(2026, 12, 3, 12, 0, 0, 123456, tzinfo=UTC)
 

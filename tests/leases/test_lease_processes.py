@@ -29,7 +29,7 @@ import pytest
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.leases import KubeLeases
 from gitopsbot.bot.lease_keeper import LeaseKeeper
-from gitopsbot.core.lease import LeaseRecord
+from gitopsbot.core.replicas.lease import LeaseRecord
 from tests.leases.conftest import Target, lease_name
 from tests.leases.lease_child import TIMING
 

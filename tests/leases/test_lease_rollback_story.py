@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 
 from gitopsbot.bot.lease_keeper import LeaseKeeper, LeaseTiming
-from gitopsbot.core.journal import (
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     OperationStatus,
     PhaseState,
     StepState,
 )
-from gitopsbot.core.sharding import cluster_lease
+from gitopsbot.core.replicas.sharding import cluster_lease
 from gitopsbot.sandbox.prometheus import PromServer
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
 from gitopsbot.sandbox.story_fleet import CLUSTER

@@ -10,7 +10,7 @@ from typing import Any
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.bot.shard_keeper import CLUSTER_LABELS, ShardKeeper
-from gitopsbot.core.sharding import DEFAULT_SHARDS, shard_lease, shard_of
+from gitopsbot.core.replicas.sharding import DEFAULT_SHARDS, shard_lease, shard_of
 from gitopsbot.testing import FakeLeases
 from tests.leases.test_lease_keeper import Clock
 
@@ -93,7 +93,7 @@ def test_a_newcomer_gets_its_share_and_a_busy_cluster_moves_only_after_its_pass(
     assert sorted(len(r.held_shards) for r in (a, b)) == [6, 6]
     c = replica(leases, "c", clock)
     # What c will be assigned; hold one of those passes in flight on its current holder.
-    from gitopsbot.core.sharding import assign
+    from gitopsbot.core.replicas.sharding import assign
 
     shards = [shard_lease(DEFAULT_SHARDS, i) for i in range(DEFAULT_SHARDS)]
     to_c = {k for k, v in assign(shards, ["a", "b", "c"]).items() if v == "c"}

@@ -14,8 +14,8 @@ from typing import Protocol
 
 from gitopsbot.bot.lease_keeper import LeaseKeeper, LeaseTiming
 from gitopsbot.bot.shard_keeper import CLUSTER_LABELS, REPLICA_LABELS, ShardKeeper
-from gitopsbot.core import sharding
-from gitopsbot.core.lease import LeaseRecord, is_expired
+from gitopsbot.core.replicas import sharding
+from gitopsbot.core.replicas.lease import LeaseRecord, is_expired
 from gitopsbot.testing import FakeLeases
 from tests.leases.test_lease_keeper import Clock
 

@@ -33,7 +33,7 @@ from ruamel.yaml import YAML
 
 from gitopsbot import settings
 from gitopsbot.adapters.leases import KubeLeases
-from gitopsbot.core.sharding import DEFAULT_SHARDS, ROLE_LABEL, ROLE_SHARD, shard_lease
+from gitopsbot.core.replicas.sharding import DEFAULT_SHARDS, ROLE_LABEL, ROLE_SHARD, shard_lease
 from gitopsbot.errors import KubeError
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo

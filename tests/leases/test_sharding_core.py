@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitopsbot.core.sharding import (
+from gitopsbot.core.replicas.sharding import (
     assign,
     cluster_lease,
     lease_name,
@@ -134,7 +134,7 @@ def test_lease_names_examples() -> None:
 def test_a_cluster_s_shard_is_a_stable_hash_of_its_name() -> None:
     from collections import Counter
 
-    from gitopsbot.core.sharding import shard_of
+    from gitopsbot.core.replicas.sharding import shard_of
 
     # Fixed values: every process and every version must agree, or two replicas could hold
     # two shards guarding one cluster.
@@ -149,7 +149,13 @@ def test_a_cluster_s_shard_is_a_stable_hash_of_its_name() -> None:
 def test_a_shard_lease_of_any_count_covers_exactly_the_clusters_hashed_to_it(
     cluster: str, count: int
 ) -> None:
-    from gitopsbot.core.sharding import covers, shard_key, shard_labels, shard_lease, shard_of
+    from gitopsbot.core.replicas.sharding import (
+        covers,
+        shard_key,
+        shard_labels,
+        shard_lease,
+        shard_of,
+    )
 
     index = shard_of(cluster, count)
     assert 0 <= index < count
@@ -162,7 +168,7 @@ def test_a_shard_lease_of_any_count_covers_exactly_the_clusters_hashed_to_it(
 def test_shard_counts_are_bounded_and_labels_that_say_none_are_ignored() -> None:
     import pytest
 
-    from gitopsbot.core.sharding import MAX_SHARDS, check_shards, shard_key
+    from gitopsbot.core.replicas.sharding import MAX_SHARDS, check_shards, shard_key
 
     assert check_shards(1) == 1 and check_shards(MAX_SHARDS) == MAX_SHARDS
     for bad in (0, -1, MAX_SHARDS + 1):

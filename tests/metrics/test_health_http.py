@@ -1,5 +1,5 @@
 """``/healthz`` and ``/readyz`` over real HTTP (adapters/metrics_server.py, bot/health.py,
-core/health.py; docs/metrics.md "Health").
+core/replicas/health.py; docs/metrics.md "Health").
 
 Aspects: before the loop starts neither answers 200; once it ticks ``/healthz`` is 200 but
 ``/readyz`` waits for the first pass without error (a failed pass keeps it 503 and says so);
@@ -28,7 +28,7 @@ from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.health import HealthWatch
 from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.bot.scheduler import Scheduler
-from gitopsbot.core.health import Verdict
+from gitopsbot.core.replicas.health import Verdict
 from gitopsbot.errors import GitError
 
 pytestmark = pytest.mark.timeout(60)

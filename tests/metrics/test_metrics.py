@@ -26,10 +26,10 @@ from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.bot.gauges import PassGauges
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.shard_keeper import ShardKeeper
-from gitopsbot.core import windows
-from gitopsbot.core.happenings import Happening, HappeningKind
-from gitopsbot.core.journal import OperationKind
-from gitopsbot.core.model import MaintenanceWindow
+from gitopsbot.core.fleet.model import MaintenanceWindow
+from gitopsbot.core.notices.happenings import Happening, HappeningKind
+from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.rollouts import windows
 from gitopsbot.testing import FakeLeases
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)

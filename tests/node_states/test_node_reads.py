@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gitopsbot.bot.node_reads import node_snapshots
-from gitopsbot.core.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
-from gitopsbot.core.node_states import NodeSnapshot
+from gitopsbot.core.fleet.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+from gitopsbot.core.rollouts.node_states import NodeSnapshot
 from gitopsbot.testing import FakeCluster
 
 NEW = "tensorfusion/tensor-fusion-hypervisor:2.16.0"

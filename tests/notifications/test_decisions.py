@@ -8,10 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gitopsbot.core.happenings import Happening, HappeningKind
-from gitopsbot.core.journal import OperationKind
-from gitopsbot.core.model import ForgeSettings, NotificationTarget, SecretRef
-from gitopsbot.core.notifications import (
+from gitopsbot.core.fleet.model import ForgeSettings, NotificationTarget, SecretRef
+from gitopsbot.core.notices.happenings import Happening, HappeningKind
+from gitopsbot.core.notices.notifications import (
     PAYLOAD_VERSION,
     Bucket,
     RateLimit,
@@ -25,6 +24,7 @@ from gitopsbot.core.notifications import (
     take,
     webhook_payload,
 )
+from gitopsbot.core.operations.journal import OperationKind
 
 K = HappeningKind
 AT = datetime(2026, 12, 3, 15, 0, tzinfo=UTC)

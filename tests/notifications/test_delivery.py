@@ -18,11 +18,11 @@ import pytest
 
 from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory, WebhookClient
 from gitopsbot.bot.announcer import Announcer
-from gitopsbot.core import journal as J
-from gitopsbot.core.happenings import Happening, HappeningKind
-from gitopsbot.core.journal import OperationKind
-from gitopsbot.core.model import ForgeSettings, NotificationTarget, SecretRef
-from gitopsbot.core.notifications import PAYLOAD_VERSION, RateLimit
+from gitopsbot.core.fleet.model import ForgeSettings, NotificationTarget, SecretRef
+from gitopsbot.core.notices.happenings import Happening, HappeningKind
+from gitopsbot.core.notices.notifications import PAYLOAD_VERSION, RateLimit
+from gitopsbot.core.operations import journal as J
+from gitopsbot.core.operations.journal import OperationKind
 from tests.notifications.receiver import Receiver
 
 K = HappeningKind

@@ -13,8 +13,8 @@ import pytest
 from gitopsbot.adapters.chat_notifier import resolve_targets
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.cli import main
+from gitopsbot.core.fleet.model import NOTIFICATION_EVENTS
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.model import NOTIFICATION_EVENTS
 from gitopsbot.errors import ConfigError, FleetError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet"

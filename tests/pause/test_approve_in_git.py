@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from gitopsbot.core import pause
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
+from gitopsbot.core.operations import pause
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -20,7 +21,6 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
 from tests.executor.conftest import Env
 from tests.executor.test_reconciler_upgrade import drive
 from tests.pause.test_pause_git import M

@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import pause, rollout
-from gitopsbot.core.journal import OperationStatus, PhaseProgress, PhaseState, StepState
-from gitopsbot.core.model import Component, PoolPolicy, RolloutPolicy
-from gitopsbot.core.rollout import PhaseAction, PoolObservation
+from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations import pause
+from gitopsbot.core.operations.journal import OperationStatus, PhaseProgress, PhaseState, StepState
+from gitopsbot.core.rollouts import rollout
+from gitopsbot.core.rollouts.rollout import PhaseAction, PoolObservation
 from gitopsbot.errors import FleetError
 from gitopsbot.fleetrepo import load_fleet
 from tests.executor.conftest import Env, fleet_files, rollout_yaml

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gitopsbot.bot.reconciler import Reconciler
-from gitopsbot.core.forge_types import find_marker
-from gitopsbot.core.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.forge.forge_types import find_marker
+from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 from tests.pause.test_pause_git import M

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.bot import report
-from gitopsbot.core.journal import Journal, OperationKind, PhaseProgress, PhaseState
-from gitopsbot.core.model import PoolPolicy, RolloutPolicy
-from gitopsbot.core.operation import new_operation
+from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
+from gitopsbot.core.operations.journal import Journal, OperationKind, PhaseProgress, PhaseState
+from gitopsbot.core.operations.operation import new_operation
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 STEP = "pool/b/hypervisor"

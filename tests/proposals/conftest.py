@@ -20,7 +20,7 @@ from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import ForgeProvider
 from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.bot.proposer import Proposer
-from gitopsbot.core.yamledit import set_value
+from gitopsbot.core.fleet.yamledit import set_value
 from gitopsbot.sandbox.chartrepo import ChartRepo
 from gitopsbot.sandbox.forges.base import LocalForge
 from gitopsbot.sandbox.forges.gitea import GiteaForge

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsbot.core.chart import ChartVersion
-from gitopsbot.core.forge_types import CommitState
-from gitopsbot.core.model import UpgradeScope
+from gitopsbot.core.fleet.model import UpgradeScope
+from gitopsbot.core.forge.forge_types import CommitState
+from gitopsbot.core.planning.chart import ChartVersion
 from gitopsbot.core.policy import Decision
-from gitopsbot.core.proposals import (
+from gitopsbot.core.proposing.proposals import (
     ClusterInput,
     ProposalRecord,
     ProposalState,

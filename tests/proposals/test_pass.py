@@ -9,10 +9,10 @@ from collections.abc import Callable
 import pytest
 
 from gitopsbot.adapters.gitonly import GitOnlyForge
-from gitopsbot.core.commit_classes import PROPOSAL_TRAILER
-from gitopsbot.core.forge_types import PullRequestState
-from gitopsbot.core.proposals import LEDGER_FILE
-from gitopsbot.core.yamledit import set_value
+from gitopsbot.core.fleet.commit_classes import PROPOSAL_TRAILER
+from gitopsbot.core.fleet.yamledit import set_value
+from gitopsbot.core.forge.forge_types import PullRequestState
+from gitopsbot.core.proposing.proposals import LEDGER_FILE
 from tests.proposals.conftest import TOKEN, World
 
 # slow: each test runs the command line, a Git remote or real helm in subprocesses (seconds)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.bot.proposer import Proposer
-from gitopsbot.core.yamledit import set_value
+from gitopsbot.core.fleet.yamledit import set_value
 from tests.proposals.conftest import World, git
 
 BRANCH = "gitopsbot/staging/1.8.3"

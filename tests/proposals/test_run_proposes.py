@@ -18,7 +18,7 @@ from gitopsbot.app.options import RunOptions
 from gitopsbot.bot.proposal_report import PassReport
 from gitopsbot.bot.proposal_watch import ProposalWatch
 from gitopsbot.bot.shared_repo import SharedRepo
-from gitopsbot.core.model import BotSettings, ProposalSettings
+from gitopsbot.core.fleet.model import BotSettings, ProposalSettings
 from tests.proposals.conftest import World
 
 

@@ -3,7 +3,7 @@ declined, superseded, the bound shared with per-cluster requests, retired record
 
 from __future__ import annotations
 
-from gitopsbot.core.proposals import (
+from gitopsbot.core.proposing.proposals import (
     ClusterInput,
     ProposalRecord,
     ProposalState,
@@ -12,7 +12,7 @@ from gitopsbot.core.proposals import (
     upsert_record,
     wave_branch,
 )
-from gitopsbot.core.wave_proposals import WaveInput, commit_message, decide_waves
+from gitopsbot.core.proposing.wave_proposals import WaveInput, commit_message, decide_waves
 from tests.proposals.test_core import INDEX
 
 OPEN, CLOSED, SUPERSEDED = ProposalState.OPEN, ProposalState.CLOSED, ProposalState.SUPERSEDED

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import operation
-from gitopsbot.core.commit_classes import PROPOSAL_TRAILER
-from gitopsbot.core.journal import OperationStatus, StepState
-from gitopsbot.core.model import RolloutPolicy
-from gitopsbot.core.proposals import LEDGER_FILE
+from gitopsbot.core.fleet.commit_classes import PROPOSAL_TRAILER
+from gitopsbot.core.fleet.model import RolloutPolicy
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationStatus, StepState
+from gitopsbot.core.proposing.proposals import LEDGER_FILE
 from gitopsbot.ports.forge import Forge
 from tests.proposals.conftest import World, git
 from tests.proposals.test_pass import open_pulls, writes

@@ -23,9 +23,9 @@ import pytest
 
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import operation
-from gitopsbot.core.journal import Journal, OperationKind, StepState
-from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.fleet.model import ClusterSpec, Component
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import Journal, OperationKind, StepState
 from gitopsbot.sandbox.chartrepo import ChartRepo
 from tests.realkube import tf_support as tfs
 

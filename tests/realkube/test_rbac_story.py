@@ -19,9 +19,9 @@ import pytest
 
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kube_events import KubeEvents
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
-from gitopsbot.core.kube_events import ObjectRef
+from gitopsbot.core.notices.kube_events import ObjectRef
+from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import KubeForbidden
 from gitopsbot.sandbox.story import BotRunner, StoryOptions, StoryWorld, finished_op, wait_for
 from tests.e2e.conftest import NEW_IMAGE, NS, OLD_IMAGE, helm_history, stop_within

@@ -20,7 +20,7 @@ from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster, RetryPolicy
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.fleetrepo import load_cluster
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.chartrepo import ChartRepo

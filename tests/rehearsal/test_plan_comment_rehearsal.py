@@ -20,7 +20,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.proposal_report import plan_marker
 from gitopsbot.bot.proposer import Proposer
 from gitopsbot.core import rehearsal as rh
-from gitopsbot.core.yamledit import set_value
+from gitopsbot.core.fleet.yamledit import set_value
 from gitopsbot.testing import FakeForge
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import yaml
 
 from gitopsbot import app
 from gitopsbot.bot.node_reads import pool_node_counts
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Environment,
     PoolPolicy,

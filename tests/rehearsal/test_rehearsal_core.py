@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core import rehearsal as rh
-from gitopsbot.core.forge_types import find_marker, with_marker
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import Component
+from gitopsbot.core.forge.forge_types import find_marker, with_marker
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     PhaseProgress,
@@ -15,7 +16,6 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import Component
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -12,7 +12,8 @@ from gitopsbot import app
 from gitopsbot.bot import rehearsal_store
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import rehearsal as rh
-from gitopsbot.core.journal import (
+from gitopsbot.core.fleet.model import BotSettings, Component, RehearsalSettings
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -21,7 +22,6 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.model import BotSettings, Component, RehearsalSettings
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -23,10 +23,10 @@ import pytest
 
 from gitopsbot import app
 from gitopsbot.commands import plan as plan_command
-from gitopsbot.core import operation
 from gitopsbot.core import rehearsal as rh
-from gitopsbot.core.journal import OperationKind, StepKind
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationKind, StepKind
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.sandbox import rehearsal as sr
 

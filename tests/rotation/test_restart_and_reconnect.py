@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core.agent_reconnect import AgentPod, Judgement, Verdict, judge
-from gitopsbot.core.hypervisor_restart import Action, Decision, HypervisorPod, decide
+from gitopsbot.core.rollouts.agent_reconnect import AgentPod, Judgement, Verdict, judge
+from gitopsbot.core.rollouts.hypervisor_restart import Action, Decision, HypervisorPod, decide
 
 T0 = datetime(2026, 12, 4, 2, 0, tzinfo=UTC)
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from gitopsbot.core.webhook_events import github_signature
+from gitopsbot.core.forge.webhook_events import github_signature
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS, newest_version
 from tests.sandbox.test_sandbox_run_bot import INSTALLED, _env, cli, git, journal
 

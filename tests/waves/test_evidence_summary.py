@@ -19,9 +19,8 @@ import pytest
 from gitopsbot import app
 from gitopsbot.bot import waves
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import promotion_gate, wave_evidence
-from gitopsbot.core.journal import (
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -32,7 +31,8 @@ from gitopsbot.core.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.promotion import ClusterEvidence
+from gitopsbot.core.waves import promotion_gate, wave_evidence
+from gitopsbot.core.waves.promotion import ClusterEvidence
 from gitopsbot.ports.files import DirIds, FileTree
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)

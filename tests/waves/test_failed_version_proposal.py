@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core import operation
+from gitopsbot.core.fleet.model import FailedVersion, RolloutPolicy
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.journal import OperationKind, OperationStatus, StepState
-from gitopsbot.core.model import FailedVersion, RolloutPolicy
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
 from tests.proposals.conftest import TOKEN, World, charts, git, world_factory
 from tests.waves.test_waves_plan import WAVES, bump
 

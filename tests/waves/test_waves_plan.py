@@ -15,9 +15,9 @@ import pytest
 
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.cli import main
-from gitopsbot.core import operation
-from gitopsbot.core.journal import OperationStatus, StepState
-from gitopsbot.core.model import RolloutPolicy
+from gitopsbot.core.fleet.model import RolloutPolicy
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import OperationStatus, StepState
 from tests.proposals.conftest import TOKEN, World, charts, git, world_factory
 
 __all__ = ["charts", "world_factory"]  # fixtures, used by name

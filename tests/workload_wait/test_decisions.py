@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.workload_wait import (
+from gitopsbot.core.rollouts.workload_wait import (
     OPT_OUT_ANNOTATION,
     OnTimeout,
     Until,

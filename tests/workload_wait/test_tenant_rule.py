@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gitopsbot.bot.workload_reads import tenant_units
-from gitopsbot.core.model import Component
-from gitopsbot.core.workload_wait import tenant_of
+from gitopsbot.core.fleet.model import Component
+from gitopsbot.core.rollouts.workload_wait import tenant_of
 from tests.workload_wait.test_workload_reads import spec, world
 
 

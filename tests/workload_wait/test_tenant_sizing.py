@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gitopsbot.core.workload_wait import (
+from gitopsbot.core.rollouts.workload_wait import (
     Unit,
     batches,
     controller_order,

@@ -3,7 +3,7 @@ journal's waiting line and ``status`` say what holds the batch."""
 
 from __future__ import annotations
 
-from gitopsbot.core.workload_wait import WorkloadSnapshot, WorkloadWait, decide_wait
+from gitopsbot.core.rollouts.workload_wait import WorkloadSnapshot, WorkloadWait, decide_wait
 
 WAIT = WorkloadWait("team=ml", "ml", "no-active-session", 60, "halt")
 

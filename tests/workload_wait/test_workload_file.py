@@ -6,9 +6,13 @@ from __future__ import annotations
 import textwrap
 
 from gitopsbot.core.fleet.fields import FieldReader
+from gitopsbot.core.fleet.located_yaml import read
 from gitopsbot.core.fleet.workload_file import WORKLOAD_POOL_KEYS, read_workload_awareness
-from gitopsbot.core.located_yaml import read
-from gitopsbot.core.workload_wait import OPT_OUT_ANNOTATION, WorkloadAwareness, WorkloadWait
+from gitopsbot.core.rollouts.workload_wait import (
+    OPT_OUT_ANNOTATION,
+    WorkloadAwareness,
+    WorkloadWait,
+)
 
 FILE = "clusters/alpha/rollout.yaml"
 EXAMPLE = """\

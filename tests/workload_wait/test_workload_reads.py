@@ -7,8 +7,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitopsbot.bot.workload_reads import batch_sizing, tenant_units, workload_snapshot
-from gitopsbot.core.model import ClusterSpec, Component, Environment, ReleaseSpec, RolloutPolicy
-from gitopsbot.core.workload_wait import (
+from gitopsbot.core.fleet.model import (
+    ClusterSpec,
+    Component,
+    Environment,
+    ReleaseSpec,
+    RolloutPolicy,
+)
+from gitopsbot.core.rollouts.workload_wait import (
     OPT_OUT_ANNOTATION,
     Unit,
     WorkloadWait,

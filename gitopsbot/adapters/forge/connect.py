@@ -13,7 +13,7 @@ from gitopsbot.adapters.forge.github import GitHubForge
 from gitopsbot.adapters.forge.github_app import GitHubApp, InstallationToken, load_app_key
 from gitopsbot.adapters.forge.gitlab import GitLabForge
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.model import ForgeSettings
+from gitopsbot.core.fleet.model import ForgeSettings
 from gitopsbot.errors import ConfigError
 from gitopsbot.ports.clock import Clock
 

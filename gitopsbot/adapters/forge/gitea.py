@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from gitopsbot.adapters.forge.github import GitHubForge
-from gitopsbot.core.forge_types import PullRequestInfo
+from gitopsbot.core.forge.forge_types import PullRequestInfo
 
 Json = Any
 LABEL_COLOR = "#ededed"

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge_types import (
+from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
     PullComment,

@@ -18,7 +18,7 @@ from urllib.parse import quote
 from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.adapters.forge.github import parse_time
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge_types import (
+from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
     PullComment,

@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from gitopsbot.adapters.forge._http import ForgeHttp
-from gitopsbot.core.forge_types import (
+from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
     PullRequestInfo,

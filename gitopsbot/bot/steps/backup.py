@@ -8,11 +8,11 @@ from typing import Any
 
 from gitopsbot.bot.steps.cluster_reads import crd_digest, pool_images
 from gitopsbot.bot.steps.outcome import StepOutcome
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core import secrets as secrets_mod
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.journal import Journal, RollbackPoint, StepState
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet import secrets as secrets_mod
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations.journal import Journal, RollbackPoint, StepState
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import Helm
 

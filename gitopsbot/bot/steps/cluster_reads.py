@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.fleet.model import ClusterSpec, Component
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.ports.cluster import Cluster
 
 CRD_API = "apiextensions.k8s.io/v1"

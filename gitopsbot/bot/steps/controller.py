@@ -10,9 +10,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from gitopsbot.bot.steps.outcome import WAIT_SLICE_SECONDS, StepOutcome, retry_after_wait
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.journal import Step, StepState
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations.journal import Step, StepState
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.ports.cluster import Cluster
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from gitopsbot.bot.steps.cluster_reads import CRD_API, crd_digest
 from gitopsbot.bot.steps.outcome import StepOutcome
-from gitopsbot.core import chart as chart_mod
-from gitopsbot.core import journal as journal_mod
-from gitopsbot.core.journal import Effect, Journal, StepState
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations import journal as journal_mod
+from gitopsbot.core.operations.journal import Effect, Journal, StepState
+from gitopsbot.core.planning import chart as chart_mod
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import ChartRef, Helm
 

@@ -8,7 +8,7 @@ writes the same annotation and starts no new rollout).
 
 Each step kind lives in its own module of ``bot.steps`` (``backup``, ``crds``,
 ``helm_upgrade``, ``controller``, ``pool_switch``, ``verify``, ``rollback``); the pure
-TensorFusion judgments are in ``core.tf_objects``. ``Executor`` holds the ports and hands
+TensorFusion judgments are in ``core.rollouts.tf_objects``. ``Executor`` holds the ports and hands
 them to the steps.
 
 Outcomes are values (``StepOutcome``): SUCCEEDED / SKIPPED / FAILED, or RUNNING with a
@@ -33,14 +33,19 @@ from gitopsbot.bot.steps import rotation as rotation_steps
 from gitopsbot.bot.steps import verify as verify_step
 from gitopsbot.bot.steps.cluster_reads import pool_images
 from gitopsbot.bot.steps.outcome import RETRY, WAIT_SLICE_SECONDS, SecretSource, StepOutcome
-from gitopsbot.core import canary_smoke, rollout
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.batch_record import GateNote
-from gitopsbot.core.canary_smoke import CanaryEvidence, CanaryResult, CanarySmoke, CanaryVerdict
-from gitopsbot.core.gates import Gate, PrometheusEndpoint, needs_prometheus
-from gitopsbot.core.journal import Journal, RollbackPoint, Step, StepKind, StepState
-from gitopsbot.core.model import ClusterSpec, Component
-from gitopsbot.core.node_states import NodeSnapshot
+from gitopsbot.core.fleet.model import ClusterSpec, Component
+from gitopsbot.core.operations.journal import Journal, RollbackPoint, Step, StepKind, StepState
+from gitopsbot.core.rollouts import canary_smoke, rollout
+from gitopsbot.core.rollouts import tf_objects as tf
+from gitopsbot.core.rollouts.batch_record import GateNote
+from gitopsbot.core.rollouts.canary_smoke import (
+    CanaryEvidence,
+    CanaryResult,
+    CanarySmoke,
+    CanaryVerdict,
+)
+from gitopsbot.core.rollouts.gates import Gate, PrometheusEndpoint, needs_prometheus
+from gitopsbot.core.rollouts.node_states import NodeSnapshot
 from gitopsbot.errors import (
     ChartInvalid,
     ChartNotFound,

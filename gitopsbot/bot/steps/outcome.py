@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gitopsbot.core.journal import Effect, RollbackPoint, StepState
-from gitopsbot.core.model import SecretRef
+from gitopsbot.core.fleet.model import SecretRef
+from gitopsbot.core.operations.journal import Effect, RollbackPoint, StepState
 
 VERIFY_TIMEOUT_SECONDS = 600
 RETRY = 5.0

@@ -7,7 +7,7 @@ status moves (the controller's R14 progress), instead of at the decision's ``unt
 ``set_switch`` is the only place the bot turns a rollout on (F1): it opens or closes one
 ``autoUpdate*`` switch of one pool. ``observe_pool`` reads the GPUPool's R14 progress, the
 switch, the nodes and whether the pool's pods already run the template, for
-``core.rollout`` to decide the next phase action."""
+``core.rollouts.rollout`` to decide the next phase action."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from gitopsbot.bot import workload_reads
 from gitopsbot.bot.steps.cluster_reads import pool_images
 from gitopsbot.bot.steps.outcome import WAIT_SLICE_SECONDS
 from gitopsbot.bot.steps.verify import check_nodes
-from gitopsbot.core import rollout
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.model import ClusterSpec, Component
-from gitopsbot.core.postrender import go_duration
+from gitopsbot.core.fleet.model import ClusterSpec, Component
+from gitopsbot.core.planning.postrender import go_duration
+from gitopsbot.core.rollouts import rollout
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import KubeConflict, KubeError, PermanentError
 from gitopsbot.ports.cluster import Cluster
 

@@ -17,10 +17,11 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitopsbot.bot.steps.outcome import RETRY, SecretSource, StepOutcome
-from gitopsbot.core import agent_reconnect, hypervisor_restart, rotation, windows, workload_wait
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.journal import Step, StepState
-from gitopsbot.core.model import ClusterSpec
+from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.operations.journal import Step, StepState
+from gitopsbot.core.rollouts import agent_reconnect, hypervisor_restart, windows, workload_wait
+from gitopsbot.core.rollouts import tf_objects as tf
+from gitopsbot.core.rotation import credentials as rotation
 from gitopsbot.errors import KubeError, KubeInvalid, KubeNotFound, TransientError
 from gitopsbot.ports.cluster import Cluster
 

@@ -2,7 +2,7 @@
 pods, and the worker and client pods of every pool are Running on the images Git names;
 then the optional smoke test pod.
 
-``check`` lists the problems (the pure judgments are in ``core.tf_objects``); ``verify`` is
+``check`` lists the problems (the pure judgments are in ``core.rollouts.tf_objects``); ``verify`` is
 the step, which waits up to VERIFY_TIMEOUT_SECONDS for the problems to clear: between two
 looks it follows the Pods' watch (a slice of at most WAIT_SLICE_SECONDS), and looks again
 shortly after a pod changed instead of a fixed RETRY later."""
@@ -22,9 +22,9 @@ from gitopsbot.bot.steps.outcome import (
     StepOutcome,
     retry_after_wait,
 )
-from gitopsbot.core import tf_objects as tf
-from gitopsbot.core.journal import Step, StepState
-from gitopsbot.core.model import ClusterSpec, Component
+from gitopsbot.core.fleet.model import ClusterSpec, Component
+from gitopsbot.core.operations.journal import Step, StepState
+from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.ports.cluster import Cluster
 
 # After a pod changed, the next look comes this much later: the pods of a pool change

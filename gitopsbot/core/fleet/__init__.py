@@ -1,4 +1,4 @@
-"""The fleet repository's file formats, parsed from text into ``core.model`` values with
+"""The fleet repository's file formats, parsed from text into ``core.fleet.model`` values with
 located problems (docs/fleet-repo.md).
 
 Pure: callers hand in the text of each file (``gitopsbot.fleetrepo`` reads them through a
@@ -6,7 +6,7 @@ Pure: callers hand in the text of each file (``gitopsbot.fleetrepo`` reads them 
 nearest known one; duplicate keys, wrong types, impossible versions, bad durations and cron
 expressions are errors. All problems are collected and raised together as one ``FleetError``.
 
-Files are parsed by ``core.located_yaml`` (the project's one YAML reader, with limits).
+Files are parsed by ``core.fleet.located_yaml`` (the project's one YAML reader, with limits).
 Modules: ``fields`` (typed located reading of a
 parsed file), one module per file format (``settings_file``, ``release_file``,
 ``values_file``, ``rollout_file``, ``credentials_file``, ``smoke_test_file``), ``layout``

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from gitopsbot.core import located_yaml
+from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.canary_smoke_file import read_canary_smoke
 from gitopsbot.core.fleet.credentials_file import read_credentials
 from gitopsbot.core.fleet.fields import DNS_LABEL, FieldReader, suggest
@@ -25,13 +25,8 @@ from gitopsbot.core.fleet.layout import (
     SMOKE_TEST_FILE,
     VALUES_FILE,
 )
-from gitopsbot.core.fleet.release_file import read_release
-from gitopsbot.core.fleet.rollout_file import read_rollout
-from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.core.fleet.smoke_test_file import read_smoke_test
-from gitopsbot.core.fleet.values_file import read_values
-from gitopsbot.core.located_yaml import DEFAULT_LIMITS, YamlLimits
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.located_yaml import DEFAULT_LIMITS, YamlLimits
+from gitopsbot.core.fleet.model import (
     BotSettings,
     ClusterSpec,
     CredentialsSpec,
@@ -39,6 +34,11 @@ from gitopsbot.core.model import (
     Location,
     RolloutPolicy,
 )
+from gitopsbot.core.fleet.release_file import read_release
+from gitopsbot.core.fleet.rollout_file import read_rollout
+from gitopsbot.core.fleet.settings_file import parse_settings
+from gitopsbot.core.fleet.smoke_test_file import read_smoke_test
+from gitopsbot.core.fleet.values_file import read_values
 from gitopsbot.errors import FleetError, Problem
 
 

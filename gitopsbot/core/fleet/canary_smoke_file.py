@@ -1,13 +1,13 @@
 """``clusters/<name>/canary-smoke.yaml``: the GPU canary's smoke Pod (issue 18), run after a
-pool's canary batch on a node that batch updated (``core.canary_smoke``)."""
+pool's canary batch on a node that batch updated (``core.rollouts.canary_smoke``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gitopsbot.core.canary_smoke import DEFAULT_TIMEOUT, CanarySmoke
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.values_file import plain_manifest
+from gitopsbot.core.rollouts.canary_smoke import DEFAULT_TIMEOUT, CanarySmoke
 
 _KEYS = ("timeout", "pools", "manifest")
 # The bot sets these itself: a value written in the file would be overwritten silently.

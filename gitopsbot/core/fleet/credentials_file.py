@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitopsbot.core import secrets
+from gitopsbot.core.fleet import secrets
 from gitopsbot.core.fleet.fields import DNS_LABEL, ENV_VAR, FieldReader, join
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     CredentialsSpec,
     Location,
     SecretRef,

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.model import (
     Location,
 )
 from gitopsbot.errors import Problem

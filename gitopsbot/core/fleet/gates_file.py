@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsbot.core.fleet.fields import DNS_LABEL, ENV_VAR, FieldReader, join, kind_of
-from gitopsbot.core.gates import (
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.rollouts.gates import (
     GATE_RETRY_DEFAULT,
     GATE_RETRY_INTERVAL_DEFAULT,
     KUBE_CHECKS,
@@ -44,7 +45,6 @@ from gitopsbot.core.gates import (
     PromQueryGate,
     needs_prometheus,
 )
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
 
 # The keys this file reads: the integrator adds them to rollout_file's known keys.
 GATE_POOL_KEYS = ("gates", "gateRetries", "gateRetryInterval")

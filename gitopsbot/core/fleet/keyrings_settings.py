@@ -1,6 +1,6 @@
 """``chartKeyrings:`` in gitopsbot.yaml: which chart repositories must serve signed charts, and
 the public keyring their provenance files are verified with (docs/fleet-repo.md, Signed
-charts; ``core.provenance`` decides which entry covers a repository).
+charts; ``core.planning.provenance`` decides which entry covers a repository).
 
 Here and not in release.yaml: whom to trust is the fleet operators' decision for every
 cluster that reads the repository (a cluster's release.yaml cannot opt out), and the keyring
@@ -14,9 +14,9 @@ import re
 from typing import Any
 
 from gitopsbot.core.fleet.fields import FieldReader, kind_of
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.model import ChartKeyring
-from gitopsbot.core.provenance import normalised_prefix
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.model import ChartKeyring
+from gitopsbot.core.planning.provenance import normalised_prefix
 
 _KEYS = ("repository", "keyring")
 # A chart repository URL (or a prefix of one), no credentials in it.

@@ -12,8 +12,8 @@ from typing import Any
 
 from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader, kind_of, nearest, suggest
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.model import NOTIFICATION_EVENTS, NotificationTarget
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.model import NOTIFICATION_EVENTS, NotificationTarget
 
 _KEYS = ("kind", "url", "on", "clusters")
 KINDS = ("slack", "webhook")

@@ -14,8 +14,8 @@ from typing import Any
 
 from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader, kind_of
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.model import ChartRegistry
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.model import ChartRegistry
 
 _KEYS = ("host", "username", "password", "plainHttp")
 # host[:port] as in oci://host[:port]/path: no scheme, no path, no user.

@@ -7,8 +7,8 @@ from typing import Any
 
 from gitopsbot.core.fleet.fields import CHART_REPO, DNS_LABEL, RELEASE_NAME, FieldReader, is_semver
 from gitopsbot.core.fleet.layout import RELEASE_FILE
-from gitopsbot.core.located_yaml import LocatedMap
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.located_yaml import LocatedMap
+from gitopsbot.core.fleet.model import (
     Environment,
     KubeconfigSecretRef,
     Location,

@@ -17,10 +17,8 @@ from gitopsbot.core.fleet.gates_file import (
     read_prometheus,
 )
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
-from gitopsbot.core.fleet.workload_file import WORKLOAD_POOL_KEYS, read_workload_awareness
-from gitopsbot.core.gates import PrometheusEndpoint
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.model import (
     Component,
     Location,
     MaintenanceWindow,
@@ -28,6 +26,8 @@ from gitopsbot.core.model import (
     RolloutPolicy,
     Share,
 )
+from gitopsbot.core.fleet.workload_file import WORKLOAD_POOL_KEYS, read_workload_awareness
+from gitopsbot.core.rollouts.gates import PrometheusEndpoint
 
 _ROLLOUT_KEYS = (
     "order",

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitopsbot.core import located_yaml
+from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.credentials_file import secret_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.keyrings_settings import read_chart_keyrings
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
-from gitopsbot.core.fleet.notifications_file import read_notifications
-from gitopsbot.core.fleet.registries_settings import read_chart_registries
-from gitopsbot.core.fleet.waves_settings import (
-    read_cleared_versions,
-    read_failed_versions,
-    read_waves,
-)
-from gitopsbot.core.located_yaml import DEFAULT_LIMITS, LocatedMap, YamlLimits
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.located_yaml import DEFAULT_LIMITS, LocatedMap, YamlLimits
+from gitopsbot.core.fleet.model import (
     BotSettings,
     ClearedVersion,
     DriftSettings,
@@ -26,6 +19,13 @@ from gitopsbot.core.model import (
     GitHubAppSettings,
     ProposalSettings,
     RehearsalSettings,
+)
+from gitopsbot.core.fleet.notifications_file import read_notifications
+from gitopsbot.core.fleet.registries_settings import read_chart_registries
+from gitopsbot.core.fleet.waves_settings import (
+    read_cleared_versions,
+    read_failed_versions,
+    read_waves,
 )
 from gitopsbot.errors import FleetError, Problem
 
@@ -267,7 +267,7 @@ def parse_settings(text: str | None, *, file: str = SETTINGS_FILE) -> BotSetting
 def parse_cleared_versions(
     text: str | None, *, file: str = SETTINGS_FILE
 ) -> tuple[ClearedVersion, ...]:
-    """``clearedVersions:`` of ``gitopsbot.yaml`` (``core.canary_marks.ClearedVersion``);
+    """``clearedVersions:`` of ``gitopsbot.yaml`` (``core.waves.canary_marks.ClearedVersion``);
     () for a missing or empty file. Raises FleetError as ``parse_settings`` does."""
     if not text:
         return ()

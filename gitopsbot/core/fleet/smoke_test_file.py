@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from gitopsbot.core.fleet.fields import FieldReader
-from gitopsbot.core.fleet.values_file import plain_manifest
-from gitopsbot.core.model import (
+from gitopsbot.core.fleet.model import (
     SmokeTest,
 )
+from gitopsbot.core.fleet.values_file import plain_manifest
 
 _SMOKE_KEYS = ("timeout", "manifest")
 

@@ -7,10 +7,10 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from gitopsbot.core import located_yaml, secrets
+from gitopsbot.core.fleet import located_yaml, secrets
 from gitopsbot.core.fleet.fields import FieldReader, kind_of
-from gitopsbot.core.located_yaml import DEFAULT_LIMITS, PathPositions, Tagged, YamlLimits
-from gitopsbot.core.model import CredentialsSpec, Location
+from gitopsbot.core.fleet.located_yaml import DEFAULT_LIMITS, PathPositions, Tagged, YamlLimits
+from gitopsbot.core.fleet.model import CredentialsSpec, Location
 from gitopsbot.errors import Problem
 
 

@@ -3,7 +3,7 @@ is promoted through the fleet, and the versions marked as failed (docs/fleet-rep
 
 Every wrong entry is a located ``Problem`` (``gitopsbot.yaml:LINE:COL: waves[1].soak``).
 Which clusters a wave takes is not checked here: the clusters are read later, and a wave
-that selects none is allowed (it is skipped, see ``core.promotion``).
+that selects none is allowed (it is skipped, see ``core.waves.promotion``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,14 @@ import re
 from typing import Any
 
 from gitopsbot.core.fleet.fields import FieldReader, is_semver, kind_of, suggest
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.model import ClearedVersion, Environment, FailedVersion, Wave, WaveSelector
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.model import (
+    ClearedVersion,
+    Environment,
+    FailedVersion,
+    Wave,
+    WaveSelector,
+)
 
 _WAVE_KEYS = ("name", "clusters", "soak", "gateValues")
 _SELECTOR_KEYS = ("environment", "names", "labels")
@@ -88,7 +94,7 @@ def read_failed_versions(r: FieldReader, top: LocatedMap) -> tuple[FailedVersion
 
 def read_cleared_versions(r: FieldReader, top: LocatedMap) -> tuple[ClearedVersion, ...]:
     """``clearedVersions:``: a person clears the GPU canary's failed-version marks
-    (``core.canary_marks``) of ``version``, all of them or only ``operation``'s; the
+    (``core.waves.canary_marks``) of ``version``, all of them or only ``operation``'s; the
     ``reason`` is required, as the record of why the version may go again."""
     out: list[ClearedVersion] = []
     for i, (item, at) in enumerate(_list(r, top, "clearedVersions")):

@@ -14,7 +14,7 @@
         maxTenantDisruption: 25%      # share of distinct owning workloads (tenants) one
                                       # worker/client batch may touch; 1%..100%
 
-Meanings are in ``core.workload_wait``. Every wrong value is a located problem on the
+Meanings are in ``core.rollouts.workload_wait``. Every wrong value is a located problem on the
 ``FieldReader`` (``pools.gpu-a.waitForWorkloads.onTimeout``).
 """
 
@@ -24,8 +24,8 @@ import re
 from typing import Any
 
 from gitopsbot.core.fleet.fields import DNS_LABEL, FieldReader, join, kind_of
-from gitopsbot.core.located_yaml import LocatedMap
-from gitopsbot.core.workload_wait import (
+from gitopsbot.core.fleet.located_yaml import LocatedMap
+from gitopsbot.core.rollouts.workload_wait import (
     ON_TIMEOUT,
     OPT_OUT_ANNOTATION,
     UNTIL,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from gitopsbot.core.model import ClusterSpec, Location
+from gitopsbot.core.fleet.model import ClusterSpec, Location
+from gitopsbot.core.fleet.secrets import join_path, split_path
 from gitopsbot.core.policy.checks import CHECKS, PolicyInput
 from gitopsbot.core.policy.verdicts import Outcome, Rule, Severity, Verdict
-from gitopsbot.core.secrets import join_path, split_path
 
 _FILE_ANCHOR = re.compile(r"^[a-z-]+\.yaml:")
 

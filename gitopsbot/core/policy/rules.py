@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gitopsbot.core import located_yaml
-from gitopsbot.core.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet import located_yaml
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.policy.checks import CHECKS, OPS, PARAMS, suggest
 from gitopsbot.core.policy.verdicts import NAME_FORMAT, Rule, Severity, rule_doc
 from gitopsbot.errors import FleetError, Problem

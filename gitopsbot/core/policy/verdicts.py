@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gitopsbot.core.model import Location
+from gitopsbot.core.fleet.model import Location
 
 
 class Severity(StrEnum):

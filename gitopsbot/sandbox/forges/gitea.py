@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from gitopsbot.core.webhook_events import gitea_signature
+from gitopsbot.core.forge.webhook_events import gitea_signature
 from gitopsbot.sandbox.forges.base import (
     Answer,
     Comment,

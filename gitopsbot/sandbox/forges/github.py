@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gitopsbot.core.webhook_events import github_signature
+from gitopsbot.core.forge.webhook_events import github_signature
 from gitopsbot.sandbox.forges.base import (
     Answer,
     Comment,

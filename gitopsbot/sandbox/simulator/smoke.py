@@ -1,4 +1,5 @@
-"""The sandbox's stand-in for the GPU canary's smoke call (issue 18, ``core.canary_smoke``).
+"""The sandbox's stand-in for the GPU canary's smoke call (issue 18,
+``core.rollouts.canary_smoke``).
 
 A Pod labelled ``gitopsbot.io/smoke=gpu-path`` (what the bot's GPU canary makes) is played
 to its end at once, as if its container made one GPU call through a TensorFusion worker:
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gitopsbot.core.canary_smoke import HOSTNAME, SMOKE_LABEL, SMOKE_VALUE
+from gitopsbot.core.rollouts.canary_smoke import HOSTNAME, SMOKE_LABEL, SMOKE_VALUE
 from gitopsbot.sandbox.simulator.rollout import DOMAIN
 
 Obj = dict[str, Any]

@@ -20,9 +20,9 @@ from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core import operation
-from gitopsbot.core.journal import Journal, OperationKind, Step, StepState
-from gitopsbot.core.model import ClusterSpec, SecretRef
+from gitopsbot.core.fleet.model import ClusterSpec, SecretRef
+from gitopsbot.core.operations import operation
+from gitopsbot.core.operations.journal import Journal, OperationKind, Step, StepState
 from gitopsbot.fleetrepo import load_cluster
 
 CLUSTER = "sandbox"

@@ -318,7 +318,7 @@ def test_the_bots_switch_step_leaves_a_plain_helm4_upgrade_possible(
     values: Path,
 ) -> None:
     from gitopsbot.bot.steps.pool_switch import set_switch
-    from gitopsbot.core.model import Component
+    from gitopsbot.core.fleet.model import Component
 
     helm = _helm("helm4", binaries, kubeconfig, tmp_path)
     helm("install", "tf", str(TENSOR_FUSION), "-n", ns)

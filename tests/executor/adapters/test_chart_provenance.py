@@ -19,7 +19,7 @@ import pytest
 from gitopsbot.adapters.chart_provenance import SignedCharts, check_keyrings, keyring_problem
 from gitopsbot.adapters.chartrepo import HttpChartSource
 from gitopsbot.adapters.helm import HelmCli
-from gitopsbot.core.model import ChartKeyring
+from gitopsbot.core.fleet.model import ChartKeyring
 from gitopsbot.errors import ConfigError
 from gitopsbot.sandbox.chartrepo import ChartRepo, republish, sign
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS

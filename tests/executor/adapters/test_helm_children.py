@@ -33,7 +33,7 @@ import pytest
 
 from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.helm import HelmCli
-from gitopsbot.core.observed import HelmReleaseStatus
+from gitopsbot.core.planning.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmStopped
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.apiserver import ApiServer
@@ -133,7 +133,7 @@ BOT = textwrap.dedent(
     import sys
     from pathlib import Path
     from gitopsbot.adapters.helm import HelmCli
-    from gitopsbot.core.model import PoolPolicy, RolloutPolicy
+    from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
     from gitopsbot.ports.helm import ChartRef
 
     binary, home, kubeconfig, chart, description, token = sys.argv[1:]

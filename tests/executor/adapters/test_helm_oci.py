@@ -322,8 +322,8 @@ def test_an_oci_chart_carries_its_manifest_digest_beside_the_archives(
     same archive bytes but another manifest is applied (the bytes are the reviewed ones) with
     a WARNING naming both manifests (#30)."""
     from gitopsbot.bot.reviewed_chart import chart_digests
-    from gitopsbot.core import reviewed_chart as rc
-    from gitopsbot.core.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+    from gitopsbot.core.fleet.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
+    from gitopsbot.core.planning import reviewed_chart as rc
 
     path = f"manifest-{helm_cli.major}"
     original = REPO / "tensor-fusion-1.8.0.tgz"

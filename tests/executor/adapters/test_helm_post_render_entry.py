@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.helm import PLUGIN_NAME, HelmCli
-from gitopsbot.core.model import PoolPolicy, RolloutPolicy
+from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
 from gitopsbot.errors import HelmFailed
 from gitopsbot.ports.helm import ChartRef
 from tests.executor.adapters.test_postrender import STREAM
@@ -115,7 +115,9 @@ def test_upgrade_runs_the_fast_post_render_entry(version: str, tmp_path: Path) -
     assert upgrade["code"] == 0
     assert "autoUpdateHypervisor: false" in upgrade["stdout"]
     imported = upgrade["imports"]
-    assert "gitopsbot.core.postrender" in imported  # (-m runs the entry itself as __main__)
+    assert (
+        "gitopsbot.core.planning.postrender" in imported
+    )  # (-m runs the entry itself as __main__)
     assert [m for m in imported if m.split(".")[0] in HEAVY or m.startswith(HEAVY)] == []
     assert _verbs(log).count("version") == 1
 

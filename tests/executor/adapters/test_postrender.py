@@ -5,7 +5,7 @@ closed switches only; other documents kept byte for byte; a missing policy block
 Go duration formatting; the policy document round trip and its located errors; the
 ``gitopsbot post-render`` command on stdin/stdout; a sample render's output byte for byte
 as before the post-renderer's start work (#13), and the policy values read without
-``core.model``.
+``core.fleet.model``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.util import load_yaml_guess_indent
 
-from gitopsbot.core.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
-from gitopsbot.core.postrender import (
+from gitopsbot.core.fleet.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
+from gitopsbot.core.planning.postrender import (
     PostRenderError,
     _guess_indent,
     decode_policy,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.secrets import SecretResolver
-from gitopsbot.core.model import SecretRef
-from gitopsbot.core.secrets import merge_secrets
+from gitopsbot.core.fleet.model import SecretRef
+from gitopsbot.core.fleet.secrets import merge_secrets
 from gitopsbot.errors import SecretUnavailable
 from gitopsbot.ports.cluster import Cluster
 from tests.executor.adapters.conftest import Target

@@ -1,0 +1,81 @@
+"""The merge queue: one operation per cluster; a merge outside the window waits; newer wins.
+
+A cluster's window is the union of its pools' windows: the operation (backup, CRDs, helm
+upgrade) starts when at least one pool may roll, so nothing is changed on a cluster none of
+whose pools may be touched; a pool whose own window is closed then waits inside the operation
+(``core.rollouts.rollout``). A pool without a window makes the cluster always open.
+
+Pure: journals in, journals out; the store persists them (``bot.journal_store``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from gitopsbot.core.operations.journal import Journal, OperationStatus, QueueState
+from gitopsbot.core.rollouts import windows
+
+
+def expected_start(pool_windows: Sequence[windows.Window | None], now: datetime) -> datetime:
+    """``now`` when any pool may roll now (or has no window), else the earliest opening."""
+    if not pool_windows or any(w is None or windows.is_open(w, now) for w in pool_windows):
+        return now
+    return min(windows.next_open(w, now) for w in pool_windows)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """``journal`` is the new operation as it must be stored (QUEUED or RUNNING);
+    ``superseded`` the earlier queued one it replaced (status SUPERSEDED), if any."""
+
+    journal: Journal
+    superseded: Journal | None
+    expected_start: datetime | None  # None: after the running operation finishes
+
+    @property
+    def queued(self) -> bool:
+        return self.journal.status is OperationStatus.QUEUED
+
+
+def admit(
+    new: Journal,
+    *,
+    running: Journal | None,
+    queued: Journal | None,
+    now: datetime,
+    pool_windows: Sequence[windows.Window | None],
+    behind_held: bool = False,
+) -> Admission:
+    """Place a newly merged operation: start it, or queue it behind the running one (or the
+    held one it waits for, ``behind_held``: ``pass_decision.waits_for_held``) or until its
+    window opens; a queued older operation for the cluster is superseded."""
+    superseded = None
+    if queued is not None and queued.status is OperationStatus.QUEUED:
+        superseded = replace(
+            queued,
+            status=OperationStatus.SUPERSEDED,
+            queue=replace(queued.queue, superseded_by=new.op_id),
+        )
+    start = expected_start(pool_windows, now)
+    busy = running is not None and (running.active or behind_held)
+    if busy:
+        until = start if start > now else None
+        placed = replace(new, status=OperationStatus.QUEUED, queue=QueueState(queued_until=until))
+        return Admission(placed, superseded, until)
+    if start > now:
+        placed = replace(new, status=OperationStatus.QUEUED, queue=QueueState(queued_until=start))
+        return Admission(placed, superseded, start)
+    return Admission(replace(new, status=OperationStatus.RUNNING), superseded, now)
+
+
+def promote(
+    queued: Journal, *, now: datetime, pool_windows: Sequence[windows.Window | None]
+) -> Journal:
+    """A queued operation whose turn has come: RUNNING if a window is open now, else still
+    QUEUED with the next expected start."""
+    start = expected_start(pool_windows, now)
+    if start > now:
+        return replace(queued, queue=replace(queued.queue, queued_until=start))
+    return replace(queued, status=OperationStatus.RUNNING)

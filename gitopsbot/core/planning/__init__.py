@@ -1,0 +1,4 @@
+"""What a change will do, decided before anything is applied: the charts read (``chart``), the
+diffs of values, CRDs and images, the plan and its steps, the timeline and its Gantt chart,
+the rendered plan comment (``render``), the reviewed chart's digests and provenance.
+"""

@@ -1,0 +1,3 @@
+"""Upstream version proposals: which chart version to propose to which cluster, one request
+per cluster (``proposals``) or per wave (``wave_proposals``).
+"""

@@ -1,0 +1,3 @@
+"""Credential rotation (R17–R20): which credentials a change rotates and what rotating each
+takes (``credentials``), and the rotation's part of the plan (``plan``).
+"""
