@@ -5,9 +5,10 @@ Generic access by apiVersion/kind: the resource's plural and scope come from leg
 miss (a CRD applied a moment ago). Requests go through the client's ``ApiClient`` (auth, TLS,
 proxy from the kubeconfig) and come back as plain dicts.
 
-One choke point (style-research §6.5): every request passes ``_request``, which maps HTTP
-errors to ``errors.Kube*`` with a truncated, secret-free message and retries transient
-failures a bounded number of times, honouring Retry-After.
+One choke point (style-research §6.5): every request passes ``_request``, which sends it the
+way every Kubernetes adapter does (kube_request.py): HTTP errors mapped to ``errors.Kube*``
+with a truncated, secret-free message, transient failures retried a bounded number of times,
+honouring Retry-After.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,24 @@ from typing import Any
 import urllib3
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
 from gitopsbot.adapters.kube_request import (
     KUBECONFIG_ERRORS,
+    MESSAGE_LIMIT,
+    Failures,
+    RetryPolicy,
+    Served,
     configuration_from_kubeconfig,
+    discovery_path,
+    error_for,
+    open_checked,
+    read,
     resource_path,
-    send,
+    retrying,
+    served_kinds,
+    status_text,
+    stream_lines,
+    watch_query,
 )
 from gitopsbot.core.kube_objects import (
     CrdDocumentError,
@@ -46,15 +58,10 @@ from gitopsbot.core.kube_objects import (
 from gitopsbot.core.observed import CrdApplyResult, DeploymentReadiness
 from gitopsbot.errors import (
     ConfigError,
-    KubeConflict,
     KubeError,
     KubeFailed,
-    KubeForbidden,
     KubeInvalid,
     KubeNotFound,
-    KubeServerError,
-    KubeTooManyRequests,
-    TransientError,
 )
 from gitopsbot.ports.cluster import (
     FIELD_MANAGER,
@@ -65,7 +72,6 @@ from gitopsbot.ports.cluster import (
 
 log = logging.getLogger(__name__)
 
-MESSAGE_LIMIT = 256  # kopf's cap on server text in our messages
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 # Where a watch is refused (RBAC without ``watch``) or breaks, waits poll: from
 # ``poll_seconds``, doubling up to this, so a long wait costs a read a second at most.
@@ -87,24 +93,15 @@ class _WatchRefused(Exception):
     """The server will not watch this kind for us (403, 404, 405): poll instead."""
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Bounded retries for transient API failures (429, 5xx, transport)."""
-
-    attempts: int = 5
-    base_delay_seconds: float = 0.5
-    max_delay_seconds: float = 10.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_delay_seconds)
-        return float(min(self.base_delay_seconds * (2**attempt), self.max_delay_seconds))
-
-
-@dataclass(frozen=True, slots=True)
-class _Resource:
-    plural: str
-    namespaced: bool
+__all__ = [
+    "MESSAGE_LIMIT",
+    "METADATA_LIST",
+    "KubeCluster",
+    "RetryPolicy",
+    "error_for",
+    "new_cluster",
+]
+_DEFAULT_RETRY = RetryPolicy()  # frozen: one default serves every adapter
 
 
 class KubeCluster:
@@ -114,7 +111,7 @@ class KubeCluster:
         self,
         api_client: ApiClient,
         *,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = _DEFAULT_RETRY,
         request_timeout_seconds: float = 30.0,
         crd_established_timeout_seconds: float = 60.0,
         poll_seconds: float = 0.2,
@@ -134,7 +131,7 @@ class KubeCluster:
         self._wall_clock = wall_clock
         self._crd_applier = crd_applier
         self._pause = pause
-        self._discovery: dict[str, dict[str, _Resource] | None] = {}
+        self._discovery: dict[str, dict[str, Served] | None] = {}
         self._unwatchable: set[tuple[str, str]] = set()  # refused once: poll from then on
 
     @classmethod
@@ -631,29 +628,18 @@ class KubeCluster:
         if resource is None:
             raise _WatchRefused(f"{kind} is not served")
         path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
-        query = [
-            ("watch", "1"),
-            ("resourceVersion", version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(max(1, math.ceil(timeout)))),
-        ]
+        query = watch_query(version, max(1, math.ceil(timeout)))
         if names is not None and len(names) == 1 and (namespace or not resource.namespaced):
             query.append(("fieldSelector", f"metadata.name={next(iter(names))}"))
         across = resource.namespaced and not namespace
-        try:
-            read_timeout = timeout + WATCH_READ_GRACE_SECONDS
-            response = send(
-                self._client, "GET", path, query=query, timeout=(self._timeout, read_timeout)
-            )
-        except ApiException as e:
-            raise _watch_error(e.status or 0, e.body) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise _WatchBroke(f"transport error: {type(e).__name__}") from None
-        if not 200 <= response.status < 300:
-            raise _watch_error(response.status, response.read())
+        read_timeout = timeout + WATCH_READ_GRACE_SECONDS
+        response = open_checked(
+            self._client, "GET", path, failures=_WATCH_FAILURES, query=query,
+            timeout=(self._timeout, read_timeout),
+        )  # fmt: skip
         raw = response.response  # the client never preloads: this streams
         try:
-            for line in _lines(raw):
+            for line in stream_lines(raw):
                 event = json.loads(line)
                 etype, obj = str(event.get("type")), event.get("object") or {}
                 if etype == "ERROR":  # 410 Gone: the version is too old to watch from
@@ -672,13 +658,13 @@ class KubeCluster:
 
     # -- discovery and paths --------------------------------------------------------------
 
-    def _resource_cached(self, api_version: str, kind: str) -> _Resource | None:
+    def _resource_cached(self, api_version: str, kind: str) -> Served | None:
         if api_version not in self._discovery:
             self._discovery[api_version] = self._discover(api_version)
         kinds = self._discovery[api_version]
         return kinds.get(kind) if kinds is not None else None
 
-    def _resource(self, api_version: str, kind: str) -> _Resource | None:
+    def _resource(self, api_version: str, kind: str) -> Served | None:
         for refresh in (False, True):
             if refresh or api_version not in self._discovery:
                 self._discovery[api_version] = self._discover(api_version)
@@ -687,30 +673,23 @@ class KubeCluster:
                 return kinds[kind]
         return None
 
-    def _require(self, api_version: str, kind: str) -> _Resource:
+    def _require(self, api_version: str, kind: str) -> Served:
         resource = self._resource(api_version, kind)
         if resource is None:
             raise KubeNotFound(f"the server does not serve {kind} in {api_version}")
         return resource
 
-    def _discover(self, api_version: str) -> dict[str, _Resource] | None:
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    def _discover(self, api_version: str) -> dict[str, Served] | None:
         try:
-            data = self._json("GET", base, what=f"discovery of {api_version}")
+            data = self._json(
+                "GET", discovery_path(api_version), what=f"discovery of {api_version}"
+            )
         except KubeNotFound:
             return None
-        kinds: dict[str, _Resource] = {}
-        for entry in data.get("resources") or []:
-            name = str(entry.get("name", ""))
-            if "/" in name or not entry.get("kind"):
-                continue  # subresources
-            kinds[str(entry["kind"])] = _Resource(name, bool(entry.get("namespaced")))
-        return kinds
+        return served_kinds(data)
 
     @staticmethod
-    def _path(
-        api_version: str, resource: _Resource, namespace: str | None, name: str | None
-    ) -> str:
+    def _path(api_version: str, resource: Served, namespace: str | None, name: str | None) -> str:
         return resource_path(api_version, resource.plural, resource.namespaced, namespace, name)
 
     # -- the choke point -------------------------------------------------------------------
@@ -744,88 +723,18 @@ class KubeCluster:
         content_type: str | None,
         accept: str = "application/json",
     ) -> bytes:
-        headers = {"Accept": accept}
-        if content_type:
-            headers["Content-Type"] = content_type
-        attempt = 0
-        while True:
-            try:
-                return self._send(method, path, query, headers, body, what)
-            except TransientError as e:
-                # A POST that failed with 5xx may have happened; only 429 is safe to repeat.
-                # A 409 (stale resourceVersion, field-manager conflict) answers the same to the
-                # same request: the caller reads again.
-                retryable = not isinstance(e, KubeConflict) and (
-                    method != "POST" or isinstance(e, KubeTooManyRequests)
-                )
-                attempt += 1
-                if not retryable or attempt >= self._retry.attempts:
-                    raise
-                delay = self._retry.delay(attempt - 1, e.retry_after)
-                log.info("kube: %s: %s; retry %d in %.1fs", what, e, attempt, delay)
-                self._sleep(delay)
-
-    def _send(
-        self,
-        method: str,
-        path: str,
-        query: builtins.list[tuple[str, str]],
-        headers: dict[str, str],
-        body: Any,
-        what: str,
-    ) -> bytes:
-        try:
-            response = send(
-                self._client, method, path, query=query, body=body,
-                content_type=headers.get("Content-Type"), timeout=self._timeout,
-                accept=headers["Accept"],
+        def once() -> bytes:
+            return read(
+                self._client, method, path, what=what, query=query, body=body,
+                content_type=content_type, timeout=self._timeout, accept=accept,
             )  # fmt: skip
-            data: bytes = response.read() or b""
-        except ApiException as e:
-            raise error_for(e.status or 0, e.body, e.headers, what=what) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise KubeServerError(f"{what}: transport error: {type(e).__name__}") from None
-        if not 200 <= response.status < 300:
-            raise error_for(response.status, data, response.headers, what=what)
-        return data
+
+        return retrying(once, method=method, what=what, policy=self._retry, sleep=self._sleep)
 
 
 def new_cluster(kubeconfig: Path | str, context: str = "", **kwargs: Any) -> KubeCluster:
     """Build the adapter from a kubeconfig file and context (current context when "")."""
     return KubeCluster.from_kubeconfig(kubeconfig, context, **kwargs)
-
-
-TYPED_PATCH_FAILURE = "failed to create typed patch object"
-
-
-def error_for(
-    status: int, body: bytes | str | None, headers: Mapping[str, str] | None, *, what: str
-) -> KubeError:
-    """Map an HTTP failure to the error tree. The server's text is truncated; for Secrets
-    (whose 422 text can echo values) it is dropped altogether, except for 401/403: RBAC's
-    refusal names only the user, verb, resource and namespace, and says what to grant."""
-    reason, message = _status_text(body)
-    keep = "Secret" not in what or status in (401, 403)
-    detail = message[:MESSAGE_LIMIT] if keep else ""
-    text = f"{what}: HTTP {status} {reason}".rstrip() + (f": {detail}" if detail else "")
-    if status == 404:
-        return KubeNotFound(text)
-    if status == 409:
-        return KubeConflict(text)
-    if status == 422:
-        return KubeInvalid(text)
-    if status in (401, 403):
-        return KubeForbidden(text)
-    if status == 429:
-        return KubeTooManyRequests(text, retry_after=_retry_after(headers))
-    if status == 500 and message.startswith(TYPED_PATCH_FAILURE):
-        # A real kube-apiserver answers a server-side apply whose value has the wrong type,
-        # or names a field the schema lacks, with a 500 from building the typed patch (not a
-        # 422): the same request fails the same way every time, so it is not retried.
-        return KubeInvalid(text)
-    if status >= 500 or status == 0:
-        return KubeServerError(text, retry_after=_retry_after(headers))
-    return KubeFailed(text)
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None, str]:
@@ -845,29 +754,6 @@ def _ref(namespace: str | None, name: str) -> str:
 def _sort_key(item: Mapping[str, Any]) -> tuple[str, str]:
     meta = item.get("metadata") or {}
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def _status_text(body: bytes | str | None) -> tuple[str, str]:
-    """(reason, message) from a ``kind: Status`` body; other bodies are not trusted."""
-    if not body:
-        return "", ""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return "", ""
-    if not isinstance(data, dict) or data.get("kind") != "Status":
-        return "", ""
-    return str(data.get("reason") or ""), str(data.get("message") or "")
-
-
-def _retry_after(headers: Mapping[str, str] | None) -> float | None:
-    if not headers:
-        return None
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _ready(_etype: str, obj: Mapping[str, Any]) -> bool:
@@ -892,22 +778,15 @@ def _differs(seen: Mapping[str, str], now: Mapping[str, str]) -> bool:
 
 def _watch_error(status: int, body: bytes | str | None) -> Exception:
     if status in (401, 403, 404, 405):
-        reason, _ = _status_text(body)
+        reason, _ = status_text(body)
         return _WatchRefused(f"HTTP {status} {reason}".rstrip())
     return _WatchBroke(f"HTTP {status}")  # 410 Gone, 429, 5xx: read again
 
 
-def _lines(response: Any) -> Iterator[bytes]:
-    """The newline-separated JSON events of a watch stream, as they arrive."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
+_WATCH_FAILURES = Failures(
+    status=lambda status, body, _headers: _watch_error(status, body),
+    transport=lambda e: _WatchBroke(f"transport error: {type(e).__name__}"),
+)
 
 
 def _kubeconfig_problem(path: Path | str, context: str, source: str, err: Exception) -> str:
