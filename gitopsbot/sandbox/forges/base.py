@@ -489,10 +489,23 @@ class LocalForge:
     def comment_json(self, c: Comment) -> Json:
         raise NotImplementedError
 
+    def comment_text(self, body: Json, *, creating: bool) -> str:
+        """A comment's text from the body of a create (``creating``) or an edit; an empty or
+        too long one raises the provider's refusal (``Answer``)."""
+        raise NotImplementedError
+
     def status_json(self, st: Status) -> Json:
         raise NotImplementedError
 
-    # -- routes the forges share (same paths relative to the repository, same answers) -------
+    # -- routes the forges share (same answers; paths and shapes are the provider's) --------
+    def merged_check(self, req: Request) -> Reply:
+        """204 when merged, 404 when not (GitHub's "check if a pull request has been
+        merged", which Gitea copies)."""
+        pr = self.pull(int(req.match.group(1)))
+        if pr.merged_at is None:
+            raise Answer(404, self.not_found_body())
+        return Reply(204, None)
+
     def list_comments(self, req: Request) -> Reply:
         number = int(req.match.group(1))
         self.pull(number)
@@ -501,8 +514,24 @@ class LocalForge:
         )
         return Reply(200, None, page=[self.comment_json(c) for c in found])
 
+    # A comment's id is its route's last group (GitLab's note routes name the request first).
+    def create_comment(self, req: Request) -> Reply:
+        number = int(req.match.group(1))
+        self.pull(number)
+        text = self.comment_text(req.body, creating=True)
+        now = now_utc()
+        c = Comment(self.next_id(), number, text, now, now)
+        self.comments[c.id] = c
+        return Reply(201, self.comment_json(c))
+
+    def update_comment(self, req: Request) -> Reply:
+        c = self.comment(int(req.match.group(req.match.lastindex or 1)))
+        text = self.comment_text(req.body, creating=False)
+        c.body, c.updated_at = text, now_utc()
+        return Reply(200, self.comment_json(c))
+
     def delete_comment(self, req: Request) -> Reply:
-        c = self.comment(int(req.match.group(1)))
+        c = self.comment(int(req.match.group(req.match.lastindex or 1)))
         del self.comments[c.id]
         return Reply(204, None)
 
