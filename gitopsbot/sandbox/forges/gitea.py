@@ -20,11 +20,11 @@ from __future__ import annotations
 import re
 
 from gitopsbot.core.webhook_events import gitea_signature
-from gitopsbot.sandbox.forges.base import (
+from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.model import (
     Answer,
     Comment,
     Json,
-    LocalForge,
     Pull,
     Reply,
     Request,

@@ -22,11 +22,13 @@ import json
 from typing import Any
 
 from gitopsbot.core.webhook_events import github_signature
-from gitopsbot.sandbox.forges.base import (
+from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.github_apps import AppRefused, LocalApp, LocalApps
+from gitopsbot.sandbox.forges.github_shapes import GitHubShapes, node_id
+from gitopsbot.sandbox.forges.model import (
     Answer,
     Comment,
     Json,
-    LocalForge,
     Pull,
     Reply,
     Request,
@@ -35,8 +37,6 @@ from gitopsbot.sandbox.forges.base import (
     iso,
     now_utc,
 )
-from gitopsbot.sandbox.forges.github_apps import AppRefused, LocalApp, LocalApps
-from gitopsbot.sandbox.forges.github_shapes import GitHubShapes, node_id
 
 BODY_LIMIT = 65_536
 DOCS = "https://docs.github.com/rest"

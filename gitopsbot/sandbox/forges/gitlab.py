@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-from gitopsbot.sandbox.forges.base import (
+from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.model import (
     Answer,
     Comment,
     Json,
-    LocalForge,
     Pull,
     Reply,
     Request,
