@@ -6,18 +6,9 @@ from __future__ import annotations
 
 import copy
 
-from gitopsbot.sandbox.simulator.reconcile_core import (
-    TF,
-    Obj,
-    ReconcilerCore,
-    _deleting,
-    _labels,
-    _owner,
-    _phase,
-)
-from gitopsbot.sandbox.simulator.rollout import (
-    DOMAIN,
-)
+from gitopsbot.sandbox.simulator import objects
+from gitopsbot.sandbox.simulator.reconcile_core import TF, Obj, ReconcilerCore
+from gitopsbot.sandbox.simulator.rollout import DOMAIN
 
 
 class ClusterReconciler(ReconcilerCore):
@@ -25,7 +16,7 @@ class ClusterReconciler(ReconcilerCore):
 
     def _reconcile_cluster(self, tfc: Obj) -> bool:
         """Derive the GPUPools; True if any was created, replaced or deleted."""
-        if _deleting(tfc):
+        if objects.deleting(tfc):
             return False
         name = tfc["metadata"]["name"]
         wanted: dict[str, Obj] = {}
@@ -40,7 +31,7 @@ class ClusterReconciler(ReconcilerCore):
             template = entry.get("specTemplate") or {}
             current = owned.get(pool_name)
             if current is None:
-                labels = {**_labels(tfc), f"{DOMAIN}/managed-by": name}
+                labels = {**objects.labels_of(tfc), f"{DOMAIN}/managed-by": name}
                 pool = {
                     "apiVersion": TF,
                     "kind": "GPUPool",
@@ -50,7 +41,7 @@ class ClusterReconciler(ReconcilerCore):
                         "annotations": {
                             f"{DOMAIN}/is-default-pool": str(bool(entry.get("isDefault"))).lower()
                         },
-                        "ownerReferences": [_owner(tfc, controller=True)],
+                        "ownerReferences": [objects.owner_ref(tfc, controller=True)],
                     },
                     "spec": copy.deepcopy(template),
                     "status": {"phase": "Pending"},
@@ -62,18 +53,18 @@ class ClusterReconciler(ReconcilerCore):
                 new["spec"] = copy.deepcopy(template)
                 changed |= self._update(new) is not None
         for pool_name, pool in owned.items():
-            if pool_name not in wanted and not _deleting(pool):
+            if pool_name not in wanted and not objects.deleting(pool):
                 self._delete(pool)
                 changed = True
         return changed
 
     def _cluster_status(self, tfc: Obj, pools: list[Obj], *, updating: bool) -> None:
-        if _deleting(tfc):
+        if objects.deleting(tfc):
             return
         name = tfc["metadata"]["name"]
-        mine = [p for p in pools if _labels(p).get(f"{DOMAIN}/managed-by") == name]
-        ready = sorted(p["metadata"]["name"] for p in mine if _phase(p) == "Running")
-        not_ready = sorted(p["metadata"]["name"] for p in mine if _phase(p) != "Running")
+        mine = [p for p in pools if objects.labels_of(p).get(f"{DOMAIN}/managed-by") == name]
+        ready = sorted(p["metadata"]["name"] for p in mine if objects.phase(p) == "Running")
+        not_ready = sorted(p["metadata"]["name"] for p in mine if objects.phase(p) != "Running")
         expected = len((tfc.get("spec") or {}).get("gpuPools") or [])
         running = not updating and len(mine) == expected and not not_ready
         old = tfc.get("status") or {}

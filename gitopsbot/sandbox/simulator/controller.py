@@ -31,9 +31,8 @@ import dataclasses
 import logging
 import threading
 from datetime import datetime
-from types import TracebackType
 
-from gitopsbot.sandbox.simulator import hashing
+from gitopsbot.sandbox.simulator import hashing, objects
 from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
 from gitopsbot.sandbox.simulator.cluster_reconciler import ClusterReconciler
 from gitopsbot.sandbox.simulator.config import SimConfig, WorkloadSpec
@@ -48,7 +47,6 @@ from gitopsbot.sandbox.simulator.reconcile_core import (
     TF,
     WATCHED,
     WorkloadStatusOwner,
-    _deleting,
 )
 from gitopsbot.sandbox.simulator.store_port import StorePort
 from gitopsbot.sandbox.simulator.workload_reconciler import WorkloadReconciler
@@ -122,12 +120,7 @@ class ControllerSim(
     def __enter__(self) -> ControllerSim:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _run(self) -> None:
@@ -203,7 +196,7 @@ class ControllerSim(
         for tfc in tfcs:
             if self._reconcile_cluster(tfc):
                 changed_pools.add(tfc["metadata"]["name"])
-        pools = [p for p in self.cache.list(TF, "GPUPool") if not _deleting(p)]
+        pools = [p for p in self.cache.list(TF, "GPUPool") if not objects.deleting(p)]
         for pool in pools:
             self._ensure_machines(pool)
         self._reconcile_gpunodes(pools, namespace, code)
@@ -211,7 +204,7 @@ class ControllerSim(
         self._reconcile_clients(pools, code)
         self._reconcile_connections()
         for pool in self.cache.list(TF, "GPUPool"):
-            if not _deleting(pool):
+            if not objects.deleting(pool):
                 self._reconcile_pool(pool, namespace, now, code)
         pools = self.cache.list(TF, "GPUPool")
         for tfc in tfcs:

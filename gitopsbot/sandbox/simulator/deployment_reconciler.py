@@ -10,20 +10,16 @@ from datetime import datetime, timedelta
 
 from gitopsbot.sandbox.apiserver.errors import ApiError
 from gitopsbot.sandbox.apiserver.kubelet import template_hash
-from gitopsbot.sandbox.simulator import agent, controller_pods
+from gitopsbot.sandbox.simulator import agent, controller_pods, objects
 from gitopsbot.sandbox.simulator.reconcile_core import (
     CONTROLLER_SELECTOR,
     DEFAULT_OPERATOR_NAMESPACE,
     Obj,
     ReconcilerCore,
     WorkloadStatusOwner,
-    _annotations,
-    _owner,
     log,
 )
-from gitopsbot.sandbox.simulator.rollout import (
-    format_time,
-)
+from gitopsbot.sandbox.simulator.rollout import format_time
 
 
 class DeploymentReconciler(ReconcilerCore):
@@ -179,7 +175,8 @@ class DeploymentReconciler(ReconcilerCore):
             if any(r.get("uid") == meta["uid"] for r in rs["metadata"].get("ownerReferences") or [])
         ]
         revisions = [
-            int(_annotations(rs).get("deployment.kubernetes.io/revision", "0") or 0) for rs in owned
+            int(objects.annotations_of(rs).get("deployment.kubernetes.io/revision", "0") or 0)
+            for rs in owned
         ]
         for rs in owned:
             if rs["metadata"]["name"] != name and (rs.get("spec") or {}).get("replicas"):
@@ -200,7 +197,7 @@ class DeploymentReconciler(ReconcilerCore):
                     "annotations": {
                         "deployment.kubernetes.io/revision": str(1 + max(revisions, default=0))
                     },
-                    "ownerReferences": [_owner(dep, controller=True)],
+                    "ownerReferences": [objects.owner_ref(dep, controller=True)],
                 },
                 "spec": {"replicas": replicas, "selector": selector, "template": template},
                 "status": {

@@ -4,22 +4,9 @@ each GPUNode's hypervisor pod and phase (gpunode_controller.go, facts §3.4).
 
 from __future__ import annotations
 
-from gitopsbot.sandbox.simulator import hashing
-from gitopsbot.sandbox.simulator.reconcile_core import (
-    POOL_LABEL,
-    TF,
-    Obj,
-    ReconcilerCore,
-    _deleting,
-    _labels,
-    _owner,
-    _phase,
-    _pod_ready,
-    _short_pool_name,
-)
-from gitopsbot.sandbox.simulator.rollout import (
-    DOMAIN,
-)
+from gitopsbot.sandbox.simulator import hashing, objects
+from gitopsbot.sandbox.simulator.reconcile_core import POOL_LABEL, TF, Obj, ReconcilerCore
+from gitopsbot.sandbox.simulator.rollout import DOMAIN
 
 
 class NodeReconciler(ReconcilerCore):
@@ -30,7 +17,7 @@ class NodeReconciler(ReconcilerCore):
     def _ensure_machines(self, pool: Obj) -> None:
         """The simulated Nodes of a pool and their GPUNodes (labels as node_controller.go)."""
         pool_name = pool["metadata"]["name"]
-        short = _short_pool_name(pool)
+        short = objects.short_pool_name(pool)
         count = self.config.nodes_for(short)
         nodes = {
             n["metadata"]["name"]: n
@@ -55,7 +42,7 @@ class NodeReconciler(ReconcilerCore):
                                 f"{DOMAIN}/pool-{pool_name}": "true",
                                 f"{DOMAIN}/hardware-vendor": "NVIDIA",
                             },
-                            "ownerReferences": [_owner(pool, controller=True)],
+                            "ownerReferences": [objects.owner_ref(pool, controller=True)],
                         },
                         "spec": {"manageMode": "AutoSelect"},
                         "status": {
@@ -76,9 +63,9 @@ class NodeReconciler(ReconcilerCore):
         }
         wants: dict[str, str] = {}
         for gpunode in self.cache.list(TF, "GPUNode"):
-            if _deleting(gpunode):
+            if objects.deleting(gpunode):
                 continue
-            pool = by_pool.get(_labels(gpunode).get(f"{DOMAIN}/managed-by", ""))
+            pool = by_pool.get(objects.labels_of(gpunode).get(f"{DOMAIN}/managed-by", ""))
             if pool is None:
                 continue
             node_name = gpunode["metadata"]["name"]
@@ -88,17 +75,17 @@ class NodeReconciler(ReconcilerCore):
                 wants[pool_name] = hashing.node_hypervisor_hash(spec, controller_image=code)
             want = wants[pool_name]
             pod = pods.get(hashing.hypervisor_pod_name(node_name, self._pod_prefix))
-            phase = _phase(gpunode)
-            if pod is not None and not _deleting(pod) and phase != "Running":
+            phase = objects.phase(gpunode)
+            if pod is not None and not objects.deleting(pod) and phase != "Running":
                 stopped = (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
-                if stopped or _labels(pod).get(f"{DOMAIN}/pod-template-hash") != want:
+                if stopped or objects.labels_of(pod).get(f"{DOMAIN}/pod-template-hash") != want:
                     self._delete(pod)
                     pod = None
             if pod is None:
                 node = self.cache.get("v1", "Node", None, node_name)
                 if node is not None:
                     pod = self._create(self._hypervisor_pod(pool, gpunode, node, namespace, want))
-            ready = pod is not None and _pod_ready(pod)
+            ready = pod is not None and objects.pod_ready(pod)
             if ready:
                 self._had_ready.add(node_name)
             status = dict(gpunode.get("status") or {})
@@ -141,7 +128,10 @@ class NodeReconciler(ReconcilerCore):
             annotations=dict(template_meta.get("annotations") or {}),
             spec=pod_spec,
             delay=self.config.hypervisor_ready_delay,
-            owners=[_owner(gpunode, controller=True), _owner(node, controller=False)],
+            owners=[
+                objects.owner_ref(gpunode, controller=True),
+                objects.owner_ref(node, controller=False),
+            ],
             never_ready=never,
         )
 

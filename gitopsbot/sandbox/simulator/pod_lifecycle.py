@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from gitopsbot.sandbox.apiserver.errors import ApiError
-from gitopsbot.sandbox.simulator import kubelet, smoke
+from gitopsbot.sandbox.simulator import kubelet, objects, smoke
 from gitopsbot.sandbox.simulator.reconcile_core import (
     CONTROLLER_SELECTOR,
     MANAGER,
@@ -16,14 +16,9 @@ from gitopsbot.sandbox.simulator.reconcile_core import (
     TF,
     Obj,
     ReconcilerCore,
-    _deleting,
-    _labels,
     log,
 )
-from gitopsbot.sandbox.simulator.rollout import (
-    DOMAIN,
-    format_time,
-)
+from gitopsbot.sandbox.simulator.rollout import DOMAIN, format_time
 from gitopsbot.sandbox.simulator.store_port import PodBinding
 
 
@@ -37,7 +32,7 @@ class PodLifecycle(ReconcilerCore):
         real = self.config.real_server
         for pod in self.cache.list("v1", "Pod", labels=None if real else {SIMULATED: "true"}):
             meta = pod["metadata"]
-            if _deleting(pod):
+            if objects.deleting(pod):
                 # No kubelet confirms a graceful deletion on a real server: this one does.
                 if real and meta.get("uid") not in self._confirmed:
                     self._confirmed.add(str(meta.get("uid")))
@@ -48,7 +43,7 @@ class PodLifecycle(ReconcilerCore):
             if real and not (pod.get("spec") or {}).get("nodeName"):
                 self._bind(pod, now)  # as the scheduler: workers, clients, others' pods
                 continue
-            due = None if SIMULATED in _labels(pod) else self._foreign_due(pod, now)
+            due = None if SIMULATED in objects.labels_of(pod) else self._foreign_due(pod, now)
             status = self._pod_status(pod, now, due)
             if status is not None and not kubelet.covers(pod.get("status"), status):
                 self._set_status(pod, status)
@@ -102,7 +97,9 @@ class PodLifecycle(ReconcilerCore):
         bound, others at once."""
         uid = str(pod["metadata"].get("uid"))
         if uid not in self._started:
-            controller = all(_labels(pod).get(k) == v for k, v in CONTROLLER_SELECTOR.items())
+            controller = all(
+                objects.labels_of(pod).get(k) == v for k, v in CONTROLLER_SELECTOR.items()
+            )
             delay = self.config.controller_ready_delay if controller else 0.0
             self._started[uid] = now + timedelta(seconds=delay)
         return self._started[uid]

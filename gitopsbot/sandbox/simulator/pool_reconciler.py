@@ -9,19 +9,8 @@ import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from gitopsbot.sandbox.simulator import hashing
-from gitopsbot.sandbox.simulator.reconcile_core import (
-    MANAGER,
-    TF,
-    Obj,
-    ReconcilerCore,
-    _age_key,
-    _annotations,
-    _deleting,
-    _labels,
-    _phase,
-    log,
-)
+from gitopsbot.sandbox.simulator import hashing, objects
+from gitopsbot.sandbox.simulator.reconcile_core import MANAGER, TF, Obj, ReconcilerCore, log
 from gitopsbot.sandbox.simulator.rollout import (
     DOMAIN,
     Component,
@@ -40,7 +29,7 @@ class PoolReconciler(ReconcilerCore):
         spec = pool.get("spec") or {}
         status = copy.deepcopy(pool.get("status") or {})
         comp_status: Obj = dict(status.get("componentStatus") or {})
-        annotations = _annotations(pool)
+        annotations = objects.annotations_of(pool)
         ann_changes: dict[str, str | None] = {}
         patch_status = False
         min_requeue = timedelta(seconds=self.config.min_batch_requeue)
@@ -85,7 +74,7 @@ class PoolReconciler(ReconcilerCore):
                     )
         # Phase: Running when every GPUNode of the pool is (facts §3.9).
         gpunodes = self.cache.list(TF, "GPUNode", labels={f"{DOMAIN}/managed-by": pool_name})
-        ready = sum(1 for n in gpunodes if _phase(n) == "Running")
+        ready = sum(1 for n in gpunodes if objects.phase(n) == "Running")
         if gpunodes:
             phase = "Running" if ready == len(gpunodes) else "Updating"
         else:
@@ -114,7 +103,7 @@ class PoolReconciler(ReconcilerCore):
         spec = pool.get("spec") or {}
         if component is Component.HYPERVISOR:
             revisions = _json_annotation(
-                _annotations(pool).get(f"{DOMAIN}/provider-config-revisions")
+                objects.annotations_of(pool).get(f"{DOMAIN}/provider-config-revisions")
             )
             new_hash = hashing.pool_hypervisor_hash(spec, revisions, controller_image=code)
             node_hash = hashing.node_hypervisor_hash(spec, controller_image=code)
@@ -123,7 +112,7 @@ class PoolReconciler(ReconcilerCore):
                 for n in self.cache.list(
                     TF, "GPUNode", labels={f"{DOMAIN}/pool-{pool_name}": "true"}
                 )
-                if not _deleting(n)
+                if not objects.deleting(n)
             ]
             pods = {
                 p["metadata"]["name"]: p
@@ -131,11 +120,14 @@ class PoolReconciler(ReconcilerCore):
                     "v1", "Pod", namespace, labels={f"{DOMAIN}/component": "hypervisor"}
                 )
             }
-            recheck = any(_phase(n) in ("", "Pending") for n in nodes)
+            recheck = any(objects.phase(n) in ("", "Pending") for n in nodes)
             outdated = []
-            for n in sorted(nodes, key=_age_key):
+            for n in sorted(nodes, key=objects.age_key):
                 pod = pods.get(hashing.hypervisor_pod_name(n["metadata"]["name"], self._pod_prefix))
-                if pod is None or _labels(pod).get(f"{DOMAIN}/pod-template-hash") != node_hash:
+                if (
+                    pod is None
+                    or objects.labels_of(pod).get(f"{DOMAIN}/pod-template-hash") != node_hash
+                ):
                     outdated.append(n["metadata"]["name"])
             inventory = Inventory(len(nodes), len(nodes) - len(outdated), recheck, tuple(outdated))
 
@@ -154,12 +146,12 @@ class PoolReconciler(ReconcilerCore):
                 for w in self.cache.list(
                     TF, "TensorFusionWorkload", labels={f"{DOMAIN}/gpupool": pool_name}
                 )
-                if not _deleting(w)
+                if not objects.deleting(w)
             ]
             recheck = any(not (w.get("status") or {}).get("podTemplateHash") for w in tfws)
             outdated = [
                 f"{w['metadata']['namespace']}/{w['metadata']['name']}"
-                for w in sorted(tfws, key=_age_key)
+                for w in sorted(tfws, key=objects.age_key)
                 if (w.get("status") or {}).get("podTemplateHash")
                 != hashing.workload_hash(pool_worker, w.get("spec") or {})
             ]
@@ -183,11 +175,11 @@ class PoolReconciler(ReconcilerCore):
             None,
             labels={f"{DOMAIN}/enabled": "true", f"{DOMAIN}/gpupool": pool_name},
         )
-        recheck = any(_deleting(p) for p in clients)
+        recheck = any(objects.deleting(p) for p in clients)
         outdated = [
             f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-            for p in sorted(clients, key=_age_key)
-            if _labels(p).get(f"{DOMAIN}/pod-template-hash") != new_hash
+            for p in sorted(clients, key=objects.age_key)
+            if objects.labels_of(p).get(f"{DOMAIN}/pod-template-hash") != new_hash
         ]
         inventory = Inventory(len(clients), len(clients) - len(outdated), recheck, tuple(outdated))
 

@@ -1,5 +1,5 @@
 """What every reconciler of the controller simulator shares: the watch-fed cache, the write
-guard, the wake-up list, the simulated pods' making, and small readers of objects.
+guard, the wake-up list, the simulated pods' making (small readers of objects: objects.py).
 
 ``ReconcilerCore`` holds the state the reconcilers (cluster_reconciler.py, pool_reconciler.py,
 node_reconciler.py, workload_reconciler.py, deployment_reconciler.py, pod_lifecycle.py) share;
@@ -15,15 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from gitopsbot.sandbox.apiserver.errors import ApiError
-from gitopsbot.sandbox.simulator import kubelet, sessions
+from gitopsbot.sandbox.simulator import kubelet, objects, sessions
 from gitopsbot.sandbox.simulator.clock import Clock
 from gitopsbot.sandbox.simulator.config import SimConfig
 from gitopsbot.sandbox.simulator.informer import Informer
-from gitopsbot.sandbox.simulator.rollout import (
-    DOMAIN,
-    format_time,
-    parse_time,
-)
+from gitopsbot.sandbox.simulator.rollout import DOMAIN, format_time, parse_time
 from gitopsbot.sandbox.simulator.store_port import StorePort
 
 # One logger for the whole simulator controller, whichever reconciler writes.
@@ -57,68 +53,6 @@ CONTROLLER_SELECTOR = {
 }
 
 
-def _meta(obj: Obj) -> Obj:
-    meta: Obj = obj.setdefault("metadata", {})
-    return meta
-
-
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _annotations(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def _rv(obj: Obj | None) -> str:
-    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _deleting(obj: Obj) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def _age_key(obj: Obj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
-
-
-def _owner(obj: Obj, *, controller: bool) -> Obj:
-    meta = obj["metadata"]
-    ref: Obj = {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-    }
-    if controller:
-        ref["controller"] = True
-        ref["blockOwnerDeletion"] = True
-    return ref
-
-
-def _pod_ready(pod: Obj) -> bool:
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
-def _phase(obj: Obj) -> str:
-    return str((obj.get("status") or {}).get("phase") or "")
-
-
-def _short_pool_name(pool: Obj) -> str:
-    """The TFC's name for a pool: GPUPool ``<cluster>-<pool>`` minus the cluster prefix."""
-    name = str(pool["metadata"]["name"])
-    cluster = _labels(pool).get(f"{DOMAIN}/managed-by", "")
-    prefix = f"{cluster}-"
-    return name[len(prefix) :] if cluster and name.startswith(prefix) else name
-
-
 class WorkloadStatusOwner(Protocol):
     """The emulator's kubelet: told to leave a Deployment's status to the simulator."""
 
@@ -147,7 +81,7 @@ class ReconcilerCore:
             log.debug("controller simulator: %s: %s", what, e)
             self._wake.append(self.clock.now() + timedelta(seconds=0.05))
             return None
-        if after is None or _rv(after) != _rv(before):
+        if after is None or objects.resource_version(after) != objects.resource_version(before):
             self._wrote = True
         if after is not None:
             self.cache.apply(after)
@@ -191,7 +125,7 @@ class ReconcilerCore:
             self._wake.append(self.clock.now() + timedelta(seconds=0.05))
             return
         self._wrote = True
-        if last is not None and _deleting(last):
+        if last is not None and objects.deleting(last):
             self.cache.apply(last)  # finalizers hold it
         else:
             self.cache.forget(obj)
@@ -250,7 +184,7 @@ class ReconcilerCore:
 
     def _pod_status(self, pod: Obj, now: datetime, due: datetime | None = None) -> Obj | None:
         """The status the kubelet reports at ``now``, or None while the pod is starting."""
-        ann = _annotations(pod)
+        ann = objects.annotations_of(pod)
         if due is None:
             due = parse_time(ann[READY_AT]) if READY_AT in ann else now
         status = kubelet.pod_status(

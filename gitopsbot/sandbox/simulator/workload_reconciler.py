@@ -7,22 +7,10 @@ from __future__ import annotations
 
 import secrets
 
-from gitopsbot.sandbox.simulator import hashing, sessions
+from gitopsbot.sandbox.simulator import hashing, objects, sessions
 from gitopsbot.sandbox.simulator.config import WorkloadSpec
-from gitopsbot.sandbox.simulator.reconcile_core import (
-    OWNER_LABEL,
-    TF,
-    Obj,
-    ReconcilerCore,
-    _deleting,
-    _labels,
-    _owner,
-    _pod_ready,
-    _short_pool_name,
-)
-from gitopsbot.sandbox.simulator.rollout import (
-    DOMAIN,
-)
+from gitopsbot.sandbox.simulator.reconcile_core import OWNER_LABEL, TF, Obj, ReconcilerCore
+from gitopsbot.sandbox.simulator.rollout import DOMAIN
 
 
 class WorkloadReconciler(ReconcilerCore):
@@ -30,7 +18,7 @@ class WorkloadReconciler(ReconcilerCore):
 
     def _pool_for(self, pools: list[Obj], short: str) -> Obj | None:
         for pool in pools:
-            if _short_pool_name(pool) == short:
+            if objects.short_pool_name(pool) == short:
                 return pool
         return None
 
@@ -41,8 +29,8 @@ class WorkloadReconciler(ReconcilerCore):
                 self._ensure_workload(ws, pool)
         by_pool = {p["metadata"]["name"]: p for p in pools}
         for tfw in self.cache.list(TF, "TensorFusionWorkload"):
-            pool = by_pool.get(_labels(tfw).get(f"{DOMAIN}/gpupool", ""))
-            if pool is None or _deleting(tfw):
+            pool = by_pool.get(objects.labels_of(tfw).get(f"{DOMAIN}/gpupool", ""))
+            if pool is None or objects.deleting(tfw):
                 continue
             self._reconcile_workload(tfw, pool, code)
 
@@ -76,11 +64,11 @@ class WorkloadReconciler(ReconcilerCore):
         pods = [
             p
             for p in self.cache.list("v1", "Pod", namespace, labels={f"{DOMAIN}/workload": name})
-            if not _deleting(p)
+            if not objects.deleting(p)
         ]
         keep = []
         for pod in pods:
-            if _labels(pod).get(f"{DOMAIN}/pod-template-hash") != stamped:
+            if objects.labels_of(pod).get(f"{DOMAIN}/pod-template-hash") != stamped:
                 self._delete(pod)
             else:
                 keep.append(pod)
@@ -100,12 +88,12 @@ class WorkloadReconciler(ReconcilerCore):
                     annotations={},
                     spec=pod_spec,
                     delay=self.config.worker_ready_delay,
-                    owners=[_owner(tfw, controller=True)],
+                    owners=[objects.owner_ref(tfw, controller=True)],
                 )
             )
             if created is not None:
                 keep.append(created)
-        ready = sum(1 for p in keep if _pod_ready(p))
+        ready = sum(1 for p in keep if objects.pod_ready(p))
         status.update(
             {
                 "podTemplateHash": stamped,
@@ -132,7 +120,7 @@ class WorkloadReconciler(ReconcilerCore):
             pods = [
                 p
                 for p in self.cache.list("v1", "Pod", ws.namespace, labels={OWNER_LABEL: owner})
-                if not _deleting(p)
+                if not objects.deleting(p)
             ]
             spec = pool.get("spec") or {}
             client = hashing.pool_client_hash(spec, controller_image=code)
@@ -176,7 +164,7 @@ class WorkloadReconciler(ReconcilerCore):
             for c in self.cache.list(TF, sessions.KIND)
         }
         for key, conn in connections.items():
-            if _deleting(conn):
+            if objects.deleting(conn):
                 continue
             owned = any(
                 r.get("kind") == "Pod" for r in conn["metadata"].get("ownerReferences") or []
@@ -187,9 +175,9 @@ class WorkloadReconciler(ReconcilerCore):
         idle_workloads = {(w.namespace, w.name) for w in self.config.workloads if not w.sessions}
         for key, pod in clients.items():
             found = connections.get(key)
-            if found is not None and _deleting(found):
+            if found is not None and objects.deleting(found):
                 continue
-            if found is None and not _deleting(pod):
+            if found is None and not objects.deleting(pod):
                 idle = (key[0], sessions.workload_of(pod)) in idle_workloads
                 found = self._create(sessions.connection_for(pod, idle=idle))
             live = found
@@ -202,8 +190,12 @@ class WorkloadReconciler(ReconcilerCore):
                 key[0],
                 labels={f"{DOMAIN}/component": "worker", sessions.WORKLOAD_LABEL: workload},
             )
-            ready = [w["metadata"]["name"] for w in workers if _pod_ready(w) and not _deleting(w)]
+            ready = [
+                w["metadata"]["name"]
+                for w in workers
+                if objects.pod_ready(w) and not objects.deleting(w)
+            ]
             status = sessions.connection_status(
-                live, client_deleting=_deleting(pod), ready_workers=ready
+                live, client_deleting=objects.deleting(pod), ready_workers=ready
             )
             self._set_status(live, status)
