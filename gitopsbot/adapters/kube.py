@@ -96,15 +96,9 @@ class KubeCluster(KubeWaits, KubeCrds):
         namespace: str | None = None,
         label_selector: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        resource = self._resource(api_version, kind)
-        if resource is None:
-            return []
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
-        query = [("labelSelector", label_selector)] if label_selector else []
-        try:
-            data = self._json("GET", path, query=query, what=f"{kind} list")
-        except KubeNotFound:
-            return []
+        raw = self._read_list(api_version, kind, namespace, label_selector, what=f"{kind} list")
+        decoded = json.loads(raw) if raw else {}
+        data = decoded if isinstance(decoded, dict) else {}
         items = [dict(item) for item in data.get("items") or []]
         for item in items:  # list items carry no apiVersion/kind of their own
             item.setdefault("apiVersion", api_version)
@@ -114,18 +108,10 @@ class KubeCluster(KubeWaits, KubeCrds):
     def list_metadata(
         self, api_version: str, kind: str, namespace: str | None, label_selector: str
     ) -> builtins.list[dict[str, Any]]:
-        resource = self._resource(api_version, kind)
-        if resource is None:
-            return []
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
-        query = [("labelSelector", label_selector)] if label_selector else []
-        try:
-            raw = self._request(
-                "GET", path, what=f"{kind} list (metadata)", query=query, body=None,
-                content_type=None, accept=METADATA_LIST,
-            )  # fmt: skip
-        except KubeNotFound:
-            return []
+        what = f"{kind} list (metadata)"
+        raw = self._read_list(
+            api_version, kind, namespace, label_selector, what=what, accept=METADATA_LIST
+        )
         decoded = json.loads(raw) if raw else {}
         items = decoded.get("items") if isinstance(decoded, dict) else None
         found = [
@@ -134,6 +120,29 @@ class KubeCluster(KubeWaits, KubeCrds):
             if isinstance(item, dict)
         ]
         return sorted(found, key=_sort_key)
+
+    def _read_list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        *,
+        what: str,
+        accept: str = "application/json",
+    ) -> bytes:
+        """A collection's answer; none (b"") where the kind is not served or not found."""
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return b""
+        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        query = [("labelSelector", label_selector)] if label_selector else []
+        try:
+            return self._request(
+                "GET", path, what=what, query=query, body=None, content_type=None, accept=accept
+            )
+        except KubeNotFound:
+            return b""
 
     def apply(
         self, obj: Mapping[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool = False
