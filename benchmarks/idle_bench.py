@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the idle window the watches are counted over")  # fmt: skip
     args = parser.parse_args(argv)
 
-    from gitopsbot.adapters import kube as kube_module
+    from gitopsbot.adapters import kube_request as kube_module
     from gitopsbot.adapters.helm_storage import HelmStorage
     from gitopsbot.adapters.kube import KubeCluster, RetryPolicy
     from gitopsbot.adapters.release_watch import WATCH_SECONDS

@@ -1,13 +1,11 @@
-"""The Cluster port over the Kubernetes API: the only module that imports ``kubernetes``.
+"""The Cluster port over the Kubernetes API: ``KubeCluster``, reads, writes, logs, Secrets.
 
-Generic access by apiVersion/kind: the resource's plural and scope come from legacy discovery
-(``/api/v1``, ``/apis/<group>/<version>``), cached per group-version and refreshed once on a
-miss (a CRD applied a moment ago). Requests go through the client's ``ApiClient`` (auth, TLS,
-proxy from the kubeconfig) and come back as plain dicts.
-
-One choke point (style-research §6.5): every request passes ``_request``, which maps HTTP
-errors to ``errors.Kube*`` with a truncated, secret-free message and retries transient
-failures a bounded number of times, honouring Retry-After.
+Generic access by apiVersion/kind, through the client's ``ApiClient`` (auth, TLS, proxy from
+the kubeconfig); objects come back as plain dicts. What it stands on, one idea a module:
+kube_access.py (the state, discovery, and the one choke point every request passes, sent,
+mapped to ``errors.Kube*`` and retried as kube_request.py does it for every Kubernetes
+adapter), kube_waits.py (waits on watches, polling where a watch is refused) and
+kube_crds.py (CRDs Established, then served).
 """
 
 from __future__ import annotations
@@ -17,44 +15,37 @@ import binascii
 import builtins
 import json
 import logging
-import math
-import time
-from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping
-from contextlib import closing
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import urllib3
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
+from gitopsbot.adapters.kube_access import _ref, _sort_key
+from gitopsbot.adapters.kube_crds import KubeCrds
 from gitopsbot.adapters.kube_request import (
     KUBECONFIG_ERRORS,
+    MESSAGE_LIMIT,
+    RetryPolicy,
     configuration_from_kubeconfig,
+    error_for,
     resource_path,
-    send,
 )
+from gitopsbot.adapters.kube_waits import KubeWaits
 from gitopsbot.core.planning.observed import CrdApplyResult, DeploymentReadiness
 from gitopsbot.core.rollouts.kube_objects import (
     CrdDocumentError,
-    condition_status,
     deployment_readiness,
     parse_crd_documents,
 )
 from gitopsbot.errors import (
     ConfigError,
-    KubeConflict,
     KubeError,
     KubeFailed,
-    KubeForbidden,
     KubeInvalid,
     KubeNotFound,
-    KubeServerError,
-    KubeTooManyRequests,
-    TransientError,
 )
 from gitopsbot.ports.cluster import (
     FIELD_MANAGER,
@@ -65,77 +56,24 @@ from gitopsbot.ports.cluster import (
 
 log = logging.getLogger(__name__)
 
-MESSAGE_LIMIT = 256  # kopf's cap on server text in our messages
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
-# Where a watch is refused (RBAC without ``watch``) or breaks, waits poll: from
-# ``poll_seconds``, doubling up to this, so a long wait costs a read a second at most.
-WAIT_POLL_MAX_SECONDS = 1.0
-# Beyond a watch's own timeoutSeconds, how long a silent connection is trusted before the
-# wait reads again (the server ends the stream itself at timeoutSeconds).
-WATCH_READ_GRACE_SECONDS = 2.0
 # A list of metadata only (client-go's metadata client asks the same): the API server leaves
 # out data and spec. JSON after it: a server that does not know the form answers the whole
 # list, cut to metadata here.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
-class _WatchBroke(Exception):
-    """The watch ended early (410 Gone, a dropped connection, a 5xx): read again."""
+__all__ = [
+    "MESSAGE_LIMIT",
+    "METADATA_LIST",
+    "KubeCluster",
+    "RetryPolicy",
+    "error_for",
+    "new_cluster",
+]
 
 
-class _WatchRefused(Exception):
-    """The server will not watch this kind for us (403, 404, 405): poll instead."""
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Bounded retries for transient API failures (429, 5xx, transport)."""
-
-    attempts: int = 5
-    base_delay_seconds: float = 0.5
-    max_delay_seconds: float = 10.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_delay_seconds)
-        return float(min(self.base_delay_seconds * (2**attempt), self.max_delay_seconds))
-
-
-@dataclass(frozen=True, slots=True)
-class _Resource:
-    plural: str
-    namespaced: bool
-
-
-class KubeCluster:
+class KubeCluster(KubeWaits, KubeCrds):
     """``ports.cluster.Cluster`` over one API server (one kubeconfig context)."""
-
-    def __init__(
-        self,
-        api_client: ApiClient,
-        *,
-        retry: RetryPolicy = RetryPolicy(),
-        request_timeout_seconds: float = 30.0,
-        crd_established_timeout_seconds: float = 60.0,
-        poll_seconds: float = 0.2,
-        sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        crd_applier: Callable[[Mapping[str, str]], builtins.list[CrdApplyResult]] | None = None,
-        pause: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._client = api_client
-        self._retry = retry
-        self._timeout = request_timeout_seconds
-        self._crd_timeout = crd_established_timeout_seconds
-        self._poll = poll_seconds
-        self._sleep = sleep
-        self._monotonic = monotonic
-        self._wall_clock = wall_clock
-        self._crd_applier = crd_applier
-        self._pause = pause
-        self._discovery: dict[str, dict[str, _Resource] | None] = {}
-        self._unwatchable: set[tuple[str, str]] = set()  # refused once: poll from then on
 
     @classmethod
     def from_kubeconfig(
@@ -149,22 +87,7 @@ class KubeCluster:
             raise ConfigError(_kubeconfig_problem(path, context, context_source, err)) from None
         return cls(ApiClient(configuration), **kwargs)
 
-    def close(self) -> None:
-        self._client.close()  # type: ignore[no-untyped-call]
-
     # -- the port -------------------------------------------------------------------------
-
-    def get(
-        self, api_version: str, kind: str, namespace: str | None, name: str
-    ) -> dict[str, Any] | None:
-        resource = self._resource(api_version, kind)
-        if resource is None:
-            return None
-        path = self._path(api_version, resource, namespace, name)
-        try:
-            return self._json("GET", path, what=f"{kind} {_ref(namespace, name)}")
-        except KubeNotFound:
-            return None
 
     def list(
         self,
@@ -173,15 +96,9 @@ class KubeCluster:
         namespace: str | None = None,
         label_selector: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        resource = self._resource(api_version, kind)
-        if resource is None:
-            return []
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
-        query = [("labelSelector", label_selector)] if label_selector else []
-        try:
-            data = self._json("GET", path, query=query, what=f"{kind} list")
-        except KubeNotFound:
-            return []
+        raw = self._read_list(api_version, kind, namespace, label_selector, what=f"{kind} list")
+        decoded = json.loads(raw) if raw else {}
+        data = decoded if isinstance(decoded, dict) else {}
         items = [dict(item) for item in data.get("items") or []]
         for item in items:  # list items carry no apiVersion/kind of their own
             item.setdefault("apiVersion", api_version)
@@ -191,18 +108,10 @@ class KubeCluster:
     def list_metadata(
         self, api_version: str, kind: str, namespace: str | None, label_selector: str
     ) -> builtins.list[dict[str, Any]]:
-        resource = self._resource(api_version, kind)
-        if resource is None:
-            return []
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
-        query = [("labelSelector", label_selector)] if label_selector else []
-        try:
-            raw = self._request(
-                "GET", path, what=f"{kind} list (metadata)", query=query, body=None,
-                content_type=None, accept=METADATA_LIST,
-            )  # fmt: skip
-        except KubeNotFound:
-            return []
+        what = f"{kind} list (metadata)"
+        raw = self._read_list(
+            api_version, kind, namespace, label_selector, what=what, accept=METADATA_LIST
+        )
         decoded = json.loads(raw) if raw else {}
         items = decoded.get("items") if isinstance(decoded, dict) else None
         found = [
@@ -211,6 +120,29 @@ class KubeCluster:
             if isinstance(item, dict)
         ]
         return sorted(found, key=_sort_key)
+
+    def _read_list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        *,
+        what: str,
+        accept: str = "application/json",
+    ) -> bytes:
+        """A collection's answer; none (b"") where the kind is not served or not found."""
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return b""
+        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        query = [("labelSelector", label_selector)] if label_selector else []
+        try:
+            return self._request(
+                "GET", path, what=what, query=query, body=None, content_type=None, accept=accept
+            )
+        except KubeNotFound:
+            return b""
 
     def apply(
         self, obj: Mapping[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool = False
@@ -284,60 +216,6 @@ class KubeCluster:
             raise KubeNotFound(f"Deployment {namespace}/{name} not found")
         return deployment_readiness(deployment)
 
-    def wait_deployment_ready(
-        self, namespace: str, name: str, *, timeout: float
-    ) -> DeploymentReadiness:
-        deadline = self._monotonic() + max(timeout, 0.0)
-        deployment = self._deployment(namespace, name)
-        interval = self._poll
-        while not deployment_readiness(deployment):
-            left = deadline - self._monotonic()
-            if left <= 0:
-                break
-            version = str((deployment.get("metadata") or {}).get("resourceVersion") or "")
-            if ("apps/v1", "Deployment") in self._unwatchable or not version:
-                self._pause(min(interval, left))
-                interval = min(interval * 2, WAIT_POLL_MAX_SECONDS)
-            else:
-                seen = self._follow(
-                    "apps/v1", "Deployment", namespace, {name}, version, left, until=_ready
-                )
-                if seen is not None and seen[0] != "DELETED":
-                    deployment = seen[1]
-                    continue  # ready: the loop ends without another read
-                interval = self._after_break(deadline, interval)
-            deployment = self._deployment(namespace, name)  # the last view, or after a break
-        return deployment_readiness(deployment)
-
-    def wait_for_change(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        *,
-        names: Collection[str] | None = None,
-        since: Mapping[str, str] | None = None,
-        timeout: float,
-    ) -> bool:
-        deadline = self._monotonic() + max(timeout, 0.0)
-        wanted = set(names) if names is not None else set(since) if since is not None else None
-        current, version = self._versions(api_version, kind, namespace, wanted)
-        baseline = dict(since) if since is not None else current
-        interval = self._poll
-        while not _differs(baseline, current):
-            left = deadline - self._monotonic()
-            if left <= 0:
-                return False
-            if (api_version, kind) in self._unwatchable or not version:
-                self._pause(min(interval, left))
-                interval = min(interval * 2, WAIT_POLL_MAX_SECONDS)
-            elif self._follow(api_version, kind, namespace, wanted, version, left, until=_any):
-                return True
-            else:
-                interval = self._after_break(deadline, interval)
-            current, version = self._versions(api_version, kind, namespace, wanted)
-        return True
-
     def apply_crds(self, documents: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
         try:
             crds = parse_crd_documents(documents)
@@ -355,49 +233,6 @@ class KubeCluster:
                 applied[name] = str(e)
         self._discovery.clear()  # new or changed kinds
         return self.wait_served(self.wait_established(applied), crds)
-
-    def wait_served(
-        self, results: builtins.list[CrdApplyResult], crds: Iterable[Mapping[str, Any]]
-    ) -> builtins.list[CrdApplyResult]:
-        """Poll discovery until each Established CRD's kind is served in every served version.
-
-        A real kube-apiserver reports Established a few milliseconds before discovery lists
-        the new kind (tests/executor/adapters/test_cluster_contract.py shows it); a step that
-        uses the kind at once would find it "not served". A CRD whose kind is still missing at
-        the deadline is reported not established, naming what is missing."""
-        wanted: dict[str, builtins.list[tuple[str, str]]] = {}
-        for crd in crds:
-            spec = crd.get("spec") or {}
-            kind = str((spec.get("names") or {}).get("kind") or "")
-            group = str(spec.get("group") or "")
-            wanted[str(crd["metadata"]["name"])] = [
-                (f"{group}/{v['name']}", kind)
-                for v in spec.get("versions") or []
-                if isinstance(v, Mapping) and v.get("served", True) and kind and group
-            ]
-        deadline = self._monotonic() + self._crd_timeout
-        missing: dict[str, builtins.list[str]] = {}
-        while True:
-            missing.clear()
-            for result in results:
-                for api_version, kind in wanted.get(result.name, []) if result.ok else []:
-                    self._discovery.pop(api_version, None)
-                    if self._resource_cached(api_version, kind) is None:
-                        missing.setdefault(result.name, []).append(f"{kind} in {api_version}")
-            if not missing or self._monotonic() >= deadline:
-                break
-            self._sleep(self._poll)
-        return [
-            replace(
-                r,
-                established=False,
-                message=f"Established, but not served after {self._crd_timeout:g}s: "
-                + ", ".join(missing[r.name]),
-            )
-            if r.name in missing
-            else r
-            for r in results
-        ]
 
     def read_secret(self, namespace: str, name: str, key: str) -> str:
         secret = self.get("v1", "Secret", namespace, name)
@@ -513,319 +348,10 @@ class KubeCluster:
         log.info("kube: %s no longer owns fields of %s", manager, what)
         return True
 
-    # -- CRDs ----------------------------------------------------------------------------
-
-    def wait_established(self, applied: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
-        """Poll each applied CRD (name → apply error, "" when applied) until Established."""
-        deadline = self._monotonic() + self._crd_timeout
-        pending = {name for name, error in applied.items() if not error}
-        seen: dict[str, dict[str, Any]] = {}
-        while True:
-            for name in sorted(pending):
-                crd = self.get(CRD_API_VERSION, "CustomResourceDefinition", None, name)
-                if crd is not None:
-                    seen[name] = crd
-                    if condition_status(crd, "Established") == "True":
-                        pending.discard(name)
-            if not pending or self._monotonic() >= deadline:
-                break
-            self._sleep(self._poll)
-        results = []
-        for name, error in sorted(applied.items()):
-            crd = seen.get(name, {})
-            stored = tuple((crd.get("status") or {}).get("storedVersions") or ())
-            if error:
-                results.append(CrdApplyResult(name, False, False, stored, error))
-            elif name in pending:
-                message = f"not Established after {self._crd_timeout:g}s"
-                results.append(CrdApplyResult(name, True, False, stored, message))
-            else:
-                results.append(CrdApplyResult(name, True, True, stored))
-        return results
-
-    # -- waits ----------------------------------------------------------------------------
-
-    def _deployment(self, namespace: str, name: str) -> dict[str, Any]:
-        deployment = self.get("apps/v1", "Deployment", namespace, name)
-        if deployment is None:
-            raise KubeNotFound(f"Deployment {namespace}/{name} not found")
-        return deployment
-
-    def _after_break(self, deadline: float, interval: float) -> float:
-        """A watch that ended before the deadline broke: pause (growing) before the next,
-        so a server that keeps cutting watches is not asked again in a tight loop."""
-        left = deadline - self._monotonic()
-        if left > 0:
-            self._pause(min(interval, left))
-        return min(interval * 2, WAIT_POLL_MAX_SECONDS)
-
-    def _versions(
-        self, api_version: str, kind: str, namespace: str | None, names: set[str] | None
-    ) -> tuple[dict[str, str], str]:
-        """name → resourceVersion of the objects waited on, and the version to watch from:
-        one ``get`` for one name (RBAC may grant get alone), else a list."""
-        resource = self._resource(api_version, kind)
-        if resource is None:
-            return {}, ""
-        if names is not None and len(names) == 1 and (namespace or not resource.namespaced):
-            (name,) = names
-            found = self.get(api_version, kind, namespace, name)
-            if found is None:
-                return {}, ""  # nothing to watch from: the wait polls until it appears
-            version = str(found["metadata"].get("resourceVersion") or "")
-            return {name: version}, version
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
-        try:
-            data = self._json("GET", path, what=f"{kind} list")
-        except KubeNotFound:
-            return {}, ""
-        across = resource.namespaced and not namespace
-        found_versions = {}
-        for item in data.get("items") or []:
-            meta = item.get("metadata") or {}
-            key = _watch_key(meta, across)
-            if names is None or key in names:
-                found_versions[key] = str(meta.get("resourceVersion") or "")
-        return found_versions, str((data.get("metadata") or {}).get("resourceVersion") or "")
-
-    def _follow(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        names: set[str] | None,
-        version: str,
-        timeout: float,
-        *,
-        until: Callable[[str, dict[str, Any]], bool],
-    ) -> tuple[str, dict[str, Any]] | None:
-        """Watch from ``version`` for up to ``timeout`` seconds: the first event (type,
-        object) of a watched name for which ``until`` holds; None when the watch ended
-        without one (timed out, broke: the caller reads again). A refused watch marks the
-        kind unwatchable for this adapter (the caller polls from then on)."""
-        try:
-            with closing(
-                self._watch(api_version, kind, namespace, names, version, timeout)
-            ) as events:
-                for etype, obj in events:
-                    if until(etype, obj):
-                        return etype, obj
-        except _WatchRefused as e:
-            log.info("kube: cannot watch %s (%s); polling instead", kind, e)
-            self._unwatchable.add((api_version, kind))
-        except _WatchBroke as e:
-            log.debug("kube: %s watch ended: %s; reading again", kind, e)
-        return None
-
-    def _watch(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        names: set[str] | None,
-        version: str,
-        timeout: float,
-    ) -> Generator[tuple[str, dict[str, Any]]]:
-        """The watched names' events (BOOKMARKs skipped) until the server ends the stream."""
-        resource = self._resource(api_version, kind)
-        if resource is None:
-            raise _WatchRefused(f"{kind} is not served")
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
-        query = [
-            ("watch", "1"),
-            ("resourceVersion", version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(max(1, math.ceil(timeout)))),
-        ]
-        if names is not None and len(names) == 1 and (namespace or not resource.namespaced):
-            query.append(("fieldSelector", f"metadata.name={next(iter(names))}"))
-        across = resource.namespaced and not namespace
-        try:
-            read_timeout = timeout + WATCH_READ_GRACE_SECONDS
-            response = send(
-                self._client, "GET", path, query=query, timeout=(self._timeout, read_timeout)
-            )
-        except ApiException as e:
-            raise _watch_error(e.status or 0, e.body) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise _WatchBroke(f"transport error: {type(e).__name__}") from None
-        if not 200 <= response.status < 300:
-            raise _watch_error(response.status, response.read())
-        raw = response.response  # the client never preloads: this streams
-        try:
-            for line in _lines(raw):
-                event = json.loads(line)
-                etype, obj = str(event.get("type")), event.get("object") or {}
-                if etype == "ERROR":  # 410 Gone: the version is too old to watch from
-                    raise _WatchBroke(f"watch error {obj.get('code')}: {obj.get('reason')}")
-                if etype == "BOOKMARK":
-                    continue
-                if names is None or _watch_key(obj.get("metadata") or {}, across) in names:
-                    yield etype, obj
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
-            raise _WatchBroke(f"stream broke: {type(e).__name__}") from None
-        finally:
-            # Left mid-stream (the wait got its answer): the connection still carries the
-            # watch, so it is closed rather than handed back to the pool with unread data.
-            raw.close()
-            raw.release_conn()
-
-    # -- discovery and paths --------------------------------------------------------------
-
-    def _resource_cached(self, api_version: str, kind: str) -> _Resource | None:
-        if api_version not in self._discovery:
-            self._discovery[api_version] = self._discover(api_version)
-        kinds = self._discovery[api_version]
-        return kinds.get(kind) if kinds is not None else None
-
-    def _resource(self, api_version: str, kind: str) -> _Resource | None:
-        for refresh in (False, True):
-            if refresh or api_version not in self._discovery:
-                self._discovery[api_version] = self._discover(api_version)
-            kinds = self._discovery[api_version]
-            if kinds is not None and kind in kinds:
-                return kinds[kind]
-        return None
-
-    def _require(self, api_version: str, kind: str) -> _Resource:
-        resource = self._resource(api_version, kind)
-        if resource is None:
-            raise KubeNotFound(f"the server does not serve {kind} in {api_version}")
-        return resource
-
-    def _discover(self, api_version: str) -> dict[str, _Resource] | None:
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        try:
-            data = self._json("GET", base, what=f"discovery of {api_version}")
-        except KubeNotFound:
-            return None
-        kinds: dict[str, _Resource] = {}
-        for entry in data.get("resources") or []:
-            name = str(entry.get("name", ""))
-            if "/" in name or not entry.get("kind"):
-                continue  # subresources
-            kinds[str(entry["kind"])] = _Resource(name, bool(entry.get("namespaced")))
-        return kinds
-
-    @staticmethod
-    def _path(
-        api_version: str, resource: _Resource, namespace: str | None, name: str | None
-    ) -> str:
-        return resource_path(api_version, resource.plural, resource.namespaced, namespace, name)
-
-    # -- the choke point -------------------------------------------------------------------
-
-    def _json(
-        self,
-        method: str,
-        path: str,
-        *,
-        what: str,
-        query: Iterable[tuple[str, str]] = (),
-        body: Any = None,
-        content_type: str | None = None,
-    ) -> dict[str, Any]:
-        data = self._request(
-            method, path, what=what, query=list(query), body=body, content_type=content_type
-        )
-        if not data:
-            return {}
-        decoded = json.loads(data)
-        return decoded if isinstance(decoded, dict) else {}
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        what: str,
-        query: builtins.list[tuple[str, str]],
-        body: Any,
-        content_type: str | None,
-        accept: str = "application/json",
-    ) -> bytes:
-        headers = {"Accept": accept}
-        if content_type:
-            headers["Content-Type"] = content_type
-        attempt = 0
-        while True:
-            try:
-                return self._send(method, path, query, headers, body, what)
-            except TransientError as e:
-                # A POST that failed with 5xx may have happened; only 429 is safe to repeat.
-                # A 409 (stale resourceVersion, field-manager conflict) answers the same to the
-                # same request: the caller reads again.
-                retryable = not isinstance(e, KubeConflict) and (
-                    method != "POST" or isinstance(e, KubeTooManyRequests)
-                )
-                attempt += 1
-                if not retryable or attempt >= self._retry.attempts:
-                    raise
-                delay = self._retry.delay(attempt - 1, e.retry_after)
-                log.info("kube: %s: %s; retry %d in %.1fs", what, e, attempt, delay)
-                self._sleep(delay)
-
-    def _send(
-        self,
-        method: str,
-        path: str,
-        query: builtins.list[tuple[str, str]],
-        headers: dict[str, str],
-        body: Any,
-        what: str,
-    ) -> bytes:
-        try:
-            response = send(
-                self._client, method, path, query=query, body=body,
-                content_type=headers.get("Content-Type"), timeout=self._timeout,
-                accept=headers["Accept"],
-            )  # fmt: skip
-            data: bytes = response.read() or b""
-        except ApiException as e:
-            raise error_for(e.status or 0, e.body, e.headers, what=what) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise KubeServerError(f"{what}: transport error: {type(e).__name__}") from None
-        if not 200 <= response.status < 300:
-            raise error_for(response.status, data, response.headers, what=what)
-        return data
-
 
 def new_cluster(kubeconfig: Path | str, context: str = "", **kwargs: Any) -> KubeCluster:
     """Build the adapter from a kubeconfig file and context (current context when "")."""
     return KubeCluster.from_kubeconfig(kubeconfig, context, **kwargs)
-
-
-TYPED_PATCH_FAILURE = "failed to create typed patch object"
-
-
-def error_for(
-    status: int, body: bytes | str | None, headers: Mapping[str, str] | None, *, what: str
-) -> KubeError:
-    """Map an HTTP failure to the error tree. The server's text is truncated; for Secrets
-    (whose 422 text can echo values) it is dropped altogether, except for 401/403: RBAC's
-    refusal names only the user, verb, resource and namespace, and says what to grant."""
-    reason, message = _status_text(body)
-    keep = "Secret" not in what or status in (401, 403)
-    detail = message[:MESSAGE_LIMIT] if keep else ""
-    text = f"{what}: HTTP {status} {reason}".rstrip() + (f": {detail}" if detail else "")
-    if status == 404:
-        return KubeNotFound(text)
-    if status == 409:
-        return KubeConflict(text)
-    if status == 422:
-        return KubeInvalid(text)
-    if status in (401, 403):
-        return KubeForbidden(text)
-    if status == 429:
-        return KubeTooManyRequests(text, retry_after=_retry_after(headers))
-    if status == 500 and message.startswith(TYPED_PATCH_FAILURE):
-        # A real kube-apiserver answers a server-side apply whose value has the wrong type,
-        # or names a field the schema lacks, with a 500 from building the typed patch (not a
-        # 422): the same request fails the same way every time, so it is not retried.
-        return KubeInvalid(text)
-    if status >= 500 or status == 0:
-        return KubeServerError(text, retry_after=_retry_after(headers))
-    return KubeFailed(text)
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None, str]:
@@ -836,78 +362,6 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None, str]:
     if not api_version or not kind or not name:
         raise KubeInvalid("object needs apiVersion, kind and metadata.name")
     return str(api_version), str(kind), meta.get("namespace") or None, str(name)
-
-
-def _ref(namespace: str | None, name: str) -> str:
-    return f"{namespace}/{name}" if namespace else name
-
-
-def _sort_key(item: Mapping[str, Any]) -> tuple[str, str]:
-    meta = item.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def _status_text(body: bytes | str | None) -> tuple[str, str]:
-    """(reason, message) from a ``kind: Status`` body; other bodies are not trusted."""
-    if not body:
-        return "", ""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return "", ""
-    if not isinstance(data, dict) or data.get("kind") != "Status":
-        return "", ""
-    return str(data.get("reason") or ""), str(data.get("message") or "")
-
-
-def _retry_after(headers: Mapping[str, str] | None) -> float | None:
-    if not headers:
-        return None
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _ready(_etype: str, obj: Mapping[str, Any]) -> bool:
-    return bool(deployment_readiness(obj))
-
-
-def _any(_etype: str, _obj: Mapping[str, Any]) -> bool:
-    return True
-
-
-def _watch_key(meta: Mapping[str, Any], across: bool) -> str:
-    name = str(meta.get("name") or "")
-    return f"{meta.get('namespace') or ''}/{name}" if across else name
-
-
-def _differs(seen: Mapping[str, str], now: Mapping[str, str]) -> bool:
-    """Whether the objects changed: one added, removed or at another resourceVersion ("" in
-    ``seen`` stands for absent)."""
-    keys = set(seen) | set(now)
-    return any((seen.get(k) or "") != (now.get(k) or "") for k in keys)
-
-
-def _watch_error(status: int, body: bytes | str | None) -> Exception:
-    if status in (401, 403, 404, 405):
-        reason, _ = _status_text(body)
-        return _WatchRefused(f"HTTP {status} {reason}".rstrip())
-    return _WatchBroke(f"HTTP {status}")  # 410 Gone, 429, 5xx: read again
-
-
-def _lines(response: Any) -> Iterator[bytes]:
-    """The newline-separated JSON events of a watch stream, as they arrive."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
 
 
 def _kubeconfig_problem(path: Path | str, context: str, source: str, err: Exception) -> str:

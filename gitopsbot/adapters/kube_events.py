@@ -18,20 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import urllib3
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
-from gitopsbot.adapters.kube import error_for
-from gitopsbot.adapters.kube_request import (
-    KUBECONFIG_ERRORS,
-    configuration_from_kubeconfig,
-    resource_path,
-    send,
-)
+from gitopsbot.adapters.kube_request import kubeconfig_client, read, resource_path
 from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.core.notices import kube_events as ke
-from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
+from gitopsbot.errors import KubeInvalid, KubeNotFound
 
 _EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 _PLURALS = {"TensorFusionCluster": "tensorfusionclusters", "GPUPool": "gpupools"}
@@ -69,12 +61,7 @@ class KubeEvents:
     def from_kubeconfig(
         cls, path: Path | str, context: str = "", *, instance: str, **kwargs: Any
     ) -> KubeEvents:
-        try:
-            configuration = configuration_from_kubeconfig(path, context)
-        except KUBECONFIG_ERRORS as err:
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise ConfigError(f"cannot use kubeconfig {path}: {reason}") from None
-        return cls(ApiClient(configuration), instance=instance, **kwargs)
+        return cls(kubeconfig_client(path, context), instance=instance, **kwargs)
 
     def close(self) -> None:
         self._client.close()  # type: ignore[no-untyped-call]
@@ -147,16 +134,7 @@ class KubeEvents:
     ) -> bytes:
         if body is not None and not content_type:
             content_type = "application/json"
-        try:
-            response = send(
-                self._client, method, path, body=body, content_type=content_type or None,
-                timeout=self._timeout,
-            )  # fmt: skip
-            data: bytes = response.read() or b""
-        except ApiException as e:
-            raise error_for(e.status or 0, e.body, e.headers, what=what) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise KubeServerError(f"{what}: transport error: {type(e).__name__}") from None
-        if not 200 <= response.status < 300:
-            raise error_for(response.status, data, response.headers, what=what)
-        return data
+        return read(
+            self._client, method, path, what=what, body=body,
+            content_type=content_type or None, timeout=self._timeout,
+        )  # fmt: skip

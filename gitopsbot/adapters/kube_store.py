@@ -11,9 +11,7 @@ and a kind that stops being served emits DELETED for what it had.
 
 HTTP failures become the emulator's ``ApiError`` subclasses (NotFound, Conflict,
 AlreadyExists, Invalid, Gone, ...), so code written against the emulator handles them as is.
-
-A little over 500 lines as one module: the watch threads share the store's discovery cache,
-request plumbing and subscribers, and are no use without them.
+Requests are sent and checked as every Kubernetes adapter sends them (kube_request.py).
 """
 
 from __future__ import annotations
@@ -23,16 +21,23 @@ import copy
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import urllib3
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
-from gitopsbot.adapters.kube_request import configuration_from_kubeconfig, resource_path, send
+from gitopsbot.adapters.kube_request import (
+    Failures,
+    Served,
+    configuration_from_kubeconfig,
+    discovery_path,
+    open_checked,
+    resource_path,
+    served_kinds,
+    stream_lines,
+    watch_query,
+)
 from gitopsbot.sandbox.apiserver.errors import (
     AlreadyExists,
     ApiError,
@@ -52,13 +57,6 @@ Callback = Callable[[str, Obj], None]
 DEFAULT_MANAGER = "sandbox"
 WATCH_SECONDS = 20  # the server ends each watch after this; it is then resumed
 RETRY_SECONDS = 0.5  # between attempts at a kind not served yet, or after a failure
-
-
-@dataclass(frozen=True, slots=True)
-class _Resource:
-    plural: str
-    namespaced: bool
-    status: bool  # has a status subresource
 
 
 def _error(status: int, body: Any) -> ApiError:
@@ -118,7 +116,7 @@ class KubeStore:
         self._client = api_client
         self._timeout = request_timeout_seconds
         self._kinds = list(dict.fromkeys(watch_kinds))
-        self._discovery: dict[str, dict[str, _Resource] | None] = {}
+        self._discovery: dict[str, dict[str, Served] | None] = {}
         self._lock = threading.Lock()
         self._deliver = threading.Lock()  # callbacks run one at a time, in arrival order
         self._subscribers: list[Callback] = []
@@ -332,45 +330,31 @@ class KubeStore:
         obj.setdefault("kind", kind)
         return obj
 
-    def resource(self, api_version: str, kind: str) -> _Resource | None:
+    def resource(self, api_version: str, kind: str) -> Served | None:
         """The served resource (plural, scope), from discovery: cached, looked up again on a
         miss (a CRD installed a moment ago)."""
         with self._lock:
             cached = self._discovery.get(api_version)
         if cached is not None and kind in cached:
             return cached[kind]
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         try:
-            found: dict[str, _Resource] | None = self._discover(self._call("GET", base))
+            found: dict[str, Served] | None = served_kinds(
+                self._call("GET", discovery_path(api_version))
+            )
         except NotFound:
             found = None
         with self._lock:
             self._discovery[api_version] = found
         return None if found is None else found.get(kind)
 
-    @staticmethod
-    def _discover(data: Obj) -> dict[str, _Resource]:
-        entries = data.get("resources") or []
-        with_status = {str(e.get("name", "")).split("/")[0] for e in entries
-                       if str(e.get("name", "")).endswith("/status")}  # fmt: skip
-        kinds: dict[str, _Resource] = {}
-        for entry in entries:
-            name = str(entry.get("name", ""))
-            if "/" in name or not entry.get("kind"):
-                continue
-            kinds[str(entry["kind"])] = _Resource(
-                name, bool(entry.get("namespaced")), name in with_status
-            )
-        return kinds
-
-    def _require(self, api_version: str, kind: str) -> _Resource:
+    def _require(self, api_version: str, kind: str) -> Served:
         res = self.resource(api_version, kind)
         if res is None:
             raise NotFound(f"the server does not serve {kind} in {api_version}", kind=kind)
         return res
 
     @staticmethod
-    def _path(api_version: str, res: _Resource, namespace: str | None, name: str | None) -> str:
+    def _path(api_version: str, res: Served, namespace: str | None, name: str | None) -> str:
         return resource_path(api_version, res.plural, res.namespaced, namespace, name)
 
     def _call(
@@ -397,17 +381,14 @@ class KubeStore:
         *,
         stream: bool = False,
     ) -> Any:
-        try:
-            response = send(
-                self._client, method, path, query=query, body=body,
-                content_type=content_type if body is not None else None, timeout=timeout,
-            )  # fmt: skip
-        except ApiException as e:
-            raise _error(e.status or 0, e.body) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise ApiError(503, "ServiceUnavailable", f"{method} {path}: {e}") from None
-        if not 200 <= response.status < 300:
-            raise _error(response.status, response.read())
+        failures = Failures(
+            status=lambda status, body, _headers: _error(status, body),
+            transport=lambda e: ApiError(503, "ServiceUnavailable", f"{method} {path}: {e}"),
+        )
+        response = open_checked(
+            self._client, method, path, failures=failures, query=query, body=body,
+            content_type=content_type if body is not None else None, timeout=timeout,
+        )  # fmt: skip
         # The client never preloads: the urllib3 response underneath streams a watch.
         return response.response if stream else response
 
@@ -480,12 +461,7 @@ class _Watcher(threading.Thread):
         if res is None:
             return ""
         path = KubeStore._path(self.api_version, res, None, None)
-        query = [
-            ("watch", "1"),
-            ("resourceVersion", rv),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(WATCH_SECONDS)),
-        ]
+        query = watch_query(rv, WATCH_SECONDS)
         response = self.store._raw(
             "GET", path, query, None, "", (10.0, WATCH_SECONDS + 15.0), stream=True
         )
@@ -493,7 +469,7 @@ class _Watcher(threading.Thread):
         try:
             if self.store._stopping.is_set():  # close() came while the request was made
                 return rv
-            for line in _lines(response):
+            for line in stream_lines(response):
                 event = json.loads(line)
                 etype, obj = str(event.get("type")), event.get("object") or {}
                 if etype == "ERROR":
@@ -512,15 +488,3 @@ class _Watcher(threading.Thread):
             self._response = None
             response.release_conn()
         return rv
-
-
-def _lines(response: Any) -> Iterator[bytes]:
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending

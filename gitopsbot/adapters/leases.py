@@ -16,18 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import urllib3
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
-from gitopsbot.adapters.kube import error_for
-from gitopsbot.adapters.kube_request import (
-    KUBECONFIG_ERRORS,
-    configuration_from_kubeconfig,
-    send,
-)
+from gitopsbot.adapters.kube_request import kubeconfig_client, read
 from gitopsbot.core.replicas.lease import LeaseRecord, LeaseSpec, lease_body, record_of
-from gitopsbot.errors import ConfigError, KubeInvalid, KubeNotFound, KubeServerError
+from gitopsbot.errors import KubeInvalid, KubeNotFound
 from gitopsbot.ports.cluster import FIELD_MANAGER
 
 _BASE = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
@@ -42,13 +35,8 @@ class KubeLeases:
 
     @classmethod
     def from_kubeconfig(cls, path: Path | str, context: str = "", **kwargs: Any) -> KubeLeases:
-        try:
-            configuration = configuration_from_kubeconfig(path, context)
-        except KUBECONFIG_ERRORS as err:
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise ConfigError(f"cannot use kubeconfig {path}: {reason}") from None
         # (no retries by the client: a retry is the keeper's decision, on its period)
-        return cls(ApiClient(configuration), **kwargs)
+        return cls(kubeconfig_client(path, context), **kwargs)
 
     def close(self) -> None:
         self._client.close()  # type: ignore[no-untyped-call]
@@ -114,17 +102,8 @@ class KubeLeases:
         query = [("fieldManager", FIELD_MANAGER)] if method in ("POST", "PUT") else []
         if selector:
             query.append(("labelSelector", selector))
-        try:
-            response = send(
-                self._client, method, path, query=query, body=body,
-                content_type="application/json" if body is not None else None,
-                timeout=self._timeout,
-            )  # fmt: skip
-            data: bytes = response.read() or b""
-        except ApiException as e:
-            raise error_for(e.status or 0, e.body, e.headers, what=what) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise KubeServerError(f"{what}: transport error: {type(e).__name__}") from None
-        if not 200 <= response.status < 300:
-            raise error_for(response.status, data, response.headers, what=what)
-        return data
+        return read(
+            self._client, method, path, what=what, query=query, body=body,
+            content_type="application/json" if body is not None else None,
+            timeout=self._timeout,
+        )  # fmt: skip

@@ -37,7 +37,7 @@ def old(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     # The modules it imports have since moved into core's packages (#31): same code, new place.
     moved = done.stdout.replace(
         "from gitopsbot.core import secrets", "from gitopsbot.core.fleet import secrets"
-    ).replace("from gitopsbot.core.model import", "from gitopsbot.core.fleet.model import")
+    ).replace("from gitopsbot.core.fleet.model import", "from gitopsbot.core.fleet.model import")
     path.write_text(moved)
     spec = importlib.util.spec_from_file_location("old_fleet_loading", path)
     assert spec is not None and spec.loader is not None

@@ -1,15 +1,19 @@
-"""What the three local forges share: state, the HTTP plumbing, ETags, pagination, faults.
+"""What the three local forges share: state, and the request handling (routing, the token
+check, injected faults, paging, the answers that are the same everywhere).
 
-Each provider module (github.py, gitlab.py, gitea.py) adds its routes and its JSON shapes.
-Requests are served by a stdlib ThreadingHTTPServer in a daemon thread; state is guarded by
-one lock. With a Git repository attached (``attach_repo``: the sandbox Git remote's bare
-repository), pull requests follow it as on a real forge: a request's head sha is its branch's
-tip, refreshed when the branch is pushed again; a merge (the provider's merge endpoint, or
+Each provider module (github.py, gitlab.py, gitea.py) adds its dialect: its routes, its JSON
+shapes and field names, and how it words a refusal. The data passed around is model.py's.
+Requests are served by a stdlib ThreadingHTTPServer in a daemon thread (http_handler.py: the
+bytes, ETags and rate-limit headers); state is guarded by one lock.
+
+With a Git repository attached (``attach_repo``: the sandbox Git remote's bare repository),
+pull requests follow it as on a real forge: a request's head sha is its branch's tip,
+refreshed when the branch is pushed again; a merge (the provider's merge endpoint, or
 ``merge``) makes a real commit there and moves the base branch; and a request whose head
 commits reach the base branch by a plain push shows merged too. Without one, ``merge`` only
 records a made-up merge commit sha (the forge contract tests need no Git). ``log`` records
-every request; ``counted_requests`` excludes 304 answers, which
-GitHub documents as free against the primary rate limit for authorized conditional requests.
+every request; ``counted_requests`` excludes 304 answers, which GitHub documents as free
+against the primary rate limit for authorized conditional requests.
 """
 
 from __future__ import annotations
@@ -17,150 +21,52 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import socket
 import threading
 import urllib.request
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from datetime import datetime
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from gitopsbot.sandbox.forges.gitrepo import BaseMoved, ForgeRepo, MergeConflict
+from gitopsbot.sandbox.forges.http_handler import handler_for
+from gitopsbot.sandbox.forges.model import (
+    Answer,
+    Comment,
+    Fault,
+    Json,
+    LoggedRequest,
+    Pull,
+    Reply,
+    Request,
+    Route,
+    Status,
+    delivery_id,
+    github_like_merged_event,
+    iso,
+    now_utc,
+    parse_iso,
+)
 
-Json = Any
-
-
-@dataclass(slots=True)
-class Pull:
-    number: int
-    head: str
-    base: str
-    title: str
-    body: str
-    head_sha: str
-    created_at: datetime
-    updated_at: datetime
-    state: str = "open"  # open | closed (merged is a closed request with merged_at)
-    merged_at: datetime | None = None
-    merge_commit_sha: str = ""
-    squash_commit_sha: str = ""
-    labels: list[str] = field(default_factory=list)
-    approvers: list[str] = field(default_factory=list)
-    mergeable: bool = True
-
-
-@dataclass(slots=True)
-class Comment:
-    id: int
-    number: int
-    body: str
-    created_at: datetime
-    updated_at: datetime
-    author: str = "gitopsbot"  # the token's user, unless a person said it (``say``)
-
-
-@dataclass(slots=True)
-class Status:
-    sha: str
-    context: str
-    state: str
-    description: str
-    target_url: str
-    id: int = 0
-    created_at: datetime = field(default_factory=lambda: now_utc())
-
-
-@dataclass(frozen=True, slots=True)
-class LoggedRequest:
-    method: str
-    path: str
-    status: int
-
-
-@dataclass(slots=True)
-class Fault:
-    """An injected failure: ``status`` answered to the next ``times`` matching requests.
-
-    ``status == 0`` means "do the work, then drop the connection without answering".
-    """
-
-    status: int
-    times: int = 1
-    method: str = ""  # "" = any
-    path: str = ""  # regex searched in the path; "" = any
-    retry_after: int | None = None
-    body: Json = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-class Answer(Exception):
-    """Raised by a route to answer with an error status and a provider-shaped body."""
-
-    def __init__(self, status: int, body: Json, headers: dict[str, str] | None = None) -> None:
-        super().__init__(status)
-        self.status = status
-        self.body = body
-        self.headers = headers or {}
-
-
-@dataclass(slots=True)
-class Reply:
-    status: int
-    body: Json
-    headers: dict[str, str] = field(default_factory=dict)
-    page: list[Json] | None = None  # a list to paginate instead of ``body``
-
-
-Route = Callable[["Request"], Reply]
-
-
-@dataclass(slots=True)
-class Request:
-    method: str
-    path: str
-    query: dict[str, str]
-    body: Json
-    match: re.Match[str]
-    token: str = ""  # the credential the request carried (a GitHub App's routes read its JWT)
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
-
-
-def delivery_id() -> str:
-    return str(uuid.uuid4())
-
-
-def github_like_merged_event(pr: Pull) -> bytes:
-    """The pull_request "closed" (merged) payload; GitHub and Gitea share this shape."""
-    return json.dumps(
-        {
-            "action": "closed",
-            "number": pr.number,
-            "pull_request": {
-                "number": pr.number,
-                "state": "closed",
-                "merged": True,
-                "merge_commit_sha": pr.merge_commit_sha,
-                "merged_at": iso(pr.merged_at),
-                "head": {"ref": pr.head, "sha": pr.head_sha},
-                "base": {"ref": pr.base},
-            },
-        }
-    ).encode()
-
-
-def iso(when: datetime | None) -> str | None:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if when else None
-
-
-def parse_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+# The forges' data, where the forges and their tests have always found it.
+__all__ = [
+    "Answer",
+    "Comment",
+    "Fault",
+    "Json",
+    "LocalForge",
+    "LoggedRequest",
+    "Pull",
+    "Reply",
+    "Request",
+    "Route",
+    "Status",
+    "delivery_id",
+    "github_like_merged_event",
+    "iso",
+    "now_utc",
+    "parse_iso",
+]
 
 
 class LocalForge:
@@ -225,7 +131,7 @@ class LocalForge:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> LocalForge:
-        handler = _handler_for(self)
+        handler = handler_for(self)
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -489,10 +395,23 @@ class LocalForge:
     def comment_json(self, c: Comment) -> Json:
         raise NotImplementedError
 
+    def comment_text(self, body: Json, *, creating: bool) -> str:
+        """A comment's text from the body of a create (``creating``) or an edit; an empty or
+        too long one raises the provider's refusal (``Answer``)."""
+        raise NotImplementedError
+
     def status_json(self, st: Status) -> Json:
         raise NotImplementedError
 
-    # -- routes the forges share (same paths relative to the repository, same answers) -------
+    # -- routes the forges share (same answers; paths and shapes are the provider's) --------
+    def merged_check(self, req: Request) -> Reply:
+        """204 when merged, 404 when not (GitHub's "check if a pull request has been
+        merged", which Gitea copies)."""
+        pr = self.pull(int(req.match.group(1)))
+        if pr.merged_at is None:
+            raise Answer(404, self.not_found_body())
+        return Reply(204, None)
+
     def list_comments(self, req: Request) -> Reply:
         number = int(req.match.group(1))
         self.pull(number)
@@ -501,8 +420,24 @@ class LocalForge:
         )
         return Reply(200, None, page=[self.comment_json(c) for c in found])
 
+    # A comment's id is its route's last group (GitLab's note routes name the request first).
+    def create_comment(self, req: Request) -> Reply:
+        number = int(req.match.group(1))
+        self.pull(number)
+        text = self.comment_text(req.body, creating=True)
+        now = now_utc()
+        c = Comment(self.next_id(), number, text, now, now)
+        self.comments[c.id] = c
+        return Reply(201, self.comment_json(c))
+
+    def update_comment(self, req: Request) -> Reply:
+        c = self.comment(int(req.match.group(req.match.lastindex or 1)))
+        text = self.comment_text(req.body, creating=False)
+        c.body, c.updated_at = text, now_utc()
+        return Reply(200, self.comment_json(c))
+
     def delete_comment(self, req: Request) -> Reply:
-        c = self.comment(int(req.match.group(1)))
+        c = self.comment(int(req.match.group(req.match.lastindex or 1)))
         del self.comments[c.id]
         return Reply(204, None)
 
@@ -622,64 +557,3 @@ class LocalForge:
         self, raw_path: str, page: int, pages: int, size: int, total: int
     ) -> dict[str, str]:
         return self.link_header(raw_path, page, pages)
-
-
-def _handler_for(forge: LocalForge) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def setup(self) -> None:
-            super().setup()
-            # Headers and body go out in separate writes; without this, Nagle plus the
-            # client's delayed ACK adds ~40 ms to every answer on loopback.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: the forge keeps its own request log (without headers)."""
-
-        def _any(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            data = self.rfile.read(length) if length else b""
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            reply = forge.serve(self.command, self.path, headers, data)
-            path = urlsplit(self.path).path
-            if reply.status == 0:
-                with forge.lock:
-                    forge.log.append(LoggedRequest(self.command, path, 0))
-                self.close_connection = True
-                return
-            payload = b"" if reply.body is None else json.dumps(reply.body).encode()
-            status = reply.status
-            out = dict(reply.headers)
-            if self.command == "GET" and status == 200 and forge.etags:
-                digest = hashlib.sha256(payload)
-                if forge.etag_covers_headers:
-                    digest.update(json.dumps(sorted(reply.headers.items())).encode())
-                etag = '"' + digest.hexdigest()[:32] + '"'
-                out["ETag"] = etag
-                if headers.get("if-none-match") == etag:
-                    status, payload = 304, b""
-                    if not forge.headers_on_304:
-                        out = {"ETag": etag}
-            with forge.lock:
-                forge.log.append(LoggedRequest(self.command, path, status))
-                used = forge.counted_requests
-            if forge.rate_header_prefix:
-                prefix = forge.rate_header_prefix
-                out.setdefault(prefix + "Limit", str(forge.rate_limit))
-                out.setdefault(prefix + "Remaining", str(max(forge.rate_limit - used, 0)))
-                out.setdefault(prefix + "Used", str(used))
-                out.setdefault(prefix + "Reset", str(int(now_utc().timestamp()) + 3600))
-            self.send_response(status)
-            if payload:
-                out["Content-Type"] = "application/json; charset=utf-8"
-            for k, v in out.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if payload and self.command != "HEAD":
-                self.wfile.write(payload)
-
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
-
-    return Handler

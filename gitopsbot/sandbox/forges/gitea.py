@@ -20,11 +20,11 @@ from __future__ import annotations
 import re
 
 from gitopsbot.core.forge.webhook_events import gitea_signature
-from gitopsbot.sandbox.forges.base import (
+from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.model import (
     Answer,
     Comment,
     Json,
-    LocalForge,
     Pull,
     Reply,
     Request,
@@ -191,12 +191,6 @@ class GiteaForge(LocalForge):
         )
         return Reply(200, None)
 
-    def merged_check(self, req: Request) -> Reply:
-        pr = self.pull(int(req.match.group(1)))
-        if pr.merged_at is None:
-            raise Answer(404, self.not_found_body())
-        return Reply(204, None)
-
     def merge_refused(self, why: str, pr: Pull) -> Answer:
         if why == "closed":
             return Answer(405, {"message": "The PR is closed or already merged", "url": ""})
@@ -223,24 +217,11 @@ class GiteaForge(LocalForge):
         ]
         return Reply(200, None, page=reviews)
 
-    def create_comment(self, req: Request) -> Reply:
-        number = int(req.match.group(1))
-        self.pull(number)
-        text = (req.body or {}).get("body") or ""
+    def comment_text(self, body: Json, *, creating: bool) -> str:
+        text: str = (body or {}).get("body") or ""
         if not text:
             raise Answer(422, {"message": "[Body]: Required", "url": ""})
-        now = now_utc()
-        c = Comment(self.next_id(), number, text, now, now)
-        self.comments[c.id] = c
-        return Reply(201, self.comment_json(c))
-
-    def update_comment(self, req: Request) -> Reply:
-        c = self.comment(int(req.match.group(1)))
-        text = (req.body or {}).get("body") or ""
-        if not text:
-            raise Answer(422, {"message": "[Body]: Required", "url": ""})
-        c.body, c.updated_at = text, now_utc()
-        return Reply(200, self.comment_json(c))
+        return text
 
     def list_labels(self, req: Request) -> Reply:
         return Reply(200, None, page=[self.label_json(n) for n in sorted(self.labels)])

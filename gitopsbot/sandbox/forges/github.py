@@ -22,11 +22,13 @@ import json
 from typing import Any
 
 from gitopsbot.core.forge.webhook_events import github_signature
-from gitopsbot.sandbox.forges.base import (
+from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.github_apps import AppRefused, LocalApp, LocalApps
+from gitopsbot.sandbox.forges.github_shapes import GitHubShapes, node_id
+from gitopsbot.sandbox.forges.model import (
     Answer,
     Comment,
     Json,
-    LocalForge,
     Pull,
     Reply,
     Request,
@@ -35,8 +37,6 @@ from gitopsbot.sandbox.forges.base import (
     iso,
     now_utc,
 )
-from gitopsbot.sandbox.forges.github_apps import AppRefused, LocalApp, LocalApps
-from gitopsbot.sandbox.forges.github_shapes import GitHubShapes, node_id
 
 BODY_LIMIT = 65_536
 DOCS = "https://docs.github.com/rest"
@@ -365,13 +365,6 @@ class GitHubForge(LocalForge):
             },
         )
 
-    def merged_check(self, req: Request) -> Reply:
-        """204 when merged, 404 when not (GitHub's "check if a pull request has been merged")."""
-        pr = self.pull(int(req.match.group(1)))
-        if pr.merged_at is None:
-            raise Answer(404, self.not_found_body())
-        return Reply(204, None)
-
     def list_reviews(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))
         shapes = self.shapes
@@ -399,28 +392,13 @@ class GitHubForge(LocalForge):
             )
         return Reply(200, None, page=reviews)
 
-    def create_comment(self, req: Request) -> Reply:
-        number = int(req.match.group(1))
-        self.pull(number)
-        text = (req.body or {}).get("body") or ""
+    def comment_text(self, body: Json, *, creating: bool) -> str:
+        text: str = (body or {}).get("body") or ""
         if not text or len(text) > BODY_LIMIT:
             raise self.invalid(
                 "body is too long (maximum is 65536 characters)" if text else "", "body"
             )
-        now = now_utc()
-        c = Comment(self.next_id(), number, text, now, now)
-        self.comments[c.id] = c
-        return Reply(201, self.comment_json(c))
-
-    def update_comment(self, req: Request) -> Reply:
-        c = self.comment(int(req.match.group(1)))
-        text = (req.body or {}).get("body") or ""
-        if not text or len(text) > BODY_LIMIT:
-            raise self.invalid(
-                "body is too long (maximum is 65536 characters)" if text else "", "body"
-            )
-        c.body, c.updated_at = text, now_utc()
-        return Reply(200, self.comment_json(c))
+        return text
 
     def add_labels(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-from gitopsbot.sandbox.forges.base import (
+from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.model import (
     Answer,
     Comment,
     Json,
-    LocalForge,
     Pull,
     Reply,
     Request,
@@ -68,9 +68,9 @@ class GitLabForge(LocalForge):
         self.route("PUT", mr + r"/merge", self.merge_route)
         self.route("GET", mr + r"/approvals", self.approvals)
         self.route("GET", mr + r"/notes", self.list_notes)
-        self.route("POST", mr + r"/notes", self.create_note)
-        self.route("PUT", mr + r"/notes/(\d+)", self.update_note)
-        self.route("DELETE", mr + r"/notes/(\d+)", self.delete_note)
+        self.route("POST", mr + r"/notes", self.create_comment)
+        self.route("PUT", mr + r"/notes/(\d+)", self.update_comment)
+        self.route("DELETE", mr + r"/notes/(\d+)", self.delete_comment)
         self.route("POST", project + r"/statuses/([0-9a-f]{7,64})", self.create_status)
         self.route("GET", project + r"/repository/commits/([^/]+)/statuses", self.list_statuses)
         self.route("GET", project + r"/members/all/(\d+)", self.member)
@@ -129,7 +129,8 @@ class GitLabForge(LocalForge):
             "web_url": f"{self.url}/{self.owner}/{self.repo}/-/merge_requests/{pr.number}",
         }
 
-    def note_json(self, c: Comment) -> Json:
+    def comment_json(self, c: Comment) -> Json:
+        """A note (GitLab's word for a comment) on a merge request."""
         return {
             "id": c.id,
             "body": c.body,
@@ -267,35 +268,17 @@ class GitLabForge(LocalForge):
         )
         if req.query.get("sort", "desc") == "desc":
             notes.reverse()
-        return Reply(200, None, page=[self.note_json(c) for c in notes])
+        return Reply(200, None, page=[self.comment_json(c) for c in notes])
 
-    def create_note(self, req: Request) -> Reply:
-        number = int(req.match.group(1))
-        self.pull(number)
-        text = (req.body or {}).get("body") or ""
+    def comment_text(self, body: Json, *, creating: bool) -> str:
+        text: str = (body or {}).get("body") or ""
         if not text:
             raise Answer(400, {"error": "body is missing"})
-        if len(text) > NOTE_LIMIT:
+        if creating and len(text) > NOTE_LIMIT:  # this sandbox checks a new note's length only
             raise Answer(
                 400, {"message": {"note": ["is too long (maximum is 1000000 characters)"]}}
             )
-        now = now_utc()
-        c = Comment(self.next_id(), number, text, now, now)
-        self.comments[c.id] = c
-        return Reply(201, self.note_json(c))
-
-    def update_note(self, req: Request) -> Reply:
-        c = self.comment(int(req.match.group(2)))
-        text = (req.body or {}).get("body") or ""
-        if not text:
-            raise Answer(400, {"error": "body is missing"})
-        c.body, c.updated_at = text, now_utc()
-        return Reply(200, self.note_json(c))
-
-    def delete_note(self, req: Request) -> Reply:
-        c = self.comment(int(req.match.group(2)))
-        del self.comments[c.id]
-        return Reply(204, None)
+        return text
 
     def create_status(self, req: Request) -> Reply:
         body = req.body or {}

@@ -1,7 +1,8 @@
 """The controller Deployment's Pods, as the ReplicaSet controller and the kubelet make them.
 
-On the emulator the simulator rolls the controller Deployment out itself (controller.py,
-``_controller_readiness``) and keeps one Pod per replica of its current ReplicaSet: named
+On the emulator the simulator rolls the controller Deployment out itself
+(deployment_reconciler.py, ``_controller_readiness``) and keeps one Pod per replica of its
+current ReplicaSet: named
 ``<replicaset>-<5 characters>``, the template's labels (``pod-template-hash`` included; the
 chart's ``app.kubernetes.io/component=controller`` and ``tensor-fusion.ai/component=operator``,
 never a pool, worker, client or hypervisor label), an ownerReference to the ReplicaSet, born

@@ -1,0 +1,252 @@
+"""The Cluster adapter's waits: a Deployment ready, objects changed; watched, else polled.
+
+A wait follows a watch from the resourceVersion it read; a watch the server refuses (RBAC
+without ``watch``) marks the kind unwatchable and the wait polls it from then on, and a watch
+that breaks is read again after a growing pause.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Collection, Generator, Mapping
+from contextlib import closing
+from typing import Any
+
+import urllib3
+
+from gitopsbot.adapters.kube_access import KubeAccess
+from gitopsbot.adapters.kube_request import (
+    Failures,
+    open_checked,
+    status_text,
+    stream_lines,
+    watch_query,
+)
+from gitopsbot.core.planning.observed import DeploymentReadiness
+from gitopsbot.core.rollouts.kube_objects import deployment_readiness
+from gitopsbot.errors import KubeNotFound
+
+# The Cluster adapter's log, whichever of its modules writes (tests/realkube read it by name).
+log = logging.getLogger("gitopsbot.adapters.kube")
+
+# Where a watch is refused (RBAC without ``watch``) or breaks, waits poll: from
+# ``poll_seconds``, doubling up to this, so a long wait costs a read a second at most.
+WAIT_POLL_MAX_SECONDS = 1.0
+# Beyond a watch's own timeoutSeconds, how long a silent connection is trusted before the
+# wait reads again (the server ends the stream itself at timeoutSeconds).
+WATCH_READ_GRACE_SECONDS = 2.0
+
+
+class _WatchBroke(Exception):
+    """The watch ended early (410 Gone, a dropped connection, a 5xx): read again."""
+
+
+class _WatchRefused(Exception):
+    """The server will not watch this kind for us (403, 404, 405): poll instead."""
+
+
+class KubeWaits(KubeAccess):
+    """``wait_deployment_ready`` and ``wait_for_change`` of the Cluster port."""
+
+    def wait_deployment_ready(
+        self, namespace: str, name: str, *, timeout: float
+    ) -> DeploymentReadiness:
+        deadline = self._monotonic() + max(timeout, 0.0)
+        deployment = self._deployment(namespace, name)
+        interval = self._poll
+        while not deployment_readiness(deployment):
+            left = deadline - self._monotonic()
+            if left <= 0:
+                break
+            version = str((deployment.get("metadata") or {}).get("resourceVersion") or "")
+            if ("apps/v1", "Deployment") in self._unwatchable or not version:
+                self._pause(min(interval, left))
+                interval = min(interval * 2, WAIT_POLL_MAX_SECONDS)
+            else:
+                seen = self._follow(
+                    "apps/v1", "Deployment", namespace, {name}, version, left, until=_ready
+                )
+                if seen is not None and seen[0] != "DELETED":
+                    deployment = seen[1]
+                    continue  # ready: the loop ends without another read
+                interval = self._after_break(deadline, interval)
+            deployment = self._deployment(namespace, name)  # the last view, or after a break
+        return deployment_readiness(deployment)
+
+    def wait_for_change(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        *,
+        names: Collection[str] | None = None,
+        since: Mapping[str, str] | None = None,
+        timeout: float,
+    ) -> bool:
+        deadline = self._monotonic() + max(timeout, 0.0)
+        wanted = set(names) if names is not None else set(since) if since is not None else None
+        current, version = self._versions(api_version, kind, namespace, wanted)
+        baseline = dict(since) if since is not None else current
+        interval = self._poll
+        while not _differs(baseline, current):
+            left = deadline - self._monotonic()
+            if left <= 0:
+                return False
+            if (api_version, kind) in self._unwatchable or not version:
+                self._pause(min(interval, left))
+                interval = min(interval * 2, WAIT_POLL_MAX_SECONDS)
+            elif self._follow(api_version, kind, namespace, wanted, version, left, until=_any):
+                return True
+            else:
+                interval = self._after_break(deadline, interval)
+            current, version = self._versions(api_version, kind, namespace, wanted)
+        return True
+
+    def _deployment(self, namespace: str, name: str) -> dict[str, Any]:
+        deployment = self.get("apps/v1", "Deployment", namespace, name)
+        if deployment is None:
+            raise KubeNotFound(f"Deployment {namespace}/{name} not found")
+        return deployment
+
+    def _after_break(self, deadline: float, interval: float) -> float:
+        """A watch that ended before the deadline broke: pause (growing) before the next,
+        so a server that keeps cutting watches is not asked again in a tight loop."""
+        left = deadline - self._monotonic()
+        if left > 0:
+            self._pause(min(interval, left))
+        return min(interval * 2, WAIT_POLL_MAX_SECONDS)
+
+    def _versions(
+        self, api_version: str, kind: str, namespace: str | None, names: set[str] | None
+    ) -> tuple[dict[str, str], str]:
+        """name → resourceVersion of the objects waited on, and the version to watch from:
+        one ``get`` for one name (RBAC may grant get alone), else a list."""
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return {}, ""
+        if names is not None and len(names) == 1 and (namespace or not resource.namespaced):
+            (name,) = names
+            found = self.get(api_version, kind, namespace, name)
+            if found is None:
+                return {}, ""  # nothing to watch from: the wait polls until it appears
+            version = str(found["metadata"].get("resourceVersion") or "")
+            return {name: version}, version
+        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        try:
+            data = self._json("GET", path, what=f"{kind} list")
+        except KubeNotFound:
+            return {}, ""
+        across = resource.namespaced and not namespace
+        found_versions = {}
+        for item in data.get("items") or []:
+            meta = item.get("metadata") or {}
+            key = _watch_key(meta, across)
+            if names is None or key in names:
+                found_versions[key] = str(meta.get("resourceVersion") or "")
+        return found_versions, str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _follow(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        names: set[str] | None,
+        version: str,
+        timeout: float,
+        *,
+        until: Callable[[str, dict[str, Any]], bool],
+    ) -> tuple[str, dict[str, Any]] | None:
+        """Watch from ``version`` for up to ``timeout`` seconds: the first event (type,
+        object) of a watched name for which ``until`` holds; None when the watch ended
+        without one (timed out, broke: the caller reads again). A refused watch marks the
+        kind unwatchable for this adapter (the caller polls from then on)."""
+        try:
+            with closing(
+                self._watch(api_version, kind, namespace, names, version, timeout)
+            ) as events:
+                for etype, obj in events:
+                    if until(etype, obj):
+                        return etype, obj
+        except _WatchRefused as e:
+            log.info("kube: cannot watch %s (%s); polling instead", kind, e)
+            self._unwatchable.add((api_version, kind))
+        except _WatchBroke as e:
+            log.debug("kube: %s watch ended: %s; reading again", kind, e)
+        return None
+
+    def _watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        names: set[str] | None,
+        version: str,
+        timeout: float,
+    ) -> Generator[tuple[str, dict[str, Any]]]:
+        """The watched names' events (BOOKMARKs skipped) until the server ends the stream."""
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            raise _WatchRefused(f"{kind} is not served")
+        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        query = watch_query(version, max(1, math.ceil(timeout)))
+        if names is not None and len(names) == 1 and (namespace or not resource.namespaced):
+            query.append(("fieldSelector", f"metadata.name={next(iter(names))}"))
+        across = resource.namespaced and not namespace
+        read_timeout = timeout + WATCH_READ_GRACE_SECONDS
+        response = open_checked(
+            self._client, "GET", path, failures=_WATCH_FAILURES, query=query,
+            timeout=(self._timeout, read_timeout),
+        )  # fmt: skip
+        raw = response.response  # the client never preloads: this streams
+        try:
+            for line in stream_lines(raw):
+                event = json.loads(line)
+                etype, obj = str(event.get("type")), event.get("object") or {}
+                if etype == "ERROR":  # 410 Gone: the version is too old to watch from
+                    raise _WatchBroke(f"watch error {obj.get('code')}: {obj.get('reason')}")
+                if etype == "BOOKMARK":
+                    continue
+                if names is None or _watch_key(obj.get("metadata") or {}, across) in names:
+                    yield etype, obj
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            raise _WatchBroke(f"stream broke: {type(e).__name__}") from None
+        finally:
+            # Left mid-stream (the wait got its answer): the connection still carries the
+            # watch, so it is closed rather than handed back to the pool with unread data.
+            raw.close()
+            raw.release_conn()
+
+
+def _ready(_etype: str, obj: Mapping[str, Any]) -> bool:
+    return bool(deployment_readiness(obj))
+
+
+def _any(_etype: str, _obj: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _watch_key(meta: Mapping[str, Any], across: bool) -> str:
+    name = str(meta.get("name") or "")
+    return f"{meta.get('namespace') or ''}/{name}" if across else name
+
+
+def _differs(seen: Mapping[str, str], now: Mapping[str, str]) -> bool:
+    """Whether the objects changed: one added, removed or at another resourceVersion ("" in
+    ``seen`` stands for absent)."""
+    keys = set(seen) | set(now)
+    return any((seen.get(k) or "") != (now.get(k) or "") for k in keys)
+
+
+def _watch_error(status: int, body: bytes | str | None) -> Exception:
+    if status in (401, 403, 404, 405):
+        reason, _ = status_text(body)
+        return _WatchRefused(f"HTTP {status} {reason}".rstrip())
+    return _WatchBroke(f"HTTP {status}")  # 410 Gone, 429, 5xx: read again
+
+
+_WATCH_FAILURES = Failures(
+    status=lambda status, body, _headers: _watch_error(status, body),
+    transport=lambda e: _WatchBroke(f"transport error: {type(e).__name__}"),
+)
