@@ -128,6 +128,11 @@ _CHART_UNUSABLE = re.compile(
     ),
     re.IGNORECASE,
 )
+# helm 3.18 refuses any OCI manifest carrying a provenance layer (what helm 4's ``helm push``
+# uploads with the .prov beside the archive): a chart pushed signed, unusable until helm 4.
+_OCI_PROVENANCE_REFUSED = re.compile(
+    r'media type "application/vnd\.cncf\.helm\.chart\.provenance\.v1\.prov" is not allowed'
+)
 
 
 # ``helm version`` per binary, for the whole process (see ``HelmCli.version``).
@@ -790,6 +795,14 @@ class HelmCli:
         log.debug("helm failed: %s (argv: %s)", text, " ".join(argv))
         if _LOCKED.search(result.stderr):
             return HelmReleaseLocked(text)
+        if chart and _OCI_PROVENANCE_REFUSED.search(result.stderr):
+            return HelmChartUnusable(
+                f"{what}: chart {chart} cannot be used (nothing was changed in the cluster): "
+                f"it was pushed signed (its manifest has a provenance layer), which helm "
+                f'{self.version} refuses (media type "application/vnd.cncf.helm.chart.'
+                'provenance.v1.prov" is not allowed): run the bot with helm 4 (--helm or '
+                "GITOPSBOT_HELM), or have the chart pushed without its .prov"
+            )
         if chart and _CHART_UNUSABLE.search(result.stderr):
             return HelmChartUnusable(
                 f"{what}: chart {chart} cannot be used (nothing was changed in the cluster): {tail}"

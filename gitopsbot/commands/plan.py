@@ -16,6 +16,7 @@ from gitopsbot.bot.reviewed_chart import chart_digests
 from gitopsbot.commands import SUMMARIES
 from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Fleet, ReleaseSpec
+from gitopsbot.core.planning import provenance
 from gitopsbot.core.planning.chart import Chart, ChartIndex
 from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import Plan, make_plan
@@ -37,6 +38,7 @@ from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.charts import ChartArchives, ChartSource
 from gitopsbot.ports.files import FileTree
 
+REPOSITORY_AT = "release.yaml:chart.repository"  # where a CHART-PROVENANCE deny points
 EXAMPLES = """\
 examples:
   # offline, with the example charts shipped in the repository
@@ -103,9 +105,14 @@ def add_chart_dir(p: argparse.ArgumentParser) -> None:
 
 def chart_source(chart_dirs: list[Path], bot_settings: BotSettings | None = None) -> ChartSource:
     """The charts a plan reads; ``oci://`` ones with ``bot_settings``' chartRegistries
-    logins (their passwords read now: an unset one names its entry)."""
-    logins = app.registry_logins(bot_settings) if bot_settings is not None else None
-    return app.chart_source_for(chart_dirs, logins)
+    logins (their passwords read now: an unset one names its entry), and each archive
+    fetched verified with the keyring its ``chartKeyrings`` entry names, as the bot's plan
+    comment is. A keyring this machine cannot read is not an error here: the plan says NOT
+    VERIFIED with the reason, as it cannot vouch for the chart."""
+    if bot_settings is None:
+        return app.chart_source_for(chart_dirs)
+    logins = app.registry_logins(bot_settings)
+    return app.chart_source_for(chart_dirs, logins, bot_settings.chart_keyrings)
 
 
 def source_label(chart_dirs: list[Path]) -> str:
@@ -145,7 +152,11 @@ def with_digests(plan: Plan, source: ChartSource, desired: ClusterSpec) -> Plan:
             f"the archive of chart {rel.chart_name} {rel.version} could not be fetched for "
             f"its digest: {' '.join(str(exc).split())}"
         ) from None
-    return replace(plan, chart_digests=digests)
+    # A signature the apply would refuse is the plan's deny, as in the plan comment.
+    unsigned = provenance.verdict(digests.provenance, desired.locations.get(REPOSITORY_AT))
+    return promotion_gate.with_verdicts(
+        replace(plan, chart_digests=digests), [unsigned] if unsigned else []
+    )
 
 
 def _tree(fleet: Path, ref: str | None) -> FileTree:

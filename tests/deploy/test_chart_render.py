@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow  # real helm 3 and 4 in subprocesses (docs/testing
 ROOT = CHART.parents[1]
 NS = "gitopsbot"
 SA = {"kind": "ServiceAccount", "name": "bot-gitopsbot", "namespace": NS}
+TWO_SOURCES = {"name": "tf", "configMap": "tf", "secret": "tf"}  # a keyring from both
 
 
 # -- lint, and the schema ----------------------------------------------------------------------
@@ -62,6 +63,10 @@ def test_lint_without_the_fleet_url_fails(helm: Helm) -> None:
         ({"extraEnv": [{"name": "A"}]}, ["extraEnv", "value"]),  # neither value nor valueFrom
         ({"extraEnv": [{"name": "TMPDIR", "value": "/x"}]}, ["extraEnv", "name"]),  # the chart's
         ({"githubApp": {"appId": "my-app", "apiUrl": ""}}, ["appId"]),  # the number, not a name
+        ({"chartKeyrings": [{"name": "../tf", "configMap": "tf", "key": "k"}]}, ["name"]),
+        ({"chartKeyrings": [{"name": "tf", "key": "k"}]}, ["chartKeyrings", "configMap"]),
+        ({"chartKeyrings": [{**TWO_SOURCES, "key": "k"}]}, ["chartKeyrings", "oneOf"]),
+        ({"chartKeyrings": [{"name": "tf", "configMap": "tf"}]}, ["chartKeyrings", "key"]),
     ],
     ids=[
         "missing-url",
@@ -77,6 +82,10 @@ def test_lint_without_the_fleet_url_fails(helm: Helm) -> None:
         "env-no-value",
         "env-charts-own",
         "app-id",
+        "keyring-path",
+        "keyring-no-source",
+        "keyring-two-sources",
+        "keyring-no-key",
     ],
 )
 def test_the_schema_refuses_naming_the_field(
@@ -313,6 +322,45 @@ def test_a_github_apps_key_reaches_the_pod_by_reference(helm: Helm) -> None:
     assert forge_access.APP_ID_ENV == "GITOPSBOT_GITHUB_APP_ID"
     assert forge_access.API_URL_ENV == "GITOPSBOT_GITHUB_API_URL"
     assert "env: GITOPSBOT_GITHUB_APP_KEY" in (ROOT / "docs" / "forges.md").read_text()
+
+
+def test_chart_keyrings_are_mounted_where_gitopsbot_yaml_names_them(helm: Helm) -> None:
+    """docs/fleet-repo.md, "Signed charts": each public keyring, one key of a ConfigMap or a
+    Secret, is the read-only file /etc/gitopsbot/keyrings/<name>.gpg; none: no volume."""
+    keyrings = [
+        {"name": "tensor-fusion", "configMap": "tensor-fusion-keyring", "key": "pubring.gpg"},
+        {"name": "vendor", "secret": "vendor-keyring", "key": "keyring.gpg"},
+    ]
+    out = helm.render(with_values(chartKeyrings=keyrings))
+    pod = out.deployment()["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "chart-keyrings"]
+    assert volume["projected"] == {
+        "defaultMode": 0o444,
+        "sources": [
+            {"configMap": {"name": "tensor-fusion-keyring",
+                           "items": [{"key": "pubring.gpg", "path": "tensor-fusion.gpg"}]}},
+            {"secret": {"name": "vendor-keyring",
+                        "items": [{"key": "keyring.gpg", "path": "vendor.gpg"}]}},
+        ],
+    }  # fmt: skip
+    (mount,) = [m for m in out.container()["volumeMounts"] if m["name"] == "chart-keyrings"]
+    assert mount == {
+        "name": "chart-keyrings",
+        "mountPath": "/etc/gitopsbot/keyrings",
+        "readOnly": True,
+    }
+    # The path the docs' gitopsbot.yaml example names is the one the chart mounts.
+    assert (
+        "keyring: /etc/gitopsbot/keyrings/tensor-fusion.gpg"
+        in (ROOT / "docs" / "fleet-repo.md").read_text()
+    )
+    plain = helm.render(with_values()).deployment()["spec"]["template"]["spec"]
+    assert "chart-keyrings" not in {v["name"] for v in plain["volumes"]}
+    # Two entries with one name would be one file: refused, naming it.
+    twice = [keyrings[0], {**keyrings[1], "name": "tensor-fusion"}]
+    done = helm.template(with_values(chartKeyrings=twice))
+    assert done.returncode != 0
+    assert 'chartKeyrings: the name "tensor-fusion" is given twice' in done.stderr
 
 
 def test_extra_env_is_added_after_the_charts_own(helm: Helm) -> None:
