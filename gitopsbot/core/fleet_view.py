@@ -262,13 +262,25 @@ def _warnings(records: ClusterRecords) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _step_line(rows: Sequence[StepRow]) -> str:
+def _step_line(journal: Journal, rows: Sequence[StepRow]) -> str:
+    """The step that says where the operation is: the running one; in an operation still
+    in flight with none running (a held pool waits), the next one to run; else the last that
+    ran."""
     running = [r for r in rows if r.state is StepState.RUNNING]
-    last = [r for r in rows if r.state is not StepState.PENDING]
-    row = running[0] if running else (last[-1] if last else None)
-    if row is None:
+    pending = [r for r in rows if r.state is StepState.PENDING]
+    ran = [r for r in rows if r.state is not StepState.PENDING]
+    in_flight = journal.status in (OperationStatus.RUNNING, OperationStatus.QUEUED)
+    if running:
+        row = running[0]
+    elif in_flight and pending:
+        row = pending[0]
+    elif ran:
+        row = ran[-1]
+    else:
         return ""
     text = f"{row.name} {row.state}"
+    if row.held:
+        text += f" (held: {row.held})"
     return f"{text} · {row.summary}" if row.summary else text
 
 
@@ -293,7 +305,7 @@ def cluster_row(records: ClusterRecords, snapshot: FleetSnapshot, now: datetime)
         deployed=evidence.chart_version if evidence is not None else "",
         desired=spec.release.version if spec is not None else "",
         operation=operation,
-        step=_step_line(rows),
+        step=_step_line(current, rows) if current is not None else "",
         holds=holds(records, rows, now),
         warnings=_warnings(records),
         status=str(current.status) if current is not None else "",

@@ -22,6 +22,7 @@ from gitopsbot.adapters import fleet_page
 from gitopsbot.adapters.fleet_page import FleetPages
 from gitopsbot.adapters.metrics_server import MetricsServer
 from gitopsbot.bot import fleet_reads
+from gitopsbot.cli import main
 from gitopsbot.core import journal as journal_mod
 from gitopsbot.core.health import Verdict
 from gitopsbot.core.journal import Step, StepKind, StepState
@@ -139,3 +140,8 @@ def plain_server() -> Iterator[MetricsServer]:
 def test_off_by_default(plain_server: MetricsServer) -> None:
     assert httpx.get(f"{plain_server.url}/fleet", timeout=10).status_code == 404
     assert not plain_server.serves_fleet
+
+
+def test_the_page_needs_the_metrics_port(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--fleet-url", "file:///nowhere", "--fleet-page"]) == 2
+    assert "--fleet-page is served on --metrics-listen: give both" in capsys.readouterr().err

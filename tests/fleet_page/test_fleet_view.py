@@ -12,8 +12,15 @@ from datetime import UTC, datetime, timedelta
 from gitopsbot.core import fleet_view
 from gitopsbot.core.batch_record import BatchRecord
 from gitopsbot.core.fleet_view import ClusterRecords, FleetSnapshot
-from gitopsbot.core.journal import OperationStatus, PhaseState, QueueState
-from gitopsbot.core.model import ForgeSettings
+from gitopsbot.core.journal import (
+    OperationStatus,
+    PhaseProgress,
+    PhaseState,
+    QueueState,
+    Step,
+    StepKind,
+)
+from gitopsbot.core.model import Component, ForgeSettings
 from gitopsbot.core.node_states import NodeRecord, NodeState
 from gitopsbot.core.promotion import ClusterEvidence
 from tests.test_live_view import POOL_STEP, journal_at
@@ -150,3 +157,16 @@ def test_warnings_and_a_record_that_cannot_be_read() -> None:
     row = fleet_view.cluster_row(ClusterRecords("alpha", error="journal.yaml: bad"), snap(), NOW)
     assert row.warnings == ("the records cannot be read: journal.yaml: bad",)
     assert row.operation == "" and row.holds == ()
+
+
+def test_the_step_of_an_operation_waiting_on_a_held_pool_is_the_held_one() -> None:
+    j = journal_at(100, T0)
+    held_step = "pool/pool-2/hypervisor"
+    steps = (*j.steps, Step(held_step, StepKind.POOL_PHASE, pool="pool-2",
+                            component=Component.HYPERVISOR))  # fmt: skip
+    phases = (*j.phases, PhaseProgress(step=held_step, paused_by="paused in Git"))
+    running = replace(j, status=OperationStatus.RUNNING, steps=steps, phases=phases)
+    row = fleet_view.cluster_row(ClusterRecords("alpha", running), snap(), NOW)
+    assert row.step == f"{held_step} pending (held: paused in Git)"
+    done = fleet_view.cluster_row(ClusterRecords("alpha", j), snap(), NOW)
+    assert done.step.startswith(f"{POOL_STEP} succeeded · batch 2/2")
