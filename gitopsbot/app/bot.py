@@ -23,7 +23,6 @@ from gitopsbot.adapters.chat_notifier import Notifier, SecretMemory
 from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_settings
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.cluster_access import ClusterAccess
-from gitopsbot.adapters.fleet_page import FleetPages
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.gitonly import GitOnlyForge
@@ -50,10 +49,10 @@ from gitopsbot.app.clusters import (
     resolve_tools,
 )
 from gitopsbot.app.drift import drift_watch
+from gitopsbot.app.fleet_page import fleet_pages
 from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
-from gitopsbot.bot import fleet_reads
 from gitopsbot.bot.announcer import Announcer
 from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.bot.event_recorder import EventRecorder
@@ -72,8 +71,7 @@ from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.bot.shard_keeper import ShardKeeper
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core import tool_record
-from gitopsbot.core.fleet_view import FleetSnapshot
-from gitopsbot.core.model import BotSettings, Fleet
+from gitopsbot.core.model import BotSettings
 from gitopsbot.core.webhook_events import EventKind, WebhookEvent
 from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster, load_fleet
@@ -196,27 +194,8 @@ def metrics_server(bot: Bot, listen: str, *, fleet_page: bool = False) -> Metric
         bot.health.ready,
         host=host.strip("[]") or "0.0.0.0",
         port=int(port),
-        fleet=fleet_pages(bot) if fleet_page else None,
+        fleet=fleet_pages(bot.reconciler, bot.settings.watched_branch) if fleet_page else None,
     )
-
-
-def fleet_pages(bot: Bot) -> FleetPages:
-    """The fleet page over what ``status`` reads: the bot's own state branch (its mirror's
-    head, the records it just wrote included) and the fleet at the watched branch's head,
-    parsed once per commit (``Reconciler.fleet_at``)."""
-    reconciler = bot.reconciler
-    store = reconciler.store
-    watched = bot.settings.watched_branch
-
-    def fleet() -> Fleet | None:
-        head = reconciler.repo.head(watched)
-        return None if head is None else reconciler.fleet_at(head)
-
-    def read() -> FleetSnapshot:
-        source = f"state: {store.branch} as gitopsbot run holds it (watching {watched})"
-        return fleet_reads.snapshot(store, fleet, source)
-
-    return FleetPages(read, reconciler.clock.now)
 
 
 def push_router(repo: Repo, bot: Bot, poll_seconds: float | None = None) -> PushRouter:

@@ -186,11 +186,13 @@ def links(forge: ForgeSettings, state_branch: str, journal: Journal | None) -> L
     if journal is None or forge.kind == "git-only" or not forge.repository:
         return Links()
     web = _web_root(forge)
+    if web and not web.startswith(("https://", "http://")):
+        return Links()  # only web pages are linked (never a javascript: or file: URL)
     repo = forge.repository.strip("/")
     path = f"clusters/{journal.cluster}/journal.yaml"
     pr = pull_request_url(forge, journal.pr_number)
     if not web:
-        return Links(pull_request=pr)
+        return Links()
     if forge.kind == "gitlab":
         commit = f"{web}/{repo}/-/commit/{journal.desired_sha}"
         blob = f"{web}/{repo}/-/blob/{state_branch}/{path}"
@@ -280,7 +282,7 @@ def _step_line(journal: Journal, rows: Sequence[StepRow]) -> str:
         return ""
     text = f"{row.name} {row.state}"
     if row.held:
-        text += f" (held: {row.held})"
+        text += " (held: see holds)"
     return f"{text} · {row.summary}" if row.summary else text
 
 

@@ -124,7 +124,7 @@ def test_the_fleet_page_and_the_dashboard_during_a_sandbox_rollout(tmp_path: Pat
                 value = found(get(page_url))
                 if value:
                     return value
-                assert bot is not None and bot.proc.poll() is None, "the bot exited"
+                assert bot.proc.poll() is None, "the bot exited"
                 assert time.monotonic() < deadline, f"no {what}: {bot.output()}"
                 time.sleep(every)
 

@@ -143,6 +143,8 @@ def test_links_on_each_forge() -> None:
     assert gitea.pull_request == "https://tea.example/o/f/pulls/7"
     assert gitea.journal == "https://tea.example/o/f/src/branch/st/clusters/alpha/journal.yaml"
     assert fleet_view.links(ForgeSettings(), "st", j) == fleet_view.Links()
+    script = ForgeSettings("gitea", url="javascript:alert(1)//", repository="o/f")
+    assert fleet_view.links(script, "st", j) == fleet_view.Links()
 
 
 def test_an_unknown_cluster_and_an_absent_branch_are_said_in_place() -> None:
@@ -167,6 +169,6 @@ def test_the_step_of_an_operation_waiting_on_a_held_pool_is_the_held_one() -> No
     phases = (*j.phases, PhaseProgress(step=held_step, paused_by="paused in Git"))
     running = replace(j, status=OperationStatus.RUNNING, steps=steps, phases=phases)
     row = fleet_view.cluster_row(ClusterRecords("alpha", running), snap(), NOW)
-    assert row.step == f"{held_step} pending (held: paused in Git)"
+    assert row.step == f"{held_step} pending (held: see holds)"
     done = fleet_view.cluster_row(ClusterRecords("alpha", j), snap(), NOW)
     assert done.step.startswith(f"{POOL_STEP} succeeded · batch 2/2")
