@@ -17,8 +17,9 @@ that fails is a page saying so, never a traceback.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
@@ -36,6 +37,7 @@ log = logging.getLogger("gitopsbot.fleet_page")
 PREFIX = "/fleet"
 CLUSTERS = f"{PREFIX}/clusters/"
 REFRESH_SECONDS = 10
+REUSE_SECONDS = 5.0  # a read of the state branch serves the requests of the next 5 s
 HEADERS = [
     ("Cache-Control", "no-store"),
     ("X-Content-Type-Options", "nosniff"),
@@ -100,12 +102,32 @@ def render_cluster(snapshot: FleetSnapshot, cluster: str, now: datetime) -> tupl
 
 
 class FleetPages:
-    """The WSGI application behind ``/fleet``: one read of the state branch per request
-    (``read``), drawn as of ``now()``."""
+    """The WSGI application behind ``/fleet``: the state branch read by ``read``, drawn as of
+    ``now()``. A read serves every request for ``reuse_seconds`` (one at a time: requests
+    arriving during a read wait for it), so a room of people with the page open, or a
+    refresh storm, costs the bot one read of the fleet per few seconds, not one each."""
 
-    def __init__(self, read: Callable[[], FleetSnapshot], now: Callable[[], datetime]) -> None:
-        self._read = read
+    def __init__(
+        self,
+        read: Callable[[], FleetSnapshot],
+        now: Callable[[], datetime],
+        *,
+        reuse_seconds: float = REUSE_SECONDS,
+    ) -> None:
+        self._read_now = read
         self._now = now
+        self._reuse = timedelta(seconds=reuse_seconds)
+        self._lock = threading.Lock()
+        self._last: tuple[datetime, FleetSnapshot] | None = None
+
+    def _read(self) -> FleetSnapshot:
+        with self._lock:
+            now = self._now()
+            if self._last is not None and timedelta(0) <= now - self._last[0] < self._reuse:
+                return self._last[1]
+            snapshot = self._read_now()
+            self._last = (now, snapshot)
+            return snapshot
 
     @staticmethod
     def serves(path: str) -> bool:

@@ -195,6 +195,9 @@ def metrics_server(bot: Bot, listen: str, *, fleet_page: bool = False) -> Metric
         host=host.strip("[]") or "0.0.0.0",
         port=int(port),
         fleet=fleet_pages(bot.reconciler, bot.settings.watched_branch) if fleet_page else None,
+        # Page requests waiting on a read of a large fleet must not take the threads the
+        # probes and Prometheus need: two more threads with the page.
+        threads=4 if fleet_page else 2,
     )
 
 

@@ -24,6 +24,7 @@ from gitopsbot.adapters.metrics_server import MetricsServer
 from gitopsbot.bot import fleet_reads
 from gitopsbot.cli import main
 from gitopsbot.core import journal as journal_mod
+from gitopsbot.core.fleet_view import FleetSnapshot
 from gitopsbot.core.health import Verdict
 from gitopsbot.core.journal import Step, StepKind, StepState
 from gitopsbot.core.model import Component
@@ -145,3 +146,20 @@ def test_off_by_default(plain_server: MetricsServer) -> None:
 def test_the_page_needs_the_metrics_port(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--fleet-url", "file:///nowhere", "--fleet-page"]) == 2
     assert "--fleet-page is served on --metrics-listen: give both" in capsys.readouterr().err
+
+
+def test_one_read_serves_the_requests_of_a_few_seconds() -> None:
+    reads: list[datetime] = []
+    clock = [NOW]
+
+    def read() -> FleetSnapshot:
+        reads.append(clock[0])
+        return FleetSnapshot("state: test", "gitopsbot/state", None)
+
+    pages = FleetPages(read, lambda: clock[0], reuse_seconds=5)
+    with MetricsServer(CollectorRegistry(), ok, ok, fleet=pages) as server:
+        for _ in range(3):
+            assert httpx.get(f"{server.url}/fleet", timeout=10).status_code == 200
+        clock[0] = NOW + timedelta(seconds=5)
+        httpx.get(f"{server.url}/fleet/clusters/alpha", timeout=10)
+    assert reads == [NOW, NOW + timedelta(seconds=5)]

@@ -2,7 +2,8 @@
 sandbox (docs/fleet-page.md, docs/metrics.md): `sandbox up` (real git, helm, the API
 emulator and the controller simulator), the bot started as a user starts it with
 ``--metrics-listen --fleet-page`` and Leases, one merged upgrade (chart 1.8.0 → 1.8.7) whose
-rollout.yaml holds the second pool (``paused: true``), then a commit that lets it go.
+rollout.yaml holds the second pool (``paused: true``) and spaces the batches 12 s apart, then a
+commit that lets the held pool go.
 
 Aspects, as a person sees them in headless Chromium (screenshots kept under
 test-artefacts/fleet-page/): the overview lists the cluster with its operation; while the
@@ -143,6 +144,10 @@ def test_the_fleet_page_and_the_dashboard_during_a_sandbox_rollout(tmp_path: Pat
         rollout = clone / "clusters" / CLUSTER / "rollout.yaml"
         text = rollout.read_text()
         assert "\n  pool-2:\n" in text, text
+        # Batches 12 s apart: longer than the page reuses a read (adapters/fleet_page.py),
+        # so the line between two batches is on the page for a while.
+        text, paced = re.subn(r"batchInterval: \S+", "batchInterval: 12s", text)
+        assert paced == 2, text
         rollout.write_text(text.replace("\n  pool-2:\n", "\n  pool-2:\n    paused: true\n"))
         git(tmp_path, "commit", "--quiet", "-am", f"tensor-fusion {TARGET}, pool-2 held", cwd=clone)
         git(tmp_path, "push", "--quiet", "origin", "main", cwd=clone)
