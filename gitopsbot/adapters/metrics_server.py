@@ -5,6 +5,8 @@ on its own port so the webhook Service faces the forge and this one only the clu
 Prometheus and kubelet. ``/metrics`` is prometheus_client's own WSGI application over the
 bot's registry (it answers the text format, OpenMetrics when asked, and gzip); the two health
 paths answer ``200 ok`` or ``503`` with a one-line plain-text reason (docs/metrics.md).
+With ``fleet``, the read-only fleet page is served under ``/fleet`` too (``adapters.fleet_page``,
+docs/fleet-page.md): off by default, so the port's surface is the probes' and Prometheus'.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
+from gitopsbot.adapters.fleet_page import FleetPages
 from gitopsbot.core.replicas.health import Verdict
 
 if TYPE_CHECKING:
@@ -41,8 +44,10 @@ class MetricsServer:
         host: str = "127.0.0.1",
         port: int = 0,
         threads: int = 2,
+        fleet: FleetPages | None = None,
     ) -> None:
         self._metrics = make_wsgi_app(registry)
+        self._fleet = fleet
         self._probes = {"/healthz": alive, "/readyz": ready}
         self._address = (host, port)
         self._threads = threads
@@ -102,6 +107,10 @@ class MetricsServer:
         self.stop()
 
     @property
+    def serves_fleet(self) -> bool:
+        return self._fleet is not None
+
+    @property
     def url(self) -> str:
         assert self._server is not None and self._server.socket is not None, "not serving"
         host, port = self._server.socket.getsockname()[:2]
@@ -112,6 +121,8 @@ class MetricsServer:
         if path == "/metrics":
             answer: Iterable[bytes] = self._metrics(environ, start_response)
             return answer
+        if self._fleet is not None and self._fleet.serves(path):
+            return self._fleet(environ, start_response)
         probe = self._probes.get(path)
         if probe is None:
             return _text(start_response, "404 Not Found", "try /metrics, /healthz or /readyz")

@@ -49,6 +49,7 @@ from gitopsbot.app.clusters import (
     resolve_tools,
 )
 from gitopsbot.app.drift import drift_watch
+from gitopsbot.app.fleet_page import fleet_pages
 from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials, open_repo, read_fleet
 from gitopsbot.app.options import RunOptions
@@ -182,8 +183,9 @@ def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
     return receiver(secrets, nudge, host=host or "127.0.0.1", port=int(port))
 
 
-def metrics_server(bot: Bot, listen: str) -> MetricsServer:
-    """``/metrics``, ``/healthz`` and ``/readyz`` on ``HOST:PORT`` (docs/metrics.md)."""
+def metrics_server(bot: Bot, listen: str, *, fleet_page: bool = False) -> MetricsServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``HOST:PORT`` (docs/metrics.md); with
+    ``fleet_page``, the read-only fleet page under ``/fleet`` (docs/fleet-page.md)."""
     host, colon, port = listen.rpartition(":")
     if not colon or not port.isdigit() or bot.metrics is None or bot.health is None:
         raise ConfigError(f"--metrics-listen {listen!r}: expected HOST:PORT")
@@ -193,6 +195,10 @@ def metrics_server(bot: Bot, listen: str) -> MetricsServer:
         bot.health.ready,
         host=host.strip("[]") or "0.0.0.0",
         port=int(port),
+        fleet=fleet_pages(bot.reconciler, bot.settings.watched_branch) if fleet_page else None,
+        # Page requests waiting on a read of a large fleet must not take the threads the
+        # probes and Prometheus need: two more threads with the page.
+        threads=4 if fleet_page else 2,
     )
 
 

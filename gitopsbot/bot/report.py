@@ -3,23 +3,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 
 from gitopsbot.core.forge.forge_types import CommitState
-from gitopsbot.core.operations.journal import Journal, OperationStatus, PhaseState, Step, StepState
-from gitopsbot.core.planning import gantt, timeline
+from gitopsbot.core.operations.journal import Journal, OperationStatus, PhaseState, StepState
+from gitopsbot.core.planning import gantt
 from gitopsbot.core.rollouts import phase_view
+from gitopsbot.core.rollouts.phase_view import ICON as ICON  # re-exported: status, live board
 from gitopsbot.core.rollouts.phase_view import StepRow
+from gitopsbot.core.rollouts.phase_view import step_rows as step_rows
+from gitopsbot.core.rollouts.phase_view import step_times as step_times
 from gitopsbot.core.waves import promotion_gate
-
-ICON = {
-    StepState.PENDING: "·",
-    StepState.RUNNING: "▶",
-    StepState.SUCCEEDED: "✓",
-    StepState.FAILED: "✗",
-    StepState.SKIPPED: "–",
-}
 
 APPLY_CONTEXT = "gitopsbot/apply"
 
@@ -55,35 +49,6 @@ def headline(journal: Journal) -> str:
 def bar(progress: int, width: int = 20) -> str:
     filled = max(0, min(width, round(progress * width / 100)))
     return "█" * filled + "░" * (width - filled)
-
-
-def step_times(step: Step, now: datetime | None) -> str:
-    """``02:01:03 +12s``: when a step started and how long it took (or runs so far), UTC."""
-    if step.started_at is None:
-        return ""
-    end = step.finished_at or now
-    took = ""
-    if end is not None:
-        took = f" +{timeline.format_duration(max(int((end - step.started_at).total_seconds()), 0))}"
-    return f"{step.started_at:%H:%M:%S}{took}"
-
-
-def step_rows(journal: Journal, now: datetime | None) -> list[StepRow]:
-    rows = []
-    for step in journal.steps:
-        row = StepRow(ICON[step.state], step.name, step.state, step_times(step, now), step.detail)
-        phase = journal.phase(step.name)
-        if phase.state is not PhaseState.PENDING and now is not None:
-            shown = phase_view.view(phase, step, now).summary(now)
-            row = replace(row, progress=phase.progress, phase_state=str(phase.state), summary=shown)
-        row = replace(
-            row,
-            nodes=phase_view.phase_nodes(phase),
-            batch_notes=phase_view.batch_notes(phase),
-            held=phase.paused_by,
-        )
-        rows.append(row)
-    return rows
 
 
 def change_lines(journal: Journal, now: datetime, seen: dict[str, str]) -> list[str]:

@@ -27,6 +27,7 @@ examples:
   # (docs/logging.md); Leases in the cluster of another kubeconfig (replicas share the fleet)
   gitopsbot run --fleet-url <fleet-url> --webhook-listen 0.0.0.0:8080
   gitopsbot run --fleet-url <fleet-url> --metrics-listen 0.0.0.0:9090
+  gitopsbot run --fleet-url <fleet-url> --metrics-listen 0.0.0.0:9090 --fleet-page   # + /fleet
   gitopsbot run --fleet-url <fleet-url> --log-format json
   gitopsbot run --fleet-url <fleet-url> --leases-namespace default --leases-kubeconfig <kubeconfig>
 
@@ -139,6 +140,14 @@ def register(sub: Any) -> None:
         "HOST:PORT, apart from the webhooks (docs/metrics.md; default off; ignored with --once)",
     )
     p.add_argument(
+        "--fleet-page",
+        action="store_true",
+        help="also serve the read-only fleet page at /fleet on the --metrics-listen port: "
+        "waves, clusters, operations, pools and nodes as `status` reads them; no login of "
+        "its own, so put it behind your ingress's authentication (docs/fleet-page.md; "
+        "default off)",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         default=4,
@@ -184,6 +193,9 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         sys.stderr.write(f"gitopsbot run: --workers {args.workers}: give 1 or more\n")
+        return 2
+    if getattr(args, "fleet_page", False) and not args.metrics_listen:
+        sys.stderr.write("gitopsbot run: --fleet-page is served on --metrics-listen: give both\n")
         return 2
     if args.once and args.leases_namespace:
         sys.stderr.write("gitopsbot run: --once works alone; --leases-namespace is for `run`\n")
@@ -241,7 +253,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gitopsbot run: --webhook-listen {args.webhook_listen}: {e}\n")
         return 1
     try:
-        metrics = app.metrics_server(bot, args.metrics_listen) if args.metrics_listen else None
+        metrics = (
+            app.metrics_server(bot, args.metrics_listen, fleet_page=args.fleet_page)
+            if args.metrics_listen
+            else None
+        )
         if metrics is not None:
             metrics.start()  # bind now, as the receiver
     except (GitOpsBotError, OSError) as e:
@@ -327,6 +343,8 @@ def run_forever(
         say(f"webhooks at {receiver.url}/webhooks/<provider>")
     if metrics is not None:  # started by the caller
         say(f"metrics at {metrics.url}/metrics")
+        if metrics.serves_fleet:
+            say(f"fleet page at {metrics.url}/fleet")
     # On a terminal (text log), the operations are redrawn in place below the log lines
     # (docs/progress.md); in a container or a pipe, the log's one line per change is all.
     live = (

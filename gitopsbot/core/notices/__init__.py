@@ -1,3 +1,4 @@
 """What a person is told: the happenings between two journals (``happenings``), their
-Kubernetes Events (``kube_events``) and chat notifications (``notifications``).
+Kubernetes Events (``kube_events``), chat notifications (``notifications``) and the
+rows of the fleet page (``fleet_view``).
 """

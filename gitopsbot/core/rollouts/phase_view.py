@@ -25,11 +25,11 @@ under the phase (``batch_notes``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import Component
-from gitopsbot.core.operations.journal import PhaseProgress, PhaseState, Step, StepState
+from gitopsbot.core.operations.journal import Journal, PhaseProgress, PhaseState, Step, StepState
 from gitopsbot.core.planning import timeline
 from gitopsbot.core.rollouts import canary_record, node_states, phase_clock
 from gitopsbot.core.rollouts.batch_record import BatchRecord
@@ -100,7 +100,7 @@ class PhaseView:
 
 @dataclass(frozen=True, slots=True)
 class StepRow:
-    """One step as shown (built by ``bot.report.step_rows``, drawn by ``status``):
+    """One step as shown (built by ``step_rows``, drawn by ``status`` and the fleet page):
     ``progress`` and ``summary`` for a pool phase that started, else None and ""."""
 
     icon: str
@@ -130,6 +130,45 @@ class StepRow:
             f"{self.name} {self.state} {self.phase_state} {self.progress} {self.node_line} "
             f"{notes} {self.held}"
         )
+
+
+ICON = {
+    StepState.PENDING: "·",
+    StepState.RUNNING: "▶",
+    StepState.SUCCEEDED: "✓",
+    StepState.FAILED: "✗",
+    StepState.SKIPPED: "–",
+}
+
+
+def step_times(step: Step, now: datetime | None) -> str:
+    """``02:01:03 +12s``: when a step started and how long it took (or runs so far), UTC."""
+    if step.started_at is None:
+        return ""
+    end = step.finished_at or now
+    took = ""
+    if end is not None:
+        took = f" +{timeline.format_duration(max(int((end - step.started_at).total_seconds()), 0))}"
+    return f"{step.started_at:%H:%M:%S}{took}"
+
+
+def step_rows(journal: Journal, now: datetime | None) -> list[StepRow]:
+    """The steps as ``status``, its live view and the fleet page show them."""
+    rows = []
+    for step in journal.steps:
+        row = StepRow(ICON[step.state], step.name, step.state, step_times(step, now), step.detail)
+        phase = journal.phase(step.name)
+        if phase.state is not PhaseState.PENDING and now is not None:
+            shown = view(phase, step, now).summary(now)
+            row = replace(row, progress=phase.progress, phase_state=str(phase.state), summary=shown)
+        row = replace(
+            row,
+            nodes=phase_nodes(phase),
+            batch_notes=batch_notes(phase),
+            held=phase.paused_by,
+        )
+        rows.append(row)
+    return rows
 
 
 def phase_nodes(phase: PhaseProgress) -> tuple[NodeRecord, ...]:
