@@ -290,3 +290,61 @@ def test_a_judgement_reads_again_only_the_clusters_whose_directory_changed(
     assert reads and {p.split("/")[1] for p in reads} == {"staging"}
     assert after["canary"] == first["canary"]
     assert after["staging"] == from_journals(store, "staging") != first["staging"]
+
+
+def test_a_judgement_reads_only_the_evidence_its_decision_needs(store: JournalStore) -> None:
+    """#29: a chart change reads the earlier waves' clusters only; a values change its wave
+    does not gate, and a revert, read none (they were read for the whole fleet, unused)."""
+    from gitopsbot.core.fleet.model import (
+        BotSettings,
+        ClusterSpec,
+        Environment,
+        ReleaseSpec,
+        RolloutPolicy,
+        Wave,
+        WaveSelector,
+    )
+
+    def spec(name: str, env: Environment, version: str = "1.8.7") -> ClusterSpec:
+        release = ReleaseSpec("https://charts.example", "tensor-fusion", version, "tf", "tf")
+        return ClusterSpec(name, env, release, {}, RolloutPolicy())
+
+    clusters = {
+        "dev": spec("dev", Environment.DEVELOPMENT),
+        "stage-a": spec("stage-a", Environment.STAGING),
+        "stage-b": spec("stage-b", Environment.STAGING),
+        "prod": spec("prod", Environment.PRODUCTION),
+    }
+    for name in clusters:
+        store.save(_succeeded(name, 1, SHAS[0]), "ok")  # each ran 1.8.6
+    settings = BotSettings(
+        waves=(
+            Wave("dev", WaveSelector(environment=Environment.DEVELOPMENT)),
+            Wave("staging", WaveSelector(environment=Environment.STAGING)),
+            Wave("production", WaveSelector(environment=Environment.PRODUCTION)),
+        )
+    )
+    seen: list[list[str]] = []
+    real = store.summaries.read
+
+    def counting(tree: FileTree, names: list[str]) -> dict[str, ClusterEvidence]:
+        seen.append(list(names))
+        return real(tree, names)
+
+    store.summaries.read = counting  # type: ignore[method-assign]
+
+    def judged(target: str, before: str, **kw: bool) -> tuple[bool, set[str]]:
+        seen.clear()
+        found = waves.judge(
+            store=store, settings=settings, clusters=clusters, spec=clusters[target],
+            before=before, now=T0 + timedelta(days=1), version_of=version_of, **kw,
+        )  # fmt: skip
+        assert found.decision is not None
+        return found.decision.allowed, {n for names in seen for n in names}
+
+    held, read = judged("stage-a", before="1.8.6")  # a chart change: dev has not run 1.8.7
+    assert not held and read == {"dev"}
+    held, read = judged("prod", before="1.8.6")
+    assert not held and read == {"dev", "stage-a", "stage-b"}
+    assert judged("prod", before="1.8.7") == (True, set())  # values only, not gated
+    assert judged("prod", before="1.8.6", revert=True) == (True, set())
