@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rollout_bench as rb  # the sibling script: its waits and merge latency code
 
 from gitopsbot.bot.reconciler import PassResult
-from gitopsbot.core.operations.journal import Journal, OperationStatus, StepState
 from gitopsbot.core.operations.operation import operation_id
+from gitopsbot.core.records.journal import Journal, OperationStatus, StepState
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS
 from gitopsbot.sandbox.story import (
     BotRunner,

@@ -8,10 +8,11 @@ clusters ``c0001``.. are **copies** of that release: its Helm release Secret cop
 namespace ``tf-c<i>`` (the release's namespace rewritten inside it), installing N releases
 with helm would take ~2 s each. The copies share the one TensorFusionCluster and its pool (the
 values name them), so each cluster's idle pass reads what a real cluster's does. Waves:
-``c0001`` is wave ``dev`` (environment development), every other cluster wave ``staging``
-but ``c0000``, alone in the last wave with ``gateValues: true``, so a merge to ``c0000`` (a
-values change) is judged with the evidence of the whole fleet: the worst case, as a
-judgement reads only the clusters its decision needs. pollInterval: the
+``c0001`` is wave ``dev`` (environment development), every other cluster wave ``staging``.
+A merge to ``c0000`` (a values change, which ``staging`` does not gate) is judged without
+reading any evidence: a judgement reads only what its decision needs (``bot.waves.
+LazyEvidence``). The worst case, a chart change judged against 999 clusters' evidence, is
+``benchmarks/waves_bench.py``'s. pollInterval: the
 default (30 s), and the bot shares the fleet through Leases (``--leases-namespace``, as the
 Helm chart deploys it), here one replica.
 
@@ -245,14 +246,10 @@ def write_fleet(world: StoryWorld, n: int, poll: str) -> None:
             target.write_text(text)
     if poll == "default":  # the bot's default pollInterval
         settings_text = re.sub(r"(?m)^pollInterval: .*\n", "", settings_text)
-    # c0000 last, its values changes gated: its judgement needs every other cluster's
-    # evidence (a judgement reads only what its decision needs, bot.waves.LazyEvidence).
     waves = (
         "waves:\n"
         "  - name: dev\n    clusters:\n      environment: development\n"
         "  - name: staging\n    clusters:\n      environment: staging\n"
-        "      names: ['c*[1-9]*']\n"  # every cluster but c0000
-        "  - name: last\n    clusters:\n      names: [c0000]\n    gateValues: true\n"
     )
     (h / "gitopsbot.yaml").write_text(settings_text + waves)
     git("add", "-A", cwd=h)

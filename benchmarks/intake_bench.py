@@ -39,7 +39,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, SecretRef
-from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.records.journal import Journal
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.files import FileTree
 from gitopsbot.ports.helm import ChartRef

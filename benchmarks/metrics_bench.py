@@ -24,9 +24,9 @@ from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
+from gitopsbot.core.records.node_states import NodeState
 from gitopsbot.core.replicas.health import Verdict
-from gitopsbot.core.rollouts.node_states import NodeState
 from gitopsbot.ports.metrics import DispatchStats
 
 POOLS = ("pool-a", "pool-b", "pool-c")

@@ -36,6 +36,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.localfiles import DirectoryTree
+from gitopsbot.core.charts.chart import Chart, parse_chart_files
+from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.model import (
     ClusterSpec,
     Component,
@@ -48,8 +50,6 @@ from gitopsbot.core.fleet.model import (
     SecretRef,
 )
 from gitopsbot.core.fleet.yamledit import set_value
-from gitopsbot.core.planning.chart import Chart, parse_chart_files
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import make_plan
 from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import load_rules

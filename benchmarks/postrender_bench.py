@@ -53,8 +53,8 @@ def timed(action: Callable[[], object]) -> tuple[float, float, object]:
 
 
 def policy_text() -> str:
+    from gitopsbot.core.charts.postrender import encode_policy
     from gitopsbot.core.fleet.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
-    from gitopsbot.core.planning.postrender import encode_policy
 
     return encode_policy(
         RolloutPolicy(
@@ -125,7 +125,7 @@ def bench_post_render(manifests: str, policy: Path, rounds: int) -> None:
 
 def bench_upgrade(helm_binary: Path, chart: Path, policy_source: str, rounds: int) -> None:
     from gitopsbot.adapters.helm import HelmCli
-    from gitopsbot.core.planning.postrender import decode_policy
+    from gitopsbot.core.charts.postrender import decode_policy
     from gitopsbot.ports.helm import ChartRef
     from gitopsbot.sandbox.apiserver import ApiServer
 

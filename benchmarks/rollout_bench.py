@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gitopsbot.bot.reconciler import PassResult
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.forges.base import LocalForge
 from gitopsbot.sandbox.story import (
     BotRunner,

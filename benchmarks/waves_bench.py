@@ -3,7 +3,8 @@ per-cluster summaries (``clusters/<name>/evidence.json``) against the full read 
 cluster's journals (the code path before, kept as the fallback).
 
 A fleet repository of N copies of ``examples/fleet/clusters/production`` (a real Git remote
-on disk, the bot's pygit2 mirror) in two waves (the first cluster, then the rest), a few
+on disk, the bot's pygit2 mirror) in two waves (every cluster but the last, then the last:
+a judgement reads only the earlier waves' evidence, so this is the worst case), a few
 commits on the watched branch not taken in yet, and a state branch where every cluster has
 ``HISTORY`` finished operations (journals as the bot writes them: ``operation.new_operation``
 with the example's rollout, every step succeeded) plus its ``seen`` and its summary (the
@@ -36,9 +37,9 @@ from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.bot import waves
 from gitopsbot.bot.evidence_store import VersionReader
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.operations import journal as journal_mod
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.core.waves import wave_evidence
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 
@@ -51,11 +52,11 @@ forge:
 waves:
   - name: first
     clusters:
-      names: ["c0000"]
+      environment: production
     soak: 1h
-  - name: rest
+  - name: last
     clusters:
-      names: ["*"]
+      environment: staging
 """
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 TOKEN = "CLUSTERNAME"
@@ -88,7 +89,10 @@ def make_fleet(root: Path, size: int) -> tuple[str, str]:
         target = src / "clusters" / f"c{i:04d}"
         shutil.copytree(EXAMPLE / "clusters" / "production", target)
         release = target / "release.yaml"
-        release.write_text(release.read_text().replace("gpu-prod-eu1", f"ctx-{i}"))
+        text = release.read_text().replace("gpu-prod-eu1", f"ctx-{i}")
+        if i == size - 1:  # the judged cluster, alone in the last wave
+            text = text.replace("environment: production", "environment: staging")
+        release.write_text(text)
     git("init", "--quiet", "--initial-branch=main", cwd=src)
     git("add", "-A", cwd=src)
     git("commit", "-qm", "fleet", cwd=src)

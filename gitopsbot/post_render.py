@@ -7,7 +7,7 @@ with the Python interpreter as executable; helm 4: a bot-private ``postrenderer/
 
 Why a module of its own: ``python -m gitopsbot`` builds the whole command line, which imports
 every command (kubernetes client, httpx, pygit2, apscheduler) and costs about a second of CPU
-per upgrade (#13). This module imports ``core.planning.postrender`` and the standard library only,
+per upgrade (#13). This module imports ``core.charts.postrender`` and the standard library only,
 and reads the policy with ``decode_policy_document``, so neither ``core.fleet.model`` nor PyYAML
 is loaded; ``tests/executor/test_post_render_start.py`` keeps it so.
 """
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gitopsbot.core.planning.postrender import (
+from gitopsbot.core.charts.postrender import (
     PostRenderError,
     decode_policy_document,
     rewrite_manifests,

@@ -22,6 +22,17 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from gitopsbot.adapters.redaction import helm_secrets, redact_secrets
+from gitopsbot.core.charts.kube_objects import (
+    CrdDocumentError,
+    deployment_readiness,
+    parse_crd_documents,
+)
+from gitopsbot.core.charts.observed import (
+    CrdApplyResult,
+    DeploymentReadiness,
+    HelmReleaseInfo,
+    HelmReleaseStatus,
+)
 from gitopsbot.core.fleet.model import ClusterSpec, RolloutPolicy
 from gitopsbot.core.forge.forge_types import (
     COMMENT_LIMIT,
@@ -36,18 +47,7 @@ from gitopsbot.core.forge.forge_types import (
     with_marker,
 )
 from gitopsbot.core.notices import kube_events as ke
-from gitopsbot.core.planning.observed import (
-    CrdApplyResult,
-    DeploymentReadiness,
-    HelmReleaseInfo,
-    HelmReleaseStatus,
-)
 from gitopsbot.core.replicas.lease import LeaseRecord, LeaseSpec, lease_body, record_of
-from gitopsbot.core.rollouts.kube_objects import (
-    CrdDocumentError,
-    deployment_readiness,
-    parse_crd_documents,
-)
 from gitopsbot.errors import (
     ForgeFailed,
     ForgeNotFound,

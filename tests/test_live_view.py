@@ -2,7 +2,7 @@
 pty) a region redrawn in place with a progress bar per pool phase, the batch, the units done
 and the ETA, through an intermediate batch between 0 % and 100 %; on a pipe (logs, CI) one
 timestamped line per change and no escape codes. The bot's records are real journals
-(``core.operations.journal``) pushed to a real bare Git remote's state branch, as the bot pushes
+(``core.records.journal``) pushed to a real bare Git remote's state branch, as the bot pushes
 them;
 the watcher is the real command in a subprocess, stopped with a real SIGINT."""
 
@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.core.fleet.model import Component
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

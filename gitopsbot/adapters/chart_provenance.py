@@ -21,9 +21,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from gitopsbot.adapters.helm import HelmCli
+from gitopsbot.core.charts.chart import Chart, ChartIndex
 from gitopsbot.core.fleet.model import ChartKeyring
 from gitopsbot.core.planning import provenance as core
-from gitopsbot.core.planning.chart import Chart, ChartIndex
 from gitopsbot.errors import (
     ChartInvalid,
     ChartNotFound,

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 import httpx
 
-from gitopsbot.core.planning.chart import (
+from gitopsbot.core.charts.chart import (
     Chart,
     ChartIndex,
     ChartVersion,
@@ -165,7 +165,7 @@ class HttpChartSource:
         cached = self._indexes.get(repo_url)
         if not fresh and cached is not None and now - cached.fetched_at < self._index_ttl:
             return cached.index
-        from gitopsbot.core.planning.chart import parse_index
+        from gitopsbot.core.charts.chart import parse_index
 
         url = self._index_url(repo_url)
         conditional: dict[str, str] = {}

@@ -1,6 +1,6 @@
 """The fleet page (docs/fleet-page.md): ``/fleet`` (the fleet by wave) and
 ``/fleet/clusters/<name>`` (one cluster's operation) on the metrics server's port, drawn
-from ``core.notices.fleet_view`` by Jinja2 templates (``fleet_templates/``).
+from ``core.views.fleet_view`` by Jinja2 templates (``fleet_templates/``).
 
 Why Jinja2: it escapes every value by default (autoescape on for every template, so a
 cluster or pool name with markup, a step detail or a node's reason shows as text), and it
@@ -26,9 +26,9 @@ from urllib.parse import quote, unquote
 
 import jinja2
 
-from gitopsbot.core.notices import fleet_view
-from gitopsbot.core.notices.fleet_view import FleetSnapshot
-from gitopsbot.core.planning import timeline
+from gitopsbot.core.rollouts import timeline
+from gitopsbot.core.views import fleet_view
+from gitopsbot.core.views.fleet_view import FleetSnapshot
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -68,9 +68,9 @@ from gitopsbot.adapters.oci_registry import (
 )
 from gitopsbot.adapters.redaction import helm_secrets, redact_secrets
 from gitopsbot.adapters.tool_env import tool_environment
+from gitopsbot.core.charts.observed import HelmReleaseInfo
+from gitopsbot.core.charts.postrender import encode_policy
 from gitopsbot.core.fleet.model import RolloutPolicy
-from gitopsbot.core.planning.observed import HelmReleaseInfo
-from gitopsbot.core.planning.postrender import encode_policy
 from gitopsbot.errors import (
     HelmChartUnusable,
     HelmError,

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from gitopsbot.core.planning.observed import HelmReleaseInfo, HelmReleaseStatus
+from gitopsbot.core.charts.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.errors import HelmFailed
 from gitopsbot.ports.cluster import Cluster, decode_helm_release, helm_release_secret_name
 

@@ -34,12 +34,12 @@ from gitopsbot.adapters.kube_request import (
     resource_path,
 )
 from gitopsbot.adapters.kube_waits import KubeWaits
-from gitopsbot.core.planning.observed import CrdApplyResult, DeploymentReadiness
-from gitopsbot.core.rollouts.kube_objects import (
+from gitopsbot.core.charts.kube_objects import (
     CrdDocumentError,
     deployment_readiness,
     parse_crd_documents,
 )
+from gitopsbot.core.charts.observed import CrdApplyResult, DeploymentReadiness
 from gitopsbot.errors import (
     ConfigError,
     KubeError,

@@ -26,7 +26,7 @@ from gitopsbot.adapters.kube_request import (
     retrying,
     served_kinds,
 )
-from gitopsbot.core.planning.observed import CrdApplyResult
+from gitopsbot.core.charts.observed import CrdApplyResult
 from gitopsbot.errors import KubeNotFound
 
 _DEFAULT_RETRY = RetryPolicy()  # frozen: one default serves every adapter

@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from gitopsbot.adapters.kube_access import KubeAccess
-from gitopsbot.core.planning.observed import CrdApplyResult
-from gitopsbot.core.rollouts.kube_objects import condition_status
+from gitopsbot.core.charts.kube_objects import condition_status
+from gitopsbot.core.charts.observed import CrdApplyResult
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 

@@ -24,8 +24,8 @@ from gitopsbot.adapters.kube_request import (
     stream_lines,
     watch_query,
 )
-from gitopsbot.core.planning.observed import DeploymentReadiness
-from gitopsbot.core.rollouts.kube_objects import deployment_readiness
+from gitopsbot.core.charts.kube_objects import deployment_readiness
+from gitopsbot.core.charts.observed import DeploymentReadiness
 from gitopsbot.errors import KubeNotFound
 
 # The Cluster adapter's log, whichever of its modules writes (tests/realkube read it by name).

@@ -27,8 +27,8 @@ from pathlib import Path
 from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.kube import MESSAGE_LIMIT
 from gitopsbot.adapters.tool_env import tool_environment
-from gitopsbot.core.planning.observed import CrdApplyResult
-from gitopsbot.core.rollouts.kube_objects import CrdDocumentError, parse_crd_documents
+from gitopsbot.core.charts.kube_objects import CrdDocumentError, parse_crd_documents
+from gitopsbot.core.charts.observed import CrdApplyResult
 from gitopsbot.errors import KubeFailed, KubeInvalid, KubeServerError
 from gitopsbot.ports.cluster import FIELD_MANAGER
 

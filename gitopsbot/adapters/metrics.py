@@ -12,7 +12,7 @@ status code), never an operation id, a SHA or a URL. docs/metrics.md lists every
 * the announcer (``ports.observers``): ``happened`` for operations, steps and pools, and
   ``pass_finished`` for passes;
 * ``bot.gauges`` after each pass (``ports.metrics.FleetGauges``): windows open, merges queued,
-  nodes per state of each pool phase (``core.rollouts.node_states``);
+  nodes per state of each pool phase (``core.records.node_states``);
 * the forge's HTTP choke point (``ForgeHttp.observe``): requests and the rate limit left;
 * the shard keeper, read at scrape time (``watch_leases``): Leases held, replicas seen;
 * the scheduler's ready-queue, read at scrape time (``watch_scheduler``): fleet-wide figures
@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 
 from gitopsbot.adapters.forge._http import ForgeCall
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
-from gitopsbot.core.rollouts.node_states import NodeState
+from gitopsbot.core.records.node_states import NodeState
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.metrics import DispatchStats
 

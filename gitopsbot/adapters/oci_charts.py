@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from gitopsbot.adapters.chartrepo import MAX_ARCHIVE_BYTES, unpack_chart_archive
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.oci_registry import RegistryApi, unauthorized
-from gitopsbot.core.planning.chart import (
+from gitopsbot.core.charts.chart import (
     Chart,
     ChartIndex,
     ChartVersion,

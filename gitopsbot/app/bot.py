@@ -73,7 +73,7 @@ from gitopsbot.bot.shard_keeper import ShardKeeper
 from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core.fleet.model import BotSettings
 from gitopsbot.core.forge.webhook_events import EventKind, WebhookEvent
-from gitopsbot.core.operations import tool_record
+from gitopsbot.core.records import tool_record
 from gitopsbot.errors import ConfigError, GitOpsBotError
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.charts import ChartArchives, ChartSource

@@ -25,10 +25,10 @@ from gitopsbot.bot import waves
 from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.drift_watch import DriftWatch
 from gitopsbot.bot.journal_store import JournalStore
+from gitopsbot.core.charts.chart import Chart
 from gitopsbot.core.drift.report import DriftReport
 from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Fleet
-from gitopsbot.core.operations.journal import Journal
-from gitopsbot.core.planning.chart import Chart
+from gitopsbot.core.records.journal import Journal
 from gitopsbot.errors import ChartError, ConfigError
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.charts import ChartSource

@@ -7,7 +7,7 @@ from gitopsbot.adapters.fleet_page import FleetPages
 from gitopsbot.bot import fleet_reads
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.core.fleet.model import Fleet
-from gitopsbot.core.notices.fleet_view import FleetSnapshot
+from gitopsbot.core.views.fleet_view import FleetSnapshot
 
 
 def fleet_pages(reconciler: Reconciler, watched: str) -> FleetPages:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 
 from gitopsbot.core.notices.happenings import Happening, changes
-from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.records.journal import Journal
 from gitopsbot.ports.observers import Listener, PassListener, PassStartListener
 
 log = logging.getLogger(__name__)

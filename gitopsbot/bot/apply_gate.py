@@ -18,13 +18,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gitopsbot.bot.reviewed_chart import ReviewedCharts
+from gitopsbot.core.charts.chart import Chart, is_version, semver_key
+from gitopsbot.core.charts.observed import DeployedState, HelmReleaseInfo
 from gitopsbot.core.fleet import secrets as secrets_mod
 from gitopsbot.core.fleet.model import ClusterSpec, CredentialsSpec
-from gitopsbot.core.operations.journal import Journal, OperationKind
-from gitopsbot.core.planning.chart import Chart, is_version, semver_key
-from gitopsbot.core.planning.observed import DeployedState, HelmReleaseInfo
 from gitopsbot.core.planning.plan import make_plan
 from gitopsbot.core.policy import Verdict, apply_gate, load_rules
+from gitopsbot.core.records.journal import Journal, OperationKind
 from gitopsbot.errors import ChartInvalid, ChartNotFound, ConfigError
 from gitopsbot.ports.charts import ChartSource
 

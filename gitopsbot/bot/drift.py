@@ -19,14 +19,14 @@ from typing import Any
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.steps.cluster_reads import crd_digest, pool_images
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.charts.chart import Chart
+from gitopsbot.core.charts.images import effective_images
+from gitopsbot.core.charts.postrender import rolling_update_policy
 from gitopsbot.core.drift import baseline as drift_baseline
 from gitopsbot.core.drift import report as drift
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import manual_revision
-from gitopsbot.core.operations.journal import Journal
-from gitopsbot.core.planning.chart import Chart
-from gitopsbot.core.planning.images import effective_images
-from gitopsbot.core.planning.postrender import rolling_update_policy
+from gitopsbot.core.records.journal import Journal
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import GitOpsBotError
 

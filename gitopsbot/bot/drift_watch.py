@@ -29,14 +29,14 @@ from datetime import datetime
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.charts.chart import Chart
 from gitopsbot.core.drift import record as drift_record
 from gitopsbot.core.drift import report as drift
 from gitopsbot.core.drift import schedule as drift_schedule
 from gitopsbot.core.drift.record import DriftRecord
 from gitopsbot.core.fleet.model import ClusterSpec, DriftSettings
 from gitopsbot.core.notices.kube_events import ObjectRef
-from gitopsbot.core.operations.journal import Journal
-from gitopsbot.core.planning.chart import Chart
+from gitopsbot.core.records.journal import Journal
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.events import Events

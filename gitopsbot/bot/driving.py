@@ -32,7 +32,11 @@ from gitopsbot.bot.steps.outcome import VERIFY_TIMEOUT_SECONDS, StepOutcome
 from gitopsbot.core.fleet.model import ClearedVersion, ClusterSpec, Component
 from gitopsbot.core.forge import pr_commands
 from gitopsbot.core.operations import operation, pass_decision, pause
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.operations.operation import Action, Decision
+from gitopsbot.core.operations.pass_decision import OperationView
+from gitopsbot.core.planning import reviewed_chart
+from gitopsbot.core.records import canary_record, node_states
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -43,18 +47,7 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.operations.operation import Action, Decision
-from gitopsbot.core.operations.pass_decision import OperationView
-from gitopsbot.core.planning import reviewed_chart
-from gitopsbot.core.rollouts import (
-    canary_record,
-    node_states,
-    phase_clock,
-    phase_view,
-    rollout,
-    verify_wait,
-    windows,
-)
+from gitopsbot.core.rollouts import phase_clock, phase_view, rollout, verify_wait, windows
 from gitopsbot.core.waves import canary_marks
 from gitopsbot.core.waves.canary_marks import CanaryFailure
 from gitopsbot.errors import ConfigError

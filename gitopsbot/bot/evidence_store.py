@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.records.journal import Journal
 from gitopsbot.core.waves import wave_evidence
 from gitopsbot.core.waves.promotion import ClusterEvidence
 from gitopsbot.core.waves.wave_evidence import OpDigest, Summary

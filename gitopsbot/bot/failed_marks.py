@@ -21,7 +21,7 @@ from collections.abc import Callable
 from gitopsbot.bot import waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.fleet.model import Fleet
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.waves import failed_marks
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.forge import Forge, RecordsRequestsInGit

@@ -1,6 +1,6 @@
 """The fleet page's one read (docs/fleet-page.md): what ``gitopsbot status`` reads — each
 cluster's records on the state branch through the same ``JournalStore``, and the fleet at the
-watched branch's head for its waves and desired versions — as a ``core.notices.fleet_view``
+watched branch's head for its waves and desired versions — as a ``core.views.fleet_view``
 snapshot. Nothing here raises: a journal that does not parse, a branch that is absent or Git
 failing is said in the snapshot, in place, and the page shows it."""
 
@@ -12,7 +12,7 @@ from typing import TypeVar
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.fleet.model import Fleet
-from gitopsbot.core.notices.fleet_view import ClusterRecords, FleetSnapshot
+from gitopsbot.core.views.fleet_view import ClusterRecords, FleetSnapshot
 from gitopsbot.errors import GitOpsBotError
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ cluster's files at the running (else queued) operation's commit, else at the wat
 branch's head: the rollout follows the windows of the commit it applies.
 
 It also counts the nodes of each pool phase of the running (or last) operation per state
-(``core.rollouts.node_states``, recorded with the phase in the journal: issue #18).
+(``core.records.node_states``, recorded with the phase in the journal: issue #18).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import logging
 from collections.abc import Mapping
 
 from gitopsbot.bot.reconciler import Reconciler
-from gitopsbot.core.operations.journal import Journal, StepKind
-from gitopsbot.core.rollouts import node_states, phase_view, windows
-from gitopsbot.core.rollouts.node_states import NodeState
+from gitopsbot.core.records import node_states
+from gitopsbot.core.records.journal import Journal, StepKind
+from gitopsbot.core.records.node_states import NodeState
+from gitopsbot.core.rollouts import phase_view, windows
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.metrics import FleetGauges
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from gitopsbot.bot.pass_base import PassBase, PassResult
-from gitopsbot.core.operations.journal import Journal, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationStatus
 
 log = logging.getLogger(__name__)
 

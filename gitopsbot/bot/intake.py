@@ -22,8 +22,9 @@ from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core.fleet.commit_classes import desired_paths, restore_is_undo, reverted_shas
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
 from gitopsbot.core.fleet.model import ClusterSpec
-from gitopsbot.core.operations import load_failure, merge_queue, operation, pass_decision, pause
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.operations import merge_queue, operation, pass_decision, pause
+from gitopsbot.core.records import load_failure
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.core.rotation import credentials as rotation
 from gitopsbot.errors import ConfigError, ForgeError
 from gitopsbot.ports.repo import CommitInfo

@@ -33,13 +33,14 @@ from datetime import datetime
 from gitopsbot.bot import evidence_store
 from gitopsbot.core.drift import record as drift_record
 from gitopsbot.core.drift.record import DriftRecord
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations import load_failure, manual_revision, pass_failure, tool_record
-from gitopsbot.core.operations.journal import Journal, OperationStatus, StepKind, StepState
-from gitopsbot.core.operations.load_failure import LoadFailure
+from gitopsbot.core.operations import manual_revision
 from gitopsbot.core.operations.manual_revision import ManualRevision
-from gitopsbot.core.operations.pass_failure import PassFailure
-from gitopsbot.core.operations.tool_record import ToolRecord
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records import load_failure, pass_failure, tool_record
+from gitopsbot.core.records.journal import Journal, OperationStatus, StepKind, StepState
+from gitopsbot.core.records.load_failure import LoadFailure
+from gitopsbot.core.records.pass_failure import PassFailure
+from gitopsbot.core.records.tool_record import ToolRecord
 from gitopsbot.errors import TransientError
 from gitopsbot.ports.repo import Repo
 

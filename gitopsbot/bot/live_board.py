@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 from gitopsbot.bot import report
 from gitopsbot.core.notices.happenings import Happening
-from gitopsbot.core.operations.journal import Journal
+from gitopsbot.core.records.journal import Journal
 from gitopsbot.core.rollouts.phase_view import StepRow
 from gitopsbot.ports.clock import Clock
 from gitopsbot.ports.screen import Frame, Screen

@@ -1,5 +1,5 @@
 """What the bot observes of each GPU node of a pool for the hypervisor rollout
-(``core.rollouts.node_states.NodeSnapshot``): the pool's GPUNodes, the Kubernetes Nodes and the
+(``core.records.node_states.NodeSnapshot``): the pool's GPUNodes, the Kubernetes Nodes and the
 hypervisor pods, read through the cluster port (facts §2.4, §3.4).
 
 Three lists per look, whatever the pool's size: the pool's GPUNodes by label, the Nodes,
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.records.node_states import NodeSnapshot
 from gitopsbot.core.rollouts import tf_objects as tf
-from gitopsbot.core.rollouts.node_states import NodeSnapshot
 from gitopsbot.ports.cluster import Cluster
 
 

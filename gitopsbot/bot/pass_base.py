@@ -25,7 +25,8 @@ from gitopsbot.bot.release_reads import PassReads
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Fleet
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.policy import Verdict
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -33,7 +34,6 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.policy import Verdict
 from gitopsbot.core.rollouts import admission, windows
 from gitopsbot.core.waves import promotion_gate
 from gitopsbot.errors import ConfigError, GitOpsBotError

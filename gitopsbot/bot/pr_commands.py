@@ -26,7 +26,7 @@ from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.forge import pr_commands
 from gitopsbot.core.forge.forge_types import find_marker
 from gitopsbot.core.operations import pause
-from gitopsbot.core.operations.journal import Journal, StepKind
+from gitopsbot.core.records.journal import Journal, StepKind
 from gitopsbot.errors import ForgeError, TransientError
 from gitopsbot.ports.forge import ReadsComments
 

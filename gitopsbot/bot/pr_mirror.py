@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 
 from gitopsbot.bot import report
-from gitopsbot.core.operations.journal import Journal, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationStatus
 from gitopsbot.errors import ForgeError, ForgeNotFound
 from gitopsbot.ports.forge import Forge
 

@@ -33,15 +33,15 @@ from gitopsbot.bot.overlay_tree import OverlayTree
 from gitopsbot.bot.proposal_report import PassReport, Proposal, plan_marker
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core import rehearsal as rehearsal_core
+from gitopsbot.core.charts.chart import Chart, ChartIndex
+from gitopsbot.core.charts.images import effective_images
+from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.layout import RELEASE_FILE
 from gitopsbot.core.fleet.model import ClusterSpec, Fleet, Location
 from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState, with_marker
 from gitopsbot.core.planning import provenance, reviewed_chart
-from gitopsbot.core.planning.chart import Chart, ChartIndex
-from gitopsbot.core.planning.images import effective_images
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import Plan, make_plan
 from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import Rule, load_rules

@@ -43,8 +43,8 @@ from gitopsbot.bot.reverts import (
     Reverts,
 )
 from gitopsbot.core.operations import manual_revision, pass_decision
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.operations.pass_decision import PassAction, PassDecision, Seen
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.rollouts import windows
 from gitopsbot.errors import ConfigError, GitInterrupted, GitOpsBotError
 from gitopsbot.ports.release_watch import ReleaseWatch

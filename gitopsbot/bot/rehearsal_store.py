@@ -18,7 +18,7 @@ from __future__ import annotations
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.core.fleet.model import BotSettings
-from gitopsbot.core.operations.journal import Journal, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationStatus
 
 
 def save(store: JournalStore, rehearsal: rh.Rehearsal) -> str:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.charts.observed import HelmReleaseInfo
 from gitopsbot.core.fleet.model import RolloutPolicy
-from gitopsbot.core.planning.observed import HelmReleaseInfo
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import ChartRef, Helm
 

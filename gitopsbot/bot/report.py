@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from gitopsbot.core.forge.forge_types import CommitState
-from gitopsbot.core.operations.journal import Journal, OperationStatus, PhaseState, StepState
 from gitopsbot.core.planning import gantt
+from gitopsbot.core.records.journal import Journal, OperationStatus, PhaseState, StepState
 from gitopsbot.core.rollouts import phase_view
 from gitopsbot.core.rollouts.phase_view import ICON as ICON  # re-exported: status, live board
 from gitopsbot.core.rollouts.phase_view import StepRow

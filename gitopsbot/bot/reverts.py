@@ -17,9 +17,9 @@ from gitopsbot.bot.journal_store import cluster_dir
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core.fleet.commit_classes import reverted_shas
 from gitopsbot.core.fleet.model import ClusterSpec
-from gitopsbot.core.operations import journal as journal_mod
 from gitopsbot.core.operations import operation, pause
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.errors import ForgeError, GitFailed, GitOpsBotError, PermanentError, PushRefused
 
 log = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ from dataclasses import replace
 
 from gitopsbot.core.fleet import secrets as secrets_mod
 from gitopsbot.core.fleet.model import ClusterSpec
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.planning import reviewed_chart as core
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.errors import ChartInvalid, ChartNotFound, GitError, GitOpsBotError, HelmError
 from gitopsbot.ports.charts import ChartArchive, ChartArchives, ManifestRenderer
 from gitopsbot.ports.files import FileTree

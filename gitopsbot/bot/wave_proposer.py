@@ -22,13 +22,13 @@ from typing import Protocol
 from gitopsbot.bot import waves
 from gitopsbot.bot.overlay_tree import OverlayTree
 from gitopsbot.bot.proposal_report import PassReport, Proposal
+from gitopsbot.core.charts.chart import ChartIndex
+from gitopsbot.core.charts.images import effective_images
 from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR
 from gitopsbot.core.fleet.layout import RELEASE_FILE
 from gitopsbot.core.fleet.model import ClusterSpec, Fleet, Location
 from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState, with_marker
-from gitopsbot.core.planning.chart import ChartIndex
-from gitopsbot.core.planning.images import effective_images
 from gitopsbot.core.planning.plan import Plan
 from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import Decision, Rule

@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from gitopsbot.bot import canary_marks_store
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Fleet
-from gitopsbot.core.operations.journal import Journal
 from gitopsbot.core.policy import Verdict
+from gitopsbot.core.records.journal import Journal
 from gitopsbot.core.waves import canary_marks, promotion, promotion_gate
 from gitopsbot.core.waves.promotion import ClusterEvidence, PromotionDecision
 from gitopsbot.errors import GitOpsBotError

@@ -14,11 +14,11 @@ from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.reviewed_chart import chart_digests
 from gitopsbot.commands import SUMMARIES
+from gitopsbot.core.charts.chart import Chart, ChartIndex
+from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Fleet, ReleaseSpec
 from gitopsbot.core.planning import provenance
-from gitopsbot.core.planning.chart import Chart, ChartIndex
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import Plan, make_plan
 from gitopsbot.core.planning.render import render_json, render_markdown
 from gitopsbot.core.policy import Decision, Verdict, load_rules

@@ -18,10 +18,10 @@ from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import SUMMARIES
 from gitopsbot.core.fleet.model import Fleet
-from gitopsbot.core.operations.journal import Journal
-from gitopsbot.core.operations.load_failure import LoadFailure
-from gitopsbot.core.operations.pass_failure import PassFailure
-from gitopsbot.core.rollouts import node_states
+from gitopsbot.core.records import node_states
+from gitopsbot.core.records.journal import Journal
+from gitopsbot.core.records.load_failure import LoadFailure
+from gitopsbot.core.records.pass_failure import PassFailure
 from gitopsbot.core.rollouts.phase_view import StepRow
 from gitopsbot.core.waves import promotion, promotion_gate
 from gitopsbot.errors import ConfigError, GitOpsBotError
@@ -175,7 +175,7 @@ def render(
 
 def as_json(store: JournalStore, cluster: str | None, now: datetime) -> tuple[dict[str, Any], int]:
     """What ``status --json`` prints: each cluster's current operation with its steps, and
-    for a pool phase its progress, summary and per-node records (``core.rollouts.node_states``
+    for a pool phase its progress, summary and per-node records (``core.records.node_states``
     journal form, issue #18), and the queued one. Exit status as ``frame``."""
     names = store.clusters()
     if cluster is not None and cluster not in names:

@@ -11,9 +11,9 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.commands import SUMMARIES
 from gitopsbot.commands.plan import add_chart_dir, chart_source, source_label, target_chart
+from gitopsbot.core.charts.chart import Chart, ChartIndex
+from gitopsbot.core.charts.schema_check import check_values
 from gitopsbot.core.fleet.model import Fleet
-from gitopsbot.core.planning.chart import Chart, ChartIndex
-from gitopsbot.core.planning.schema_check import check_values
 from gitopsbot.core.policy import Outcome, PolicyInput, Rule, evaluate, load_rules
 from gitopsbot.errors import ChartError, ConfigError, FleetError, Problem
 from gitopsbot.fleetrepo import load_fleet

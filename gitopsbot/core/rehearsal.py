@@ -10,7 +10,7 @@ rolling time with the plan's estimate or with what the bot measured for the real
 
 "Rolling time" is the time a pool's switch was open: from its first batch to its last
 finished, less the waits for a window; that is what the plan's estimate counts
-(core/planning/timeline.py), so the two compare directly.
+(core/rollouts/timeline.py), so the two compare directly.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from gitopsbot.core.operations.journal import Journal, StepKind, dump_yaml, load_yaml
 from gitopsbot.core.planning.plan import Plan
 from gitopsbot.core.planning.plan import StepKind as PlanStepKind
-from gitopsbot.core.planning.timeline import format_duration
+from gitopsbot.core.records.journal import Journal, StepKind, dump_yaml, load_yaml
+from gitopsbot.core.rollouts.timeline import format_duration
 
 RECORD_DIR = "rehearsals"
 # The rehearsal agrees with an estimate when they differ by at most this share of the

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from gitopsbot.core.planning.chart import Chart, ChartIndex
+from gitopsbot.core.charts.chart import Chart, ChartIndex
 from gitopsbot.core.planning.provenance import Provenance
 
 

@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from gitopsbot.core.planning.observed import CrdApplyResult, DeploymentReadiness
+from gitopsbot.core.charts.observed import CrdApplyResult, DeploymentReadiness
 
 FIELD_MANAGER = "gitopsbot"
 # The pod-template annotation ``kubectl rollout restart`` sets.

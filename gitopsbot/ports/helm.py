@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gitopsbot.core.charts.observed import HelmReleaseInfo
 from gitopsbot.core.fleet.model import ReleaseSpec, RolloutPolicy
-from gitopsbot.core.planning.observed import HelmReleaseInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from gitopsbot.core.rollouts.node_states import NodeState
+from gitopsbot.core.records.node_states import NodeState
 
 
 class FleetGauges(Protocol):

@@ -15,7 +15,7 @@ which fails the operation as ``onFailure`` says.
 The clock never waits: after each settle it jumps to the simulator's next due time (a pod
 ready, a batch interval over), to a window's end or opening, or to a deadline, whichever
 comes first, so hours of windows and batch intervals take milliseconds to seconds of real
-time. Pods become ready after the plan's readiness assumptions (core/planning/timeline.py), so the
+time. Pods become ready after the plan's readiness assumptions (core/rollouts/timeline.py), so the
 comparison with the plan's estimate measures the rollout mechanics (batches, intervals,
 canary, windows), not the assumptions.
 
@@ -40,9 +40,8 @@ from ruamel.yaml import YAML
 
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.core.fleet.model import ClusterSpec, Component, PoolPolicy
-from gitopsbot.core.planning import timeline
 from gitopsbot.core.planning.plan import Plan
-from gitopsbot.core.rollouts import windows
+from gitopsbot.core.rollouts import timeline, windows
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox.apiserver.store import Store
 from gitopsbot.sandbox.simulator import ControllerSim, ManualClock, SimConfig, WorkloadSpec

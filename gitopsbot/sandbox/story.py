@@ -45,7 +45,7 @@ from gitopsbot.bot.shared_repo import SharedRepo
 from gitopsbot.core.fleet.model import BotSettings
 from gitopsbot.core.fleet.settings_file import parse_settings
 from gitopsbot.core.forge.webhook_events import EventKind, WebhookEvent
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.core.rollouts import phase_view
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import load_fleet

@@ -10,7 +10,7 @@ import pytest
 
 from gitopsbot import app
 from gitopsbot.adapters import tools
-from gitopsbot.core.operations import tool_record
+from gitopsbot.core.records import tool_record
 from gitopsbot.errors import ConfigError
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
-from gitopsbot.core.rollouts.node_states import DONE, NodeState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.node_states import DONE, NodeState
 from gitopsbot.core.rollouts.tf_objects import TF, node_out_of_service
 from gitopsbot.sandbox.simulator.store_port import StorePort
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for

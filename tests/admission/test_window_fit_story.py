@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from gitopsbot.bot.pass_base import PassResult
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.scaled_clock import ScaledClock
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
 from gitopsbot.sandbox.story_fleet import CLUSTER

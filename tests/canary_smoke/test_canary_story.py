@@ -31,9 +31,9 @@ import pytest
 from gitopsbot.bot import waves
 from gitopsbot.bot.canary_marks_store import record_canary_failure
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, PhaseState, StepState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, PhaseState, StepState
+from gitopsbot.core.records.node_states import NodeState
 from gitopsbot.core.rollouts.canary_smoke import CanaryVerdict
-from gitopsbot.core.rollouts.node_states import NodeState
 from gitopsbot.core.waves import canary_marks
 from gitopsbot.core.waves.canary_marks import CanaryFailure
 from gitopsbot.fleetrepo import load_fleet

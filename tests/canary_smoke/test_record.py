@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from gitopsbot.bot import report
 from gitopsbot.core.fleet.model import Component
 from gitopsbot.core.notices import happenings
-from gitopsbot.core.operations import journal as J
-from gitopsbot.core.rollouts import canary_record
+from gitopsbot.core.records import canary_record
+from gitopsbot.core.records import journal as J
 from gitopsbot.core.rollouts.canary_smoke import CanaryEvidence, CanaryResult, CanaryVerdict
 
 AT = datetime(2026, 12, 4, 18, 0, 5, tzinfo=UTC)

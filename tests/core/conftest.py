@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.planning.chart import Chart, parse_chart_files
+from gitopsbot.core.charts.chart import Chart, parse_chart_files
 from gitopsbot.core.policy import Rule, load_rules
 from tests.core.plan_builders import BUILTIN, chart_files
 

@@ -25,9 +25,11 @@ from gitopsbot.core.fleet.model import (
     RolloutPolicy,
     Share,
 )
-from gitopsbot.core.operations import journal as journal_yaml
 from gitopsbot.core.operations import operation, pass_decision, pause
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.operations.pass_decision import OperationView, PassAction, Seen
+from gitopsbot.core.records import journal as journal_yaml
+from gitopsbot.core.records.batch_record import BatchRecord, GateNote
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -35,9 +37,7 @@ from gitopsbot.core.operations.journal import (
     PhaseState,
     StepState,
 )
-from gitopsbot.core.operations.pass_decision import OperationView, PassAction, Seen
 from gitopsbot.core.rollouts import hypervisor_restart, rollout, verify_wait, windows
-from gitopsbot.core.rollouts.batch_record import BatchRecord, GateNote
 from gitopsbot.core.rollouts.gates import PromQueryGate
 from gitopsbot.core.rollouts.workload_wait import WorkloadAwareness, WorkloadSnapshot, WorkloadWait
 from gitopsbot.core.rotation import credentials as rotation

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gitopsbot.core.charts.chart import Chart, parse_chart_files
 from gitopsbot.core.fleet.model import (
     ClusterSpec,
     CredentialsSpec,
@@ -17,7 +18,6 @@ from gitopsbot.core.fleet.model import (
     RolloutPolicy,
     SecretRef,
 )
-from gitopsbot.core.planning.chart import Chart, parse_chart_files
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILTIN = ROOT / "policies" / "builtin.yaml"

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, Share
-from gitopsbot.core.operations.journal import PhaseProgress
-from gitopsbot.core.planning.timeline import DEFAULT_READINESS_SECONDS, MIN_STEP_SECONDS
+from gitopsbot.core.records.batch_record import BatchRecord
+from gitopsbot.core.records.journal import PhaseProgress
 from gitopsbot.core.rollouts import admission, windows
 from gitopsbot.core.rollouts.admission import (
     Capacity,
@@ -21,7 +21,7 @@ from gitopsbot.core.rollouts.admission import (
     budget_percentage,
     expected_batch_seconds,
 )
-from gitopsbot.core.rollouts.batch_record import BatchRecord
+from gitopsbot.core.rollouts.timeline import DEFAULT_READINESS_SECONDS, MIN_STEP_SECONDS
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)  # the window opens at 02:00 UTC for 1 hour
 WINDOW = windows.Window.of(MaintenanceWindow("0 2 * * *", 3600), UTC)

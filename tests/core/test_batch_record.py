@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 from gitopsbot.bot import report
 from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
-from gitopsbot.core.operations import journal, operation
-from gitopsbot.core.operations.journal import OperationKind, PhaseState
-from gitopsbot.core.rollouts import batch_record, phase_view
-from gitopsbot.core.rollouts.batch_record import BatchRecord, GateNote
+from gitopsbot.core.operations import operation
+from gitopsbot.core.records import batch_record, journal
+from gitopsbot.core.records.batch_record import BatchRecord, GateNote
+from gitopsbot.core.records.journal import OperationKind, PhaseState
+from gitopsbot.core.rollouts import phase_view
 
 T0 = datetime(2026, 12, 4, 2, 0, tzinfo=UTC)
 

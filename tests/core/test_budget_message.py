@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, Share
-from gitopsbot.core.operations.journal import PhaseProgress
+from gitopsbot.core.records.journal import PhaseProgress
 from gitopsbot.core.rollouts import phase_view, rollout, windows
 from gitopsbot.core.rollouts.rollout import PhaseAction, PhaseDecision, PoolObservation
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.planning.chart import is_version, parse_chart_files, parse_index, semver_key
+from gitopsbot.core.charts.chart import is_version, parse_chart_files, parse_index, semver_key
 from gitopsbot.errors import ChartInvalid
 from tests.core.plan_builders import chart_files
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsbot.core.planning.chart import Chart
-from gitopsbot.core.planning.crd_diff import CrdChangeKind, diff_charts
+from gitopsbot.core.charts.chart import Chart
+from gitopsbot.core.charts.crd_diff import CrdChangeKind, diff_charts
 from tests.core.plan_builders import crd_text, small_chart
 
 

@@ -6,10 +6,10 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from gitopsbot.core.charts.postrender import rolling_update_policy
 from gitopsbot.core.drift import report as drift
 from gitopsbot.core.fleet.model import PoolPolicy
 from gitopsbot.core.operations.manual_revision import ManualRevision
-from gitopsbot.core.planning.postrender import rolling_update_policy
 
 CANARY = "canary-s3cr3t-value-0xDEADBEEF"
 POLICY = rolling_update_policy(

@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from gitopsbot.core.charts.postrender import rolling_update_policy
 from gitopsbot.core.drift import baseline as drift_baseline
 from gitopsbot.core.drift import proposal as drift_proposal
 from gitopsbot.core.drift import report as drift
 from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.operations.operation import new_operation, phase_step_name
+from gitopsbot.core.records.journal import (
     Effect,
     Journal,
     OperationKind,
@@ -20,8 +22,6 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.operations.operation import new_operation, phase_step_name
-from gitopsbot.core.planning.postrender import rolling_update_policy
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 POLICY = RolloutPolicy(pools=(PoolPolicy("shared", batch_percentage=50),))

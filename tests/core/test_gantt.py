@@ -10,7 +10,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.planning import gantt
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     PhaseProgress,
@@ -20,7 +21,7 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.planning import gantt, timeline
+from gitopsbot.core.rollouts import timeline
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from gitopsbot.core.charts.chart import Chart
+from gitopsbot.core.charts.images import effective_images, image_changes
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow
-from gitopsbot.core.planning.chart import Chart
-from gitopsbot.core.planning.images import effective_images, image_changes
-from gitopsbot.core.planning.timeline import (
+from gitopsbot.core.rollouts.timeline import (
     batch_size,
     format_duration,
     pool_timeline,

@@ -1,10 +1,10 @@
-"""The record of a newest commit that could not be loaded (``core.operations.load_failure``)."""
+"""The record of a newest commit that could not be loaded (``core.records.load_failure``)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gitopsbot.core.operations import load_failure
+from gitopsbot.core.records import load_failure
 
 NOW = datetime(2026, 12, 3, 9, 40, 11, tzinfo=UTC)
 

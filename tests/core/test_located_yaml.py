@@ -244,7 +244,7 @@ def test_libyaml_is_what_parses() -> None:
 
 
 def test_a_chart_repository_index_may_be_larger_than_a_fleet_file() -> None:
-    from gitopsbot.core.planning.chart import parse_index
+    from gitopsbot.core.charts.chart import parse_index
 
     entry = "  - version: 1.0.{i}\n    urls: [https://charts.example/c-1.0.{i}.tgz]\n" + (
         "    description: " + "x" * 150 + "\n"

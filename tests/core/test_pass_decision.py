@@ -20,8 +20,8 @@ from gitopsbot.core.fleet.model import (
     RolloutPolicy,
 )
 from gitopsbot.core.operations import merge_queue, operation, pass_decision
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, QueueState
 from gitopsbot.core.operations.pass_decision import OperationView, PassAction, Seen
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, QueueState
 from gitopsbot.core.rollouts import windows
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
 from gitopsbot.core.operations import operation, pause
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)
 POLICY = RolloutPolicy(pools=(PoolPolicy("a"), PoolPolicy("b")))

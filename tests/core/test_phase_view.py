@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy
-from gitopsbot.core.operations import journal
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records import journal
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     PhaseProgress,
@@ -23,8 +23,7 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.planning import timeline
-from gitopsbot.core.rollouts import phase_view, rollout, windows
+from gitopsbot.core.rollouts import phase_view, rollout, timeline, windows
 from gitopsbot.core.rollouts.rollout import PhaseAction, PoolObservation
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from gitopsbot.core.charts.chart import Chart
+from gitopsbot.core.charts.observed import DeployedState
+from gitopsbot.core.charts.values_diff import diff_values
 from gitopsbot.core.fleet.model import ClusterSpec, Component, Location
-from gitopsbot.core.planning.chart import Chart
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import StepKind, hypervisor_port_changes, make_plan
 from gitopsbot.core.planning.render import render_json, render_markdown
-from gitopsbot.core.planning.values_diff import diff_values
 from gitopsbot.core.policy import Decision, Rule
 from tests.core.plan_builders import (
     cluster,

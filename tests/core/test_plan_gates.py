@@ -8,18 +8,18 @@ from dataclasses import replace
 
 import pytest
 
+from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, Share
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import Plan, admission_settings, make_plan
 from gitopsbot.core.planning.render import render_json, render_markdown
-from gitopsbot.core.planning.timeline import (
+from gitopsbot.core.rollouts.admission import Capacity, budget_percentage
+from gitopsbot.core.rollouts.canary_smoke import CanarySmoke
+from gitopsbot.core.rollouts.gates import AlertsGate, KubeGate, PromQueryGate
+from gitopsbot.core.rollouts.timeline import (
     GATE_JUDGE_SECONDS,
     budget_batch_percentage,
     pool_timeline,
 )
-from gitopsbot.core.rollouts.admission import Capacity, budget_percentage
-from gitopsbot.core.rollouts.canary_smoke import CanarySmoke
-from gitopsbot.core.rollouts.gates import AlertsGate, KubeGate, PromQueryGate
 from gitopsbot.core.rollouts.workload_wait import WorkloadAwareness, WorkloadWait
 from tests.core.plan_builders import (
     cluster,

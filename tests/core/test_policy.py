@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from gitopsbot.core.charts.chart import Chart, ChartIndex, ChartVersion
+from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.model import ClusterSpec, Component, Environment
-from gitopsbot.core.planning.chart import Chart, ChartIndex, ChartVersion
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import make_plan
 from gitopsbot.core.policy import (
     Decision,

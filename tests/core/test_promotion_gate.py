@@ -21,7 +21,7 @@ from gitopsbot.core.fleet.model import (
     WaveSelector,
 )
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import Plan, make_plan
 from gitopsbot.core.planning.render import JSON_SCHEMA_VERSION, render_json, render_markdown
 from gitopsbot.core.policy import Rule

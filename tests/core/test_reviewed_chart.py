@@ -14,12 +14,12 @@ import pytest
 from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.core.drift import baseline as drift_baseline
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.planning import reviewed_chart as rc
 from gitopsbot.core.planning.plan import Plan, make_plan
 from gitopsbot.core.planning.render import plan_to_json, render_markdown
 from gitopsbot.core.policy import Decision, Outcome
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.fleetrepo import load_cluster
 from tests.core.plan_builders import ROOT
 

@@ -11,9 +11,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, Share
-from gitopsbot.core.operations.journal import PhaseProgress, PhaseState
-from gitopsbot.core.rollouts import batch_record, phase_clock, phase_view, rollout, windows
-from gitopsbot.core.rollouts.batch_record import BatchRecord, GateNote
+from gitopsbot.core.records import batch_record
+from gitopsbot.core.records.batch_record import BatchRecord, GateNote
+from gitopsbot.core.records.journal import PhaseProgress, PhaseState
+from gitopsbot.core.rollouts import phase_clock, phase_view, rollout, windows
 from gitopsbot.core.rollouts.gates import PromQueryGate
 from gitopsbot.core.rollouts.rollout import HaltReason, PhaseAction, PhaseDecision, PoolObservation
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.adapters.builtin_policies import builtin_policy_documents
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.planning import reviewed_chart
 from gitopsbot.core.policy import Outcome, Severity, Verdict, load_rules, rule_doc
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.rotation import credentials as rotation
 from gitopsbot.core.waves import promotion_gate
 from gitopsbot.errors import FleetError

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gitopsbot.core.charts.chart import Chart
+from gitopsbot.core.charts.schema_check import check_values
 from gitopsbot.core.fleet.model import Location
-from gitopsbot.core.planning.chart import Chart
-from gitopsbot.core.planning.schema_check import check_values
 from tests.core.plan_builders import small_chart
 
 pytestmark = pytest.mark.shared

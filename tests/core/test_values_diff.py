@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitopsbot.core.planning.values_diff import (
+from gitopsbot.core.charts.values_diff import (
     ChangeKind,
     apply_diff,
     diff_values,

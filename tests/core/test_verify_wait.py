@@ -9,7 +9,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy
-from gitopsbot.core.operations.journal import PhaseProgress, PhaseState, Step, StepKind, StepState
+from gitopsbot.core.records.batch_record import from_data, to_data
+from gitopsbot.core.records.journal import PhaseProgress, PhaseState, Step, StepKind, StepState
 from gitopsbot.core.rollouts import (
     phase_clock,
     phase_view,
@@ -18,7 +19,6 @@ from gitopsbot.core.rollouts import (
     verify_wait,
     windows,
 )
-from gitopsbot.core.rollouts.batch_record import from_data, to_data
 from gitopsbot.core.rollouts.rollout import HaltReason, PhaseAction, PoolObservation
 
 T0 = datetime(2026, 6, 10, 2, 0, tzinfo=UTC)

@@ -10,6 +10,9 @@ from typing import Any
 
 from gitopsbot.bot import drift as drift_check
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.charts.chart import Chart
+from gitopsbot.core.charts.observed import HelmReleaseInfo, HelmReleaseStatus
+from gitopsbot.core.charts.postrender import rolling_update_policy
 from gitopsbot.core.drift.report import DriftReport
 from gitopsbot.core.fleet.model import (
     ClusterSpec,
@@ -19,7 +22,8 @@ from gitopsbot.core.fleet.model import (
     ReleaseSpec,
     RolloutPolicy,
 )
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.operations.operation import new_operation, phase_step_name
+from gitopsbot.core.records.journal import (
     Effect,
     Journal,
     OperationKind,
@@ -28,10 +32,6 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.operations.operation import new_operation, phase_step_name
-from gitopsbot.core.planning.chart import Chart
-from gitopsbot.core.planning.observed import HelmReleaseInfo, HelmReleaseStatus
-from gitopsbot.core.planning.postrender import rolling_update_policy
 from gitopsbot.core.rollouts import tf_objects as tf
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gitopsbot.bot.reconciler import PassResult
-from gitopsbot.core.operations.journal import Journal, PhaseState
+from gitopsbot.core.records.journal import Journal, PhaseState
 from gitopsbot.sandbox.gitremote import HTTP_BACKEND, _git_exec_path
 from gitopsbot.sandbox.story import BotRunner, StoryOptions, StoryWorld
 

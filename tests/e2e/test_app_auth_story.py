@@ -20,7 +20,7 @@ from collections.abc import Callable
 import pytest
 
 from gitopsbot.bot.pass_base import PassResult
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, wait_for
 
 pytestmark = pytest.mark.slow

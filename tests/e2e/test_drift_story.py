@@ -27,7 +27,7 @@ from gitopsbot.commands import drift as drift_command
 from gitopsbot.commands import status
 from gitopsbot.core.drift.report import DriftReport
 from gitopsbot.core.fleet.model import DriftSettings
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.sandbox.forges.base import Pull
 from gitopsbot.sandbox.story import (

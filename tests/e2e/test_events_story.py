@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.operations.journal import OperationKind, StepState
+from gitopsbot.core.records.journal import OperationKind, StepState
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, wait_for
 from tests.e2e.test_halt import BROKEN, _break, _halted_upgrade
 

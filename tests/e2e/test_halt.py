@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 
 from gitopsbot.bot.reconciler import PassResult
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.sandbox.story import (
     BotRunner,
     StoryWorld,

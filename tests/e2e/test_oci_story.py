@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.errors import ChartUnauthorized
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
 from gitopsbot.sandbox.story_fleet import CLUSTER, REGISTRY_PASSWORD_ENV

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import pytest
 
 from gitopsbot.core.forge.forge_types import find_marker
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.story import (
     BotRunner,
     JournalStore,

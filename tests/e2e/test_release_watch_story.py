@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from gitopsbot.bot import reconciler
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, state_reader, wait_for
 from gitopsbot.sandbox.story_fleet import CLUSTER
 from tests.e2e.conftest import NS, RELEASE

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.sandbox.story import BotRunner, CrashingStore, StoryWorld, finished_op, wait_for
 from tests.e2e.conftest import NEW_IMAGE, helm_history
 

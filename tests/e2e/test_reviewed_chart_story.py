@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.operations.journal import Journal, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationStatus
 from gitopsbot.sandbox.chartrepo import republish
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, wait_for

@@ -29,7 +29,7 @@ import pytest
 from gitopsbot import app
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.fleet.model import BotSettings
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

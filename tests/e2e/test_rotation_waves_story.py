@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.sandbox.story import git
 from tests.e2e.conftest import NS, RELEASE
 from tests.e2e.test_waves_story import NEW, OLD, SOAK, STAGING, WaveWorld

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.sandbox.chartrepo import sign
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, wait_for

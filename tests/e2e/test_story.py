@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
 from gitopsbot.sandbox.story import (
     STATE_BRANCH,
     BotRunner,

@@ -33,7 +33,7 @@ from gitopsbot import app
 from gitopsbot.app import drift as drift_app
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.drift.report import DriftReport
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

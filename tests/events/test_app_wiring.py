@@ -13,7 +13,7 @@ from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
 from gitopsbot.core.notices.kube_events import ObjectRef
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.sandbox.apiserver import ApiServer
 from tests.core.plan_builders import cluster, desired_values

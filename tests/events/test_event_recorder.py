@@ -24,7 +24,7 @@ from gitopsbot.core.notices import kube_events as ke
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
 from gitopsbot.core.notices.kube_events import ObjectRef
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import HelmFailed, KubeForbidden, KubeServerError
 from gitopsbot.sandbox.apiserver import ApiServer

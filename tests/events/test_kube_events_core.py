@@ -11,7 +11,7 @@ import pytest
 
 from gitopsbot.core.notices import kube_events as ke
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 from tests.core.plan_builders import cluster, desired_values
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "events.md"

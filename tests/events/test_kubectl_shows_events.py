@@ -15,7 +15,7 @@ import pytest
 from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.bot.event_recorder import EventRecorder
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 from tests import kube_pods
 from tests.core.plan_builders import cluster, desired_values
 from tests.events.conftest import INSTANCE, SERVERS, install_objects, names

@@ -24,9 +24,9 @@ from gitopsbot.bot.apply_gate import ApplyGate
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.charts.observed import HelmReleaseInfo
 from gitopsbot.core.fleet.model import BotSettings, RolloutPolicy
 from gitopsbot.core.forge.forge_types import PullRequestState
-from gitopsbot.core.planning.observed import HelmReleaseInfo
 from gitopsbot.core.rollouts.tf_objects import GROUP, TF
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.helm import ChartRef

@@ -15,11 +15,11 @@ from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.chartrepo import LocalChartSource
 from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.bot.apply_gate import ApplyGate, Deployed
+from gitopsbot.core.charts.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.planning.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.core.policy import apply_gate
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.errors import ChartUnavailable
 from gitopsbot.fleetrepo import load_cluster, policy_documents
 

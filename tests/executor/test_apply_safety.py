@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from gitopsbot.commands.status import render
 from gitopsbot.core.forge.forge_types import CommitState
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus
+from gitopsbot.core.records.journal import OperationKind, OperationStatus
 from gitopsbot.errors import ConfigError, GitOpsBotError, HelmChartUnusable, TransientError
 from gitopsbot.ports.helm import ChartRef
 from tests.executor.conftest import NS, RELEASE, Env, fleet_files, git

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.operations.journal import OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationStatus, StepState
 from gitopsbot.errors import KubeServerError
 from tests.executor.conftest import Env, fleet_files, git
 

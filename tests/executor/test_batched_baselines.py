@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitopsbot.core.operations.journal import OperationStatus
+from gitopsbot.core.records.journal import OperationStatus
 from tests.waves.test_waves_apply import Fleet2, two_clusters
 
 

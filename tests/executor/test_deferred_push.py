@@ -17,7 +17,7 @@ import pytest
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import StepOutcome
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Journal, OperationStatus, StepKind, StepState
+from gitopsbot.core.records.journal import Journal, OperationStatus, StepKind, StepState
 from gitopsbot.errors import GitUnavailable
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import upgrades

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from gitopsbot.bot.announcer import Announcer
 from gitopsbot.core.fleet.model import Component
 from gitopsbot.core.notices.happenings import Happening, HappeningKind, changes
-from gitopsbot.core.operations import journal as J
+from gitopsbot.core.records import journal as J
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 K = HappeningKind

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.fleet.model import SecretRef
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, StepState
+from gitopsbot.core.records.journal import OperationKind, StepState
 from gitopsbot.errors import HelmFailed
 from gitopsbot.testing import FakeCluster, FakeHelm
 from tests.core.plan_builders import cluster, desired_values

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from gitopsbot.commands.status import as_json, render
-from gitopsbot.core.operations.journal import OperationStatus
+from gitopsbot.core.records.journal import OperationStatus
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 from tests.fleet.fleet_testing import alias_bomb

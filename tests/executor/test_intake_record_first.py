@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState
-from gitopsbot.core.operations.journal import Journal, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationStatus
 from gitopsbot.errors import ForgeFailed
 from gitopsbot.testing import FakeForge
 from tests.executor.conftest import Env, fleet_files, git

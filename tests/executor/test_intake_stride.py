@@ -8,7 +8,7 @@ files no commit touched remembers where it looked, and records its ``seen`` only
 from __future__ import annotations
 
 from gitopsbot.bot.intake import SEEN_STRIDE
-from gitopsbot.core.operations.journal import OperationStatus
+from gitopsbot.core.records.journal import OperationStatus
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 

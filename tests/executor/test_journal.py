@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitopsbot.core.fleet.model import Component
-from gitopsbot.core.operations import journal as J
-from gitopsbot.core.rollouts.canary_record import CanaryRecord
+from gitopsbot.core.records import journal as J
+from gitopsbot.core.records.canary_record import CanaryRecord
 from gitopsbot.core.rollouts.canary_smoke import CanaryEvidence, CanaryVerdict
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import MaintenanceWindow, RolloutPolicy
 from gitopsbot.core.operations import merge_queue, operation
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus
+from gitopsbot.core.records.journal import OperationKind, OperationStatus
 from gitopsbot.core.rollouts import windows
 
 T0 = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)

@@ -11,14 +11,14 @@ import pytest
 
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, RolloutPolicy
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.operations.operation import Action
+from gitopsbot.core.records.journal import (
     OperationKind,
     OperationStatus,
     PhaseState,
     QueueState,
     StepState,
 )
-from gitopsbot.core.operations.operation import Action
 from gitopsbot.core.rollouts import windows
 from gitopsbot.core.rollouts.gates import PromQueryGate
 from gitopsbot.core.rollouts.rollout import PhaseAction, PoolObservation

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsbot.core.operations.journal import OperationStatus
+from gitopsbot.core.records.journal import OperationStatus
 from tests.executor.conftest import Env, fleet_files
 
 CANARY = "canary-8e1f0c-not-for-git"

@@ -1,7 +1,7 @@
 """The post-renderer helm runs starts without the rest of the bot (#13).
 
 Covers: importing ``gitopsbot.post_render`` (what ``python -m gitopsbot.post_render`` runs)
-loads ``core.planning.postrender``'s own imports and the standard library, and nothing else: no
+loads ``core.charts.postrender``'s own imports and the standard library, and nothing else: no
 kubernetes client, httpx, pygit2, apscheduler, no command line or other command; neither
 the import nor the run of ``python -m gitopsbot.post_render`` (its ``-X importtime`` list)
 loads ``core.fleet.model``, ``core.fleet.yaml_bounds`` or PyYAML (``yaml``); the fast entry and
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.core.planning.postrender import encode_policy
+from gitopsbot.core.charts.postrender import encode_policy
 from tests.executor.adapters.test_postrender import POLICY, STREAM
 
 pytestmark = pytest.mark.slow  # the post-renderer in subprocesses (docs/testing.md)
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow  # the post-renderer in subprocesses (docs/testing
 PROBE = """
 import json, sys
 start = set(sys.modules)
-import gitopsbot.core.planning.postrender
+import gitopsbot.core.charts.postrender
 core = set(sys.modules)
 import gitopsbot.post_render
 print(json.dumps({"start": sorted(start), "core": sorted(core), "entry": sorted(sys.modules)}))
@@ -100,7 +100,7 @@ def test_entry_imports_neither_the_model_nor_pyyaml(loaded: dict[str, set[str]])
 def test_post_render_process_imports_neither_the_model_nor_pyyaml(
     imported_by_the_process: set[str],
 ) -> None:
-    assert "gitopsbot.core.planning.postrender" in imported_by_the_process  # the list is read right
+    assert "gitopsbot.core.charts.postrender" in imported_by_the_process  # the list is read right
     assert "ruamel.yaml" in imported_by_the_process
     found = sorted(m for m in imported_by_the_process if _under(m, NOT_FOR_THE_POST_RENDERER))
     assert found == []
@@ -118,7 +118,7 @@ def test_entry_imports_no_other_part_of_gitopsbot(loaded: dict[str, set[str]]) -
     assert ours - {"gitopsbot", "gitopsbot.post_render"} <= {
         m for m in ours if _under(m, ("gitopsbot.core",))
     }
-    assert "gitopsbot.core.planning.postrender" in ours
+    assert "gitopsbot.core.charts.postrender" in ours
 
 
 def test_entry_adds_only_the_standard_library_to_core_postrender(

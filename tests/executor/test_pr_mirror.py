@@ -11,7 +11,7 @@ from typing import Any
 
 from gitopsbot.bot.pr_mirror import PullRequestMirror
 from gitopsbot.core.forge.forge_types import CommitState
-from gitopsbot.core.operations.journal import OperationStatus
+from gitopsbot.core.records.journal import OperationStatus
 from gitopsbot.errors import ForgeServerError
 from gitopsbot.testing import FakeForge
 from tests.executor.conftest import Env, fleet_files

@@ -22,7 +22,7 @@ from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import StepOutcome
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Journal, OperationStatus, StepKind, StepState
+from gitopsbot.core.records.journal import Journal, OperationStatus, StepKind, StepState
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import Killed, drive, upgrades
 from tests.executor.test_state_commits import state_log

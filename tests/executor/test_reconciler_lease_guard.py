@@ -5,7 +5,7 @@ upgrade."""
 
 from __future__ import annotations
 
-from gitopsbot.core.operations.journal import OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationStatus, StepState
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive, upgrades
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from gitopsbot.bot import failed_marks, waves
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, PhaseState, StepState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, PhaseState, StepState
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive
 

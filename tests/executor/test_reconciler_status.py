@@ -13,7 +13,7 @@ import pytest
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.cli import main
 from gitopsbot.commands.status import render
-from gitopsbot.core.operations.journal import OperationStatus
+from gitopsbot.core.records.journal import OperationStatus
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 

@@ -13,8 +13,9 @@ import pytest
 
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.helm_upgrade import LOCK_WAIT_SECONDS
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     OperationKind,
     OperationStatus,
     RollbackPoint,
@@ -22,7 +23,6 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.planning.observed import HelmReleaseStatus
 from gitopsbot.core.rollouts.tf_objects import TF
 from gitopsbot.errors import ConfigError, HelmChartUnusable
 from gitopsbot.fleetrepo import find_cluster, load_fleet

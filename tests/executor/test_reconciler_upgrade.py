@@ -13,7 +13,7 @@ import pytest
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.core.forge.forge_types import CommitState
-from gitopsbot.core.operations.journal import OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationStatus, StepState
 from tests.executor.conftest import Env, fleet_files
 
 

@@ -18,15 +18,15 @@ import pytest
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.release_reads import PassReads
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     OperationKind,
     OperationStatus,
     RollbackPoint,
     StepState,
 )
-from gitopsbot.core.planning.observed import HelmReleaseStatus
 from gitopsbot.core.rollouts.tf_objects import TF
 from gitopsbot.errors import HelmFailed
 from gitopsbot.fleetrepo import load_fleet

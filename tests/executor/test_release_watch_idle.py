@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from gitopsbot.bot.reconciler import MANUAL_CHECK, MANUAL_CHECK_WATCHED, Reconciler
-from gitopsbot.core.operations.journal import OperationStatus
+from gitopsbot.core.records.journal import OperationStatus
 from gitopsbot.errors import GitOpsBotError, TransientError
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.testing import FakeReleaseWatch

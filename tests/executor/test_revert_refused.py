@@ -35,7 +35,7 @@ from gitopsbot.bot.reconciler import MANUAL_CHECK_WATCHED, PassResult, Reconcile
 from gitopsbot.bot.reverts import REVERT_PR_RETRY
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.fleet.model import BotSettings
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.errors import ForgeServerError, GitUnavailable, PushRefused
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.sandbox.gitremote import GitRemote

@@ -13,9 +13,9 @@ from typing import Any
 
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core.fleet.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.planning import reviewed_chart as rc
 from gitopsbot.core.planning.provenance import Provenance
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.ports.charts import ChartArchive
 
 A = "sha256:" + "a" * 64
@@ -126,7 +126,7 @@ def test_a_plan_of_these_files_renders_and_compares_the_manifests(tmp_path: Path
 
 def test_an_oci_archives_manifest_digest_is_kept_in_the_applys_journal(tmp_path: Path) -> None:
     """The apply's record carries the OCI manifest digest beside the archive's (#30)."""
-    from gitopsbot.core.operations import journal as journal_mod
+    from gitopsbot.core.records import journal as journal_mod
 
     manifest = "sha256:" + "e" * 64
 

@@ -12,9 +12,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.planning import reviewed_chart as rc
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 
 STATE = "gitopsbot-state"
 A = "sha256:" + "a" * 64

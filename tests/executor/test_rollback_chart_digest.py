@@ -21,7 +21,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.fleet.model import BotSettings
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.fleetrepo import load_fleet
 from tests.executor.conftest import NS, RELEASE, Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive

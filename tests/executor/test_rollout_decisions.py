@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gitopsbot.core.fleet.model import Component, MaintenanceWindow, PoolPolicy, RolloutPolicy
-from gitopsbot.core.operations.journal import PhaseProgress, PhaseState
+from gitopsbot.core.records.journal import PhaseProgress, PhaseState
 from gitopsbot.core.rollouts import rollout, windows
 from gitopsbot.core.rollouts.rollout import HaltReason, PhaseAction, PoolObservation
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.errors import KubeForbidden
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive

@@ -30,7 +30,7 @@ from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.cli import main
 from gitopsbot.core.fleet.model import BotSettings
 from gitopsbot.core.forge.webhook_events import github_signature
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus
+from gitopsbot.core.records.journal import OperationKind, OperationStatus
 from gitopsbot.errors import ConfigError
 from gitopsbot.fleetrepo import load_fleet
 from tests.executor.conftest import Env, fleet_files, git, load_fleet_dir

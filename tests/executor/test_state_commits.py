@@ -13,7 +13,7 @@ import pytest
 
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationStatus, StepState
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_operation import journal, nxt
 from tests.executor.test_reconciler_upgrade import Killed, drive, upgrades

@@ -31,7 +31,7 @@ from gitopsbot.bot.progress_log import ProgressLog
 from gitopsbot.bot.reconciler import PassResult, Reconciler
 from gitopsbot.bot.scheduler import Scheduler
 from gitopsbot.bot.steps.executor import Executor
-from gitopsbot.core.operations.journal import OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationStatus, StepState
 from gitopsbot.errors import HelmError
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_scheduler import WallClock

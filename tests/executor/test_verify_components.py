@@ -36,7 +36,7 @@ from gitopsbot.core.fleet.model import (
     SecretRef,
 )
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, StepState
+from gitopsbot.core.records.journal import OperationKind, StepState
 from gitopsbot.core.rollouts.tf_objects import GROUP, TF
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.simulator import ControllerSim, ManualClock, SimConfig, WorkloadSpec

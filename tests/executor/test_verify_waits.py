@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, PhaseState
 from gitopsbot.core.rollouts.tf_objects import CLIENT_SELECTOR, GROUP
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_rollouts import _until

@@ -26,7 +26,7 @@ from gitopsbot.bot.steps.outcome import RETRY
 from gitopsbot.bot.steps.verify import SETTLE_SECONDS
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, PhaseState, StepKind, StepState
+from gitopsbot.core.records.journal import OperationKind, PhaseState, StepKind, StepState
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.testing import FakeCluster, FakeHelm

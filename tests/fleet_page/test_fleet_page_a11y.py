@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from gitopsbot.core.rollouts.batch_record import BatchRecord
-from gitopsbot.core.rollouts.node_states import NodeRecord, NodeState
+from gitopsbot.core.records.batch_record import BatchRecord
+from gitopsbot.core.records.node_states import NodeRecord, NodeState
 from tests.executor.test_status_from_clone import bare_remote, fleet_source, seen
 from tests.fleet_page import browser
 from tests.fleet_page.test_fleet_page_http import T0, dump, serve

@@ -24,10 +24,10 @@ from gitopsbot.adapters.metrics_server import MetricsServer
 from gitopsbot.bot import fleet_reads
 from gitopsbot.cli import main
 from gitopsbot.core.fleet.model import Component
-from gitopsbot.core.notices.fleet_view import FleetSnapshot
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations.journal import Step, StepKind, StepState
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import Step, StepKind, StepState
 from gitopsbot.core.replicas.health import Verdict
+from gitopsbot.core.views.fleet_view import FleetSnapshot
 from tests.executor.test_status_from_clone import bare_remote, fleet_source, seen
 from tests.test_live_view import journal_at
 

@@ -10,9 +10,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import Component, ForgeSettings
-from gitopsbot.core.notices import fleet_view
-from gitopsbot.core.notices.fleet_view import ClusterRecords, FleetSnapshot
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.batch_record import BatchRecord
+from gitopsbot.core.records.journal import (
     OperationStatus,
     PhaseProgress,
     PhaseState,
@@ -20,8 +19,9 @@ from gitopsbot.core.operations.journal import (
     Step,
     StepKind,
 )
-from gitopsbot.core.rollouts.batch_record import BatchRecord
-from gitopsbot.core.rollouts.node_states import NodeRecord, NodeState
+from gitopsbot.core.records.node_states import NodeRecord, NodeState
+from gitopsbot.core.views import fleet_view
+from gitopsbot.core.views.fleet_view import ClusterRecords, FleetSnapshot
 from gitopsbot.core.waves.promotion import ClusterEvidence
 from tests.test_live_view import POOL_STEP, journal_at
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.prometheus import PromServer
 from gitopsbot.sandbox.story import (
     BotRunner,

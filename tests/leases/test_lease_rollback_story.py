@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gitopsbot.bot.lease_keeper import LeaseKeeper, LeaseTiming
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

@@ -28,7 +28,7 @@ from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.bot.shard_keeper import ShardKeeper
 from gitopsbot.core.fleet.model import MaintenanceWindow
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 from gitopsbot.core.rollouts import windows
 from gitopsbot.testing import FakeLeases
 

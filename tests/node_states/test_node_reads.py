@@ -6,7 +6,7 @@ from typing import Any
 
 from gitopsbot.bot.node_reads import node_snapshots
 from gitopsbot.core.fleet.model import ClusterSpec, Environment, ReleaseSpec, RolloutPolicy
-from gitopsbot.core.rollouts.node_states import NodeSnapshot
+from gitopsbot.core.records.node_states import NodeSnapshot
 from gitopsbot.testing import FakeCluster
 
 NEW = "tensorfusion/tensor-fusion-hypervisor:2.16.0"

@@ -6,8 +6,8 @@ restart that reads the records back from their journal form."""
 from __future__ import annotations
 
 from gitopsbot.bot.node_reads import node_snapshots
-from gitopsbot.core.rollouts import node_states as ns
-from gitopsbot.core.rollouts.node_states import NodeRecord, NodeState
+from gitopsbot.core.records import node_states as ns
+from gitopsbot.core.records.node_states import NodeRecord, NodeState
 from gitopsbot.testing import FakeCluster
 from tests.node_states.test_node_reads import NEW, OLD, gpunode, node, pod, spec
 from tests.node_states.test_transitions import at

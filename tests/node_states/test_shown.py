@@ -17,7 +17,7 @@ from gitopsbot.bot import report
 from gitopsbot.bot.gauges import PassGauges, node_counts
 from gitopsbot.commands import status
 from gitopsbot.core.fleet.model import Component
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     PhaseProgress,
@@ -26,8 +26,8 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
+from gitopsbot.core.records.node_states import NodeRecord, NodeState
 from gitopsbot.core.rollouts import phase_view
-from gitopsbot.core.rollouts.node_states import NodeRecord, NodeState
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=10)

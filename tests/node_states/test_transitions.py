@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.rollouts import node_states as ns
-from gitopsbot.core.rollouts.node_states import NodeRecord, NodeSnapshot, NodeState
+from gitopsbot.core.records import node_states as ns
+from gitopsbot.core.records.node_states import NodeRecord, NodeSnapshot, NodeState
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 

@@ -24,7 +24,7 @@ from gitopsbot.core.notices.notifications import (
     take,
     webhook_payload,
 )
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 
 K = HappeningKind
 AT = datetime(2026, 12, 3, 15, 0, tzinfo=UTC)

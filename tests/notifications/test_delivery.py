@@ -21,8 +21,8 @@ from gitopsbot.bot.announcer import Announcer
 from gitopsbot.core.fleet.model import ForgeSettings, NotificationTarget, SecretRef
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
 from gitopsbot.core.notices.notifications import PAYLOAD_VERSION, RateLimit
-from gitopsbot.core.operations import journal as J
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records import journal as J
+from gitopsbot.core.records.journal import OperationKind
 from tests.notifications.receiver import Receiver
 
 K = HappeningKind

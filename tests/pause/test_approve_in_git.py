@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
 from gitopsbot.core.operations import pause
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
-from gitopsbot.core.operations import journal as journal_mod
 from gitopsbot.core.operations import pause
-from gitopsbot.core.operations.journal import OperationStatus, PhaseProgress, PhaseState, StepState
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import OperationStatus, PhaseProgress, PhaseState, StepState
 from gitopsbot.core.rollouts import rollout
 from gitopsbot.core.rollouts.rollout import PhaseAction, PoolObservation
 from gitopsbot.errors import FleetError

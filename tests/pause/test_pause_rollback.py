@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.core.forge.forge_types import find_marker
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from tests.executor.conftest import Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 from tests.pause.test_pause_git import M

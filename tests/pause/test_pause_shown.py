@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from gitopsbot.bot import report
 from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
-from gitopsbot.core.operations.journal import Journal, OperationKind, PhaseProgress, PhaseState
 from gitopsbot.core.operations.operation import new_operation
+from gitopsbot.core.records.journal import Journal, OperationKind, PhaseProgress, PhaseState
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 STEP = "pool/b/hypervisor"

@@ -12,7 +12,7 @@ import pytest
 from gitopsbot.core.forge import pr_commands
 from gitopsbot.core.forge.forge_types import find_marker
 from gitopsbot.core.forge.pr_commands import Verb
-from gitopsbot.core.operations.journal import OperationStatus, PhaseState, StepState
+from gitopsbot.core.records.journal import OperationStatus, PhaseState, StepState
 from gitopsbot.errors import FleetError, ForgeUnauthorized, GitUnavailable
 from gitopsbot.fleetrepo import load_fleet
 from tests.executor.conftest import Env, fleet_files, rollout_yaml

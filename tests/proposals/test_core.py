@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gitopsbot.core.charts.chart import ChartVersion
 from gitopsbot.core.fleet.model import UpgradeScope
 from gitopsbot.core.forge.forge_types import CommitState
-from gitopsbot.core.planning.chart import ChartVersion
 from gitopsbot.core.policy import Decision
 from gitopsbot.core.proposing.proposals import (
     ClusterInput,

@@ -17,8 +17,8 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.fleet.commit_classes import PROPOSAL_TRAILER
 from gitopsbot.core.fleet.model import RolloutPolicy
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationStatus, StepState
 from gitopsbot.core.proposing.proposals import LEDGER_FILE
+from gitopsbot.core.records.journal import OperationStatus, StepState
 from gitopsbot.ports.forge import Forge
 from tests.proposals.conftest import World, git
 from tests.proposals.test_pass import open_pulls, writes

@@ -25,11 +25,11 @@ from gitopsbot.adapters.builtin_policies import builtin_policy_documents
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
 from gitopsbot.bot.steps.crds import crds as crds_step
+from gitopsbot.core.charts.chart import Chart, parse_chart_files
+from gitopsbot.core.charts.crd_diff import diff_charts
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, StepState
-from gitopsbot.core.planning.chart import Chart, parse_chart_files
-from gitopsbot.core.planning.crd_diff import diff_charts
 from gitopsbot.core.policy import Decision, PolicyInput, decide, evaluate, load_rules
+from gitopsbot.core.records.journal import OperationKind, StepState
 from gitopsbot.ports.helm import ChartRef, Helm
 from tests.realkube import tf_support as tfs
 

@@ -37,9 +37,9 @@ import pytest
 
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, StepState
-from gitopsbot.core.planning.observed import HelmReleaseStatus
+from gitopsbot.core.records.journal import OperationKind, StepState
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.chartrepo import ChartRepo

@@ -25,7 +25,7 @@ from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.fleet.model import ClusterSpec, Component
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Journal, OperationKind, StepState
+from gitopsbot.core.records.journal import Journal, OperationKind, StepState
 from gitopsbot.sandbox.chartrepo import ChartRepo
 from tests.realkube import tf_support as tfs
 

@@ -34,10 +34,10 @@ from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.bot.steps.outcome import RETRY_AFTER_WAIT
 from gitopsbot.bot.steps.verify import SETTLE_SECONDS
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.core.fleet.model import ClusterSpec, Component, Share, SmokeTest
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Journal, OperationKind, RollbackPoint, StepState
-from gitopsbot.core.planning.observed import HelmReleaseStatus
+from gitopsbot.core.records.journal import Journal, OperationKind, RollbackPoint, StepState
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.chartrepo import ChartRepo

@@ -20,7 +20,7 @@ import pytest
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.kube_events import KubeEvents
 from gitopsbot.core.notices.kube_events import ObjectRef
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import KubeForbidden
 from gitopsbot.sandbox.story import BotRunner, StoryOptions, StoryWorld, finished_op, wait_for

@@ -16,7 +16,7 @@ import pytest
 from gitopsbot.bot import rehearsal_store
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.core import rehearsal as rh
-from gitopsbot.core.operations.journal import Journal, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationStatus
 from tests.executor.conftest import Env, fleet_files, make_env
 
 

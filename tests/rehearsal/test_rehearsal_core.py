@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.core.fleet.model import Component
 from gitopsbot.core.forge.forge_types import find_marker, with_marker
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     PhaseProgress,

@@ -13,7 +13,7 @@ from gitopsbot.bot import rehearsal_store
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.core.fleet.model import BotSettings, Component, RehearsalSettings
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

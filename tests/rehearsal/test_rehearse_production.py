@@ -26,7 +26,7 @@ from gitopsbot.commands import plan as plan_command
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, StepKind
+from gitopsbot.core.records.journal import OperationKind, StepKind
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.sandbox import rehearsal as sr
 

@@ -6,14 +6,14 @@ from dataclasses import replace
 
 import pytest
 
+from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.model import CredentialsSpec, Location, SecretRef
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, StepKind
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan import Plan, make_plan
 from gitopsbot.core.planning.plan import StepKind as PlanStep
 from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import Decision
+from gitopsbot.core.records.journal import OperationKind, StepKind
 from gitopsbot.core.rotation import credentials as rotation
 from tests.core.plan_builders import cluster, desired_values, pool, small_chart
 

@@ -14,7 +14,7 @@ import pytest
 
 from gitopsbot.bot.steps import rotation as steps
 from gitopsbot.core.fleet.model import CredentialsSpec, SecretRef
-from gitopsbot.core.operations.journal import Step, StepKind, StepState
+from gitopsbot.core.records.journal import Step, StepKind, StepState
 from gitopsbot.errors import KubeInvalid, KubeServerError
 from gitopsbot.testing import FakeCluster
 from tests.core.plan_builders import cluster, pool

@@ -19,8 +19,8 @@ import pytest
 from gitopsbot import app
 from gitopsbot.bot import waves
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

@@ -16,7 +16,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.fleet.model import FailedVersion, RolloutPolicy
 from gitopsbot.core.fleet.settings_file import parse_settings
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationKind, OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from tests.proposals.conftest import TOKEN, World, charts, git, world_factory
 from tests.waves.test_waves_plan import WAVES, bump
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from gitopsbot.bot import report
 from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.operations.operation import new_operation
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 WAVES = (

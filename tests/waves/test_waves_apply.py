@@ -18,7 +18,7 @@ from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.cli import main
 from gitopsbot.core.fleet.model import BotSettings
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.testing import FakeCluster, FakeHelm

@@ -17,7 +17,7 @@ from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.cli import main
 from gitopsbot.core.fleet.model import RolloutPolicy
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import OperationStatus, StepState
+from gitopsbot.core.records.journal import OperationStatus, StepState
 from tests.proposals.conftest import TOKEN, World, charts, git, world_factory
 
 __all__ = ["charts", "world_factory"]  # fixtures, used by name

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus, PhaseState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.simulator import WorkloadSpec
 from gitopsbot.sandbox.simulator.sessions import end_session
 from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for

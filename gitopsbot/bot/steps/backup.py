@@ -10,8 +10,8 @@ from gitopsbot.bot.steps.cluster_reads import crd_digest, pool_images
 from gitopsbot.bot.steps.outcome import StepOutcome
 from gitopsbot.core.fleet import secrets as secrets_mod
 from gitopsbot.core.fleet.model import ClusterSpec
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations.journal import Journal, RollbackPoint, StepState
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import Journal, RollbackPoint, StepState
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import Helm

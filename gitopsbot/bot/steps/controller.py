@@ -11,7 +11,7 @@ from datetime import datetime
 
 from gitopsbot.bot.steps.outcome import WAIT_SLICE_SECONDS, StepOutcome, retry_after_wait
 from gitopsbot.core.fleet.model import ClusterSpec
-from gitopsbot.core.operations.journal import Step, StepState
+from gitopsbot.core.records.journal import Step, StepState
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.ports.cluster import Cluster
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from gitopsbot.bot.steps.cluster_reads import CRD_API, crd_digest
 from gitopsbot.bot.steps.outcome import StepOutcome
+from gitopsbot.core.charts import chart as chart_mod
 from gitopsbot.core.fleet.model import ClusterSpec
-from gitopsbot.core.operations import journal as journal_mod
-from gitopsbot.core.operations.journal import Effect, Journal, StepState
-from gitopsbot.core.planning import chart as chart_mod
+from gitopsbot.core.records import journal as journal_mod
+from gitopsbot.core.records.journal import Effect, Journal, StepState
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import ChartRef, Helm
 

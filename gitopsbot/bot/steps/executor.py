@@ -34,10 +34,11 @@ from gitopsbot.bot.steps import verify as verify_step
 from gitopsbot.bot.steps.cluster_reads import pool_images
 from gitopsbot.bot.steps.outcome import RETRY, WAIT_SLICE_SECONDS, SecretSource, StepOutcome
 from gitopsbot.core.fleet.model import ClusterSpec, Component
-from gitopsbot.core.operations.journal import Journal, RollbackPoint, Step, StepKind, StepState
+from gitopsbot.core.records.batch_record import GateNote
+from gitopsbot.core.records.journal import Journal, RollbackPoint, Step, StepKind, StepState
+from gitopsbot.core.records.node_states import NodeSnapshot
 from gitopsbot.core.rollouts import canary_smoke, rollout
 from gitopsbot.core.rollouts import tf_objects as tf
-from gitopsbot.core.rollouts.batch_record import GateNote
 from gitopsbot.core.rollouts.canary_smoke import (
     CanaryEvidence,
     CanaryResult,
@@ -45,7 +46,6 @@ from gitopsbot.core.rollouts.canary_smoke import (
     CanaryVerdict,
 )
 from gitopsbot.core.rollouts.gates import Gate, PrometheusEndpoint, needs_prometheus
-from gitopsbot.core.rollouts.node_states import NodeSnapshot
 from gitopsbot.errors import (
     ChartInvalid,
     ChartNotFound,

@@ -37,11 +37,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from gitopsbot.bot.steps.outcome import RETRY, SecretSource, StepOutcome
+from gitopsbot.core.charts.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.core.fleet import secrets as secrets_mod
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Effect, Journal, Step, StepState
-from gitopsbot.core.planning.observed import HelmReleaseInfo, HelmReleaseStatus
+from gitopsbot.core.records.journal import Effect, Journal, Step, StepState
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import ChartRef, Helm
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gitopsbot.core.fleet.model import SecretRef
-from gitopsbot.core.operations.journal import Effect, RollbackPoint, StepState
+from gitopsbot.core.records.journal import Effect, RollbackPoint, StepState
 
 VERIFY_TIMEOUT_SECONDS = 600
 RETRY = 5.0

@@ -19,8 +19,8 @@ from gitopsbot.bot import workload_reads
 from gitopsbot.bot.steps.cluster_reads import pool_images
 from gitopsbot.bot.steps.outcome import WAIT_SLICE_SECONDS
 from gitopsbot.bot.steps.verify import check_nodes
+from gitopsbot.core.charts.postrender import go_duration
 from gitopsbot.core.fleet.model import ClusterSpec, Component
-from gitopsbot.core.planning.postrender import go_duration
 from gitopsbot.core.rollouts import rollout
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import KubeConflict, KubeError, PermanentError

@@ -30,10 +30,10 @@ from gitopsbot.bot.steps.helm_upgrade import (
     started_by,
 )
 from gitopsbot.bot.steps.outcome import SecretSource, StepOutcome
+from gitopsbot.core.charts.observed import HelmReleaseInfo
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Effect, Journal, RollbackPoint, Step, StepState
-from gitopsbot.core.planning.observed import HelmReleaseInfo
+from gitopsbot.core.records.journal import Effect, Journal, RollbackPoint, Step, StepState
 from gitopsbot.ports.cluster import Cluster
 from gitopsbot.ports.helm import ChartRef, Helm
 

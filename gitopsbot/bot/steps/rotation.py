@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitopsbot.bot.steps.outcome import RETRY, SecretSource, StepOutcome
 from gitopsbot.core.fleet.model import ClusterSpec
-from gitopsbot.core.operations.journal import Step, StepState
+from gitopsbot.core.records.journal import Step, StepState
 from gitopsbot.core.rollouts import agent_reconnect, hypervisor_restart, windows, workload_wait
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.core.rotation import credentials as rotation

@@ -23,7 +23,7 @@ from gitopsbot.bot.steps.outcome import (
     retry_after_wait,
 )
 from gitopsbot.core.fleet.model import ClusterSpec, Component
-from gitopsbot.core.operations.journal import Step, StepState
+from gitopsbot.core.records.journal import Step, StepState
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.ports.cluster import Cluster
 

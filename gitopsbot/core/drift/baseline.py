@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitopsbot.core.drift.report import DriftReport
-from gitopsbot.core.operations.journal import dump_yaml, load_yaml
+from gitopsbot.core.records.journal import dump_yaml, load_yaml
 
 FILE = "drift.yaml"
 MAX_ITEMS = 20  # the record is a pointer for status; `gitopsbot drift` lists everything

@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gitopsbot.core.charts.values_diff import ChangeKind, diff_values, get_path, leaf_paths
 from gitopsbot.core.fleet import secrets as secrets_mod
 from gitopsbot.core.notices.kube_events import WARNING, EventSpec, note_of
 from gitopsbot.core.operations.manual_revision import ManualRevision
-from gitopsbot.core.planning.values_diff import ChangeKind, diff_values, get_path, leaf_paths
 
 SECRET_DIFFERS = "differs (digest)"
 ABSENT = "(absent)"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitopsbot.core.fleet.canary_spec import DEFAULT_TIMEOUT, CanarySmoke
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.values_file import plain_manifest
-from gitopsbot.core.rollouts.canary_smoke import DEFAULT_TIMEOUT, CanarySmoke
 
 _KEYS = ("timeout", "pools", "manifest")
 # The bot sets these itself: a value written in the file would be overwritten silently.

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsbot.core.fleet.fields import DNS_LABEL, ENV_VAR, FieldReader, join, kind_of
-from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
-from gitopsbot.core.rollouts.gates import (
+from gitopsbot.core.fleet.gate_specs import (
     GATE_RETRY_DEFAULT,
     GATE_RETRY_INTERVAL_DEFAULT,
     KUBE_CHECKS,
@@ -45,6 +44,7 @@ from gitopsbot.core.rollouts.gates import (
     PromQueryGate,
     needs_prometheus,
 )
+from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
 
 # The keys this file reads: the integrator adds them to rollout_file's known keys.
 GATE_POOL_KEYS = ("gates", "gateRetries", "gateRetryInterval")

@@ -16,7 +16,6 @@ from typing import Any
 from gitopsbot.core.fleet.fields import FieldReader, kind_of
 from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.fleet.model import ChartKeyring
-from gitopsbot.core.planning.provenance import normalised_prefix
 
 _KEYS = ("repository", "keyring")
 # A chart repository URL (or a prefix of one), no credentials in it.
@@ -66,3 +65,8 @@ def _entry(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> ChartKeyri
     if len(r.problems) > before or not repository or not keyring:
         return None
     return ChartKeyring(repository=repository, keyring=keyring)
+
+
+def normalised_prefix(url: str) -> str:
+    """``url`` without trailing slashes: how entries and repositories are compared."""
+    return url.rstrip("/")

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
+from gitopsbot.core.fleet.canary_spec import CanarySmoke
+from gitopsbot.core.fleet.gate_specs import Gate, PrometheusEndpoint
+from gitopsbot.core.fleet.workload_specs import WorkloadAwareness
 from gitopsbot.core.fleet.yaml_bounds import DEFAULT_LIMITS, YamlLimits
-from gitopsbot.core.rollouts.canary_smoke import CanarySmoke
-from gitopsbot.core.rollouts.gates import Gate, PrometheusEndpoint
-from gitopsbot.core.rollouts.workload_wait import WorkloadAwareness
 
 
 class Component(StrEnum):

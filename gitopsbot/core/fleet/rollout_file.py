@@ -10,6 +10,7 @@ from typing import Any
 from croniter import CroniterError, croniter
 
 from gitopsbot.core.fleet.fields import DNS_LABEL, TIMEZONE, FieldReader, join, kind_of, suggest
+from gitopsbot.core.fleet.gate_specs import PrometheusEndpoint
 from gitopsbot.core.fleet.gates_file import (
     GATE_POOL_KEYS,
     PROMETHEUS_KEY,
@@ -27,7 +28,6 @@ from gitopsbot.core.fleet.model import (
     Share,
 )
 from gitopsbot.core.fleet.workload_file import WORKLOAD_POOL_KEYS, read_workload_awareness
-from gitopsbot.core.rollouts.gates import PrometheusEndpoint
 
 _ROLLOUT_KEYS = (
     "order",

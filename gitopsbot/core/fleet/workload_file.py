@@ -25,7 +25,7 @@ from typing import Any
 
 from gitopsbot.core.fleet.fields import DNS_LABEL, FieldReader, join, kind_of
 from gitopsbot.core.fleet.located_yaml import LocatedMap
-from gitopsbot.core.rollouts.workload_wait import (
+from gitopsbot.core.fleet.workload_specs import (
     ON_TIMEOUT,
     OPT_OUT_ANNOTATION,
     UNTIL,

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gitopsbot.core.forge.forge_types import PullComment
-from gitopsbot.core.operations.journal import Journal
 from gitopsbot.core.operations.pause import CLUSTER, token_pool
+from gitopsbot.core.records.journal import Journal
 
 PREFIX = "/gitopsbot"
 # Lines of ``Journal.commands`` kept: the state branch's history has every one of them.

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records import canary_record
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -24,7 +25,7 @@ from gitopsbot.core.operations.journal import (
     Step,
     StepState,
 )
-from gitopsbot.core.rollouts import canary_record, phase_view
+from gitopsbot.core.rollouts import phase_view
 
 
 class HappeningKind(StrEnum):

@@ -20,7 +20,7 @@ from typing import Any
 
 from gitopsbot.core.fleet.model import ForgeSettings, NotificationTarget
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
-from gitopsbot.core.operations.journal import OperationKind
+from gitopsbot.core.records.journal import OperationKind
 
 PAYLOAD_VERSION = "gitopsbot.notification/v1"
 DETAIL_LIMIT = 1500  # characters of a failure's detail told in chat (the journal has it all)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gitopsbot.core.operations.journal import Journal, dump_yaml, load_yaml
+from gitopsbot.core.charts.observed import HelmReleaseInfo
 from gitopsbot.core.operations.operation import HELM_DESCRIPTION
-from gitopsbot.core.planning.observed import HelmReleaseInfo
+from gitopsbot.core.records.journal import Journal, dump_yaml, load_yaml
 
 FILE = "manual-revision.yaml"
 _BOT = HELM_DESCRIPTION.split("{", 1)[0]  # "gitopsbot op="

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from gitopsbot.core.operations.journal import Journal, OperationStatus, QueueState
+from gitopsbot.core.records.journal import Journal, OperationStatus, QueueState
 from gitopsbot.core.rollouts import windows
 
 

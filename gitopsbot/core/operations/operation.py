@@ -26,7 +26,9 @@ from typing import Any
 
 from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
 from gitopsbot.core.operations import pause
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.planning.plan import Plan
+from gitopsbot.core.planning.plan import StepKind as PlanStep
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,
@@ -35,8 +37,6 @@ from gitopsbot.core.operations.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.core.planning.plan import Plan
-from gitopsbot.core.planning.plan import StepKind as PlanStep
 from gitopsbot.core.rollouts import rollout, windows
 from gitopsbot.core.rotation import credentials as rotation
 

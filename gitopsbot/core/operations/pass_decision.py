@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from gitopsbot.core.fleet.model import ClusterSpec, RolloutPolicy
 from gitopsbot.core.operations import merge_queue, operation, pause
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.rollouts import windows
 from gitopsbot.core.waves import promotion_gate
 from gitopsbot.core.waves.canary_marks import CanaryFailure

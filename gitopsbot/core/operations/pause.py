@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gitopsbot.core.fleet.model import RolloutPolicy
-from gitopsbot.core.operations.journal import Journal, OperationKind, StepKind, StepState
+from gitopsbot.core.records.journal import Journal, OperationKind, StepKind, StepState
 
 CLUSTER = "*"  # the key of a comment's hold on the whole cluster (core.pr_commands)
 

@@ -2,7 +2,7 @@
 render a ```` ```mermaid ```` block as a picture; elsewhere it stays readable text).
 
 ``planned`` draws the plan's timeline: per pool (in rollout order, one after another) each
-phase's canary and batches with the plan's estimates (``core.planning.timeline``), the maintenance
+phase's canary and batches with the plan's estimates (``core.rollouts.timeline``), the maintenance
 window's length from the pool's start, and its maxDuration as a milestone. ``actual`` draws
 an operation as it happened: each step from its start to its end (a running one to "now"),
 a pool phase's batches from the progress marks the bot recorded (``core.rollouts.phase_view``), and
@@ -20,9 +20,9 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from gitopsbot.core.operations.journal import Journal, PhaseState, StepState
-from gitopsbot.core.planning.timeline import PoolTimeline
+from gitopsbot.core.records.journal import Journal, PhaseState, StepState
 from gitopsbot.core.rollouts import phase_view
+from gitopsbot.core.rollouts.timeline import PoolTimeline
 
 # A task name may not hold ":" (the field separator), "#" or ";" (comments, statement end).
 _UNSAFE = re.compile(r"[:#;\n\r`]")
@@ -69,7 +69,7 @@ def _bars(prefix: str, count: int, each: int, start: int, tag: str = "") -> tupl
 
 def planned(pools: Sequence[PoolTimeline]) -> str:
     """The plan's timeline: each phase's estimate (readiness and batch intervals included,
-    ``core.planning.timeline``) split evenly over its batches."""
+    ``core.rollouts.timeline``) split evenly over its batches."""
     body: list[str] = []
     t = 0
     for pool in pools:

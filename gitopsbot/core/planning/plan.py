@@ -30,25 +30,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gitopsbot.core.charts.chart import Chart, ChartIndex
+from gitopsbot.core.charts.crd_diff import CrdDiff, diff_charts
+from gitopsbot.core.charts.images import ImageChange, image_changes
+from gitopsbot.core.charts.observed import DeployedState
+from gitopsbot.core.charts.port_changes import DEFAULT_HYPERVISOR_PORT as DEFAULT_HYPERVISOR_PORT
+from gitopsbot.core.charts.port_changes import HYPERVISOR_PORT_KEY as HYPERVISOR_PORT_KEY
+from gitopsbot.core.charts.port_changes import PortChange as PortChange
+from gitopsbot.core.charts.port_changes import hypervisor_port_changes as hypervisor_port_changes
+from gitopsbot.core.charts.schema_check import check_values
+from gitopsbot.core.charts.values_diff import ValuesDiff, diff_values
 from gitopsbot.core.fleet.model import ClusterSpec, Component, Location, PoolPolicy
 from gitopsbot.core.fleet.secrets import find_secret_literals
 from gitopsbot.core.planning import reviewed_chart
-from gitopsbot.core.planning.chart import Chart, ChartIndex
-from gitopsbot.core.planning.crd_diff import CrdDiff, diff_charts
-from gitopsbot.core.planning.images import ImageChange, image_changes
-from gitopsbot.core.planning.observed import DeployedState
 from gitopsbot.core.planning.plan_admission import admission_settings as admission_settings
 from gitopsbot.core.planning.plan_admission import describe_gate as describe_gate
-from gitopsbot.core.planning.plan_steps import IMPACT as IMPACT
-from gitopsbot.core.planning.plan_steps import Step as Step
-from gitopsbot.core.planning.plan_steps import StepKind as StepKind
-from gitopsbot.core.planning.port_changes import DEFAULT_HYPERVISOR_PORT as DEFAULT_HYPERVISOR_PORT
-from gitopsbot.core.planning.port_changes import HYPERVISOR_PORT_KEY as HYPERVISOR_PORT_KEY
-from gitopsbot.core.planning.port_changes import PortChange as PortChange
-from gitopsbot.core.planning.port_changes import hypervisor_port_changes as hypervisor_port_changes
-from gitopsbot.core.planning.schema_check import check_values
-from gitopsbot.core.planning.timeline import PoolTimeline, pool_timeline
-from gitopsbot.core.planning.values_diff import ValuesDiff, diff_values
 from gitopsbot.core.policy import (
     Decision,
     PolicyInput,
@@ -58,7 +54,11 @@ from gitopsbot.core.policy import (
     evaluate,
     restart_needed,
 )
+from gitopsbot.core.records.plan_steps import IMPACT as IMPACT
+from gitopsbot.core.records.plan_steps import Step as Step
+from gitopsbot.core.records.plan_steps import StepKind as StepKind
 from gitopsbot.core.rollouts.canary_smoke import CanarySmoke
+from gitopsbot.core.rollouts.timeline import PoolTimeline, pool_timeline
 from gitopsbot.core.rotation import credentials as rotation
 from gitopsbot.core.rotation.plan import rotation_alone, rotation_steps
 from gitopsbot.errors import Problem

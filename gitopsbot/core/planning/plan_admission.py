@@ -5,9 +5,9 @@ description) in rollout.yaml's words (``core.planning.plan`` re-exports these na
 from __future__ import annotations
 
 from gitopsbot.core.fleet.model import PoolPolicy
-from gitopsbot.core.planning.timeline import format_duration
 from gitopsbot.core.rollouts.canary_smoke import CanarySmoke
 from gitopsbot.core.rollouts.gates import AlertsGate, Gate, KubeGate, PromQueryGate
+from gitopsbot.core.rollouts.timeline import format_duration
 
 
 def describe_gate(gate: Gate) -> str:

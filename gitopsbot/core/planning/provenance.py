@@ -24,15 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gitopsbot.core.fleet.keyrings_settings import normalised_prefix as normalised_prefix
 from gitopsbot.core.fleet.model import ChartKeyring, Location
 from gitopsbot.core.policy import Outcome, Severity, Verdict
 
 RULE = "CHART-PROVENANCE"
-
-
-def normalised_prefix(url: str) -> str:
-    """``url`` without trailing slashes: how entries and repositories are compared."""
-    return url.rstrip("/")
 
 
 def covers(prefix: str, repo_url: str) -> bool:

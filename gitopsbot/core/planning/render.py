@@ -10,13 +10,13 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from gitopsbot.core.charts.crd_diff import CrdChange, CrdChangeKind
+from gitopsbot.core.charts.values_diff import ChangeKind
 from gitopsbot.core.fleet.model import Location
 from gitopsbot.core.planning import gantt
-from gitopsbot.core.planning.crd_diff import CrdChange, CrdChangeKind
 from gitopsbot.core.planning.plan import Plan
-from gitopsbot.core.planning.timeline import format_duration
-from gitopsbot.core.planning.values_diff import ChangeKind
 from gitopsbot.core.policy import RULES_DOC, Decision, Outcome
+from gitopsbot.core.rollouts.timeline import format_duration
 
 JSON_SCHEMA_VERSION = 1
 MARKER = "<!-- gitopsbot:plan -->"

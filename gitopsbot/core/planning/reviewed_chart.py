@@ -33,9 +33,9 @@ from typing import Any
 
 from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.model import Location
-from gitopsbot.core.operations.journal import Journal, StepKind
 from gitopsbot.core.planning import provenance as provenance_mod
 from gitopsbot.core.policy import Outcome, Severity, Verdict, rule_doc
+from gitopsbot.core.records.journal import Journal, StepKind
 from gitopsbot.errors import FleetError
 
 PREFIX = "sha256:"

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gitopsbot.core.fleet.model import ClusterSpec
-from gitopsbot.core.operations.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.policy import Decision, Rule, Verdict, decide
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 
 # Check kinds that protect the cluster itself, whatever the change: they judge rollbacks too.
 HARD_CHECKS = frozenset({"crd_drops_version"})

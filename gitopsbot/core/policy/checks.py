@@ -12,19 +12,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from gitopsbot.core.fleet.model import ClusterSpec, Component
-from gitopsbot.core.fleet.secrets import find_secret_literals, join_path, split_path
-from gitopsbot.core.planning.chart import Chart, ChartIndex, major, semver_key
-from gitopsbot.core.planning.crd_diff import CrdDiff
-from gitopsbot.core.planning.images import ImageChange
-from gitopsbot.core.planning.observed import DeployedState
-from gitopsbot.core.planning.values_diff import (
+from gitopsbot.core.charts.chart import Chart, ChartIndex, major, semver_key
+from gitopsbot.core.charts.crd_diff import CrdDiff
+from gitopsbot.core.charts.images import ImageChange
+from gitopsbot.core.charts.observed import DeployedState
+from gitopsbot.core.charts.values_diff import (
     ValuesDiff,
     get_path,
     has_path,
     leaf_paths,
     merge_values,
 )
+from gitopsbot.core.fleet.model import ClusterSpec, Component
+from gitopsbot.core.fleet.secrets import find_secret_literals, join_path, split_path
 from gitopsbot.errors import Problem
 
 
@@ -289,7 +289,7 @@ def check_app_version_downgrade(inp: PolicyInput, params: Mapping[str, Any]) -> 
 def check_crd_drops_version(inp: PolicyInput, params: Mapping[str, Any]) -> list[str]:
     if inp.crd_diff is None:
         return []
-    from gitopsbot.core.planning.crd_diff import CrdChangeKind
+    from gitopsbot.core.charts.crd_diff import CrdChangeKind
 
     kinds = {
         CrdChangeKind.CRD_REMOVED,

@@ -30,12 +30,12 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from gitopsbot.core.charts.chart import ChartVersion, semver_key
 from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.commit_classes import ProposalId
 from gitopsbot.core.fleet.model import UpgradeScope
 from gitopsbot.core.fleet.yamledit import set_value
 from gitopsbot.core.forge.forge_types import CommitState
-from gitopsbot.core.planning.chart import ChartVersion, semver_key
 from gitopsbot.core.policy import Decision
 from gitopsbot.errors import FleetError
 

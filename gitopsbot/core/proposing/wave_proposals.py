@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from gitopsbot.core.charts.chart import ChartVersion, semver_key
 from gitopsbot.core.fleet.commit_classes import ProposalId
-from gitopsbot.core.planning.chart import ChartVersion, semver_key
 from gitopsbot.core.proposing.proposals import (
     HYPERVISOR_IMAGE_PATH,
     RELEASE_VERSION_PATH,

@@ -7,7 +7,7 @@ the switch is open, ``admit`` decides with those levers:
 - **Window fit.** The next batch opens only if its expected duration fits in what is left of
   the maintenance window; otherwise the switch stays closed until the next window. The
   expectation is the median of this phase's measured batches, or, before the first, the
-  plan's estimate (``core.planning.timeline``: readiness plus the step wait). A batch longer than
+  plan's estimate (``core.rollouts.timeline``: readiness plus the step wait). A batch longer than
   the
   whole window can never fit: it is admitted (else the pool would never finish) and says so.
   Against ``maxDuration`` only measured batches count: halting on a rough estimate would
@@ -37,14 +37,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gitopsbot.core.fleet.model import Component, PoolPolicy
-from gitopsbot.core.operations.journal import PhaseProgress, PhaseState
-from gitopsbot.core.planning.timeline import (
+from gitopsbot.core.records.journal import PhaseProgress, PhaseState
+from gitopsbot.core.rollouts import windows
+from gitopsbot.core.rollouts.timeline import (
     BUDGET_INTERVAL_SECONDS,
     DEFAULT_READINESS_SECONDS,
     MIN_STEP_SECONDS,
     format_duration,
 )
-from gitopsbot.core.rollouts import windows
 
 # How often to look again while the budget is used up (a node may come back any time).
 BUDGET_LOOK = timedelta(seconds=10)

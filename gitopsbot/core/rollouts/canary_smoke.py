@@ -13,10 +13,17 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
-FILE = "canary-smoke.yaml"
+from gitopsbot.core.fleet.canary_spec import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from gitopsbot.core.fleet.canary_spec import FILE as FILE
+from gitopsbot.core.fleet.canary_spec import CanarySmoke as CanarySmoke
+from gitopsbot.core.fleet.canary_spec import PoolShape as PoolShape
+from gitopsbot.core.records.canary_record import CanaryEvidence as CanaryEvidence
+from gitopsbot.core.records.canary_record import CanaryResult as CanaryResult
+from gitopsbot.core.records.canary_record import CanaryVerdict as CanaryVerdict
+from gitopsbot.core.records.canary_record import _fields as _fields
+
 GROUP = "tensor-fusion.ai"
 # The marker the bot puts on the Pod: the sandbox's simulator recognises it, and a person
 # finds the bot's smoke pods with ``kubectl get pod -l gitopsbot.io/smoke=gpu-path``.
@@ -25,84 +32,7 @@ SMOKE_VALUE = "gpu-path"
 OPERATION_ANNOTATION = "gitopsbot.io/operation"
 POOL_LABEL = "gitopsbot.io/pool"
 HOSTNAME = "kubernetes.io/hostname"
-DEFAULT_TIMEOUT = 300
 _NAME_PREFIX = "gitopsbot-gpu-canary"
-
-
-class PoolShape(Protocol):
-    """What the smoke's choice of pools reads of a pool (``core.fleet.model.PoolPolicy``, which
-    itself names ``CanarySmoke``: a Protocol, so the two modules do not import each other)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def canary_batch_percentage(self) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class CanarySmoke:
-    """``canary-smoke.yaml``: the Pod (a plain manifest), how long it may take, and the pools
-    (the rollout.yaml names) it runs for; empty: every pool with ``canaryBatchPercentage``."""
-
-    manifest: Mapping[str, Any]
-    timeout_seconds: int = DEFAULT_TIMEOUT
-    pools: tuple[str, ...] = ()
-
-    def applies_to(self, pool: PoolShape) -> bool:
-        if self.pools:
-            return pool.name in self.pools
-        return pool.canary_batch_percentage > 0
-
-
-class CanaryVerdict(StrEnum):
-    PASSED = "passed"
-    FAILED = "failed"
-    RUNNING = "running"
-
-
-@dataclass(frozen=True, slots=True)
-class CanaryEvidence:
-    """What the journal keeps of a smoke run: enough to tell a person why it failed."""
-
-    pod: str
-    namespace: str
-    node: str = ""  # the updated node it was pinned to
-    phase: str = ""  # the Pod's phase when judged ("" before it exists)
-    hypervisor_image: str = ""  # the hypervisor image of that node when the pod was made
-    worker_image: str = ""  # the pool's worker image (what a new worker runs), when known
-    exit_message: str = ""  # the container's termination message or reason
-
-    def as_dict(self) -> dict[str, str]:
-        return {k: v for k, v in _fields(self).items() if v}
-
-
-def _fields(e: CanaryEvidence) -> dict[str, str]:
-    return {
-        "pod": e.pod,
-        "namespace": e.namespace,
-        "node": e.node,
-        "phase": e.phase,
-        "hypervisorImage": e.hypervisor_image,
-        "workerImage": e.worker_image,
-        "exitMessage": e.exit_message,
-    }
-
-
-@dataclass(frozen=True, slots=True)
-class CanaryResult:
-    verdict: CanaryVerdict
-    message: str
-    evidence: CanaryEvidence
-    retry_after: float = 0.0  # for RUNNING: when to look again (seconds)
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict is CanaryVerdict.PASSED
-
-    @property
-    def failed(self) -> bool:
-        return self.verdict is CanaryVerdict.FAILED
 
 
 @dataclass(frozen=True, slots=True)

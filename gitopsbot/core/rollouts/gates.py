@@ -22,17 +22,28 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
-Op = Literal["<", "<=", ">", ">=", "==", "!="]
-OnEmpty = Literal["inconclusive", "pass", "fail"]
-KubeCheck = Literal["no-pending-gpunodes", "no-crashloop", "allocation-failures"]
+from gitopsbot.core.fleet.gate_specs import GATE_RETRY_DEFAULT as GATE_RETRY_DEFAULT
+from gitopsbot.core.fleet.gate_specs import (
+    GATE_RETRY_INTERVAL_DEFAULT as GATE_RETRY_INTERVAL_DEFAULT,
+)
+from gitopsbot.core.fleet.gate_specs import KUBE_CHECKS as KUBE_CHECKS
+from gitopsbot.core.fleet.gate_specs import ON_EMPTY as ON_EMPTY
+from gitopsbot.core.fleet.gate_specs import OPS as OPS
+from gitopsbot.core.fleet.gate_specs import PROMETHEUS_TIMEOUT_DEFAULT as PROMETHEUS_TIMEOUT_DEFAULT
+from gitopsbot.core.fleet.gate_specs import AlertsGate as AlertsGate
+from gitopsbot.core.fleet.gate_specs import Gate as Gate
+from gitopsbot.core.fleet.gate_specs import KubeCheck as KubeCheck
+from gitopsbot.core.fleet.gate_specs import KubeGate as KubeGate
+from gitopsbot.core.fleet.gate_specs import OnEmpty as OnEmpty
+from gitopsbot.core.fleet.gate_specs import Op as Op
+from gitopsbot.core.fleet.gate_specs import PrometheusEndpoint as PrometheusEndpoint
+from gitopsbot.core.fleet.gate_specs import PromQueryGate as PromQueryGate
+from gitopsbot.core.fleet.gate_specs import needs_prometheus as needs_prometheus
 
-OPS: tuple[Op, ...] = ("<", "<=", ">", ">=", "==", "!=")
-ON_EMPTY: tuple[OnEmpty, ...] = ("inconclusive", "pass", "fail")
-KUBE_CHECKS: tuple[KubeCheck, ...] = ("no-pending-gpunodes", "no-crashloop", "allocation-failures")
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     "<=": operator.le,
@@ -42,10 +53,6 @@ _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "!=": operator.ne,
 }
 
-# Pool defaults: an inconclusive gate is evaluated again up to 3 more times, 60 s apart.
-GATE_RETRY_DEFAULT = 3
-GATE_RETRY_INTERVAL_DEFAULT = 60
-PROMETHEUS_TIMEOUT_DEFAULT = 10
 
 # TensorFusion's allocation-failure counter: the chart's alert rule WorkerAllocationFailed
 # (values.yaml dynamicConfig.alertRules) reads field ``total_allocation_fail_cnt`` of
@@ -57,53 +64,6 @@ ALLOCATION_WINDOW = "5m"
 # Evidence is for a PR comment or a log line: bounded.
 _EVIDENCE_ITEMS = 5
 _EVIDENCE_CHARS = 500
-
-
-@dataclass(frozen=True, slots=True)
-class PromQueryGate:
-    name: str
-    query: str
-    op: Op
-    threshold: float
-    on_empty: OnEmpty = "inconclusive"
-
-
-@dataclass(frozen=True, slots=True)
-class AlertsGate:
-    name: str
-    matchers: Mapping[str, str] = field(default_factory=dict)
-    include_pending: bool = False
-
-    def __hash__(self) -> int:
-        # The generated hash would fail on the dict: gates may sit in hashed policy objects.
-        return hash((self.name, tuple(sorted(self.matchers.items())), self.include_pending))
-
-
-@dataclass(frozen=True, slots=True)
-class KubeGate:
-    name: str
-    check: KubeCheck
-    selector: str = ""  # label selector of the pods (no-crashloop)
-    namespace: str | None = None  # None: every namespace (no-crashloop)
-    max: float = 0  # allowed growth of the allocation-failure counter (allocation-failures)
-
-
-Gate = PromQueryGate | AlertsGate | KubeGate
-
-
-def needs_prometheus(gate: Gate) -> bool:
-    """Does this gate read Prometheus (so the cluster needs a ``prometheus:`` block)?"""
-    return not isinstance(gate, KubeGate) or gate.check == "allocation-failures"
-
-
-@dataclass(frozen=True, slots=True)
-class PrometheusEndpoint:
-    """A cluster's Prometheus: the base URL, the name of the environment variable holding a
-    bearer token (the token itself is never in Git), the timeout of one request."""
-
-    url: str
-    token_env: str | None = None
-    timeout_seconds: int = PROMETHEUS_TIMEOUT_DEFAULT
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from gitopsbot.core.fleet.model import PoolPolicy
-from gitopsbot.core.operations.journal import PhaseProgress, PhaseState
+from gitopsbot.core.records.journal import PhaseProgress, PhaseState
 from gitopsbot.core.rollouts import windows
 
 

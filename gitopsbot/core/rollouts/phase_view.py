@@ -4,7 +4,7 @@ deadline, from one recorded phase (``journal.PhaseProgress``) and "now".
 The same numbers feed ``gitopsbot status`` (and its live view), the demo, the progress log
 of ``gitopsbot run`` and the pull request comment, so they never disagree.
 
-The arithmetic is the controller's (facts §3.2, ``core.planning.timeline``): a batch is
+The arithmetic is the controller's (facts §3.2, ``core.rollouts.timeline``): a batch is
 ``ceil(pct × total / 100)`` units, progress climbs in steps of ``pct`` to 100, and after the
 batch that reached ``progress`` the controller has replaced
 ``min(total, progress // pct × batch size)`` units. The canary batch (``state`` canary)
@@ -15,7 +15,7 @@ the progress marks) once a step finished, else the plan's estimate (readiness +
 ``max(batchInterval, 3s)``, no wait before the first batch). It is switch-open time: a
 window that closes first adds to it, and the view says when the window closes.
 
-Under a hypervisor phase with per-node records (``core.rollouts.node_states``, issue #18), one more
+Under a hypervisor phase with per-node records (``core.records.node_states``, issue #18), one more
 line counts the nodes per state (``node_line``), and ``status`` lists them (``node_table``).
 The GPU canary's judgement and evidence, the gates' last judgement and why the next batch
 waits (or the canary verify: since when, until when, and which limit ends it) are notes
@@ -29,11 +29,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import Component
-from gitopsbot.core.operations.journal import Journal, PhaseProgress, PhaseState, Step, StepState
-from gitopsbot.core.planning import timeline
-from gitopsbot.core.rollouts import canary_record, node_states, phase_clock
-from gitopsbot.core.rollouts.batch_record import BatchRecord
-from gitopsbot.core.rollouts.node_states import NodeRecord
+from gitopsbot.core.records import canary_record, node_states
+from gitopsbot.core.records.batch_record import BatchRecord
+from gitopsbot.core.records.journal import Journal, PhaseProgress, PhaseState, Step, StepState
+from gitopsbot.core.records.node_states import NodeRecord
+from gitopsbot.core.rollouts import phase_clock, timeline
 
 UNIT = {
     Component.HYPERVISOR: ("node", "nodes"),

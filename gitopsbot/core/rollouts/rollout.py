@@ -38,9 +38,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
-from gitopsbot.core.operations.journal import PhaseProgress, PhaseState, ProgressMark
+from gitopsbot.core.records.batch_record import GateNote
+from gitopsbot.core.records.journal import PhaseProgress, PhaseState, ProgressMark
 from gitopsbot.core.rollouts import admission, phase_clock, windows
-from gitopsbot.core.rollouts.batch_record import GateNote
 from gitopsbot.core.rollouts.phase_clock import active_seconds, stop_clock
 from gitopsbot.core.rollouts.workload_wait import WaitDecision, WorkloadSnapshot, decide_wait
 

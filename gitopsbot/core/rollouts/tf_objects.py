@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from gitopsbot.core.fleet.model import ClusterSpec, Component
-from gitopsbot.core.operations.journal import Journal, StepKind, StepState
+from gitopsbot.core.records.journal import Journal, StepKind, StepState
 from gitopsbot.core.rollouts.canary_smoke import SMOKE_LABEL
 
 GROUP = "tensor-fusion.ai"

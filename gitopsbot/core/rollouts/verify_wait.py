@@ -25,9 +25,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from gitopsbot.core.fleet.model import PoolPolicy
-from gitopsbot.core.operations.journal import PhaseProgress, PhaseState
+from gitopsbot.core.records.batch_record import BatchRecord
+from gitopsbot.core.records.journal import PhaseProgress, PhaseState
 from gitopsbot.core.rollouts import phase_clock, windows
-from gitopsbot.core.rollouts.batch_record import BatchRecord
 from gitopsbot.core.rollouts.phase_clock import stop_clock
 from gitopsbot.core.rollouts.rollout import PhaseAction, PhaseDecision
 from gitopsbot.core.rollouts.tf_objects import pre_existing_note, split_pre_existing

@@ -54,17 +54,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-Until = Literal["no-active-session", "opt-out-gone"]
-OnTimeout = Literal["proceed", "skip-window", "halt"]
+from gitopsbot.core.fleet.workload_specs import ON_TIMEOUT as ON_TIMEOUT
+from gitopsbot.core.fleet.workload_specs import OPT_OUT_ANNOTATION as OPT_OUT_ANNOTATION
+from gitopsbot.core.fleet.workload_specs import UNTIL as UNTIL
+from gitopsbot.core.fleet.workload_specs import OnTimeout as OnTimeout
+from gitopsbot.core.fleet.workload_specs import Until as Until
+from gitopsbot.core.fleet.workload_specs import WorkloadAwareness as WorkloadAwareness
+from gitopsbot.core.fleet.workload_specs import WorkloadWait as WorkloadWait
+
 WaitAction = Literal["proceed", "wait", "skip-window", "halt"]
 SizingScope = Literal["next", "campaign"]
 
-UNTIL: tuple[Until, ...] = ("no-active-session", "opt-out-gone")
-ON_TIMEOUT: tuple[OnTimeout, ...] = ("proceed", "skip-window", "halt")
-
-# gitopsbot's own domain: the annotation is the bot's contract with app owners, not the
-# controller's, so it must not sit under tensor-fusion.ai.
-OPT_OUT_ANNOTATION = "gitopsbot.io/no-disruption"
 
 GROUP = "tensor-fusion.ai"
 WORKLOAD_LABEL = f"{GROUP}/workload"
@@ -84,27 +84,6 @@ EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
 # -- configuration ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadWait:
-    """Wait before a worker or client batch of a pool (see the module doc)."""
-
-    selector: str  # a label selector on the pool's TensorFusion pods ("" = all of them)
-    namespace: str | None  # None: every namespace
-    until: Until
-    timeout_seconds: int
-    on_timeout: OnTimeout
-    opt_out_annotation: str = OPT_OUT_ANNOTATION
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadAwareness:
-    """A pool's ``waitForWorkloads`` and ``maxTenantDisruption`` (core.fleet.workload_file);
-    either may be absent."""
-
-    wait: WorkloadWait | None = None
-    max_tenant_share_percent: int | None = None
 
 
 # -- waiting ---------------------------------------------------------------------------------

@@ -4,11 +4,11 @@ and what a running workload feels (R17-R20)."""
 
 from __future__ import annotations
 
+from gitopsbot.core.charts.values_diff import ValuesDiff, leaf_paths
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.fleet.secrets import join_path
-from gitopsbot.core.planning.plan_steps import IMPACT, Step, StepKind
-from gitopsbot.core.planning.values_diff import ValuesDiff, leaf_paths
 from gitopsbot.core.policy import Outcome, Severity, Verdict, rule_doc
+from gitopsbot.core.records.plan_steps import IMPACT, Step, StepKind
 from gitopsbot.core.rotation import credentials as rotation
 
 

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitopsbot.core.fleet.model import BotSettings, ClearedVersion, FailedVersion
-from gitopsbot.core.operations.journal import dump_yaml, load_yaml
+from gitopsbot.core.records.journal import dump_yaml, load_yaml
 from gitopsbot.core.rollouts.canary_smoke import CanaryResult
 
 RECORD_DIR = "canary-failures"

@@ -37,8 +37,8 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from gitopsbot.core.charts.chart import semver_key
 from gitopsbot.core.fleet.model import ClusterSpec, FailedVersion, Wave, WaveSelector
-from gitopsbot.core.planning.chart import semver_key
 
 
 class ChangeKind(StrEnum):

@@ -29,12 +29,12 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Location
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.planning.plan import Plan
+from gitopsbot.core.policy import Outcome, Severity, Verdict, decide, rule_doc
+from gitopsbot.core.records.journal import (
     Journal,
     OperationStatus,
 )
-from gitopsbot.core.planning.plan import Plan
-from gitopsbot.core.policy import Outcome, Severity, Verdict, decide, rule_doc
 from gitopsbot.core.waves import wave_evidence
 from gitopsbot.core.waves.promotion import (
     ChangeKind,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from gitopsbot.core.operations.journal import (
+from gitopsbot.core.records.journal import (
     Journal,
     OperationKind,
     OperationStatus,

@@ -22,7 +22,7 @@ from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.fleet.model import ClusterSpec, SecretRef
 from gitopsbot.core.operations import operation
-from gitopsbot.core.operations.journal import Journal, OperationKind, Step, StepState
+from gitopsbot.core.records.journal import Journal, OperationKind, Step, StepState
 from gitopsbot.fleetrepo import load_cluster
 
 CLUSTER = "sandbox"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from gitopsbot.core.charts.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
-from gitopsbot.core.planning.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.errors import HelmReleaseLocked, HelmTimeout, KubeConflict
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.testing import FakeCluster, FakeHelm

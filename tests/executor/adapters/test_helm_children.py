@@ -33,7 +33,7 @@ import pytest
 
 from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.helm import HelmCli
-from gitopsbot.core.planning.observed import HelmReleaseStatus
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmStopped
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.apiserver import ApiServer

@@ -30,8 +30,8 @@ import pytest
 from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.helm import PLUGIN_NAME, HelmCli
 from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.core.fleet.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
-from gitopsbot.core.planning.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmError
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.apiserver import ApiServer

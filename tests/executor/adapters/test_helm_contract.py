@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.helm import HelmCli
-from gitopsbot.core.planning.observed import HelmReleaseStatus
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmChartUnusable, HelmFailed, HelmReleaseLocked
 from gitopsbot.ports.helm import ChartRef, Helm
 from gitopsbot.testing import FakeHelm

@@ -115,9 +115,7 @@ def test_upgrade_runs_the_fast_post_render_entry(version: str, tmp_path: Path) -
     assert upgrade["code"] == 0
     assert "autoUpdateHypervisor: false" in upgrade["stdout"]
     imported = upgrade["imports"]
-    assert (
-        "gitopsbot.core.planning.postrender" in imported
-    )  # (-m runs the entry itself as __main__)
+    assert "gitopsbot.core.charts.postrender" in imported  # (-m runs the entry itself as __main__)
     assert [m for m in imported if m.split(".")[0] in HEAVY or m.startswith(HEAVY)] == []
     assert _verbs(log).count("version") == 1
 

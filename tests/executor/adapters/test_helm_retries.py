@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli, _transient
-from gitopsbot.core.planning.observed import HelmReleaseStatus
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmReleaseLocked
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.apiserver import ApiServer

@@ -28,8 +28,8 @@ import pytest
 
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.localfiles import DirectoryTree
-from gitopsbot.core.operations.journal import StepState
-from gitopsbot.core.planning.observed import HelmReleaseStatus
+from gitopsbot.core.charts.observed import HelmReleaseStatus
+from gitopsbot.core.records.journal import StepState
 from gitopsbot.fleetrepo import load_cluster
 from gitopsbot.ports.helm import ChartRef
 from gitopsbot.sandbox.apiserver import ApiServer
@@ -219,7 +219,7 @@ def test_a_transient_409_in_upgrade_and_in_rollback_is_retried_not_a_failure(
     """Issue 10 part 4: one 409 on the TensorFusionCluster during the bot's upgrade, and
     another during its rollback, are retried inside the step; both steps succeed."""
     from gitopsbot.core.operations import operation
-    from gitopsbot.core.operations.journal import OperationKind, RollbackPoint
+    from gitopsbot.core.records.journal import OperationKind, RollbackPoint
 
     api = ApiServer()
     api.start()

@@ -38,7 +38,7 @@ from gitopsbot.adapters import helm_children
 from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli
 from gitopsbot.adapters.helm_storage import HelmStorage, history_entry
 from gitopsbot.adapters.kube import KubeCluster
-from gitopsbot.core.planning.observed import HelmReleaseStatus
+from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import (
     HelmFailed,
     HelmReleaseLocked,

@@ -28,8 +28,8 @@ import pytest
 
 from gitopsbot.adapters.kube import MESSAGE_LIMIT, KubeCluster, RetryPolicy, error_for
 from gitopsbot.adapters.kubectl import KubectlCrdApplier
-from gitopsbot.core.planning.observed import CrdApplyResult
-from gitopsbot.core.rollouts.kube_objects import deployment_readiness
+from gitopsbot.core.charts.kube_objects import deployment_readiness
+from gitopsbot.core.charts.observed import CrdApplyResult
 from gitopsbot.errors import (
     KubeConflict,
     KubeFailed,

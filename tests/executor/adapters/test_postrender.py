@@ -19,8 +19,7 @@ import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.util import load_yaml_guess_indent
 
-from gitopsbot.core.fleet.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
-from gitopsbot.core.planning.postrender import (
+from gitopsbot.core.charts.postrender import (
     PostRenderError,
     _guess_indent,
     decode_policy,
@@ -29,6 +28,7 @@ from gitopsbot.core.planning.postrender import (
     go_duration,
     rewrite_manifests,
 )
+from gitopsbot.core.fleet.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
 
 CONFIGMAP = """\
 # Source: tensor-fusion/templates/config.yaml

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gitopsbot.core.charts.chart import CRD_LIMITS
+from gitopsbot.core.charts.observed import DeploymentReadiness
 from gitopsbot.core.fleet import located_yaml
-from gitopsbot.core.planning.chart import CRD_LIMITS
-from gitopsbot.core.planning.observed import DeploymentReadiness
 from gitopsbot.errors import FleetError
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gitopsbot.core.operations.journal import dump_yaml, load_yaml
+from gitopsbot.core.records.journal import dump_yaml, load_yaml
 
 FILE = "pass-failure.yaml"
 MAX_TEXT = 300  # the first line only, bounded: a message must not bloat the state branch

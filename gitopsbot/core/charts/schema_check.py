@@ -13,9 +13,9 @@ from typing import Any
 from jsonschema import Draft7Validator, validators
 from jsonschema.exceptions import SchemaError
 
+from gitopsbot.core.charts.chart import Chart
 from gitopsbot.core.fleet.model import Location
 from gitopsbot.core.fleet.secrets import is_secret_path, join_path
-from gitopsbot.core.planning.chart import Chart
 from gitopsbot.errors import Problem
 
 Locate = Callable[[str], Location | None]

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
-
-from gitopsbot.core.rollouts.canary_smoke import CanaryEvidence, CanaryResult, CanaryVerdict
 
 # The container's message can be long (a stack trace): the note and the record cut it.
 MAX_MESSAGE = 400
@@ -95,3 +94,53 @@ def from_data(data: Any) -> CanaryRecord | None:
         exit_message=text("exitMessage"),
     )
     return CanaryRecord(verdict, at if at.tzinfo else at.replace(tzinfo=UTC), evidence)
+
+
+class CanaryVerdict(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    RUNNING = "running"
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryEvidence:
+    """What the journal keeps of a smoke run: enough to tell a person why it failed."""
+
+    pod: str
+    namespace: str
+    node: str = ""  # the updated node it was pinned to
+    phase: str = ""  # the Pod's phase when judged ("" before it exists)
+    hypervisor_image: str = ""  # the hypervisor image of that node when the pod was made
+    worker_image: str = ""  # the pool's worker image (what a new worker runs), when known
+    exit_message: str = ""  # the container's termination message or reason
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: v for k, v in _fields(self).items() if v}
+
+
+def _fields(e: CanaryEvidence) -> dict[str, str]:
+    return {
+        "pod": e.pod,
+        "namespace": e.namespace,
+        "node": e.node,
+        "phase": e.phase,
+        "hypervisorImage": e.hypervisor_image,
+        "workerImage": e.worker_image,
+        "exitMessage": e.exit_message,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryResult:
+    verdict: CanaryVerdict
+    message: str
+    evidence: CanaryEvidence
+    retry_after: float = 0.0  # for RUNNING: when to look again (seconds)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is CanaryVerdict.PASSED
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict is CanaryVerdict.FAILED

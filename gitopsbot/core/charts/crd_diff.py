@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gitopsbot.core.planning.chart import Chart, Crd
+from gitopsbot.core.charts.chart import Chart, Crd
 
 
 class CrdChangeKind(StrEnum):

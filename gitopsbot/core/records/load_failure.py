@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gitopsbot.core.operations.journal import dump_yaml, load_yaml
+from gitopsbot.core.records.journal import dump_yaml, load_yaml
 
 FILE = "load-failure.yaml"
 MAX_LINES = 3  # the located reasons first; more are in the state commit's message

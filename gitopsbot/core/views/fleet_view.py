@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from gitopsbot.core.drift.record import DriftRecord
 from gitopsbot.core.fleet.model import Fleet, ForgeSettings
 from gitopsbot.core.notices.notifications import pull_request_url
-from gitopsbot.core.operations.journal import Journal, OperationStatus, PhaseState, StepState
-from gitopsbot.core.operations.load_failure import LoadFailure
 from gitopsbot.core.operations.manual_revision import ManualRevision
-from gitopsbot.core.operations.pass_failure import PassFailure
-from gitopsbot.core.planning import timeline
-from gitopsbot.core.rollouts import node_states, phase_view
+from gitopsbot.core.records import node_states
+from gitopsbot.core.records.journal import Journal, OperationStatus, PhaseState, StepState
+from gitopsbot.core.records.load_failure import LoadFailure
+from gitopsbot.core.records.pass_failure import PassFailure
+from gitopsbot.core.rollouts import phase_view, timeline
 from gitopsbot.core.rollouts.phase_view import StepRow
 from gitopsbot.core.waves import promotion, promotion_gate
 from gitopsbot.core.waves.promotion import ClusterEvidence

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gitopsbot.core.charts.values_diff import ValuesDiff, get_path
 from gitopsbot.core.fleet.secrets import join_path
-from gitopsbot.core.planning.values_diff import ValuesDiff, get_path
 
 # Where the hypervisor port is written, under any pool template: the chart's
 # ``cluster.pool.componentConfig.hypervisor.portNumber`` or another pool's (R23).

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gitopsbot.core.planning.chart import Chart
-from gitopsbot.core.planning.values_diff import get_path, has_path, merge_values
+from gitopsbot.core.charts.chart import Chart
+from gitopsbot.core.charts.values_diff import get_path, has_path, merge_values
 
 IMAGE_PATHS: Mapping[str, tuple[str, ...]] = {
     "controller": ("controller", "image"),

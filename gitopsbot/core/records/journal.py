@@ -21,10 +21,10 @@ from ruamel.yaml import YAML
 
 from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.model import Component
-from gitopsbot.core.rollouts import batch_record, canary_record, node_states
-from gitopsbot.core.rollouts.batch_record import BatchRecord
-from gitopsbot.core.rollouts.canary_record import CanaryRecord
-from gitopsbot.core.rollouts.node_states import NodeRecord
+from gitopsbot.core.records import batch_record, canary_record, node_states
+from gitopsbot.core.records.batch_record import BatchRecord
+from gitopsbot.core.records.canary_record import CanaryRecord
+from gitopsbot.core.records.node_states import NodeRecord
 from gitopsbot.errors import FleetError
 
 FORMAT = "gitopsbot-journal/v1"
