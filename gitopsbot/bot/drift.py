@@ -173,35 +173,51 @@ def _controller_image(executor: Executor, spec: ClusterSpec) -> str:
 
 
 class _ReadOnly:
-    """A port whose writes are refused: the drift check never changes the cluster."""
+    """A port whose writes are refused: the drift check never changes the cluster. With
+    ``before``, each read first calls it (``run`` gives way there to woken passes)."""
 
-    def __init__(self, port: Any, reads: frozenset[str]) -> None:
-        self._port, self._reads = port, reads
+    def __init__(
+        self, port: Any, reads: frozenset[str], before: Callable[[], None] | None = None
+    ) -> None:
+        self._port, self._reads, self._before = port, reads, before
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name not in self._reads:
             raise AttributeError(f"the drift check only reads: {name} is not allowed")
-        return getattr(self._port, name)
+        found = getattr(self._port, name)
+        before = self._before
+        if before is None:
+            return found
+
+        def read(*args: Any, **kwargs: Any) -> Any:
+            before()
+            return found(*args, **kwargs)
+
+        return read
 
 
 _CLUSTER_READS = frozenset({"get", "list", "read_secret"})
 _HELM_READS = frozenset({"status", "history", "get_values"})
 
 
-def read_only(executor: Executor) -> Executor:
-    """``executor`` with ports that only read (a copy: the executor itself is shared)."""
+def read_only(executor: Executor, before_read: Callable[[], None] | None = None) -> Executor:
+    """``executor`` with ports that only read (a copy: the executor itself is shared);
+    ``before_read`` is called before each read."""
     found = copy.copy(executor)
-    found.cluster = _ReadOnly(executor.cluster, _CLUSTER_READS)
-    found.helm = _ReadOnly(executor.helm, _HELM_READS)
+    found.cluster = _ReadOnly(executor.cluster, _CLUSTER_READS, before_read)
+    found.helm = _ReadOnly(executor.helm, _HELM_READS, before_read)
     return found
 
 
 def check(
-    inputs: DriftInputs, executor_for: Callable[[ClusterSpec], Executor]
+    inputs: DriftInputs,
+    executor_for: Callable[[ClusterSpec], Executor],
+    before_read: Callable[[], None] | None = None,
 ) -> drift.DriftReport:
     """The drift of one cluster: read, then compare. Raises the adapters' errors (a cluster
-    that cannot be reached is no verdict)."""
-    executor = read_only(executor_for(inputs.spec))
+    that cannot be reached is no verdict). ``before_read``: called before each read of the
+    cluster or Helm (``bot.drift_watch`` gives way there)."""
+    executor = read_only(executor_for(inputs.spec), before_read)
     base = inputs.baseline()
     observed = observed_state(inputs.spec, executor, inputs.journal, base.applied)
     desired = desired_state(inputs.spec, executor, inputs, base)
@@ -237,18 +253,19 @@ def check_clusters(
     *,
     journals_for: Callable[[str], Sequence[Journal]] | None = None,
     spec_at: Callable[[str, str], ClusterSpec | None] | None = None,
+    before_read: Callable[[], None] | None = None,
 ) -> dict[str, drift.DriftReport | str]:
     """Each cluster's report, or why it could not be checked (its cluster or Helm
     unavailable): one cluster's failure does not stop the others. ``journals_for``: every
     recorded operation of a cluster; ``spec_at``: a cluster's files at a watched-branch
-    commit (``gather``)."""
+    commit (``gather``); ``before_read``: called before each read of a cluster or Helm."""
     out: dict[str, drift.DriftReport | str] = {}
     for spec in specs:
         try:
             current = journal_for(spec.name)
             journals = journals_for(spec.name) if journals_for is not None else ()
             inputs = gather(spec, journals, current, chart_for, spec_at)
-            out[spec.name] = check(inputs, executor_for)
+            out[spec.name] = check(inputs, executor_for, before_read)
         except GitOpsBotError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             out[spec.name] = f"not checked: {first}"[:300]

@@ -178,3 +178,47 @@ def test_drift_gives_way_for_a_bounded_time_only() -> None:
     assert set(watch.check_once()) == {"a", "b"}
     assert checked == ["a", "b"]
     assert len(looks) >= 4  # it did wait before each (at 50 ms a look), then went ahead
+
+
+def test_a_check_under_way_gives_way_before_each_of_its_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """drift × a woken pass that comes during a check (#29): the read-only ports call
+    ``before_read`` before each read, and ``run``'s drift hands them its give-way, which
+    waits while the scheduler says a woken pass waits or runs."""
+    events: list[str] = []
+
+    class Recording(Stub):
+        def __getattr__(self, name: str) -> Any:
+            def call(*_args: Any, **_kwargs: Any) -> Any:
+                events.append(f"read {name}")
+
+            return call
+
+    ports = drift_check.read_only(
+        Executor(cluster=Recording(), helm=Recording(), secrets=Stub()),
+        before_read=lambda: events.append("give way"),
+    )
+    ports.helm.history("tf", "tf-sys")
+    ports.cluster.get("v1", "Pod", "ns", "p")
+    assert events == ["give way", "read history", "give way", "read get"]
+
+    handed: list[Any] = []
+
+    def check_clusters(specs: Any, *args: Any, before_read: Any = None, **kw: Any) -> Any:
+        handed.append(before_read)
+        return {s.name: "not checked: test" for s in specs}
+
+    monkeypatch.setattr(drift_check, "check_clusters", check_clusters)
+    looks = {"n": 0}
+
+    def yield_to() -> bool:
+        looks["n"] += 1
+        return looks["n"] <= 3  # urgent for three looks, then not
+
+    watch = _watch(lambda s: Executor(cluster=Stub(), helm=Stub(), secrets=Stub()), lambda: False)
+    watch.check_once({"a"})
+    (before_read,) = handed
+    watch.yield_to = yield_to
+    before_read()  # what a read of the check does first
+    assert looks["n"] == 4  # it waited through three urgent looks, went on at the fourth
