@@ -172,3 +172,49 @@ def test_the_step_of_an_operation_waiting_on_a_held_pool_is_the_held_one() -> No
     assert row.step == f"{held_step} pending (held: see holds)"
     done = fleet_view.cluster_row(ClusterRecords("alpha", j), snap(), NOW)
     assert done.step.startswith(f"{POOL_STEP} succeeded · batch 2/2")
+
+
+def test_a_pool_phase_not_started_is_drawn_as_the_plan_estimates_it() -> None:
+    """Plan against what happened (#32): a later pool's phase, not started yet, gets its
+    planned bar (``rollouts.timeline``'s estimate from the watched branch's rollout.yaml),
+    after what happened; without the fleet's policy it is left out, as before."""
+    from gitopsbot.core.fleet.model import (
+        BotSettings,
+        ClusterSpec,
+        Environment,
+        Fleet,
+        ReleaseSpec,
+        RolloutPolicy,
+    )
+    from gitopsbot.core.fleet.model import PoolPolicy as Pool
+    from gitopsbot.core.records.journal import Step, StepKind, StepState
+    from gitopsbot.core.rollouts import timeline
+
+    later = Step(
+        "pool-later-hypervisor", StepKind.POOL_PHASE, StepState.PENDING,
+        pool="later", component=Component.HYPERVISOR,
+    )  # fmt: skip
+    current = journal_at(50, T0)
+    current = replace(current, steps=(*current.steps, later))
+    pool = Pool("later", nodes=4, batch_percentage=50, batch_interval_seconds=60)
+    release = ReleaseSpec("https://charts.example", "tensor-fusion", "1.8.7", "tf", "tf")
+    spec = ClusterSpec("alpha", Environment("staging"), release, {}, RolloutPolicy(pools=(pool,)))
+    fleet = Fleet(settings=BotSettings(), clusters={"alpha": spec})
+    with_fleet = replace(snap(ClusterRecords("alpha", current)), fleet=fleet)
+
+    view = fleet_view.operation_page(with_fleet, "alpha", NOW)
+    assert view.gantt is not None
+    (bar,) = [b for b in view.gantt.bars if b.row == "pool-later-hypervisor"]
+    expected = timeline.phase_timeline(
+        pool,
+        Component.HYPERVISOR,
+        4,
+        readiness_seconds=timeline.DEFAULT_READINESS_SECONDS[Component.HYPERVISOR],
+    ).estimate_seconds
+    assert bar.kind == "planned" and bar.end - bar.start == expected
+    assert bar.start >= max(b.end for b in view.gantt.bars if b.row != bar.row)
+    assert "pool-later-hypervisor" in view.gantt.rows
+
+    without = fleet_view.operation_page(snap(ClusterRecords("alpha", current)), "alpha", NOW)
+    assert without.gantt is not None
+    assert all(b.row != "pool-later-hypervisor" for b in without.gantt.bars)

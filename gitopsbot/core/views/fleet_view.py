@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gitopsbot.core.drift.record import DriftRecord
-from gitopsbot.core.fleet.model import Fleet, ForgeSettings
+from gitopsbot.core.fleet.model import Fleet, ForgeSettings, PoolPolicy
 from gitopsbot.core.notices.notifications import pull_request_url
 from gitopsbot.core.operations.manual_revision import ManualRevision
 from gitopsbot.core.records import node_states
-from gitopsbot.core.records.journal import Journal, OperationStatus, PhaseState, StepState
+from gitopsbot.core.records.journal import Journal, OperationStatus, PhaseState, Step, StepState
 from gitopsbot.core.records.load_failure import LoadFailure
 from gitopsbot.core.records.pass_failure import PassFailure
 from gitopsbot.core.rollouts import phase_view, timeline
@@ -381,7 +381,7 @@ def operation_page(snapshot: FleetSnapshot, cluster: str, now: datetime) -> Oper
         verdicts=current.verdicts,
         steps=tuple(_steps(current, now)),
         phases=tuple(_phases(current, now)),
-        gantt=gantt(current, now),
+        gantt=gantt(current, now, _pools(snapshot, cluster)),
         queued=queued_text,
         as_of=_stamp(now),
     )
@@ -450,11 +450,22 @@ def _node(r: node_states.NodeRecord, now: datetime) -> NodeRow:
     )  # fmt: skip
 
 
-def gantt(journal: Journal, now: datetime) -> Gantt | None:
+def _pools(snapshot: FleetSnapshot, cluster: str) -> Mapping[str, PoolPolicy]:
+    """The cluster's pools as the watched branch's head writes them (the plan's inputs)."""
+    spec = snapshot.fleet.clusters.get(cluster) if snapshot.fleet is not None else None
+    return {p.name: p for p in spec.rollout.pools} if spec is not None else {}
+
+
+def gantt(
+    journal: Journal, now: datetime, pools: Mapping[str, PoolPolicy] | None = None
+) -> Gantt | None:
     """Plan against what happened: each step as it ran (a running one up to now); a pool
     phase also gets its planned span (its batches at the plan's time per batch,
     ``phase_view.step_seconds``, from when its switch first opened), the progress marks it
-    went through, and what is left as the ETA predicts it. None before anything started."""
+    went through, and what is left as the ETA predicts it. A pool phase not started yet is
+    drawn as the plan estimates it (``rollouts.timeline``, from ``pools``: the watched
+    branch's rollout policy), one after another from the last bar's end. None before
+    anything started."""
     started = [s.started_at for s in journal.steps if s.started_at is not None]
     if not started:
         return None
@@ -465,8 +476,11 @@ def gantt(journal: Journal, now: datetime) -> Gantt | None:
 
     bars: list[Bar] = []
     rows: list[str] = []
+    ahead: list[Step] = []  # pool phases not started, drawn after what happened
     for s in journal.steps:
         if s.started_at is None:
+            if s.pool and s.component is not None and pools and s.pool in pools:
+                ahead.append(s)
             continue
         rows.append(s.name)
         phase = journal.phase(s.name)
@@ -494,5 +508,18 @@ def gantt(journal: Journal, now: datetime) -> Gantt | None:
         running = shown is not None and not shown.finished and phase.state is not PhaseState.PAUSED
         if running and shown is not None and shown.eta_seconds:
             bars.append(Bar(s.name, "eta", at(now), at(now) + shown.eta_seconds, "ETA"))
+    cursor = max(max((b.end for b in bars), default=0.0), at(now))
+    for later in ahead:
+        assert pools is not None and later.component is not None
+        pool = pools[later.pool]
+        ready = timeline.DEFAULT_READINESS_SECONDS.get(later.component, 60)
+        estimate = timeline.phase_timeline(
+            pool, later.component, pool.nodes, readiness_seconds=ready
+        ).estimate_seconds
+        if estimate <= 0:
+            continue
+        rows.append(later.name)
+        bars.append(Bar(later.name, "planned", cursor, cursor + estimate, "plan"))
+        cursor += estimate
     span = max(max(b.end for b in bars), 1.0)
     return Gantt(tuple(bars), span, _stamp(origin), tuple(rows))
