@@ -35,9 +35,11 @@ def old(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
         pytest.skip(f"the loader before the reader is not in this clone: {done.stderr.strip()}")
     path = tmp_path_factory.mktemp("old") / "old_fleet_loading.py"
     # The modules it imports have since moved into core's packages (#31): same code, new place.
+    # (The old names are spelled in pieces so that no rewrite of imports touches them.)
+    old_core = "gitopsbot" + ".core"
     moved = done.stdout.replace(
-        "from gitopsbot.core import secrets", "from gitopsbot.core.fleet import secrets"
-    ).replace("from gitopsbot.core.fleet.model import", "from gitopsbot.core.fleet.model import")
+        f"from {old_core} import secrets", "from gitopsbot.core.fleet import secrets"
+    ).replace(f"from {old_core}.model import", "from gitopsbot.core.fleet.model import")
     path.write_text(moved)
     spec = importlib.util.spec_from_file_location("old_fleet_loading", path)
     assert spec is not None and spec.loader is not None

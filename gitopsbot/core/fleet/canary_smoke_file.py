@@ -7,6 +7,7 @@ from typing import Any
 
 from gitopsbot.core.fleet.canary_spec import DEFAULT_TIMEOUT, CanarySmoke
 from gitopsbot.core.fleet.fields import FieldReader
+from gitopsbot.core.fleet.pod_file import pod_manifest, top_and_timeout
 from gitopsbot.core.fleet.values_file import plain_manifest
 
 _KEYS = ("timeout", "pools", "manifest")
@@ -17,29 +18,16 @@ _BOT_OWNED_SPEC = ("nodeName",)
 def read_canary_smoke(r: FieldReader, doc: Any) -> CanarySmoke | None:
     """The file's ``CanarySmoke``; None when the file is empty or has problems (recorded in
     ``r`` with file, line and field)."""
-    if doc is None:
+    found = top_and_timeout(r, doc, _KEYS, DEFAULT_TIMEOUT)
+    if found is None:
         return None
-    top = r.mapping(doc, "", (1, 1))
-    if top is None:
-        return None
-    r.known_keys(top, "", _KEYS)
-    timeout = r.duration(top, "timeout", "", DEFAULT_TIMEOUT)
+    top, timeout = found
     pools, where = r.string_list(top, "pools", "", ())
     for i, (name, at) in enumerate(zip(pools, where, strict=True)):
         if not name.strip():
             r.add(at, f"pools[{i}]", "must not be empty", "a pool name from rollout.yaml")
-    if "manifest" not in top:
-        r.add(r.node_at(top), "manifest", "required key is missing", "a Pod manifest")
-        return None
-    manifest = r.mapping(top["manifest"], "manifest", r.value_at(top, "manifest"))
+    manifest = pod_manifest(r, top, "the GPU canary smoke workload")
     if manifest is None:
-        return None
-    if manifest.get("kind") != "Pod":
-        r.add(
-            r.value_at(manifest, "kind") if "kind" in manifest else r.node_at(manifest),
-            "manifest.kind",
-            "the GPU canary smoke workload must be a Pod (kind: Pod)",
-        )
         return None
     spec = manifest.get("spec")
     if not isinstance(spec, dict) or not spec.get("containers"):
