@@ -11,4 +11,7 @@ Modules: ``fields`` (typed located reading of a
 parsed file), one module per file format (``settings_file``, ``release_file``,
 ``values_file``, ``rollout_file``, ``credentials_file``, ``smoke_test_file``), ``layout``
 (file and directory names) and ``assembly`` (a cluster, a fleet).
+
+May import: nothing else of core
+(the layers contract in pyproject.toml).
 """

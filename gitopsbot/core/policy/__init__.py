@@ -14,9 +14,11 @@ environments?, link?}]}`` (a bare list of rules is accepted too). Built-in rules
 ``docs/policies.md`` documents every check kind.
 
 A package of four: ``verdicts`` (what the gate says), ``checks`` (the check kinds),
-``rules`` (rule documents parsed) and ``evaluation`` (rules against a change). It imports
-only ``core``'s plan inputs (charts, values, CRDs, images, the fleet model); everything it
+``rules`` (rule documents parsed) and ``evaluation`` (rules against a change); everything it
 offers is named here.
+
+May import: core.fleet, core.charts, core.records
+(the layers contract in pyproject.toml).
 """
 
 from gitopsbot.core.policy.checks import CHECKS, PARAMS, Check, Finding, PolicyInput, restart_needed
