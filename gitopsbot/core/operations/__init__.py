@@ -1,6 +1,5 @@
-"""One operation's life: its journal on the state branch, its steps and the next one
-(``operation``), the merge queue, the pass's one decision (``pass_decision``), pauses, and the
-records of failed passes, loads, tools and manual Helm revisions.
+"""One operation's life: its steps and the next one (``operation``), the merge queue, the pass's
+one decision (``pass_decision``), pauses, and manual Helm revisions.
 
 May import: the packages below it, waves and planning included
 (the layers contract in pyproject.toml).

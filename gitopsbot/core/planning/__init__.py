@@ -1,6 +1,7 @@
-"""What a change will do, decided before anything is applied: the charts read (``chart``), the
-diffs of values, CRDs and images, the plan and its steps, the timeline and its Gantt chart,
-the rendered plan comment (``render``), the reviewed chart's digests and provenance.
+"""What a change will do, decided before anything is applied: the plan (``plan``) and what it
+admits per pool (``plan_admission``), the rendered comment (``render``) and its Gantt chart
+(``gantt``), the reviewed chart's digests (``reviewed_chart``) and its provenance
+(``provenance``).
 
 May import: the packages below it: fleet, charts, records, policy, rollouts, rotation, notices
 (the layers contract in pyproject.toml).
