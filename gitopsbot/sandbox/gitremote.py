@@ -297,7 +297,9 @@ def _feed(stdin: IO[bytes], body: Iterator[bytes] | None) -> None:
         if body is not None:
             for chunk in body:
                 stdin.write(chunk)
-    except (BrokenPipeError, ValueError, zlib.error):
+    except (OSError, ValueError, zlib.error):
+        # The backend stopped reading (a broken pipe), or the client went away mid-body (a
+        # push interrupted: the connection reset): the backend sees the end of its input.
         pass
     finally:
         try:
