@@ -4,8 +4,7 @@
 Plain JSON, not the typed ``CoordinationV1Api``: its models would parse ``renewTime`` into a
 datetime and write it back in their own format; here the bytes on the wire are the ones
 ``core.replicas.lease.lease_body`` made. One request per call, no retries (the port says why), a
-short
-timeout so a hung request cannot outlive a renew deadline.
+short timeout so a hung request cannot outlive a renew deadline.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Drift on a schedule, inside ``gitopsbot run`` (docs/drift.md): every ``drift.interval`` each
 cluster this replica works on is checked (``bot.drift``, read only), each at its own instant in
 the interval (``core.drift.schedule``: spread, never the whole fleet at once), and the result
-is told:
-a log line, the ``gitopsbot_drift_items`` gauge, a Warning Event ``Drifted`` on the
+is told: a log line, the ``gitopsbot_drift_items`` gauge, a Warning Event ``Drifted`` on the
 TensorFusionCluster when the drift is new or changed, ``clusters/<name>/drift.yaml`` on the
 state branch (for ``status``; a commit only when the drift changes), and, with ``onDrift:
 propose-git`` or ``propose-reapply``, the cluster's drift pull request

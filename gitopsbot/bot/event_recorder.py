@@ -3,8 +3,7 @@
 ``happened`` only puts the happening on a bounded queue (the oldest is dropped, with a log
 line, when it is full); one background thread turns each into Events
 (``core.notices.kube_events``) on the cluster's TensorFusionCluster, and for a pool's happening on
-its
-GPUPool too, and posts them through the cluster's ``ports.events.Events``. A failure (403,
+its GPUPool too, and posts them through the cluster's ``ports.events.Events``. A failure (403,
 404, 409, 5xx, a timeout) is logged once per cluster and kind of failure and the Event is
 dropped: an Event never slows, fails or repeats a pass.
 """

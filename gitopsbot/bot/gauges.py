@@ -3,8 +3,7 @@
 A pass listener: told on the pass's thread right after a pass of the cluster ended (its
 Lease still held), it reads what the pass left (the queued merge, the operation's commit)
 and asks ``core.rollouts.windows.open_by_pool`` which pools may roll now. The windows are those of
-the
-cluster's files at the running (else queued) operation's commit, else at the watched
+the cluster's files at the running (else queued) operation's commit, else at the watched
 branch's head: the rollout follows the windows of the commit it applies.
 
 It also counts the nodes of each pool phase of the running (or last) operation per state

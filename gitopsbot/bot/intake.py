@@ -69,7 +69,7 @@ class Intake:
         commits = self.ctx.repo.log(self.ctx.settings.watched_branch, seen, LOG_LIMIT)
         touching = [c for c in commits if self._touches(c, cluster)]
         # A pause or resume in rollout.yaml reaches the running operation from the head
-        # (``DrivingMixin.pause_holds``): it is no change to apply, nor one to queue.
+        # (``Driver.pause_holds``): it is no change to apply, nor one to queue.
         pauses = [c for c in touching if self._pause_only(c, cluster)]
         touching = [c for c in touching if c not in pauses]
         if not touching:

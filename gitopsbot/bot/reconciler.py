@@ -2,17 +2,15 @@
 
 The pass (style-research §6.3, docs/decisions.md#the-pass):
 
-1. **Intake** (``bot.intake``, ``DrivingMixin.take_inputs``): new commits on the watched
-   branch touching ``clusters/<name>/`` become an operation, placed by the merge queue; a
-   person's commands (pull-request comments, ``approve:`` in Git) are recorded.
-2. **Observe** (``observe``): one ``core.operations.pass_decision.Seen`` of everything the decision
-may
-   read: the operation and the queue, Git at the watched head and at the operation's commit,
-   the holds, the pools, the Lease.
+1. **Intake** (``bot.intake``, ``Driver.take_inputs``): new commits on the watched branch
+   touching ``clusters/<name>/`` become an operation, placed by the merge queue; a person's
+   commands (pull-request comments, ``approve:`` in Git) are recorded.
+2. **Observe** (``observe``): one ``core.operations.pass_decision.Seen`` of everything the
+   decision may read: the operation and the queue, Git at the watched head and at the
+   operation's commit, the holds, the pools, the Lease.
 3. **Decide** (pure): ``core.operations.pass_decision.decide(seen)``, which asks
-   ``core.operations.operation.next_step`` for an active operation: one action and its reason, in
-   the
-   written precedence.
+   ``core.operations.operation.next_step`` for an active operation: one action and its reason,
+   in the written precedence.
 4. **Act** (``act``): one step, or the pool switch changes, through ``bot.steps.executor``
    (``bot.driving``), and the **record**: a commit on the state branch for every transition,
    mirrored on the pull request (one comment per operation, edited, and the

@@ -1,8 +1,7 @@
 """Who hears what the bot does: listeners of happenings and of passes.
 
 A ``Listener`` is told each happening (``core.notices.happenings``) after its transition was
-recorded
-on the state branch: Kubernetes Events, chat notifications, metrics and log lines are
+recorded on the state branch: Kubernetes Events, chat notifications, metrics and log lines are
 listeners, wired in ``gitopsbot.app``. A ``PassListener`` is told when a reconcile pass of a
 cluster ended (metrics: time since the last good pass; logs: pass finished).
 

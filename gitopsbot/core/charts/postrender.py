@@ -17,8 +17,7 @@ The policy travels to the ``gitopsbot post-render`` subprocess as a small JSON d
 Start-up (#13): the post-renderer process (``gitopsbot/post_render.py``) reads the policy
 with ``decode_policy_document`` into the small ``PostRender*`` values below, which carry
 just what the rewrite needs; ``core.fleet.model`` (and PyYAML, through ``core.fleet.yaml_bounds``)
-is
-imported only by ``decode_policy``, which the bot side calls, and for annotations.
+is imported only by ``decode_policy``, which the bot side calls, and for annotations.
 ``tests/executor/test_post_render_start.py`` keeps it so.
 """
 

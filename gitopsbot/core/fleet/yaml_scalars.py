@@ -1,7 +1,6 @@
 """What a YAML scalar means: YAML 1.2 core rules, exactly as ruamel.yaml's round trip resolved
 them before ``core.fleet.located_yaml`` took over reading (``on``/``yes`` are strings, ``0755`` is
-the
-integer 755, ``0o755`` is 493, ``1e3`` is a float, ``2001-12-14`` a date). Pure."""
+the integer 755, ``0o755`` is 493, ``1e3`` is a float, ``2001-12-14`` a date). Pure."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ Branch protection is not a guardrail the bot may assume (direct pushes, admins, 
 of stale pull requests and Git-only mode all bypass it), so every operation the bot starts
 from the watched branch is judged again, by the same rules and the same evaluation as its
 pull request (``core.planning.plan.make_plan``), against what is deployed when it starts. A deny,
-or an
-acknowledgement that is missing, blocks it before any step: the operation is recorded
+or an acknowledgement that is missing, blocks it before any step: the operation is recorded
 ``blocked`` with its verdicts and stays so until a newer commit for the cluster replaces it.
 
 A rollback (a revert) is never blocked by the rules that judge upgrades: it returns to a state

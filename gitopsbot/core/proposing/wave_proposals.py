@@ -6,8 +6,7 @@ of per-cluster proposals (``core.proposing.proposals``), applied to the wave as 
 
 * The target is the newest version some member may take (its scope, R2, F5:
   ``core.proposing.proposals.candidates``); the members bumped are those below it that may take it.
-  A
-  member already on it (or above) is left out, so is one whose scope or appVersion rules it
+  A member already on it (or above) is left out, so is one whose scope or appVersion rules it
   out (a note says so).
 * A declined wave request (closed by a person, or superseded by the bot), or one merged and
   later reverted while a member is below it again, is not proposed again for that wave, and

@@ -1,7 +1,6 @@
 """A plan's steps: what each ``StepKind`` is, a ``Step`` (the procedure rule it carries out
 and its impact on running work), and R3's impact column the steps quote. ``core.planning.plan``
-builds
-them (and re-exports these names)."""
+builds them (and re-exports these names)."""
 
 from __future__ import annotations
 

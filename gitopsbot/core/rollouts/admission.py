@@ -8,8 +8,7 @@ the switch is open, ``admit`` decides with those levers:
   the maintenance window; otherwise the switch stays closed until the next window. The
   expectation is the median of this phase's measured batches, or, before the first, the
   plan's estimate (``core.rollouts.timeline``: readiness plus the step wait). A batch longer than
-  the
-  whole window can never fit: it is admitted (else the pool would never finish) and says so.
+  the whole window can never fit: it is admitted (else the pool would never finish) and says so.
   Against ``maxDuration`` only measured batches count: halting on a rough estimate would
   roll back an upgrade that might have finished, so the deadline halts early only once this
   pool has shown how long a batch takes.

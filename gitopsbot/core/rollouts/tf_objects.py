@@ -140,8 +140,7 @@ def client_pods(gp_name: str, enabled: Sequence[Mapping[str, Any]]) -> list[Mapp
     (facts §3.6): ``tensor-fusion.ai/enabled=true`` pods labelled with the pool, which include
     local-GPU app pods (their component label is ``worker``). The bot's own GPU canary smoke
     pod (``core.rollouts.canary_smoke``) carries the same labels but is judged by the GPU canary,
-    not
-    as a client: left out."""
+    not as a client: left out."""
     return [
         p
         for p in enabled

@@ -7,8 +7,7 @@ batches × pct, capped at 100, whatever the node count), and between steps it wa
 become ready; that part is an estimate (``readiness_seconds``). Phases run one after another.
 
 Issue 18's admission settings change the estimate (``core.rollouts.admission`` decides the same way
-at
-run time):
+at run time):
 
 - ``maxUnavailable`` bounds a hypervisor batch: its percentage shrinks so that
   ``ceil(pct × nodes / 100) ≤ maxUnavailable.of(nodes)`` (``budget_batch_percentage``, the
