@@ -46,7 +46,7 @@ from gitopsbot.core.planning.plan import Plan, make_plan
 from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import Rule, load_rules
 from gitopsbot.core.proposing import proposals as core
-from gitopsbot.core.proposing import wave_proposals as wave_core
+from gitopsbot.core.proposing import request_texts as texts
 from gitopsbot.core.proposing.proposals import (
     ClusterDecision,
     ClusterInput,
@@ -211,15 +211,13 @@ class Proposer:
         # proposals.groupBy: wave: the waves' clusters are proposed per wave (bot.wave_proposer)
         # and served first; the per-cluster decisions get the rest of maxOpen.
         by_wave = wave_proposer.inputs(fleet, inputs, by_wave=wave_proposer.grouped(self, fleet))
-        wave_decisions = wave_core.decide_waves(
-            by_wave, records, max_open=settings.proposals.max_open
-        )
+        wave_decisions = core.decide_waves(by_wave, records, max_open=settings.proposals.max_open)
         taken = {m.cluster for w in by_wave for m in w.members}
         decisions = core.decide_fleet(
             [i for i in inputs if i.cluster not in taken],
             [r for r in records if not r.wave and r.cluster not in taken],
             max_open=settings.proposals.max_open,
-            also_open=wave_core.open_after(wave_decisions),
+            also_open=core.open_after(wave_decisions),
         )
         report.decisions = decisions
         rules = load_rules([*self._policy_documents, *fleet.policy_documents])
@@ -443,7 +441,7 @@ class Proposer:
             render_markdown(plan), self._rehearsal_section(fleet, cluster, desired_at)
         )
         self.forge.upsert_comment(number, marker=plan_marker(cluster), body=body)
-        state, description = core.policy_status(plan.decision)
+        state, description = texts.policy_status(plan.decision)
         self.forge.set_status(desired_at, state=state, description=description)
         return pr, plan
 
@@ -473,7 +471,7 @@ class Proposer:
         rel = spec.release
         version = d.target.version
         branch = ProposalId(d.cluster, version).branch
-        marker = core.marker(d.cluster, version)
+        marker = texts.marker(d.cluster, version)
         target_chart = self.charts.chart(rel.chart_repo_url, rel.chart_name, version)
         image = effective_images({}, target_chart).get("hypervisor", "")
 
@@ -484,7 +482,7 @@ class Proposer:
         release_path = f"{CLUSTERS_DIR}/{d.cluster}/{RELEASE_FILE}"
         values_path = f"{CLUSTERS_DIR}/{d.cluster}/{VALUES_FILE}"
         old = {p: self.repo.read(base, p) or b"" for p in (release_path, values_path)}
-        new_release, new_values = core.proposal_edits(
+        new_release, new_values = texts.proposal_edits(
             release_text=old[release_path].decode("utf-8"),
             values_text=old[values_path].decode("utf-8"),
             version=version,
@@ -505,7 +503,7 @@ class Proposer:
         desired = load_cluster(desired_tree, d.cluster)
         plan = self.plan_for(spec, desired, index=index, rules=rules, fleet=fleet)
         plan = self.digests(plan, desired, fleet)
-        body = core.proposal_body(
+        body = texts.proposal_body(
             d,
             chart=rel.chart_name,
             scope=fleet.settings.proposals.scope,
@@ -515,7 +513,7 @@ class Proposer:
         )
         if evidence:  # the earlier waves' records (bot.waves.for_proposal)
             body = f"{body.rstrip()}\n\n{evidence}"
-        title = core.title(d.cluster, rel.chart_name, version)
+        title = texts.title(d.cluster, rel.chart_name, version)
         labels = fleet.settings.proposals.labels
         pr = known
         if pr is None or pr.state is not PullRequestState.OPEN:
@@ -544,11 +542,11 @@ class Proposer:
                         body=body,
                         marker=marker,
                         labels=labels,
-                        status=core.policy_status(plan.decision),
+                        status=texts.policy_status(plan.decision),
                     )
                 )
             message = (
-                core.commit_message(d.cluster, rel.chart_name, rel.version, version, set_image)
+                texts.commit_message(d.cluster, rel.chart_name, rel.version, version, set_image)
                 if needs_commit
                 else f"{title}\n\nPlan updated.\n\n{ProposalId(d.cluster, version).trailer}\n"
             )
@@ -569,7 +567,7 @@ class Proposer:
         # remembers the head it was last set on.
         status_head = d.existing.head if d.existing else ""
         if not current or pushed or status_head != branch_head:
-            state, description = core.policy_status(plan.decision)
+            state, description = texts.policy_status(plan.decision)
             self.forge.set_status(branch_head, state=state, description=description)
         assert pr is not None
         # Git-only mode records requests and statuses as commits: remember the final head.

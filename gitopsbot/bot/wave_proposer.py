@@ -1,6 +1,6 @@
 """One proposal per wave (``proposals.groupBy: wave``), carried out (issue 14).
 
-The decision is ``core.proposing.wave_proposals``; the per-cluster pass (``bot.proposer``) calls
+The decision is ``core.proposing.proposals``; the per-cluster pass (``bot.proposer``) calls
 ``inputs`` before deciding and ``carry_out`` after its own requests. A wave's request is the
 per-cluster one with several clusters: one branch ``gitopsbot/upgrade/<wave>/<version>``
 (first commit's parent: the watched head; later ones on top of the branch, keeping what
@@ -33,7 +33,7 @@ from gitopsbot.core.planning.plan import Plan
 from gitopsbot.core.planning.render import render_markdown
 from gitopsbot.core.policy import Decision, Rule
 from gitopsbot.core.proposing import proposals as core
-from gitopsbot.core.proposing import wave_proposals as wcore
+from gitopsbot.core.proposing import request_texts as texts
 from gitopsbot.core.proposing.proposals import ClusterInput, ProposalRecord, ProposalState
 from gitopsbot.core.waves import promotion
 from gitopsbot.errors import GitOpsBotError
@@ -78,7 +78,7 @@ def grouped(proposer: Proposer, fleet: Fleet) -> bool:
 
 def inputs(
     fleet: Fleet, cluster_inputs: Sequence[ClusterInput], *, by_wave: bool
-) -> tuple[wcore.WaveInput, ...]:
+) -> tuple[core.WaveInput, ...]:
     """The waves (in ``waves:`` order) with their members' inputs; () unless ``by_wave``."""
     if not by_wave:
         return ()
@@ -87,13 +87,13 @@ def inputs(
     for group in promotion.fleet_by_wave(fleet.settings.waves, fleet.clusters.values()):
         if group.wave is None or not group.clusters:
             continue
-        out.append(wcore.WaveInput(group.wave.name, tuple(by_name[c] for c in group.clusters)))
+        out.append(core.WaveInput(group.wave.name, tuple(by_name[c] for c in group.clusters)))
     return tuple(out)
 
 
 def carry_out(
     proposer: Proposer,
-    decisions: Sequence[wcore.WaveDecision],
+    decisions: Sequence[core.WaveDecision],
     records: tuple[ProposalRecord, ...],
     *,
     head: str,
@@ -166,7 +166,7 @@ def _version_in(text: bytes | None) -> str:
 
 def _propose(
     proposer: Proposer,
-    d: wcore.WaveDecision,
+    d: core.WaveDecision,
     *,
     head: str,
     fleet: Fleet,
@@ -179,7 +179,7 @@ def _propose(
     repo, forge = proposer.repo, proposer.forge
     version = d.target.version
     branch = core.wave_branch(d.wave, version)
-    marker = wcore.marker(d.wave, version)
+    marker = texts.wave_marker(d.wave, version)
     branch_head = repo.head(branch)
     base = head if branch_head is None else branch_head
 
@@ -211,7 +211,7 @@ def _propose(
             start = {p: repo.read(head, p) for p in (release_path, values_path)}
         else:
             start = {p: old[p] for p in (release_path, values_path)}
-        new_release, new_values = core.proposal_edits(
+        new_release, new_values = texts.proposal_edits(
             release_text=(start[release_path] or b"").decode("utf-8"),
             values_text=(start[values_path] or b"").decode("utf-8"),
             version=version,
@@ -249,7 +249,7 @@ def _propose(
     decision = next(x for x in _WORST if x in decisions)
     chart_name = fleet.clusters[d.clusters[0]].release.chart_name
     index = indexes[fleet.clusters[d.clusters[0]].release.chart_repo_url]
-    body = wcore.proposal_body(
+    body = texts.wave_body(
         d,
         chart=chart_name,
         versions=index.versions(chart_name),
@@ -257,7 +257,7 @@ def _propose(
         plans=plans,
         evidence=evidence,
     )
-    title = wcore.title(d.wave, chart_name, version)
+    title = texts.wave_title(d.wave, chart_name, version)
     labels = fleet.settings.proposals.labels
     pr = known
     if pr is None or pr.state is not PullRequestState.OPEN:
@@ -272,7 +272,7 @@ def _propose(
     )
     pushed = False
     if needs_commit:
-        message = wcore.commit_message(d.wave, chart_name, version, d.current, images)
+        message = texts.wave_commit_message(d.wave, chart_name, version, d.current, images)
         repo.commit_files(branch, dict(edits), message, parent=base)
         branch_head = repo.push(branch)
         pushed = True
@@ -288,7 +288,7 @@ def _propose(
         )
     status_head = d.existing.head if d.existing else ""
     if not current or pushed or status_head != branch_head:
-        state, description = core.policy_status(decision)
+        state, description = texts.policy_status(decision)
         forge.set_status(branch_head, state=state, description=description)
     assert pr is not None
     return Proposal(

@@ -13,16 +13,18 @@ from gitopsbot.core.proposing.proposals import (
     ProposalRecord,
     ProposalState,
     candidates,
-    changes_section,
     decide_cluster,
     decide_fleet,
     in_scope,
     parse_ledger,
+    render_ledger,
+    upsert_record,
+)
+from gitopsbot.core.proposing.request_texts import (
+    changes_section,
     policy_status,
     proposal_body,
     proposal_edits,
-    render_ledger,
-    upsert_record,
 )
 
 OPEN, CLOSED, MERGED, SUPERSEDED = (

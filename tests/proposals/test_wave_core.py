@@ -1,5 +1,6 @@
-"""Table tests of core.wave_proposals: the wave's target and members, members left out,
-declined, superseded, the bound shared with per-cluster requests, retired records, the ledger."""
+"""Table tests of core.proposing.proposals per wave: the wave's target and members, members
+left out, declined, superseded, the bound shared with per-cluster requests, retired records,
+the ledger."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from gitopsbot.core.proposing.proposals import (
     ClusterInput,
     ProposalRecord,
     ProposalState,
+    WaveInput,
+    decide_waves,
     parse_ledger,
     render_ledger,
     upsert_record,
     wave_branch,
 )
-from gitopsbot.core.proposing.wave_proposals import WaveInput, commit_message, decide_waves
+from gitopsbot.core.proposing.request_texts import wave_commit_message as commit_message
 from tests.proposals.test_core import INDEX
 
 OPEN, CLOSED, SUPERSEDED = ProposalState.OPEN, ProposalState.CLOSED, ProposalState.SUPERSEDED

@@ -1,10 +1,11 @@
-"""Upstream version proposals, decided purely: which chart version to propose to which cluster.
+"""Upstream version proposals, decided purely: which chart version to propose to which
+clusters, one request per cluster or, with ``proposals.groupBy: wave``, one per wave.
 
 Inputs are values: each cluster's current chart version and upgrade scope, its chart
-repository's index, the bot's earlier proposals (the ledger, ``ProposalRecord``) and the
-fleet-wide bound ``max_open``. Outputs are ``ClusterDecision``s (propose / keep / close), the
-file edits of a proposal and its pull-request text. The proposer (``gitopsbot.bot.proposer``)
-carries them out. Decisions (docs/proposals.md):
+repository's index, the waves and their members, the bot's earlier proposals (the ledger,
+``ProposalRecord``) and the fleet-wide bound ``max_open``. Outputs are decisions (propose /
+keep / close); ``core.proposing.request_texts`` writes a proposal's edits and request text and
+the proposer (``gitopsbot.bot.proposer``) carries them out. Decisions (docs/proposals.md):
 
 * The target is the newest released (non pre-release) chart version above the current one that
   the scope allows (patch: same major.minor; minor: same major; major: any; pinned: none).
@@ -19,29 +20,38 @@ carries them out. Decisions (docs/proposals.md):
   superseded), or merged and later reverted, is never proposed again. When the newest allowed
   version was declined nothing older is proposed in its place (as Renovate does).
 * At most ``max_open`` proposals are open across the fleet; clusters are served in name order.
+
+A wave's request (issue 14) bumps ``chart.version`` in every cluster of the wave that is below
+the target and may take it, on one branch (``gitopsbot/upgrade/<wave>/<version>``), by the
+same rules applied to the wave as one:
+
+* The target is the newest version some member may take; the members bumped are those below
+  it that may take it. A member already on it (or above) is left out, so is one whose scope or
+  appVersion rules it out (a note says so).
+* A declined wave request, or one merged and later reverted while a member is below it again,
+  is not proposed again for that wave, and nothing older in its place.
+* ``max_open`` bounds every open request (per wave and per cluster); waves are served first,
+  in wave order, then the unwaved clusters in name order.
+* An open per-cluster request of a cluster a wave now takes is closed: the wave's request
+  carries its upgrade.
+
+Whether the earlier waves have soaked is the gate's (``bot.waves.for_proposal``), as for a
+per-cluster proposal; membership is ``core.waves.promotion``'s.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from gitopsbot.core.charts.chart import ChartVersion, semver_key
-from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.commit_classes import ProposalId
 from gitopsbot.core.fleet.model import UpgradeScope
-from gitopsbot.core.fleet.yamledit import set_value
-from gitopsbot.core.forge.forge_types import CommitState
-from gitopsbot.core.policy import Decision
-from gitopsbot.errors import FleetError
 
-# Where the edits go (fleet layout, docs/fleet-repo.md) and what they set (R4).
-RELEASE_VERSION_PATH = "chart.version"
-HYPERVISOR_IMAGE_PATH = "cluster.hypervisorImage"
 LEDGER_FILE = "proposals.json"  # on the bot's state branch
 LEDGER_VERSION = 1
 
@@ -62,7 +72,7 @@ class ProposalRecord:
     number: int
     state: ProposalState = ProposalState.OPEN
     head: str = ""  # the branch head the policy status was last set on
-    # A wave's request (proposals.groupBy: wave, core.wave_proposals): ``cluster`` is "".
+    # A wave's request (proposals.groupBy: wave): ``cluster`` is "".
     wave: str = ""
 
     @property
@@ -108,6 +118,30 @@ class ClusterDecision:
     current_version: str
     target: ChartVersion | None  # propose (open or refresh) this version
     existing: ProposalRecord | None = None  # the open proposal for ``target``, if any
+    close: tuple[Closing, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def opens_new(self) -> bool:
+        return self.target is not None and self.existing is None
+
+
+@dataclass(frozen=True, slots=True)
+class WaveInput:
+    """A wave (in the order of ``waves:``) and the clusters it takes."""
+
+    wave: str
+    members: tuple[ClusterInput, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WaveDecision:
+    wave: str
+    target: ChartVersion | None  # propose (open or refresh) this version
+    clusters: tuple[str, ...] = ()  # the members the request bumps, by name
+    current: tuple[tuple[str, str], ...] = ()  # (member, its chart version) of ``clusters``
+    existing: ProposalRecord | None = None  # the open request for ``target``, if any
     close: tuple[Closing, ...] = ()
     skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
@@ -262,8 +296,7 @@ def decide_fleet(
 
     Open proposals of clusters no longer in the fleet are closed. A cluster replacing its own
     open proposal keeps its slot; a cluster with none opens one only while slots remain.
-    ``also_open``: requests open besides ``records``' (the waves',
-    ``core.proposing.wave_proposals``).
+    ``also_open``: requests open besides ``records``' (the waves', ``decide_waves``).
     """
     names = {i.cluster for i in inputs}
     decisions = [decide_cluster(i, records) for i in sorted(inputs, key=lambda i: i.cluster)]
@@ -303,118 +336,139 @@ def decide_fleet(
     return tuple(out)
 
 
-# -- edits and texts ----------------------------------------------------------------------
-
-
-def proposal_edits(
-    *, release_text: str, values_text: str, version: str, hypervisor_image: str
-) -> tuple[str, str]:
-    """``(release.yaml, values.yaml)`` texts bumping the chart and setting the hypervisor image
-    explicitly (R4: it does not follow the chart), comments and layout kept. An empty
-    ``hypervisor_image`` (the chart has no default) leaves values.yaml as it is."""
-    release = set_value(release_text, RELEASE_VERSION_PATH, version)
-    values = values_text
-    if hypervisor_image:
-        values = set_value(
-            values_text if values_text.strip() else "{}\n", HYPERVISOR_IMAGE_PATH, hypervisor_image
+def decide_wave(inp: WaveInput, records: Sequence[ProposalRecord]) -> WaveDecision:
+    """The decision for one wave, before the fleet-wide bound is applied."""
+    mine = [r for r in records if r.wave == inp.wave]
+    open_records = sorted(
+        (r for r in mine if r.state is ProposalState.OPEN), key=lambda r: _key(r.version)
+    )
+    notes: list[str] = []
+    allowed_by: dict[str, list[str]] = {}  # version → members that may take it
+    entries: dict[str, ChartVersion] = {}
+    skipped: dict[str, Skipped] = {}
+    for m in inp.members:
+        if m.problem:
+            notes.append(f"{m.cluster}: {m.problem}")
+            continue
+        allowed, skip, member_notes = candidates(m.current_version, m.scope, m.versions)
+        notes += [f"{m.cluster}: {n}" for n in member_notes]
+        for s in skip:
+            skipped.setdefault(_norm(s.version), s)
+        for v in allowed:
+            allowed_by.setdefault(_norm(v.version), []).append(m.cluster)
+            entries.setdefault(_norm(v.version), v)
+    lowest = min((_key(m.current_version) for m in inp.members), default=None)
+    blocked = {
+        _norm(r.version): r
+        for r in mine
+        if r.state in (ProposalState.CLOSED, ProposalState.SUPERSEDED)
+        or (r.state is ProposalState.MERGED and lowest is not None and _key(r.version) > lowest)
+    }
+    newest = sorted(entries, key=_key, reverse=True)
+    target = entries[newest[0]] if newest else None
+    if target is not None and _norm(target.version) in blocked:
+        rec = blocked[_norm(target.version)]
+        how = "merged and later reverted" if rec.state is ProposalState.MERGED else "closed"
+        notes.append(
+            f"{target.version}: wave {inp.wave}'s request #{rec.number} was {how}; "
+            "it is not proposed again"
         )
-    return release, values
-
-
-def marker(cluster: str, version: str) -> str:
-    """The hidden marker of a proposal's pull-request body."""
-    return f"proposal:{cluster}/{version}"
-
-
-def title(cluster: str, chart: str, version: str) -> str:
-    return f"Upgrade {cluster} to {chart} {version}"
-
-
-def commit_message(cluster: str, chart: str, current: str, version: str, image: str) -> str:
-    lines = [
-        title(cluster, chart, version),
-        "",
-        f"Chart {chart} {current} → {version}.",
-    ]
-    if image:
-        lines.append(f"Hypervisor image set explicitly to {image} (R4).")
-    lines += ["", ProposalId(cluster, version).trailer, ""]
-    return "\n".join(lines)
-
-
-def _changes_lines(text: str) -> list[str]:
-    """``artifacthub.io/changes`` (a YAML list of {kind, description} or of strings) as a
-    Markdown list; anything else verbatim in a code block."""
-    try:
-        doc = located_yaml.load(text, "artifacthub.io/changes")
-    except FleetError:
-        doc = None
-    if isinstance(doc, list) and doc:
-        out: list[str] = []
-        for item in doc:
-            if isinstance(item, Mapping):
-                kind = str(item.get("kind", "")).strip()
-                desc = str(item.get("description", "")).strip()
-                out.append(f"- {'**' + kind + '** ' if kind else ''}{desc}")
+        target = None
+    if target is None:
+        still = [r for r in open_records if _norm(r.version) in entries]
+        if still:
+            target = entries[_norm(still[-1].version)]
+    members: tuple[str, ...] = ()
+    current: tuple[tuple[str, str], ...] = ()
+    if target is not None:
+        taking = set(allowed_by.get(_norm(target.version), ()))
+        members = tuple(sorted(taking))
+        versions = {m.cluster: m.current_version for m in inp.members}
+        current = tuple((c, versions[c]) for c in members)
+        for m in inp.members:
+            if m.cluster in taking or m.problem:
+                continue
+            if _key(m.current_version) >= _key(target.version):
+                notes.append(f"{m.cluster}: already at chart {m.current_version}, left out")
             else:
-                out.append(f"- {item}")
-        return out
-    return ["```", text.rstrip(), "```"]
+                notes.append(f"{m.cluster}: {target.version} is not an allowed upgrade, left out")
+    existing = None
+    closing: list[Closing] = []
+    for rec in open_records:
+        if target is not None and _norm(rec.version) == _norm(target.version):
+            existing = rec
+        elif target is not None:
+            closing.append(Closing(rec, f"superseded by chart {target.version}", target.version))
+        elif lowest is not None and _key(rec.version) <= lowest:
+            closing.append(Closing(rec, f"every cluster of wave `{inp.wave}` is at or above it"))
+        else:
+            closing.append(Closing(rec, f"chart {rec.version} is no longer an allowed upgrade"))
+    return WaveDecision(
+        wave=inp.wave,
+        target=target,
+        clusters=members,
+        current=current,
+        existing=existing,
+        close=tuple(closing),
+        skipped=tuple(
+            s
+            for v, s in sorted(skipped.items())
+            if target is None or _key(v) > _key(target.version)
+        ),
+        notes=tuple(notes),
+    )
 
 
-def changes_section(current: str, target: str, versions: Sequence[ChartVersion]) -> list[str]:
-    """The chart's published changes for every version in (current, target], newest first."""
-    lo, hi = _key(current), _key(target)
-    out: list[str] = []
-    for entry in sorted(versions, key=lambda v: _key(v.version), reverse=True):
-        if lo < _key(entry.version) <= hi and entry.changes.strip():
-            created = f" ({entry.created[:10]})" if entry.created else ""
-            out += [f"#### {entry.version}{created}", "", *_changes_lines(entry.changes), ""]
-    return out
-
-
-def proposal_body(
-    decision: ClusterDecision,
+def decide_waves(
+    inputs: Sequence[WaveInput],
+    records: Sequence[ProposalRecord],
     *,
-    chart: str,
-    scope: UpgradeScope,
-    plan_markdown: str,
-    versions: Sequence[ChartVersion],
-    image: str,
-) -> str:
-    """The pull-request body: what is proposed and why, the chart's changes, then the plan.
-    ``image``: the hypervisor image the proposal writes into values.yaml; empty when values.yaml
-    is not edited (the body lists only real edits)."""
-    assert decision.target is not None
-    target = decision.target
-    out = [
-        f"gitopsbot proposes chart `{chart}` **{decision.current_version} → {target.version}** "
-        f"(appVersion {target.app_version}) for cluster `{decision.cluster}` "
-        f"(scope `{scope}`).",
-        "",
-        f"- `release.yaml`: `{RELEASE_VERSION_PATH}` → `{target.version}`",
-    ]
-    if image:
-        out.append(f"- `values.yaml`: `{HYPERVISOR_IMAGE_PATH}` → `{image}` (set explicitly, R4)")
-    out.append("")
-    if decision.skipped:
-        out += ["Newer versions not proposed:", ""]
-        out += [f"- {s.version}: {s.reason}" for s in decision.skipped]
-        out.append("")
-    changes = changes_section(decision.current_version, target.version, versions)
-    if changes:
-        out += ["### Chart changes", "", *changes]
-    out += [plan_markdown.rstrip(), ""]
-    return "\n".join(out)
+    max_open: int,
+) -> tuple[WaveDecision, ...]:
+    """Decisions for every wave (in the order given), bounded by ``max_open`` over every open
+    request of ``records`` (per cluster ones too). Open wave requests of a wave that takes no
+    cluster any more (or of any wave when ``inputs`` is empty: ``groupBy: cluster``) are
+    closed; so are open per-cluster requests of the clusters the waves take."""
+    names = {i.wave for i in inputs}
+    taken = {m.cluster for i in inputs for m in i.members}
+    decisions = [decide_wave(i, records) for i in inputs]
+    retired = tuple(
+        Closing(r, f"cluster `{r.cluster}` is now proposed with its wave (proposals.groupBy)")
+        for r in sorted(records)
+        if r.state is ProposalState.OPEN and not r.wave and r.cluster in taken
+    )
+    gone = tuple(
+        Closing(r, f"wave `{r.wave}` has no proposal here any more (waves or groupBy changed)")
+        for r in sorted(records)
+        if r.state is ProposalState.OPEN and r.wave and r.wave not in names
+    )
+    open_count = sum(1 for r in records if r.state is ProposalState.OPEN)
+    open_count -= len(retired) + len(gone)
+    for d in decisions:
+        replacing = d.opens_new and any(c.superseded_by for c in d.close)
+        open_count -= len(d.close) - (1 if replacing else 0)
+    out: list[WaveDecision] = []
+    for d in decisions:
+        replacing = d.opens_new and any(c.superseded_by for c in d.close)
+        if d.opens_new and not replacing:
+            assert d.target is not None
+            if open_count >= max_open:
+                note = (
+                    f"{d.target.version}: not proposed now, {open_count} proposal(s) open "
+                    f"and maxOpen is {max_open}"
+                )
+                d = replace(d, target=None, clusters=(), current=(), notes=(*d.notes, note))
+            else:
+                open_count += 1
+        out.append(d)
+    if retired or gone:
+        out.append(WaveDecision(wave="", target=None, close=(*retired, *gone)))
+    return tuple(out)
 
 
-def policy_status(decision: Decision) -> tuple[CommitState, str]:
-    """The ``gitopsbot/policy`` commit status for a plan's decision (a deny fails)."""
-    return {
-        Decision.ALLOWED: (CommitState.SUCCESS, "policy: allowed"),
-        Decision.NEEDS_ACK: (CommitState.PENDING, "policy: needs acknowledgement"),
-        Decision.DENIED: (CommitState.FAILURE, "policy: denied"),
-    }[decision]
+def open_after(decisions: Sequence[WaveDecision]) -> int:
+    """Wave requests open once ``decisions`` are carried out (for the per-cluster bound)."""
+    return sum(1 for d in decisions if d.target is not None)
 
 
 # -- the ledger ---------------------------------------------------------------------------
