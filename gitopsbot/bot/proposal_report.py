@@ -1,12 +1,12 @@
 """What a proposal pass did: one ``Proposal`` per cluster's (or wave's) target version and
-the pass's ``PassReport`` (for logs and the ``propose`` command); the per-cluster pass
-(``bot.proposer``) and the per-wave one (``bot.wave_proposer``) both make them."""
+the pass's ``PassReport`` (for logs and the ``propose`` command); the proposer
+(``bot.proposer``) makes them, ``bot.proposal_request`` each ``Proposal``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gitopsbot.core.proposing.proposals import ClusterDecision
+from gitopsbot.core.proposing.proposals import ProposalDecision
 
 
 def plan_marker(cluster: str) -> str:
@@ -37,7 +37,7 @@ class PassReport:
     enabled: bool = True
     proposals: list[Proposal] = field(default_factory=list)
     closed: list[tuple[int, str]] = field(default_factory=list)  # (number, reason)
-    decisions: tuple[ClusterDecision, ...] = ()
+    decisions: tuple[ProposalDecision, ...] = ()  # the per-cluster ones
     problems: list[str] = field(default_factory=list)
     ledger_written: bool = False
     notes: list[str] = field(default_factory=list)  # the failedVersions requests opened

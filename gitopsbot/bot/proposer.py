@@ -1,23 +1,21 @@
 """One upstream-proposal pass: read the fleet, ask each chart repository, open/refresh/close
-proposals. Ports are injected (Repo, Forge, ChartSource); every decision is
-``gitopsbot.core.proposing.proposals``'s.
+proposals, one request per cluster or, with ``proposals.groupBy: wave``, per wave. Ports are
+injected (Repo, Forge, ChartSource); every decision is ``gitopsbot.core.proposing.proposals``'s.
 
 A pass: fetch; read the fleet at the watched branch's head; read the proposal ledger from the
 state branch (``proposals.json``) and refresh the state of each open proposal from the forge
 (one read each); fetch each distinct chart repository index once; decide; then for each
-target plan the branch as it will be, commit the edits on ``gitopsbot/<cluster>/<version>``
-(first commit's parent: the watched head; later ones fast-forward the branch), push, open or
-update the request with the plan as body and the settings' labels, set ``gitopsbot/policy``
-(in Git-only mode the request and status are files committed with the edits: at most one
-commit per branch a pass); close superseded requests
-with a comment; write the ledger back when it changed. A pass with nothing new makes no write
-to the forge or to Git (it only reads).
+target plan the branch as it will be and publish it (``bot.proposal_request``): commit the
+edits on ``gitopsbot/<cluster>/<version>`` (a wave's: ``bot.wave_request``; first commit's
+parent: the watched head; later ones fast-forward the branch), push, open or update the
+request with the plan as body and the settings' labels, set ``gitopsbot/policy`` (in Git-only
+mode the request and status are files committed with the edits: at most one commit per branch
+a pass); close superseded requests with a comment; write the ledger back when it changed. A
+pass with nothing new makes no write to the forge or to Git (it only reads).
 
 Waves (issue 14): a later wave's new proposal waits for the earlier waves (``bot.waves``), and
-the pass proposes ``failedVersions`` entries after rollbacks (``bot.failed_marks``). Past 500
-lines because a pass's steps (branch, plan, request, status, ledger) read best in one place;
-what waves add lives in those modules, and ``bot.wave_proposer`` proposes per wave
-(``proposals.groupBy: wave``).
+the pass proposes ``failedVersions`` entries after rollbacks (``bot.failed_marks``). The plan
+of a request and the plan comment (``comment``) live here too: they are the same plan.
 """
 
 from __future__ import annotations
@@ -27,10 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gitopsbot.baseline import load_fleet_baseline
-from gitopsbot.bot import failed_marks, rehearsal_store, wave_proposer, waves
+from gitopsbot.bot import failed_marks, rehearsal_store, wave_request, waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.overlay_tree import OverlayTree
 from gitopsbot.bot.proposal_report import PassReport, Proposal, plan_marker
+from gitopsbot.bot.proposal_request import Draft, publish
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core import rehearsal as rehearsal_core
 from gitopsbot.core.charts.chart import Chart, ChartIndex
@@ -40,7 +39,7 @@ from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.layout import RELEASE_FILE
 from gitopsbot.core.fleet.model import ClusterSpec, Fleet, Location
-from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState, with_marker
+from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState
 from gitopsbot.core.planning import provenance, reviewed_chart
 from gitopsbot.core.planning.plan import Plan, make_plan
 from gitopsbot.core.planning.render import render_markdown
@@ -48,8 +47,8 @@ from gitopsbot.core.policy import Rule, load_rules
 from gitopsbot.core.proposing import proposals as core
 from gitopsbot.core.proposing import request_texts as texts
 from gitopsbot.core.proposing.proposals import (
-    ClusterDecision,
     ClusterInput,
+    ProposalDecision,
     ProposalRecord,
     ProposalState,
 )
@@ -66,7 +65,7 @@ from gitopsbot.errors import (
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.ports.charts import ChartArchives, ChartSource, ManifestRenderer
 from gitopsbot.ports.files import FileTree
-from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
+from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 
 log = logging.getLogger(__name__)
@@ -208,80 +207,25 @@ class Proposer:
             )
             for c in clusters
         ]
-        # proposals.groupBy: wave: the waves' clusters are proposed per wave (bot.wave_proposer)
-        # and served first; the per-cluster decisions get the rest of maxOpen.
-        by_wave = wave_proposer.inputs(fleet, inputs, by_wave=wave_proposer.grouped(self, fleet))
-        wave_decisions = core.decide_waves(by_wave, records, max_open=settings.proposals.max_open)
-        taken = {m.cluster for w in by_wave for m in w.members}
-        decisions = core.decide_fleet(
-            [i for i in inputs if i.cluster not in taken],
-            [r for r in records if not r.wave and r.cluster not in taken],
-            max_open=settings.proposals.max_open,
-            also_open=core.open_after(wave_decisions),
+        # proposals.groupBy: wave: the waves' clusters are proposed per wave
+        # (bot.wave_request) and served first; the per-cluster decisions get the rest of maxOpen.
+        by_wave = core.wave_inputs(fleet, inputs) if wave_request.grouped(self, fleet) else ()
+        decisions, wave_decisions = core.decide(
+            inputs, records, max_open=settings.proposals.max_open, waves=by_wave
         )
         report.decisions = decisions
         rules = load_rules([*self._policy_documents, *fleet.policy_documents])
-        opened_for: dict[str, Proposal] = {}
-        for d in decisions:
-            if d.target is None:
-                continue
-            spec = fleet.clusters[d.cluster]
-            hold, evidence = waves.for_proposal(self.repo, fleet, spec, d.target.version)
-            if hold and d.existing is None:
-                # Proposals follow the waves: opened once the earlier waves have soaked.
-                report.notes.append(f"{d.cluster}: {d.target.version} not proposed yet: {hold}")
-                continue
-            try:
-                proposal = self._propose(
-                    d,
-                    spec,
-                    head=head,
-                    fleet=fleet,
-                    index=indexes[spec.release.chart_repo_url],
-                    rules=rules,
-                    known=infos.get(d.existing.number) if d.existing else None,
-                    evidence=evidence,
-                )
-            except GitOpsBotError as exc:
-                report.problems.append(f"{d.cluster}: {d.target.version}: {exc}")
-                log.warning("proposal for %s %s failed: %s", d.cluster, d.target.version, exc)
-                continue
-            report.proposals.append(proposal)
-            opened_for[d.cluster] = proposal
-            records = core.upsert_record(
+        for batch in (decisions, wave_decisions):
+            records = self._carry_out(
+                batch,
                 records,
-                ProposalRecord(d.cluster, proposal.version, proposal.number, head=proposal.head),
+                head=head,
+                fleet=fleet,
+                indexes=indexes,
+                rules=rules,
+                infos=infos,
+                report=report,
             )
-        for d in decisions:
-            for closing in d.close:
-                text = f"gitopsbot closes this proposal: {closing.reason}."
-                new = opened_for.get(d.cluster)
-                if closing.superseded_by:
-                    if new is None:
-                        continue  # the replacement failed: keep the old one open for now
-                    text += f" Superseded by #{new.number} ({new.url})."
-                try:
-                    self.forge.close_pull_request(closing.record.number, text)
-                except GitOpsBotError as exc:
-                    report.problems.append(f"close #{closing.record.number}: {exc}")
-                    continue
-                report.closed.append((closing.record.number, closing.reason))
-                rec = closing.record
-                records = core.upsert_record(
-                    records,
-                    replace(rec, state=ProposalState.SUPERSEDED),
-                )
-        records = wave_proposer.carry_out(
-            self,
-            wave_decisions,
-            records,
-            head=head,
-            fleet=fleet,
-            indexes=indexes,
-            rules=rules,
-            infos=infos,
-            report=report,
-        )
         if core.render_ledger(records) != core.render_ledger(before):
             self._write_ledger(state_branch, records)
             report.ledger_written = True
@@ -296,6 +240,101 @@ class Proposer:
             )
         )
         return report
+
+    def _carry_out(
+        self,
+        decisions: Sequence[ProposalDecision],
+        records: tuple[ProposalRecord, ...],
+        *,
+        head: str,
+        fleet: Fleet,
+        indexes: Mapping[str, ChartIndex],
+        rules: Rules,
+        infos: Mapping[int, PullRequestInfo],
+        report: PassReport,
+    ) -> tuple[ProposalRecord, ...]:
+        """Open or refresh each target's request, then close the superseded and obsolete
+        ones; the ledger's records as they end up."""
+        opened_for: dict[tuple[str, str], Proposal] = {}
+        for d in decisions:
+            if d.wave:  # a cluster's notes are the report's, with its decision
+                report.notes += [f"wave {d.wave}: {n}" for n in d.notes]
+            if d.target is None or not d.clusters:
+                continue
+            version = d.target.version
+            first = fleet.clusters[d.clusters[0]]
+            hold, evidence = waves.for_proposal(self.repo, fleet, first, version)
+            if hold and d.existing is None:
+                # Proposals follow the waves: opened once the earlier waves have soaked.
+                report.notes.append(f"{d.who}: {version} not proposed yet: {hold}")
+                continue
+            known = infos.get(d.existing.number) if d.existing else None
+            try:
+                if d.wave:
+                    draft = wave_request.draft(
+                        self,
+                        d,
+                        head=head,
+                        fleet=fleet,
+                        indexes=indexes,
+                        rules=rules,
+                        evidence=evidence,
+                    )
+                    proposal = self._publish(d, draft, fleet, known)
+                else:
+                    proposal = self._propose(
+                        d,
+                        first,
+                        head=head,
+                        fleet=fleet,
+                        index=indexes[first.release.chart_repo_url],
+                        rules=rules,
+                        known=known,
+                        evidence=evidence,
+                    )
+            except GitOpsBotError as exc:
+                report.problems.append(f"{d.who}: {version}: {exc}")
+                log.warning("proposal for %s %s failed: %s", d.who, version, exc)
+                continue
+            report.proposals.append(proposal)
+            opened_for[(d.cluster, d.wave)] = proposal
+            records = core.upsert_record(
+                records,
+                ProposalRecord(
+                    d.cluster, version, proposal.number, head=proposal.head, wave=d.wave
+                ),
+            )
+        for d in decisions:
+            for closing in d.close:
+                text = f"gitopsbot closes this proposal: {closing.reason}."
+                if closing.superseded_by:
+                    new = opened_for.get((d.cluster, d.wave))
+                    if new is None:
+                        continue  # the replacement failed or waits: keep the old one for now
+                    text += f" Superseded by #{new.number} ({new.url})."
+                try:
+                    self.forge.close_pull_request(closing.record.number, text)
+                except GitOpsBotError as exc:
+                    report.problems.append(f"close #{closing.record.number}: {exc}")
+                    continue
+                report.closed.append((closing.record.number, closing.reason))
+                records = core.upsert_record(
+                    records, replace(closing.record, state=ProposalState.SUPERSEDED)
+                )
+        return records
+
+    def _publish(
+        self, d: ProposalDecision, draft: Draft, fleet: Fleet, known: PullRequestInfo | None
+    ) -> Proposal:
+        return publish(
+            self.repo,
+            self.forge,
+            d,
+            draft,
+            watched_branch=self.watched_branch,
+            labels=fleet.settings.proposals.labels,
+            known=known,
+        )
 
     def _write_ledger(self, state_branch: str, records: Sequence[ProposalRecord]) -> None:
         text = core.render_ledger(records).encode()
@@ -457,7 +496,7 @@ class Proposer:
 
     def _propose(
         self,
-        d: ClusterDecision,
+        d: ProposalDecision,
         spec: ClusterSpec,
         *,
         head: str,
@@ -471,7 +510,6 @@ class Proposer:
         rel = spec.release
         version = d.target.version
         branch = ProposalId(d.cluster, version).branch
-        marker = texts.marker(d.cluster, version)
         target_chart = self.charts.chart(rel.chart_repo_url, rel.chart_name, version)
         image = effective_images({}, target_chart).get("hypervisor", "")
 
@@ -513,76 +551,22 @@ class Proposer:
         )
         if evidence:  # the earlier waves' records (bot.waves.for_proposal)
             body = f"{body.rstrip()}\n\n{evidence}"
-        title = texts.title(d.cluster, rel.chart_name, version)
-        labels = fleet.settings.proposals.labels
-        pr = known
-        if pr is None or pr.state is not PullRequestState.OPEN:
-            # Not in the ledger: a request opened before a crash is found again, not doubled.
-            pr = self.forge.find_pull_request(branch, marker)
-        opened = pr is None
-        current = (
-            pr is not None
-            and pr.title == title
-            and pr.body.strip() == with_marker(body, marker).strip()
-            and all(label in pr.labels for label in labels)
-        )
-        in_git = isinstance(self.forge, RecordsRequestsInGit)
-        pushed = False
-        if needs_commit or (in_git and pr is not None and not current):
-            files: dict[str, bytes | None] = dict(edits) if needs_commit else {}
-            if isinstance(self.forge, RecordsRequestsInGit):
-                # Git-only mode: the request and its status travel in the same commit as the
-                # edits, so the calls below find them recorded and write nothing: one pass
-                # writes at most one commit on the branch.
-                files.update(
-                    self.forge.request_files(
-                        branch=branch,
-                        base=self.watched_branch,
-                        title=title,
-                        body=body,
-                        marker=marker,
-                        labels=labels,
-                        status=texts.policy_status(plan.decision),
-                    )
-                )
-            message = (
-                texts.commit_message(d.cluster, rel.chart_name, rel.version, version, set_image)
-                if needs_commit
-                else f"{title}\n\nPlan updated.\n\n{ProposalId(d.cluster, version).trailer}\n"
-            )
-            self.repo.commit_files(branch, files, message, parent=base)
-            branch_head = self.repo.push(branch)
-            pushed = True
-        assert branch_head is not None
-        if not current or pushed:
-            pr = self.forge.open_or_update_pull_request(
-                branch=branch,
-                base=self.watched_branch,
-                title=title,
-                body=body,
-                marker=marker,
-                labels=labels,
-            )
-        # The status goes on every new head (also one a person pushed), once: the ledger
-        # remembers the head it was last set on.
-        status_head = d.existing.head if d.existing else ""
-        if not current or pushed or status_head != branch_head:
-            state, description = texts.policy_status(plan.decision)
-            self.forge.set_status(branch_head, state=state, description=description)
-        assert pr is not None
-        # Git-only mode records requests and statuses as commits: remember the final head.
-        final_head = self.repo.head(branch) or branch_head
-        self.record_digests(
-            plan, desired_tree, fleet=fleet, planned_at=final_head, request=pr.number
-        )
-        return Proposal(
-            cluster=d.cluster,
-            version=version,
+        draft = Draft(
             branch=branch,
-            number=pr.number,
-            url=pr.url,
-            decision=str(plan.decision),
-            head=final_head,
-            opened=opened,
-            updated=(not opened) and (not current or pushed),
+            marker=texts.marker(d.cluster, version),
+            title=texts.title(d.cluster, rel.chart_name, version),
+            body=body,
+            message=texts.commit_message(
+                d.cluster, rel.chart_name, rel.version, version, set_image
+            ),
+            edits=edits,
+            base=base,
+            branch_head=branch_head,
+            needs_commit=needs_commit,
+            decision=plan.decision,
         )
+        proposal = self._publish(d, draft, fleet, known)
+        self.record_digests(
+            plan, desired_tree, fleet=fleet, planned_at=proposal.head, request=proposal.number
+        )
+        return proposal

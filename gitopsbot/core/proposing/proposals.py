@@ -43,14 +43,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from gitopsbot.core.charts.chart import ChartVersion, semver_key
 from gitopsbot.core.fleet.commit_classes import ProposalId
-from gitopsbot.core.fleet.model import UpgradeScope
+from gitopsbot.core.fleet.model import Fleet, UpgradeScope
+from gitopsbot.core.waves import promotion
 
 LEDGER_FILE = "proposals.json"  # on the bot's state branch
 LEDGER_VERSION = 1
@@ -113,21 +114,6 @@ class Closing:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterDecision:
-    cluster: str
-    current_version: str
-    target: ChartVersion | None  # propose (open or refresh) this version
-    existing: ProposalRecord | None = None  # the open proposal for ``target``, if any
-    close: tuple[Closing, ...] = ()
-    skipped: tuple[Skipped, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    @property
-    def opens_new(self) -> bool:
-        return self.target is not None and self.existing is None
-
-
-@dataclass(frozen=True, slots=True)
 class WaveInput:
     """A wave (in the order of ``waves:``) and the clusters it takes."""
 
@@ -136,19 +122,37 @@ class WaveInput:
 
 
 @dataclass(frozen=True, slots=True)
-class WaveDecision:
-    wave: str
+class ProposalDecision:
+    """What to do about one request: a cluster's (``wave`` is "") or a wave's (``cluster`` is
+    ""), as ``ProposalRecord`` names them; neither, for closings alone."""
+
+    cluster: str
     target: ChartVersion | None  # propose (open or refresh) this version
-    clusters: tuple[str, ...] = ()  # the members the request bumps, by name
-    current: tuple[tuple[str, str], ...] = ()  # (member, its chart version) of ``clusters``
+    current: tuple[tuple[str, str], ...] = ()  # (cluster, its chart version) the request bumps
     existing: ProposalRecord | None = None  # the open request for ``target``, if any
     close: tuple[Closing, ...] = ()
     skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
+    wave: str = ""
 
     @property
     def opens_new(self) -> bool:
         return self.target is not None and self.existing is None
+
+    @property
+    def replaces(self) -> bool:
+        """Opens a request that supersedes an open one of its own: net zero for the bound."""
+        return self.opens_new and any(c.superseded_by for c in self.close)
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """The clusters the request bumps, by name."""
+        return tuple(cluster for cluster, _ in self.current)
+
+    @property
+    def who(self) -> str:
+        """The request's subject in reports and notes: the cluster, or ``wave <name>``."""
+        return f"wave {self.wave}" if self.wave else self.cluster
 
 
 # -- versions -----------------------------------------------------------------------------
@@ -227,121 +231,109 @@ def candidates(
 # -- decisions ----------------------------------------------------------------------------
 
 
-def decide_cluster(inp: ClusterInput, records: Sequence[ProposalRecord]) -> ClusterDecision:
-    """The decision for one cluster, before the fleet-wide bound is applied."""
-    mine = [r for r in records if r.cluster == inp.cluster]
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    target: ChartVersion | None
+    existing: ProposalRecord | None
+    close: tuple[Closing, ...]
+    notes: tuple[str, ...]
+
+
+def _settle(
+    mine: Sequence[ProposalRecord],
+    *,
+    newest: ChartVersion | None,
+    allowed: Mapping[str, ChartVersion],
+    lowest: tuple[Any, ...] | None,
+    whose: str,
+    obsolete: Callable[[ProposalRecord, ChartVersion | None], Closing],
+) -> _Settled:
+    """One request's target and what becomes of its open records, per cluster or per wave.
+
+    ``mine``: the request's records; ``newest``: the newest version allowed; ``allowed``: the
+    allowed versions by their plain number; ``lowest``: the lowest current version of the
+    clusters it would bump (a merged record above it was reverted); ``whose``: how the
+    declined note names the request; ``obsolete``: the closing of an open record that is not
+    the target."""
     open_records = sorted(
         (r for r in mine if r.state is ProposalState.OPEN), key=lambda r: _key(r.version)
     )
-    if inp.problem:
-        # No index: keep whatever is open, decide nothing new.
-        return ClusterDecision(inp.cluster, inp.current_version, None, notes=(inp.problem,))
-    allowed, skipped, notes_t = candidates(inp.current_version, inp.scope, inp.versions)
-    notes = list(notes_t)
     blocked = {
         _norm(r.version): r
         for r in mine
         if r.state in (ProposalState.CLOSED, ProposalState.SUPERSEDED)
-        or (r.state is ProposalState.MERGED and _key(r.version) > _key(inp.current_version))
+        or (r.state is ProposalState.MERGED and lowest is not None and _key(r.version) > lowest)
     }
-    allowed_names = {_norm(v.version): v for v in allowed}
-    target: ChartVersion | None = allowed[0] if allowed else None
+    notes: list[str] = []
+    target = newest
     if target is not None and _norm(target.version) in blocked:
         rec = blocked[_norm(target.version)]
         how = "merged and later reverted" if rec.state is ProposalState.MERGED else "closed"
-        notes.append(
-            f"{target.version}: its proposal #{rec.number} was {how}; it is not proposed again"
-        )
+        notes.append(f"{target.version}: {whose} #{rec.number} was {how}; it is not proposed again")
         target = None
     if target is None:
-        # An open proposal still allowed is kept (e.g. the newest one was declined meanwhile).
-        still = [r for r in open_records if _norm(r.version) in allowed_names]
+        # An open request still allowed is kept (e.g. the newest one was declined meanwhile).
+        still = [r for r in open_records if _norm(r.version) in allowed]
         if still:
-            target = allowed_names[_norm(still[-1].version)]
+            target = allowed[_norm(still[-1].version)]
     existing = None
     closing: list[Closing] = []
     for rec in open_records:
         if target is not None and _norm(rec.version) == _norm(target.version):
             existing = rec
-            continue
-        if _key(rec.version) <= _key(inp.current_version):
-            closing.append(
-                Closing(rec, f"cluster `{inp.cluster}` is already at chart {inp.current_version}")
-            )
-        elif target is not None:
-            closing.append(Closing(rec, f"superseded by chart {target.version}", target.version))
-        elif inp.scope == "pinned":
-            closing.append(Closing(rec, f"cluster `{inp.cluster}` is pinned"))
         else:
-            closing.append(Closing(rec, f"chart {rec.version} is no longer an allowed upgrade"))
-    return ClusterDecision(
-        cluster=inp.cluster,
-        current_version=inp.current_version,
-        target=target,
-        existing=existing,
-        close=tuple(closing),
-        skipped=skipped,
-        notes=tuple(notes),
-    )
+            closing.append(obsolete(rec, target))
+    return _Settled(target, existing, tuple(closing), tuple(notes))
 
 
-def decide_fleet(
-    inputs: Sequence[ClusterInput],
-    records: Sequence[ProposalRecord],
-    *,
-    max_open: int,
-    also_open: int = 0,
-) -> tuple[ClusterDecision, ...]:
-    """Decisions for every cluster (name order) with at most ``max_open`` open proposals.
+def _superseded(rec: ProposalRecord, target: ChartVersion) -> Closing:
+    return Closing(rec, f"superseded by chart {target.version}", target.version)
 
-    Open proposals of clusters no longer in the fleet are closed. A cluster replacing its own
-    open proposal keeps its slot; a cluster with none opens one only while slots remain.
-    ``also_open``: requests open besides ``records``' (the waves', ``decide_waves``).
-    """
-    names = {i.cluster for i in inputs}
-    decisions = [decide_cluster(i, records) for i in sorted(inputs, key=lambda i: i.cluster)]
-    gone = sorted(r for r in records if r.state is ProposalState.OPEN and r.cluster not in names)
-    open_count = also_open + sum(1 for r in records if r.state is ProposalState.OPEN)
-    open_count -= len(gone)
-    for d in decisions:
-        replacing = d.opens_new and any(c.superseded_by for c in d.close)
-        open_count -= len(d.close) - (1 if replacing else 0)
-    out: list[ClusterDecision] = []
-    for d in decisions:
-        replacing = d.opens_new and any(c.superseded_by for c in d.close)
-        if d.opens_new and not replacing:
-            if open_count >= max_open:
-                assert d.target is not None
-                d = replace(
-                    d,
-                    target=None,
-                    notes=(
-                        *d.notes,
-                        f"{d.target.version}: not proposed now, {open_count} proposal(s) open "
-                        f"and maxOpen is {max_open}",
-                    ),
-                )
-            else:
-                open_count += 1
-        out.append(d)
-    for rec in gone:
-        out.append(
-            ClusterDecision(
-                rec.cluster,
-                "",
-                None,
-                close=(Closing(rec, f"cluster `{rec.cluster}` is no longer in the fleet"),),
+
+def _not_allowed(rec: ProposalRecord) -> Closing:
+    return Closing(rec, f"chart {rec.version} is no longer an allowed upgrade")
+
+
+def decide_cluster(inp: ClusterInput, records: Sequence[ProposalRecord]) -> ProposalDecision:
+    """The decision for one cluster, before the fleet-wide bound is applied."""
+    if inp.problem:
+        # No index: keep whatever is open, decide nothing new.
+        return ProposalDecision(inp.cluster, None, notes=(inp.problem,))
+    allowed, skipped, notes = candidates(inp.current_version, inp.scope, inp.versions)
+    current = _key(inp.current_version)
+
+    def obsolete(rec: ProposalRecord, target: ChartVersion | None) -> Closing:
+        if _key(rec.version) <= current:
+            return Closing(
+                rec, f"cluster `{inp.cluster}` is already at chart {inp.current_version}"
             )
-        )
-    return tuple(out)
+        if target is not None:
+            return _superseded(rec, target)
+        if inp.scope == "pinned":
+            return Closing(rec, f"cluster `{inp.cluster}` is pinned")
+        return _not_allowed(rec)
 
-
-def decide_wave(inp: WaveInput, records: Sequence[ProposalRecord]) -> WaveDecision:
-    """The decision for one wave, before the fleet-wide bound is applied."""
-    mine = [r for r in records if r.wave == inp.wave]
-    open_records = sorted(
-        (r for r in mine if r.state is ProposalState.OPEN), key=lambda r: _key(r.version)
+    settled = _settle(
+        [r for r in records if r.cluster == inp.cluster],
+        newest=allowed[0] if allowed else None,
+        allowed={_norm(v.version): v for v in allowed},
+        lowest=current,
+        whose="its proposal",
+        obsolete=obsolete,
     )
+    return ProposalDecision(
+        cluster=inp.cluster,
+        target=settled.target,
+        current=((inp.cluster, inp.current_version),) if settled.target else (),
+        existing=settled.existing,
+        close=settled.close,
+        skipped=skipped,
+        notes=(*notes, *settled.notes),
+    )
+
+
+def decide_wave(inp: WaveInput, records: Sequence[ProposalRecord]) -> ProposalDecision:
+    """The decision for one wave, before the fleet-wide bound is applied."""
     notes: list[str] = []
     allowed_by: dict[str, list[str]] = {}  # version → members that may take it
     entries: dict[str, ChartVersion] = {}
@@ -358,33 +350,30 @@ def decide_wave(inp: WaveInput, records: Sequence[ProposalRecord]) -> WaveDecisi
             allowed_by.setdefault(_norm(v.version), []).append(m.cluster)
             entries.setdefault(_norm(v.version), v)
     lowest = min((_key(m.current_version) for m in inp.members), default=None)
-    blocked = {
-        _norm(r.version): r
-        for r in mine
-        if r.state in (ProposalState.CLOSED, ProposalState.SUPERSEDED)
-        or (r.state is ProposalState.MERGED and lowest is not None and _key(r.version) > lowest)
-    }
+
+    def obsolete(rec: ProposalRecord, target: ChartVersion | None) -> Closing:
+        if target is not None:
+            return _superseded(rec, target)
+        if lowest is not None and _key(rec.version) <= lowest:
+            return Closing(rec, f"every cluster of wave `{inp.wave}` is at or above it")
+        return _not_allowed(rec)
+
     newest = sorted(entries, key=_key, reverse=True)
-    target = entries[newest[0]] if newest else None
-    if target is not None and _norm(target.version) in blocked:
-        rec = blocked[_norm(target.version)]
-        how = "merged and later reverted" if rec.state is ProposalState.MERGED else "closed"
-        notes.append(
-            f"{target.version}: wave {inp.wave}'s request #{rec.number} was {how}; "
-            "it is not proposed again"
-        )
-        target = None
-    if target is None:
-        still = [r for r in open_records if _norm(r.version) in entries]
-        if still:
-            target = entries[_norm(still[-1].version)]
-    members: tuple[str, ...] = ()
+    settled = _settle(
+        [r for r in records if r.wave == inp.wave],
+        newest=entries[newest[0]] if newest else None,
+        allowed=entries,
+        lowest=lowest,
+        whose=f"wave {inp.wave}'s request",
+        obsolete=obsolete,
+    )
+    notes += settled.notes
+    target = settled.target
     current: tuple[tuple[str, str], ...] = ()
     if target is not None:
         taking = set(allowed_by.get(_norm(target.version), ()))
-        members = tuple(sorted(taking))
         versions = {m.cluster: m.current_version for m in inp.members}
-        current = tuple((c, versions[c]) for c in members)
+        current = tuple((c, versions[c]) for c in sorted(taking))
         for m in inp.members:
             if m.cluster in taking or m.problem:
                 continue
@@ -392,24 +381,13 @@ def decide_wave(inp: WaveInput, records: Sequence[ProposalRecord]) -> WaveDecisi
                 notes.append(f"{m.cluster}: already at chart {m.current_version}, left out")
             else:
                 notes.append(f"{m.cluster}: {target.version} is not an allowed upgrade, left out")
-    existing = None
-    closing: list[Closing] = []
-    for rec in open_records:
-        if target is not None and _norm(rec.version) == _norm(target.version):
-            existing = rec
-        elif target is not None:
-            closing.append(Closing(rec, f"superseded by chart {target.version}", target.version))
-        elif lowest is not None and _key(rec.version) <= lowest:
-            closing.append(Closing(rec, f"every cluster of wave `{inp.wave}` is at or above it"))
-        else:
-            closing.append(Closing(rec, f"chart {rec.version} is no longer an allowed upgrade"))
-    return WaveDecision(
+    return ProposalDecision(
+        cluster="",
         wave=inp.wave,
         target=target,
-        clusters=members,
         current=current,
-        existing=existing,
-        close=tuple(closing),
+        existing=settled.existing,
+        close=settled.close,
         skipped=tuple(
             s
             for v, s in sorted(skipped.items())
@@ -419,12 +397,68 @@ def decide_wave(inp: WaveInput, records: Sequence[ProposalRecord]) -> WaveDecisi
     )
 
 
+def _bounded(
+    decisions: Sequence[ProposalDecision], open_count: int, max_open: int
+) -> list[ProposalDecision]:
+    """``decisions`` in order, the new requests past ``max_open`` held back (with a note).
+    ``open_count``: the requests open before, less those no decision of these accounts for
+    that are closed. A request replacing its own open one keeps its slot."""
+    for d in decisions:
+        open_count -= len(d.close) - (1 if d.replaces else 0)
+    out: list[ProposalDecision] = []
+    for d in decisions:
+        if d.opens_new and not d.replaces:
+            assert d.target is not None
+            if open_count >= max_open:
+                note = (
+                    f"{d.target.version}: not proposed now, {open_count} proposal(s) open "
+                    f"and maxOpen is {max_open}"
+                )
+                d = replace(d, target=None, current=(), notes=(*d.notes, note))
+            else:
+                open_count += 1
+        out.append(d)
+    return out
+
+
+def _open(records: Sequence[ProposalRecord]) -> int:
+    return sum(1 for r in records if r.state is ProposalState.OPEN)
+
+
+def decide_fleet(
+    inputs: Sequence[ClusterInput],
+    records: Sequence[ProposalRecord],
+    *,
+    max_open: int,
+    also_open: int = 0,
+) -> tuple[ProposalDecision, ...]:
+    """Decisions for every cluster (name order) with at most ``max_open`` open proposals.
+
+    Open proposals of clusters no longer in the fleet are closed. A cluster replacing its own
+    open proposal keeps its slot; a cluster with none opens one only while slots remain.
+    ``also_open``: requests open besides ``records``' (the waves', ``decide_waves``).
+    """
+    names = {i.cluster for i in inputs}
+    decisions = [decide_cluster(i, records) for i in sorted(inputs, key=lambda i: i.cluster)]
+    gone = sorted(r for r in records if r.state is ProposalState.OPEN and r.cluster not in names)
+    out = _bounded(decisions, also_open + _open(records) - len(gone), max_open)
+    for rec in gone:
+        out.append(
+            ProposalDecision(
+                rec.cluster,
+                None,
+                close=(Closing(rec, f"cluster `{rec.cluster}` is no longer in the fleet"),),
+            )
+        )
+    return tuple(out)
+
+
 def decide_waves(
     inputs: Sequence[WaveInput],
     records: Sequence[ProposalRecord],
     *,
     max_open: int,
-) -> tuple[WaveDecision, ...]:
+) -> tuple[ProposalDecision, ...]:
     """Decisions for every wave (in the order given), bounded by ``max_open`` over every open
     request of ``records`` (per cluster ones too). Open wave requests of a wave that takes no
     cluster any more (or of any wave when ``inputs`` is empty: ``groupBy: cluster``) are
@@ -442,33 +476,42 @@ def decide_waves(
         for r in sorted(records)
         if r.state is ProposalState.OPEN and r.wave and r.wave not in names
     )
-    open_count = sum(1 for r in records if r.state is ProposalState.OPEN)
-    open_count -= len(retired) + len(gone)
-    for d in decisions:
-        replacing = d.opens_new and any(c.superseded_by for c in d.close)
-        open_count -= len(d.close) - (1 if replacing else 0)
-    out: list[WaveDecision] = []
-    for d in decisions:
-        replacing = d.opens_new and any(c.superseded_by for c in d.close)
-        if d.opens_new and not replacing:
-            assert d.target is not None
-            if open_count >= max_open:
-                note = (
-                    f"{d.target.version}: not proposed now, {open_count} proposal(s) open "
-                    f"and maxOpen is {max_open}"
-                )
-                d = replace(d, target=None, clusters=(), current=(), notes=(*d.notes, note))
-            else:
-                open_count += 1
-        out.append(d)
+    out = _bounded(decisions, _open(records) - len(retired) - len(gone), max_open)
     if retired or gone:
-        out.append(WaveDecision(wave="", target=None, close=(*retired, *gone)))
+        out.append(ProposalDecision(cluster="", target=None, close=(*retired, *gone)))
     return tuple(out)
 
 
-def open_after(decisions: Sequence[WaveDecision]) -> int:
-    """Wave requests open once ``decisions`` are carried out (for the per-cluster bound)."""
-    return sum(1 for d in decisions if d.target is not None)
+def wave_inputs(fleet: Fleet, inputs: Sequence[ClusterInput]) -> tuple[WaveInput, ...]:
+    """The waves (in ``waves:`` order) that take clusters, with their members' inputs."""
+    by_name = {i.cluster: i for i in inputs}
+    return tuple(
+        WaveInput(group.wave.name, tuple(by_name[c] for c in group.clusters))
+        for group in promotion.fleet_by_wave(fleet.settings.waves, fleet.clusters.values())
+        if group.wave is not None and group.clusters
+    )
+
+
+def decide(
+    inputs: Sequence[ClusterInput],
+    records: Sequence[ProposalRecord],
+    *,
+    max_open: int,
+    waves: Sequence[WaveInput] = (),
+) -> tuple[tuple[ProposalDecision, ...], tuple[ProposalDecision, ...]]:
+    """The pass's decisions: ``(per cluster, per wave)``. With ``waves`` (``proposals.groupBy:
+    wave``: ``wave_inputs``) their clusters are proposed per wave and served first; the other
+    clusters get the rest of ``max_open``. Without, every cluster is proposed on its own (and
+    any open wave request is closed)."""
+    by_wave = decide_waves(waves, records, max_open=max_open)
+    taken = {m.cluster for w in waves for m in w.members}
+    by_cluster = decide_fleet(
+        [i for i in inputs if i.cluster not in taken],
+        [r for r in records if not r.wave and r.cluster not in taken],
+        max_open=max_open,
+        also_open=sum(1 for d in by_wave if d.target is not None),
+    )
+    return by_cluster, by_wave
 
 
 # -- the ledger ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from gitopsbot.core.fleet.model import UpgradeScope
 from gitopsbot.core.fleet.yamledit import set_value
 from gitopsbot.core.forge.forge_types import CommitState
 from gitopsbot.core.policy import Decision
-from gitopsbot.core.proposing.proposals import ClusterDecision, WaveDecision
+from gitopsbot.core.proposing.proposals import ProposalDecision, Skipped
 from gitopsbot.errors import FleetError
 
 # Where the edits go (fleet layout, docs/fleet-repo.md) and what they set (R4).
@@ -94,8 +94,26 @@ def changes_section(current: str, target: str, versions: Sequence[ChartVersion])
     return out
 
 
+def _not_proposed(skipped: Sequence[Skipped]) -> list[str]:
+    """The newer versions skipped and why (R2, F5), for a request's body."""
+    if not skipped:
+        return []
+    return [
+        "Newer versions not proposed:",
+        "",
+        *[f"- {s.version}: {s.reason}" for s in skipped],
+        "",
+    ]
+
+
+def _chart_changes(current: str, target: str, versions: Sequence[ChartVersion]) -> list[str]:
+    """The body's section of the chart's changes from ``current`` to ``target`` (none: [])."""
+    changes = changes_section(current, target, versions)
+    return ["### Chart changes", "", *changes] if changes else []
+
+
 def proposal_body(
-    decision: ClusterDecision,
+    decision: ProposalDecision,
     *,
     chart: str,
     scope: UpgradeScope,
@@ -108,9 +126,10 @@ def proposal_body(
     is not edited (the body lists only real edits)."""
     assert decision.target is not None
     target = decision.target
+    ((cluster, current),) = decision.current
     out = [
-        f"gitopsbot proposes chart `{chart}` **{decision.current_version} → {target.version}** "
-        f"(appVersion {target.app_version}) for cluster `{decision.cluster}` "
+        f"gitopsbot proposes chart `{chart}` **{current} → {target.version}** "
+        f"(appVersion {target.app_version}) for cluster `{cluster}` "
         f"(scope `{scope}`).",
         "",
         f"- `release.yaml`: `{RELEASE_VERSION_PATH}` → `{target.version}`",
@@ -118,13 +137,8 @@ def proposal_body(
     if image:
         out.append(f"- `values.yaml`: `{HYPERVISOR_IMAGE_PATH}` → `{image}` (set explicitly, R4)")
     out.append("")
-    if decision.skipped:
-        out += ["Newer versions not proposed:", ""]
-        out += [f"- {s.version}: {s.reason}" for s in decision.skipped]
-        out.append("")
-    changes = changes_section(decision.current_version, target.version, versions)
-    if changes:
-        out += ["### Chart changes", "", *changes]
+    out += _not_proposed(decision.skipped)
+    out += _chart_changes(current, target.version, versions)
     out += [plan_markdown.rstrip(), ""]
     return "\n".join(out)
 
@@ -170,7 +184,7 @@ def wave_commit_message(
 
 
 def wave_body(
-    d: WaveDecision,
+    d: ProposalDecision,
     *,
     chart: str,
     versions: Sequence[ChartVersion],
@@ -197,16 +211,11 @@ def wave_body(
     out.append("")
     if d.notes:
         out += ["Notes:", "", *[f"- {n}" for n in d.notes], ""]
-    if d.skipped:
-        out += ["Newer versions not proposed:", ""]
-        out += [f"- {s.version}: {s.reason}" for s in d.skipped]
-        out.append("")
+    out += _not_proposed(d.skipped)
     if evidence:
         out += [evidence.rstrip(), ""]
     lowest = min((was for _, was in d.current), key=_key, default=target.version)
-    changes = changes_section(lowest, target.version, versions)
-    if changes:
-        out += ["### Chart changes", "", *changes]
+    out += _chart_changes(lowest, target.version, versions)
     for cluster, plan in plans:
         out += [f"## `{cluster}`", "", plan.rstrip(), ""]
     return "\n".join(out)
