@@ -21,12 +21,12 @@ clusters the checks spread over the interval run all the time, and a merge that 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from gitopsbot.bot import drift as drift_check
+from gitopsbot.bot.background_job import BackgroundJob
 from gitopsbot.bot.drift_proposer import DriftProposer
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.charts.chart import Chart
@@ -50,7 +50,7 @@ GIVE_WAY_READ_SECONDS = 1.0  # and each of its reads, once it has begun
 GIVE_WAY_LOOK_SECONDS = 0.05
 
 
-class DriftWatch:
+class DriftWatch(BackgroundJob):
     def __init__(
         self,
         *,
@@ -71,6 +71,7 @@ class DriftWatch:
         yield_to: Callable[[], bool] | None = None,
         give_way_seconds: float = GIVE_WAY_SECONDS,
     ) -> None:
+        super().__init__("drift")
         self.settings = settings
         self._specs = specs
         self._journal_for = journal_for
@@ -88,8 +89,6 @@ class DriftWatch:
         self.yield_to = yield_to
         self._give_way_seconds = give_way_seconds
         self._told: dict[str, str] = {}  # cluster → the drift digest last told by an Event
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def check_once(self, only: Collection[str] | None = None) -> dict[str, drift.DriftReport | str]:
         """One round over the clusters (``only`` those, when given); each told as the module
@@ -182,17 +181,8 @@ class DriftWatch:
     # -- the schedule ------------------------------------------------------------------------
 
     def start(self, first_after: float = FIRST_CHECK_SECONDS) -> None:
-        if not self.settings.enabled or self._thread is not None:
-            return
-        self._thread = threading.Thread(
-            target=self._run, args=(first_after,), name="drift", daemon=True
-        )
-        self._thread.start()
-
-    def close(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        if self.settings.enabled:
+            super().start(first_after)
 
     def _run(self, first_after: float) -> None:
         """Each cluster at its own instant in the interval (``core.drift.schedule``): the

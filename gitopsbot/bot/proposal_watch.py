@@ -14,9 +14,9 @@ pass that fails is logged and tried again at the next interval; it never stops `
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
+from gitopsbot.bot.background_job import BackgroundJob
 from gitopsbot.bot.proposal_report import PassReport
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 FIRST_PASS_SECONDS = 60.0  # after start: the first reconcile passes go first
 
 
-class ProposalWatch:
+class ProposalWatch(BackgroundJob):
     def __init__(
         self,
         *,
@@ -32,11 +32,10 @@ class ProposalWatch:
         run_once: Callable[[], PassReport],
         leader: Callable[[], bool] | None = None,
     ) -> None:
+        super().__init__("proposals")
         self.interval_seconds = interval_seconds
         self._run_once = run_once
         self._leader = leader if leader is not None else (lambda: True)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.passes = 0  # passes made (tests and the log)
 
     def pass_once(self) -> PassReport | None:
@@ -54,17 +53,7 @@ class ProposalWatch:
         return report
 
     def start(self, first_after: float = FIRST_PASS_SECONDS) -> None:
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(
-            target=self._run, args=(first_after,), name="proposals", daemon=True
-        )
-        self._thread.start()
-
-    def close(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        super().start(first_after)
 
     def _run(self, first_after: float) -> None:
         wait = first_after
