@@ -23,10 +23,6 @@ RELEASE_VERSION_PATH = "chart.version"
 HYPERVISOR_IMAGE_PATH = "cluster.hypervisorImage"
 
 
-def _key(version: str) -> tuple[object, ...]:
-    return semver_key(version)
-
-
 def proposal_edits(
     *, release_text: str, values_text: str, version: str, hypervisor_image: str
 ) -> tuple[str, str]:
@@ -85,10 +81,10 @@ def _changes_lines(text: str) -> list[str]:
 
 def changes_section(current: str, target: str, versions: Sequence[ChartVersion]) -> list[str]:
     """The chart's published changes for every version in (current, target], newest first."""
-    lo, hi = _key(current), _key(target)
+    lo, hi = semver_key(current), semver_key(target)
     out: list[str] = []
-    for entry in sorted(versions, key=lambda v: _key(v.version), reverse=True):
-        if lo < _key(entry.version) <= hi and entry.changes.strip():
+    for entry in sorted(versions, key=lambda v: semver_key(v.version), reverse=True):
+        if lo < semver_key(entry.version) <= hi and entry.changes.strip():
             created = f" ({entry.created[:10]})" if entry.created else ""
             out += [f"#### {entry.version}{created}", "", *_changes_lines(entry.changes), ""]
     return out
@@ -214,7 +210,7 @@ def wave_body(
     out += _not_proposed(d.skipped)
     if evidence:
         out += [evidence.rstrip(), ""]
-    lowest = min((was for _, was in d.current), key=_key, default=target.version)
+    lowest = min((was for _, was in d.current), key=semver_key, default=target.version)
     out += _chart_changes(lowest, target.version, versions)
     for cluster, plan in plans:
         out += [f"## `{cluster}`", "", plan.rstrip(), ""]
