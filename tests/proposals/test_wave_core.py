@@ -9,6 +9,7 @@ from gitopsbot.core.proposing.proposals import (
     ProposalRecord,
     ProposalState,
     WaveInput,
+    decide,
     decide_waves,
     parse_ledger,
     render_ledger,
@@ -98,3 +99,21 @@ def test_commit_message_has_one_trailer_per_cluster() -> None:
     )
     assert "Gitopsbot-Proposal: a/1.9.0\nGitopsbot-Proposal: b/1.9.0\n" in text
     assert "a: chart tensor-fusion 1.8.0 → 1.9.0; hypervisor image set explicitly" in text
+
+
+def test_decide_serves_the_waves_first_and_gives_the_rest_to_the_unwaved_clusters() -> None:
+    records = [ProposalRecord("a", "1.9.0", 3)]
+    by_cluster, by_wave = decide(
+        [member("a"), member("x")], records, max_open=1, waves=[wave("prod", member("a"))]
+    )
+    assert by_wave[0].clusters == ("a",) and by_wave[0].opens_new
+    assert [c.record.number for c in by_wave[-1].close] == [3]  # a goes with its wave now
+    assert [d.cluster for d in by_cluster] == ["x"]
+    assert by_cluster[0].target is None and any("maxOpen is 1" in n for n in by_cluster[0].notes)
+    # Per cluster (no waves): a keeps its request, x waits for a slot.
+    by_cluster, by_wave = decide([member("a"), member("x")], records, max_open=1)
+    assert by_wave == ()
+    assert [(d.cluster, d.existing is not None, d.target is not None) for d in by_cluster] == [
+        ("a", True, True),
+        ("x", False, False),
+    ]
