@@ -1,7 +1,7 @@
 """A proposal's branch and pull request brought to what this pass wants, for a cluster's
-request and a wave's alike: the edits committed on the branch when they are missing from it,
-the request opened or updated when its title, body or labels differ, ``gitopsbot/policy`` set
-on each new head once.
+request and a wave's alike: each cluster's chart bump (``bumped``), the edits committed on the
+branch when they are missing from it, the request opened or updated when its title, body or
+labels differ, ``gitopsbot/policy`` set on each new head once.
 
 The proposer (``bot.proposer``, ``bot.wave_request`` for a wave's edits and body) says what
 the request should be (``Draft``); this module talks to Git and the forge. A request opened
@@ -16,13 +16,48 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gitopsbot.bot.proposal_report import Proposal
-from gitopsbot.core.fleet.commit_classes import ProposalId
+from gitopsbot.core.charts.images import effective_images
+from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
+from gitopsbot.core.fleet.layout import RELEASE_FILE, VALUES_FILE
+from gitopsbot.core.fleet.model import ReleaseSpec
 from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState, with_marker
 from gitopsbot.core.policy import Decision
 from gitopsbot.core.proposing.proposals import ProposalDecision
-from gitopsbot.core.proposing.request_texts import policy_status
+from gitopsbot.core.proposing.request_texts import policy_status, proposal_edits
+from gitopsbot.ports.charts import ChartSource
 from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo
+
+
+def edited_files(cluster: str) -> tuple[str, str]:
+    """The files a proposal edits in ``cluster``'s directory: release.yaml, values.yaml."""
+    return f"{CLUSTERS_DIR}/{cluster}/{RELEASE_FILE}", f"{CLUSTERS_DIR}/{cluster}/{VALUES_FILE}"
+
+
+def bumped(
+    charts: ChartSource,
+    release: ReleaseSpec,
+    version: str,
+    *,
+    release_text: bytes | None,
+    values_text: bytes | None,
+    watched_values: bytes | None,
+) -> tuple[bytes, bytes, str]:
+    """release.yaml and values.yaml (from these texts, None: no file) bumped to chart
+    ``version`` with the target chart's hypervisor image set explicitly (R4), and that image,
+    or "" when values.yaml ends as the watched branch has it (``watched_values``): the body
+    and the commit message name only real edits (the pin may already equal the target's
+    default image)."""
+    chart = charts.chart(release.chart_repo_url, release.chart_name, version)
+    image = effective_images({}, chart).get("hypervisor", "")
+    new_release, new_values = proposal_edits(
+        release_text=(release_text or b"").decode("utf-8"),
+        values_text=(values_text or b"").decode("utf-8"),
+        version=version,
+        hypervisor_image=image,
+    )
+    values = new_values.encode()
+    return new_release.encode(), values, image if values != (watched_values or b"") else ""
 
 
 @dataclass(frozen=True, slots=True)

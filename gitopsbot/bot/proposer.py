@@ -29,15 +29,13 @@ from gitopsbot.bot import failed_marks, rehearsal_store, wave_request, waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.overlay_tree import OverlayTree
 from gitopsbot.bot.proposal_report import PassReport, Proposal, plan_marker
-from gitopsbot.bot.proposal_request import Draft, publish
+from gitopsbot.bot.proposal_request import Draft, bumped, edited_files, publish
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core import rehearsal as rehearsal_core
 from gitopsbot.core.charts.chart import Chart, ChartIndex
-from gitopsbot.core.charts.images import effective_images
 from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.fields import suggest
-from gitopsbot.core.fleet.layout import RELEASE_FILE
 from gitopsbot.core.fleet.model import ClusterSpec, Fleet, Location
 from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState
 from gitopsbot.core.planning import provenance, reviewed_chart
@@ -70,7 +68,6 @@ from gitopsbot.ports.repo import Repo
 
 log = logging.getLogger(__name__)
 
-VALUES_FILE = "values.yaml"
 Rules = tuple[Rule, ...]
 
 
@@ -510,27 +507,22 @@ class Proposer:
         rel = spec.release
         version = d.target.version
         branch = ProposalId(d.cluster, version).branch
-        target_chart = self.charts.chart(rel.chart_repo_url, rel.chart_name, version)
-        image = effective_images({}, target_chart).get("hypervisor", "")
 
         # The branch: created from the watched head; an existing one is edited (on top of its
         # own head, keeping what people pushed there) only when the bump is missing from it.
         branch_head = self.repo.head(branch)
         base = head if branch_head is None else branch_head
-        release_path = f"{CLUSTERS_DIR}/{d.cluster}/{RELEASE_FILE}"
-        values_path = f"{CLUSTERS_DIR}/{d.cluster}/{VALUES_FILE}"
+        release_path, values_path = edited_files(d.cluster)
         old = {p: self.repo.read(base, p) or b"" for p in (release_path, values_path)}
-        new_release, new_values = texts.proposal_edits(
-            release_text=old[release_path].decode("utf-8"),
-            values_text=old[values_path].decode("utf-8"),
-            version=version,
-            hypervisor_image=image,
+        new_release, new_values, set_image = bumped(
+            self.charts,
+            rel,
+            version,
+            release_text=old[release_path],
+            values_text=old[values_path],
+            watched_values=old[values_path] if base == head else self.repo.read(head, values_path),
         )
-        edits = {release_path: new_release.encode(), values_path: new_values.encode()}
-        # What merging changes on the watched branch: the body and the commit message name only
-        # real edits (the pin may already equal the target's default image, R4).
-        watched_values = old[values_path] if base == head else self.repo.read(head, values_path)
-        set_image = image if edits[values_path] != (watched_values or b"") else ""
+        edits = {release_path: new_release, values_path: new_values}
         needs_commit = branch_head is None or edits != old
 
         # The plan: what merging the branch does to the watched branch's state, read from the

@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from gitopsbot.bot.overlay_tree import OverlayTree
-from gitopsbot.bot.proposal_request import Draft
+from gitopsbot.bot.proposal_request import Draft, bumped, edited_files
 from gitopsbot.core.charts.chart import ChartIndex
-from gitopsbot.core.charts.images import effective_images
 from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR
 from gitopsbot.core.fleet.layout import RELEASE_FILE
@@ -58,7 +57,6 @@ class Proposer(Protocol):
     ) -> Plan: ...
 
 
-VALUES_FILE = "values.yaml"
 _WORST = (Decision.DENIED, Decision.NEEDS_ACK, Decision.ALLOWED)
 
 
@@ -96,21 +94,12 @@ def draft(
     branch_head = repo.head(branch)
     base = head if branch_head is None else branch_head
 
-    def paths(cluster: str) -> tuple[str, str]:
-        return (
-            f"{CLUSTERS_DIR}/{cluster}/{RELEASE_FILE}",
-            f"{CLUSTERS_DIR}/{cluster}/{VALUES_FILE}",
-        )
-
     head_tree = repo.tree(head)
     old: dict[str, bytes | None] = {}
     edits: dict[str, bytes | None] = {}
     images: dict[str, str] = {}
     for cluster in d.clusters:
-        rel = fleet.clusters[cluster].release
-        chart = proposer.charts.chart(rel.chart_repo_url, rel.chart_name, version)
-        image = effective_images({}, chart).get("hypervisor", "")
-        release_path, values_path = paths(cluster)
+        release_path, values_path = edited_files(cluster)
         for p in (release_path, values_path):
             old[p] = repo.read(base, p)
         if old[release_path] is None:
@@ -124,20 +113,19 @@ def draft(
             start = {p: repo.read(head, p) for p in (release_path, values_path)}
         else:
             start = {p: old[p] for p in (release_path, values_path)}
-        new_release, new_values = texts.proposal_edits(
-            release_text=(start[release_path] or b"").decode("utf-8"),
-            values_text=(start[values_path] or b"").decode("utf-8"),
-            version=version,
-            hypervisor_image=image,
+        edits[release_path], edits[values_path], images[cluster] = bumped(
+            proposer.charts,
+            fleet.clusters[cluster].release,
+            version,
+            release_text=start[release_path],
+            values_text=start[values_path],
+            watched_values=repo.read(head, values_path),
         )
-        edits[release_path], edits[values_path] = new_release.encode(), new_values.encode()
-        watched_values = repo.read(head, values_path) or b""
-        images[cluster] = image if edits[values_path] != watched_values else ""
     if branch_head is not None:
         # A cluster that left the wave since the request was opened: its bump goes (the
         # watched branch's files back), so merging upgrades only the wave's clusters.
         for cluster in sorted(set(fleet.clusters) - set(d.clusters)):
-            release_path, values_path = paths(cluster)
+            release_path, values_path = edited_files(cluster)
             on_branch = repo.read(base, release_path)
             on_head = repo.read(head, release_path)
             if on_branch != on_head and _version_in(on_branch) == version:
