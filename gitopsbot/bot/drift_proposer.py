@@ -16,7 +16,7 @@ from typing import Literal
 
 from gitopsbot.core.drift import proposal as drift_proposal
 from gitopsbot.core.drift.report import DriftReport
-from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR
+from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, DESIRED_FILES
 from gitopsbot.core.fleet.model import DriftSettings
 from gitopsbot.core.forge.forge_types import PullRequestInfo
 from gitopsbot.ports.forge import Forge
@@ -24,7 +24,6 @@ from gitopsbot.ports.repo import Repo
 
 log = logging.getLogger(__name__)
 
-FILES = ("release.yaml", "values.yaml", "rollout.yaml", "credentials.yaml")
 Action = Literal["opened", "updated", "unchanged", "closed", "none"]
 
 
@@ -70,7 +69,8 @@ class DriftProposer:
             raise ValueError(f"the watched branch {self.watched!r} has no head")
         base = f"{CLUSTERS_DIR}/{cluster}"
         files = {
-            name: (self.repo.read(head, f"{base}/{name}") or b"").decode("utf-8") for name in FILES
+            name: (self.repo.read(head, f"{base}/{name}") or b"").decode("utf-8")
+            for name in DESIRED_FILES
         }
         reapply = self.settings.on_drift == "propose-reapply"
         prop = drift_proposal.proposal(report, files, reapply=reapply)
@@ -81,7 +81,7 @@ class DriftProposer:
         # A drift with nothing Git holds (switches, CRDs) makes an empty commit: the request
         # still tells it.
         edits: dict[str, bytes | None] = {}
-        for name in FILES:
+        for name in DESIRED_FILES:
             text = prop.edits.get(name)
             if text is None:
                 old = self.repo.read(head, f"{base}/{name}")
