@@ -117,3 +117,16 @@ def test_decide_serves_the_waves_first_and_gives_the_rest_to_the_unwaved_cluster
         ("a", True, True),
         ("x", False, False),
     ]
+
+
+def test_a_wave_whose_indexes_cannot_be_read_keeps_its_open_request() -> None:
+    """As a cluster's request is kept while its chart index cannot be read, so is a wave's:
+    an index that does not answer for a while is no reason to close a request a person may be
+    reviewing ("no longer an allowed upgrade" would be false)."""
+    down = ClusterInput("a", "1.8.0", "minor", (), problem="index unreadable: 503")
+    (d,) = decide_waves([wave("prod", down)], [rec("1.9.0", 4)], max_open=3)
+    assert d.close == () and d.target is None
+    assert "a: index unreadable: 503" in d.notes
+    # One member readable: the wave is decided on what is known, the open request kept.
+    (d,) = decide_waves([wave("prod", down, member("b"))], [rec("1.9.0", 4)], max_open=3)
+    assert d.close == () and d.existing is not None and d.existing.number == 4

@@ -349,6 +349,9 @@ def decide_wave(inp: WaveInput, records: Sequence[ProposalRecord]) -> ProposalDe
         for v in allowed:
             allowed_by.setdefault(_norm(v.version), []).append(m.cluster)
             entries.setdefault(_norm(v.version), v)
+    if inp.members and all(m.problem for m in inp.members):
+        # No member's index: keep whatever is open, decide nothing new (as for a cluster).
+        return ProposalDecision(cluster="", wave=inp.wave, target=None, notes=tuple(notes))
     lowest = min((_key(m.current_version) for m in inp.members), default=None)
 
     def obsolete(rec: ProposalRecord, target: ChartVersion | None) -> Closing:
