@@ -10,17 +10,16 @@ from __future__ import annotations
 import io
 import logging
 import os
-import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from ruamel.yaml import YAML
 
 from gitopsbot.errors import GitOpsBotError
+from gitopsbot.sandbox.service import HTTPService
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ def rewrite_index(text: str, base_url: str) -> str:
     return out.getvalue()
 
 
-class ChartRepo:
+class ChartRepo(HTTPService):
     """Serves ``directory`` (which must hold index.yaml) at ``.url`` until ``.stop()``."""
 
     def __init__(self, directory: Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -56,24 +55,9 @@ class ChartRepo:
             raise ChartRepoError(f"{self.directory}: no {INDEX}; run examples/charts/package.py")
         self._host = host
         self._port = port
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise ChartRepoError("chart repository is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise ChartRepoError("chart repository is not started")
-        return int(self._server.server_address[1])
-
-    def start(self) -> ChartRepo:
-        if self._server is not None:
+    def start(self) -> Self:
+        if self.serving:
             return self
         repo = self
 
@@ -87,34 +71,9 @@ class ChartRepo:
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("chartrepo: %s", format % args)
 
-        self._server = ThreadingHTTPServer((self._host, self._port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="chartrepo", daemon=True
-        )
-        self._thread.start()
+        server = ThreadingHTTPServer((self._host, self._port), Handler)
+        self.serve_http(server, name="chartrepo")
         return self
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> ChartRepo:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _serve(self, handler: BaseHTTPRequestHandler, *, body: bool) -> None:
         name = unquote(urlsplit(handler.path).path).strip("/")

@@ -39,11 +39,11 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox.server_process import HOST, free_port, http_ok, spawn, stop_all, wait_ready
+from gitopsbot.sandbox.service import Service
 
 START_TIMEOUT_SECONDS = 90.0
 ADMIN_USER = "realkube-admin"
@@ -85,7 +85,7 @@ class ControlPlaneBinaries:
         return binaries
 
 
-class ControlPlane:
+class ControlPlane(Service):
     """Start with ``start()``; ``stop()`` ends every child. See the module docstring."""
 
     def __init__(self, binaries: ControlPlaneBinaries, work_dir: Path) -> None:
@@ -105,7 +105,7 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> ControlPlane:
+    def start(self) -> Self:
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             self._pki()
@@ -120,17 +120,6 @@ class ControlPlane:
     def stop(self) -> None:
         stop_all(proc for _name, proc in reversed(self._children))
         self._children.clear()
-
-    def __enter__(self) -> ControlPlane:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def audit_log(self) -> Path:

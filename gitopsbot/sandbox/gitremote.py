@@ -26,8 +26,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, ClassVar
+from typing import IO, ClassVar, Self
 from urllib.parse import urlsplit
+
+from gitopsbot.sandbox.service import HTTPService
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ def _git_exec_path() -> Path:
 APP_TOKEN_USER = "x-access-token"
 
 
-class GitRemote:
+class GitRemote(HTTPService):
     """Serves every bare repository under ``root`` at ``<url>/<name>.git``.
 
     ``username``/``password`` None: no authentication (pushes are then allowed anonymously
@@ -69,8 +71,6 @@ class GitRemote:
         self._backend = _git_exec_path()
         self._host = host
         self._port = port
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.requests = 0  # served requests, for tests that want to see traffic
         # Called with the repository's name (``fleet.git``) after each push over HTTP.
         self.on_push: list[Callable[[str], None]] = []
@@ -78,45 +78,17 @@ class GitRemote:
         # is taken as the password of user ``x-access-token``, as GitHub takes it.
         self.accepts_token: Callable[[str], bool] | None = None
 
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("GitRemote is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
     def repo_url(self, name: str) -> str:
         return f"{self.url}/{_bare_name(name)}"
 
-    def start(self) -> GitRemote:
-        if self._server is not None:
+    def start(self) -> Self:
+        if self.serving:
             return self
         self.root.mkdir(parents=True, exist_ok=True)
         handler = type("_BoundHandler", (_Handler,), {"remote": self})
-        self._server = _Server((self._host, self._port), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="gitremote", daemon=True
-        )
-        self._thread.start()
+        self.serve_http(_Server((self._host, self._port), handler), name="gitremote")
         log.info("git remote serving %s at %s", self.root, self.url)
         return self
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> GitRemote:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def create_fleet_repo(self, name: str, source_dir: Path | None, *, branch: str = "main") -> str:
         """A bare repository here, initialised from ``source_dir``; returns its HTTP URL."""
@@ -153,8 +125,6 @@ class GitRemote:
 
 
 class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
     def handle_error(self, request: object, client_address: object) -> None:
         # A client hanging up mid-request is normal for git; log instead of printing.
         error = sys.exc_info()[1]

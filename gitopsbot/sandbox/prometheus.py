@@ -17,9 +17,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
+
+from gitopsbot.sandbox.service import HTTPService
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def _text(value: float) -> str:
 
 
 @dataclass
-class PromServer:
+class PromServer(HTTPService):
     """Serves at ``.url`` between ``start()`` and ``stop()`` (or as a context manager)."""
 
     token: str | None = None
@@ -70,8 +71,6 @@ class PromServer:
     alert_list: list[Any] = field(default_factory=list)
     alerts_answer: Answer | None = None
     requests: list[Request] = field(default_factory=list)
-    _server: ThreadingHTTPServer | None = None
-    _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- what to answer --
@@ -118,15 +117,8 @@ class PromServer:
 
     # -- serving --
 
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("prometheus server is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> PromServer:
-        if self._server is not None:
+    def start(self) -> Self:
+        if self.serving:
             return self
         server = self
 
@@ -137,36 +129,11 @@ class PromServer:
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("prometheus: %s", format % args)
 
-        self._server = ThreadingHTTPServer((self.host, 0), Handler)
-        self._server.daemon_threads = True
+        httpd = ThreadingHTTPServer((self.host, 0), Handler)
         # A slow answer still sleeping must not hold up stop().
-        self._server.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="prometheus", daemon=True
-        )
-        self._thread.start()
+        httpd.block_on_close = False
+        self.serve_http(httpd, name="prometheus", poll_interval=0.05)
         return self
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> PromServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _answer(self, path: str, query: str) -> Answer:
         if path == "/api/v1/query":

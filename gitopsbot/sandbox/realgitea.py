@@ -33,11 +33,11 @@ import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox.server_process import HOST, free_port, http_ok, spawn, stop_all, wait_ready
+from gitopsbot.sandbox.service import Service
 
 START_TIMEOUT_SECONDS = 60.0
 ADMIN_USER = "gitea-admin"
@@ -47,7 +47,7 @@ class RealGiteaError(GitOpsBotError):
     """Gitea could not be set up (the message carries the command's output or the log tail)."""
 
 
-class RealGitea:
+class RealGitea(Service):
     """Start with ``start()``; ``stop()`` ends the server. See the module docstring."""
 
     def __init__(self, gitea_dir: Path, work_dir: Path, *, page_size: int | None = None) -> None:
@@ -87,7 +87,7 @@ class RealGitea:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> RealGitea:
+    def start(self) -> Self:
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             self.port = free_port()
@@ -114,17 +114,6 @@ class RealGitea:
         proc, self._proc = self._proc, None
         if proc is not None:
             stop_all([proc])
-
-    def __enter__(self) -> RealGitea:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def alive(self) -> bool:

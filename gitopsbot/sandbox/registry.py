@@ -20,11 +20,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 from gitopsbot.adapters.oci_registry import RegistryLogin, registry_config
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox import server_process as proc
+from gitopsbot.sandbox.service import Service
 
 REALM = "gitopsbot-sandbox"
 
@@ -33,7 +34,7 @@ class RealRegistryError(GitOpsBotError):
     """The registry did not start."""
 
 
-class RealRegistry:
+class RealRegistry(Service):
     """``registry serve`` with ``users`` (name → password) allowed to push and pull."""
 
     def __init__(self, registry_dir: Path, work_dir: Path, users: Mapping[str, str]) -> None:
@@ -56,7 +57,7 @@ class RealRegistry:
     def log_file(self) -> Path:
         return self.work / "registry.log"
 
-    def start(self) -> RealRegistry:
+    def start(self) -> Self:
         self.work.mkdir(parents=True, exist_ok=True)
         self.port = proc.free_port()
         lines = [self._htpasswd(user, password) for user, password in self.users.items()]
@@ -106,17 +107,6 @@ class RealRegistry:
         if self._proc is not None:
             proc.stop_all([self._proc])
             self._proc = None
-
-    def __enter__(self) -> RealRegistry:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _htpasswd(self, user: str, password: str) -> str:
         done = subprocess.run(

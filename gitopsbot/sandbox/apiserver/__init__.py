@@ -10,9 +10,8 @@ kubernetes Python client to run the bot's flows on loopback (see docs/sandbox.md
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 from gitopsbot.sandbox.apiserver.faults import FaultRule, Faults
 from gitopsbot.sandbox.apiserver.kubelet import Kubelet
@@ -26,6 +25,7 @@ from gitopsbot.sandbox.apiserver.store import (
     NotFound,
     Store,
 )
+from gitopsbot.sandbox.service import ServedHTTP, Service
 
 __all__ = [
     "AlreadyExists",
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-class ApiServer:
+class ApiServer(Service):
     """One emulated API server. ``port=0`` picks a free port; ``url`` is set by ``start()``."""
 
     def __init__(
@@ -62,41 +62,31 @@ class ApiServer:
         self.kubelet = Kubelet(self.store, delay=kubelet_delay, enabled=kubelet)
         self.bookmark_interval = bookmark_interval
         self.url = ""
-        self._httpd: EmulatorHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http: ServedHTTP[EmulatorHTTPServer] | None = None
         self._persistence: Persistence | None = None
 
-    def start(self) -> None:
-        if self._httpd is not None:
-            return
+    def start(self) -> Self:
+        if self._http is not None:
+            return self
         if self.state_dir is not None:
             self._persistence = Persistence(self.store, self.state_dir)
             self._persistence.load()
             self._persistence.start()
         httpd = EmulatorHTTPServer((self.host, self.port), self.store, self.faults)
         httpd.bookmark_interval = self.bookmark_interval
-        self._httpd = httpd
-        self.port = httpd.server_address[1]
+        self._http = ServedHTTP(httpd, name="apiserver", poll_interval=0.1)
+        self.port = self._http.port
         self.url = f"http://{self.host}:{self.port}"
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="apiserver",
-            daemon=True,
-        )
-        self._thread.start()
+        return self
 
     def stop(self) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
+        http, self._http = self._http, None
+        if http is None:
             return
-        httpd.stopping.set()
+        # Watches end and waiting calls return before the server stops accepting.
+        http.server.stopping.set()
         self.store.close()
-        httpd.shutdown()
-        httpd.close_connections()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join()
+        http.stop()
         self.kubelet.close()
         if self._persistence is not None:
             self._persistence.stop()
@@ -105,27 +95,15 @@ class ApiServer:
     @property
     def requests(self) -> list[tuple[str, str, int]]:
         """(method, path?query, status) of recent requests, oldest first."""
-        return list(self._httpd.requests) if self._httpd is not None else []
+        return list(self._http.server.requests) if self._http is not None else []
 
     @property
     def open_connections(self) -> int:
         """Client connections being served now (watches included)."""
-        if self._httpd is None:
+        if self._http is None:
             return 0
-        with self._httpd.conn_lock:
-            return len(self._httpd.connections)
-
-    def __enter__(self) -> ApiServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        with self._http.server.conn_lock:
+            return len(self._http.server.connections)
 
     def write_kubeconfig(
         self, path: Path, *, context: str = "sandbox", namespace: str = "default"

@@ -89,6 +89,11 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         # A client hanging up mid-request is normal (watch cancelled, tool exited).
         pass
 
+    def server_close(self) -> None:
+        # Open watches would hold their threads (and the port's clients) past the stop.
+        self.close_connections()
+        super().server_close()
+
     def close_connections(self) -> None:
         with self.conn_lock:
             conns = list(self.connections)

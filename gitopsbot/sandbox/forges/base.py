@@ -26,6 +26,7 @@ import urllib.request
 from datetime import datetime
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from gitopsbot.sandbox.forges.gitrepo import BaseMoved, ForgeRepo, MergeConflict
@@ -47,6 +48,7 @@ from gitopsbot.sandbox.forges.model import (
     now_utc,
     parse_iso,
 )
+from gitopsbot.sandbox.service import HTTPService
 
 # The forges' data, where the forges and their tests have always found it.
 __all__ = [
@@ -69,7 +71,7 @@ __all__ = [
 ]
 
 
-class LocalForge:
+class LocalForge(HTTPService):
     """Base of the three local forges. Use as a context manager, or start()/stop()."""
 
     name = "forge"
@@ -101,7 +103,7 @@ class LocalForge:
         port: int = 0,
     ):
         self.token = token
-        self.port = port
+        self._port = port
         self.hooks: list[tuple[str, str]] = []  # (url, secret) called on merge
         self.hook_failures: list[str] = []  # like GitHub: a failed delivery is not retried
         self.owner = owner
@@ -125,39 +127,14 @@ class LocalForge:
         self._undelivered: list[Pull] = []  # merged, announcement not yet sent
         self._ids = 100
         self._routes: list[tuple[str, re.Pattern[str], Route]] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.add_routes()
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> LocalForge:
-        handler = handler_for(self)
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+    def start(self) -> Self:
+        if not self.serving:
+            server = ThreadingHTTPServer(("127.0.0.1", self._port), handler_for(self))
+            self.serve_http(server, name=f"forge-{self.name}", poll_interval=0.05)
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> LocalForge:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """The server's root URL, e.g. http://127.0.0.1:PORT (no trailing slash)."""
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
 
     @property
     def api_url(self) -> str:

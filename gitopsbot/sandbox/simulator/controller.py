@@ -31,7 +31,9 @@ import dataclasses
 import logging
 import threading
 from datetime import datetime
+from typing import Self
 
+from gitopsbot.sandbox.service import Service
 from gitopsbot.sandbox.simulator import hashing, objects
 from gitopsbot.sandbox.simulator.clock import Clock, SystemClock
 from gitopsbot.sandbox.simulator.cluster_reconciler import ClusterReconciler
@@ -63,6 +65,7 @@ class ControllerSim(
     WorkloadReconciler,
     DeploymentReconciler,
     PodLifecycle,
+    Service,
 ):
     """Plays the TensorFusion controller against ``store`` (see the module docstring)."""
 
@@ -97,7 +100,7 @@ class ControllerSim(
 
     # ------------------------------------------------------------------ running
 
-    def start(self) -> ControllerSim:
+    def start(self) -> Self:
         if self._thread is not None:
             return self
         self._stopping.clear()
@@ -116,12 +119,6 @@ class ControllerSim(
         """Stop, and stop following the Store's events."""
         self.stop()
         self.cache.close()
-
-    def __enter__(self) -> ControllerSim:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _run(self) -> None:
         while not self._stopping.is_set():
