@@ -736,11 +736,10 @@ class Verb:
                     f"failed to create typed patch object ({where}; {gvk}): {mistyped[0]}",
                 )
         stamp = now_rfc3339()
-        try:
-            self.store.get_stored(self.rt, self.ns, self.name or "")
-        except NotFound:
-            new, mf = fieldsets.server_side_apply(
-                None,
+
+        def apply_to(old: Obj | None) -> tuple[Obj, list[Obj]]:
+            return fieldsets.server_side_apply(
+                old,
                 applied,
                 self.rt,
                 manager=manager,
@@ -749,6 +748,11 @@ class Verb:
                 api_version=self.av,
                 time=stamp,
             )
+
+        try:
+            self.store.get_stored(self.rt, self.ns, self.name or "")
+        except NotFound:
+            new, mf = apply_to(None)
             new["apiVersion"] = self.av
             new["kind"] = self.rt.kind
             new.setdefault("metadata", {})["managedFields"] = mf
@@ -763,16 +767,7 @@ class Verb:
         result: dict[str, list[Obj]] = {}
 
         def build(old: Obj) -> Obj:
-            new, mf = fieldsets.server_side_apply(
-                old,
-                applied,
-                self.rt,
-                manager=manager,
-                force=force,
-                subresource=self.sub,
-                api_version=self.av,
-                time=stamp,
-            )
+            new, mf = apply_to(old)
             result["mf"] = mf
             rv = (applied.get("metadata") or {}).get("resourceVersion")
             new["metadata"]["resourceVersion"] = rv or old["metadata"]["resourceVersion"]
