@@ -7,9 +7,11 @@ simulator takes over chosen workloads with ``exclude(kind, namespace, name)``.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from gitopsbot.sandbox.apiserver.errors import ApiError
@@ -26,6 +28,65 @@ WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet"}
 def template_hash(template: Obj) -> str:
     digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
     return digest[:10]
+
+
+def template_revision(obj: Obj) -> str:
+    """``<name>-<hash of the pod template>``: the ReplicaSet a Deployment's current template
+    makes, a StatefulSet's revision."""
+    template = (obj.get("spec") or {}).get("template") or {}
+    return f"{obj['metadata']['name']}-{template_hash(template)}"
+
+
+def owned_replica_sets(dep: Obj, replica_sets: Iterable[Obj]) -> list[Obj]:
+    """Those of ``replica_sets`` that Deployment ``dep`` owns."""
+    uid = dep["metadata"]["uid"]
+    return [
+        rs
+        for rs in replica_sets
+        if any(r.get("uid") == uid for r in rs["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def new_replica_set(dep: Obj, *, revision: int) -> Obj:
+    """The ReplicaSet Deployment ``dep``'s current template makes, as the deployment
+    controller makes it (template and selector labelled with the template's hash), its
+    replicas all ready at once."""
+    meta = dep["metadata"]
+    spec = dep.get("spec") or {}
+    template = copy.deepcopy(spec.get("template") or {})
+    h = template_hash(template)
+    template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
+    selector = copy.deepcopy(spec.get("selector") or {})
+    selector.setdefault("matchLabels", {})["pod-template-hash"] = h
+    replicas = int(spec.get("replicas", 1))
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": f"{meta['name']}-{h}",
+            "namespace": meta["namespace"],
+            "labels": dict(template["metadata"]["labels"]),
+            "annotations": {"deployment.kubernetes.io/revision": str(revision)},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"replicas": replicas, "selector": selector, "template": template},
+        "status": {
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": replicas,
+            "fullyLabeledReplicas": replicas,
+            "observedGeneration": 1,
+        },
+    }
 
 
 class Kubelet:
@@ -160,7 +221,7 @@ class Kubelet:
             "availableReplicas": replicas,
         }
         if kind == "StatefulSet":
-            rev = f"{obj['metadata']['name']}-{template_hash(spec.get('template') or {})}"
+            rev = template_revision(obj)
             status.update(currentReplicas=replicas, currentRevision=rev, updateRevision=rev)
             return status
         now = now_rfc3339()
@@ -186,19 +247,10 @@ class Kubelet:
 
     def _replica_set(self, dep: Obj) -> None:
         meta = dep["metadata"]
-        spec = dep.get("spec") or {}
-        template = json.loads(json.dumps(spec.get("template") or {}))
-        h = template_hash(template)
-        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
-        selector = json.loads(json.dumps(spec.get("selector") or {}))
-        selector.setdefault("matchLabels", {})["pod-template-hash"] = h
-        replicas = int(spec.get("replicas", 1))
-        name = f"{meta['name']}-{h}"
-        owned = [
-            rs
-            for rs in self.store.list("apps/v1", "ReplicaSet", meta["namespace"])
-            if any(r.get("uid") == meta["uid"] for r in rs["metadata"].get("ownerReferences") or [])
-        ]
+        replicas = int((dep.get("spec") or {}).get("replicas", 1))
+        name = template_revision(dep)
+        listed = self.store.list("apps/v1", "ReplicaSet", meta["namespace"])
+        owned = owned_replica_sets(dep, listed)
         current = next((rs for rs in owned if rs["metadata"]["name"] == name), None)
         revisions = {
             rs["metadata"]["name"]: int(
@@ -230,34 +282,4 @@ class Kubelet:
                 self.store.update_status(rs, manager=MANAGER)
         if any(rs["metadata"]["name"] == name for rs in owned):
             return
-        self.store.create(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "metadata": {
-                    "name": name,
-                    "namespace": meta["namespace"],
-                    "labels": dict(template["metadata"]["labels"]),
-                    "annotations": {"deployment.kubernetes.io/revision": str(revision)},
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "apps/v1",
-                            "kind": "Deployment",
-                            "name": meta["name"],
-                            "uid": meta["uid"],
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                },
-                "spec": {"replicas": replicas, "selector": selector, "template": template},
-                "status": {
-                    "replicas": replicas,
-                    "readyReplicas": replicas,
-                    "availableReplicas": replicas,
-                    "fullyLabeledReplicas": replicas,
-                    "observedGeneration": 1,
-                },
-            },
-            manager=MANAGER,
-        )
+        self.store.create(new_replica_set(dep, revision=revision), manager=MANAGER)

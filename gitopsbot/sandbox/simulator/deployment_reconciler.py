@@ -9,7 +9,11 @@ import copy
 from datetime import datetime, timedelta
 
 from gitopsbot.sandbox.apiserver.errors import ApiError
-from gitopsbot.sandbox.apiserver.kubelet import template_hash
+from gitopsbot.sandbox.apiserver.kubelet import (
+    new_replica_set,
+    owned_replica_sets,
+    template_revision,
+)
 from gitopsbot.sandbox.simulator import agent, controller_pods, objects
 from gitopsbot.sandbox.simulator.reconcile_core import (
     CONTROLLER_SELECTOR,
@@ -122,14 +126,10 @@ class DeploymentReconciler(ReconcilerCore):
         meta = dep["metadata"]
         spec = dep.get("spec") or {}
         template = spec.get("template") or {}
-        owned = [
-            rs
-            for rs in self.cache.list("apps/v1", "ReplicaSet", meta["namespace"])
-            if any(r.get("uid") == meta["uid"] for r in rs["metadata"].get("ownerReferences") or [])
-        ]
+        listed = self.cache.list("apps/v1", "ReplicaSet", meta["namespace"])
         rs, missing, delete = controller_pods.plan(
-            owned,
-            f"{meta['name']}-{template_hash(template)}",
+            owned_replica_sets(dep, listed),
+            template_revision(dep),
             int(spec.get("replicas", 1)),
             self.cache.list("v1", "Pod", meta["namespace"]),
             rolled_out=True,
@@ -160,20 +160,9 @@ class DeploymentReconciler(ReconcilerCore):
 
     def _replica_set(self, dep: Obj) -> None:
         """The new ReplicaSet, ready; older ones scaled to 0 (helm 3's legacy --wait needs it)."""
-        meta = dep["metadata"]
-        spec = dep.get("spec") or {}
-        template = copy.deepcopy(spec.get("template") or {})
-        h = template_hash(template)
-        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
-        selector = copy.deepcopy(spec.get("selector") or {})
-        selector.setdefault("matchLabels", {})["pod-template-hash"] = h
-        replicas = int(spec.get("replicas", 1))
-        name = f"{meta['name']}-{h}"
-        owned = [
-            rs
-            for rs in self.cache.list("apps/v1", "ReplicaSet", meta["namespace"])
-            if any(r.get("uid") == meta["uid"] for r in rs["metadata"].get("ownerReferences") or [])
-        ]
+        name = template_revision(dep)
+        listed = self.cache.list("apps/v1", "ReplicaSet", dep["metadata"]["namespace"])
+        owned = owned_replica_sets(dep, listed)
         revisions = [
             int(objects.annotations_of(rs).get("deployment.kubernetes.io/revision", "0") or 0)
             for rs in owned
@@ -186,29 +175,7 @@ class DeploymentReconciler(ReconcilerCore):
                 self._set_status(new, {"replicas": 0, "observedGeneration": 1})
         if any(rs["metadata"]["name"] == name for rs in owned):
             return
-        self._create(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "metadata": {
-                    "name": name,
-                    "namespace": meta["namespace"],
-                    "labels": dict(template["metadata"]["labels"]),
-                    "annotations": {
-                        "deployment.kubernetes.io/revision": str(1 + max(revisions, default=0))
-                    },
-                    "ownerReferences": [objects.owner_ref(dep, controller=True)],
-                },
-                "spec": {"replicas": replicas, "selector": selector, "template": template},
-                "status": {
-                    "replicas": replicas,
-                    "readyReplicas": replicas,
-                    "availableReplicas": replicas,
-                    "fullyLabeledReplicas": replicas,
-                    "observedGeneration": 1,
-                },
-            }
-        )
+        self._create(new_replica_set(dep, revision=1 + max(revisions, default=0)))
 
 
 def _rolled_out(dep: Obj) -> bool:
