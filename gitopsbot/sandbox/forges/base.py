@@ -338,6 +338,15 @@ class LocalForge(HTTPService):
             self.pulls[number] = pr
             return pr
 
+    def edit_pull(self, pr: Pull, edit: Json, *, text: str = "body", state: str | None) -> None:
+        """An edit of ``pr``: its title, its description (``text``: the provider's name for the
+        field) and its ``state`` ("open" or "closed"; a merged request stays merged)."""
+        pr.title = edit.get("title", pr.title)
+        pr.body = edit.get(text, pr.body)
+        if state in ("open", "closed") and pr.merged_at is None:
+            pr.state = state
+        pr.updated_at = now_utc()
+
     def open_pull_for(self, head: str, base: str) -> Pull | None:
         return next(
             (

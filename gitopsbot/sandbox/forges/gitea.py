@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from gitopsbot.core.forge.webhook_events import gitea_signature
-from gitopsbot.sandbox.forges.base import LocalForge
+from gitopsbot.sandbox.forges.github_like import GitHubLikeForge
 from gitopsbot.sandbox.forges.model import (
     Answer,
     Comment,
@@ -32,13 +32,12 @@ from gitopsbot.sandbox.forges.model import (
     delivery_id,
     github_like_merged_event,
     iso,
-    now_utc,
 )
 
 _STATES = ("pending", "success", "error", "failure", "warning")
 
 
-class GiteaForge(LocalForge):
+class GiteaForge(GitHubLikeForge):
     name = "gitea"
     api_prefix = "/api/v1"
     rate_header_prefix = ""
@@ -47,6 +46,7 @@ class GiteaForge(LocalForge):
     default_page_size = 30
     max_page_size = 50
     etags = False
+    merge_verb = "POST"
 
     def merged_event(self, pr: Pull, secret: str) -> tuple[dict[str, str], bytes]:
         body = github_like_merged_event(pr)
@@ -57,24 +57,10 @@ class GiteaForge(LocalForge):
         }, body
 
     def add_routes(self) -> None:
+        super().add_routes()
         repo = rf"/repos/{self.owner}/{self.repo}"
-        self.route("GET", repo + r"/pulls", self.list_pulls)
-        self.route("POST", repo + r"/pulls", self.create_pull)
-        self.route("GET", repo + r"/pulls/(\d+)", self.get_pull)
-        self.route("PATCH", repo + r"/pulls/(\d+)", self.update_pull)
-        self.route("POST", repo + r"/pulls/(\d+)/merge", self.merge_route)
-        self.route("GET", repo + r"/pulls/(\d+)/merge", self.merged_check)
-        self.route("GET", repo + r"/pulls/(\d+)/reviews", self.list_reviews)
-        self.route("GET", repo + r"/issues/(\d+)/comments", self.list_comments)
-        self.route("POST", repo + r"/issues/(\d+)/comments", self.create_comment)
-        self.route("PATCH", repo + r"/issues/comments/(\d+)", self.update_comment)
-        self.route("DELETE", repo + r"/issues/comments/(\d+)", self.delete_comment)
-        self.route("GET", repo + r"/collaborators/([^/]+)/permission", self.permission)
         self.route("GET", repo + r"/labels", self.list_labels)
         self.route("POST", repo + r"/labels", self.create_label)
-        self.route("POST", repo + r"/issues/(\d+)/labels", self.add_labels)
-        self.route("POST", repo + r"/statuses/([0-9a-f]{7,64})", self.create_status)
-        self.route("GET", repo + r"/commits/([^/]+)/statuses", self.list_statuses)
 
     def not_found_body(self) -> Json:
         return {"message": "not found", "url": f"{self.url}/api/swagger"}
@@ -165,11 +151,7 @@ class GiteaForge(LocalForge):
     def update_pull(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))
         body = req.body or {}
-        pr.title = body.get("title", pr.title)
-        pr.body = body.get("body", pr.body)
-        if body.get("state") in ("open", "closed") and pr.merged_at is None:
-            pr.state = body["state"]
-        pr.updated_at = now_utc()
+        self.edit_pull(pr, body, state=body.get("state"))
         return Reply(201, self.pull_json(pr))  # Gitea answers an edit with 201
 
     def merge_route(self, req: Request) -> Reply:

@@ -22,8 +22,8 @@ import json
 from typing import Any
 
 from gitopsbot.core.forge.webhook_events import github_signature
-from gitopsbot.sandbox.forges.base import LocalForge
 from gitopsbot.sandbox.forges.github_apps import AppRefused, LocalApp, LocalApps
+from gitopsbot.sandbox.forges.github_like import GitHubLikeForge
 from gitopsbot.sandbox.forges.github_shapes import GitHubShapes, node_id
 from gitopsbot.sandbox.forges.model import (
     Answer,
@@ -35,14 +35,13 @@ from gitopsbot.sandbox.forges.model import (
     Status,
     delivery_id,
     iso,
-    now_utc,
 )
 
 BODY_LIMIT = 65_536
 DOCS = "https://docs.github.com/rest"
 
 
-class GitHubForge(LocalForge):
+class GitHubForge(GitHubLikeForge):
     name = "github"
     api_prefix = "/api/v3"  # served as GitHub Enterprise Server does; github.com has none
 
@@ -126,22 +125,8 @@ class GitHubForge(LocalForge):
         }, body
 
     def add_routes(self) -> None:
+        super().add_routes()
         repo = rf"/repos/{self.owner}/{self.repo}"
-        self.route("GET", repo + r"/pulls", self.list_pulls)
-        self.route("POST", repo + r"/pulls", self.create_pull)
-        self.route("GET", repo + r"/pulls/(\d+)", self.get_pull)
-        self.route("PATCH", repo + r"/pulls/(\d+)", self.update_pull)
-        self.route("PUT", repo + r"/pulls/(\d+)/merge", self.merge_route)
-        self.route("GET", repo + r"/pulls/(\d+)/merge", self.merged_check)
-        self.route("GET", repo + r"/pulls/(\d+)/reviews", self.list_reviews)
-        self.route("GET", repo + r"/issues/(\d+)/comments", self.list_comments)
-        self.route("POST", repo + r"/issues/(\d+)/comments", self.create_comment)
-        self.route("PATCH", repo + r"/issues/comments/(\d+)", self.update_comment)
-        self.route("DELETE", repo + r"/issues/comments/(\d+)", self.delete_comment)
-        self.route("POST", repo + r"/issues/(\d+)/labels", self.add_labels)
-        self.route("POST", repo + r"/statuses/([0-9a-f]{7,64})", self.create_status)
-        self.route("GET", repo + r"/commits/([^/]+)/statuses", self.list_statuses)
-        self.route("GET", repo + r"/collaborators/([^/]+)/permission", self.permission)
         self.route("GET", r"/app", self.get_app)
         self.route("GET", repo + r"/installation", self.repo_installation)
         self.route("POST", r"/app/installations/(\d+)/access_tokens", self.access_token)
@@ -332,11 +317,7 @@ class GitHubForge(LocalForge):
         body = req.body or {}
         if len(body.get("body") or "") > BODY_LIMIT:
             raise self.invalid("body is too long (maximum is 65536 characters)")
-        pr.title = body.get("title", pr.title)
-        pr.body = body.get("body", pr.body)
-        if body.get("state") in ("open", "closed") and pr.merged_at is None:
-            pr.state = body["state"]
-        pr.updated_at = now_utc()
+        self.edit_pull(pr, body, state=body.get("state"))
         return Reply(200, self.pull_json(pr, full=True))
 
     def merge_route(self, req: Request) -> Reply:

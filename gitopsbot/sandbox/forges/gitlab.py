@@ -30,7 +30,6 @@ from gitopsbot.sandbox.forges.model import (
     Status,
     delivery_id,
     iso,
-    now_utc,
     parse_iso,
 )
 
@@ -189,14 +188,11 @@ class GitLabForge(LocalForge):
     def update_mr(self, req: Request) -> Reply:
         pr = self.pull(int(req.match.group(1)))
         body = req.body or {}
-        pr.title = body.get("title", pr.title)
-        pr.body = body.get("description", pr.body)
         for name in str(body.get("add_labels") or "").split(","):
             if name.strip() and name.strip() not in pr.labels:
                 pr.labels.append(name.strip())
-        if body.get("state_event") == "close" and pr.merged_at is None:
-            pr.state = "closed"
-        pr.updated_at = now_utc()
+        closing = body.get("state_event") == "close"
+        self.edit_pull(pr, body, text="description", state="closed" if closing else None)
         return Reply(200, self.mr_json(pr))
 
     def merge_route(self, req: Request) -> Reply:
