@@ -66,6 +66,17 @@ def _sub_kind(rt: ResourceType, sub: str) -> tuple[str, str, str]:
     return rt.group, "", rt.kind
 
 
+def _aliases(rt: ResourceType) -> Obj:
+    """The short names and categories (``kubectl get po``, ``kubectl get all``) a resource has,
+    as both discovery documents list them: absent when it has none."""
+    aliases: Obj = {}
+    if rt.short_names:
+        aliases["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        aliases["categories"] = list(rt.categories)
+    return aliases
+
+
 def resource_list(reg: Registry, group: str, version: str) -> Obj:
     rts = [rt for rt in _groups(reg).get(group, []) if version in rt.versions]
     if not rts:
@@ -80,11 +91,8 @@ def resource_list(reg: Registry, group: str, version: str) -> Obj:
             "namespaced": rt.namespaced,
             "kind": rt.kind,
             "verbs": VERBS,
+            **_aliases(rt),
         }
-        if rt.short_names:
-            r["shortNames"] = list(rt.short_names)
-        if rt.categories:
-            r["categories"] = list(rt.categories)
         resources.append(r)
         for sub in rt.subresources:
             g, v, k = _sub_kind(rt, sub)
@@ -145,11 +153,8 @@ def aggregated(reg: Registry, *, legacy: bool, version: str) -> Obj:
                     "scope": "Namespaced" if rt.namespaced else "Cluster",
                     "singularResource": rt.singular_name,
                     "verbs": VERBS,
+                    **_aliases(rt),
                 }
-                if rt.short_names:
-                    r["shortNames"] = list(rt.short_names)
-                if rt.categories:
-                    r["categories"] = list(rt.categories)
                 subs = []
                 for sub in rt.subresources:
                     sg, sv, sk = _sub_kind(rt, sub)
