@@ -10,7 +10,8 @@ that vanished meanwhile; a kind not served yet (a CRD not installed) is retried 
 and a kind that stops being served emits DELETED for what it had.
 
 HTTP failures become the emulator's ``ApiError`` subclasses (NotFound, Conflict,
-AlreadyExists, Invalid, Gone, ...), so code written against the emulator handles them as is.
+AlreadyExists, Invalid, Gone, ...: the emulator's ``error_from_answer``), so code written
+against the emulator handles them as is.
 Requests are sent and checked as every Kubernetes adapter sends them (kube_request.py).
 """
 
@@ -39,15 +40,12 @@ from gitopsbot.adapters.kube_request import (
     watch_query,
 )
 from gitopsbot.sandbox.apiserver.errors import (
-    AlreadyExists,
     ApiError,
     BadRequest,
     Conflict,
     Gone,
-    Invalid,
-    MethodNotAllowed,
     NotFound,
-    UnsupportedMediaType,
+    error_from_answer,
 )
 
 log = logging.getLogger(__name__)
@@ -57,33 +55,6 @@ Callback = Callable[[str, Obj], None]
 DEFAULT_MANAGER = "sandbox"
 WATCH_SECONDS = 20  # the server ends each watch after this; it is then resumed
 RETRY_SECONDS = 0.5  # between attempts at a kind not served yet, or after a failure
-
-
-def _error(status: int, body: Any) -> ApiError:
-    """The emulator's error for an HTTP failure (reason and message from the Status body)."""
-    reason, message = "", ""
-    try:
-        data = json.loads(body) if body else {}
-        if isinstance(data, dict) and data.get("kind") == "Status":
-            reason, message = str(data.get("reason") or ""), str(data.get("message") or "")
-    except (ValueError, TypeError, UnicodeDecodeError):
-        pass
-    message = message or f"HTTP {status}"
-    if status == 404:
-        return NotFound(message)
-    if status == 409:
-        return AlreadyExists(message) if reason == "AlreadyExists" else Conflict(message)
-    if status == 422:
-        return Invalid(message)
-    if status == 410:
-        return Gone(message)
-    if status == 400:
-        return BadRequest(message)
-    if status == 405:
-        return MethodNotAllowed(message)
-    if status == 415:
-        return UnsupportedMediaType(message)
-    return ApiError(status, reason or "InternalError", message)
 
 
 def _selector(label_selector: str | dict[str, str] | None) -> str:
@@ -382,7 +353,7 @@ class KubeStore:
         stream: bool = False,
     ) -> Any:
         failures = Failures(
-            status=lambda status, body, _headers: _error(status, body),
+            status=lambda status, body, _headers: error_from_answer(status, body),
             transport=lambda e: ApiError(503, "ServiceUnavailable", f"{method} {path}: {e}"),
         )
         response = open_checked(
@@ -474,7 +445,9 @@ class _Watcher(threading.Thread):
                 etype, obj = str(event.get("type")), event.get("object") or {}
                 if etype == "ERROR":
                     code = int(obj.get("code") or 0)
-                    raise _error(code, json.dumps(obj)) if code != 410 else Gone("expired")
+                    raise (
+                        error_from_answer(code, json.dumps(obj)) if code != 410 else Gone("expired")
+                    )
                 rv = _rv(obj) or rv
                 if etype == "BOOKMARK":
                     continue

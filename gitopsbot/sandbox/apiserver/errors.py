@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -95,3 +96,32 @@ class UnsupportedMediaType(ApiError):
 class MethodNotAllowed(ApiError):
     def __init__(self, message: str, **kw: Any) -> None:
         super().__init__(405, "MethodNotAllowed", message, **kw)
+
+
+def error_from_answer(status: int, body: Any) -> ApiError:
+    """The error a failed answer stands for: its status code, with the reason and message of
+    its ``Status`` body (adapters/kube_store.py raises the emulator's errors for a real
+    server's answers)."""
+    reason, message = "", ""
+    try:
+        data = json.loads(body) if body else {}
+        if isinstance(data, dict) and data.get("kind") == "Status":
+            reason, message = str(data.get("reason") or ""), str(data.get("message") or "")
+    except (ValueError, TypeError, UnicodeDecodeError):
+        pass
+    message = message or f"HTTP {status}"
+    if status == 404:
+        return NotFound(message)
+    if status == 409:
+        return AlreadyExists(message) if reason == "AlreadyExists" else Conflict(message)
+    if status == 422:
+        return Invalid(message)
+    if status == 410:
+        return Gone(message)
+    if status == 400:
+        return BadRequest(message)
+    if status == 405:
+        return MethodNotAllowed(message)
+    if status == 415:
+        return UnsupportedMediaType(message)
+    return ApiError(status, reason or "InternalError", message)
