@@ -42,7 +42,15 @@ from pathlib import Path
 from typing import Any, Self
 
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.sandbox.server_process import HOST, free_port, http_ok, spawn, stop_all, wait_ready
+from gitopsbot.sandbox.server_process import (
+    HOST,
+    free_port,
+    http_ok,
+    log_tail,
+    spawn,
+    stop_all,
+    wait_ready,
+)
 from gitopsbot.sandbox.service import Service
 
 START_TIMEOUT_SECONDS = 90.0
@@ -353,12 +361,7 @@ class ControlPlane(Service):
             dict(self._children)[name],
             ready,
             timeout=START_TIMEOUT_SECONDS,
-            failed=lambda why: ControlPlaneError(f"{name} {why}: {self._tail(name)}"),
+            failed=lambda why: ControlPlaneError(
+                f"{name} {why}: {log_tail(self.work_dir / f'{name}.log')}"
+            ),
         )
-
-    def _tail(self, name: str) -> str:
-        log = self.work_dir / f"{name}.log"
-        try:
-            return log.read_text(errors="replace")[-1500:]
-        except OSError:
-            return "(no log)"

@@ -36,7 +36,15 @@ from pathlib import Path
 from typing import Any, Self
 
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.sandbox.server_process import HOST, free_port, http_ok, spawn, stop_all, wait_ready
+from gitopsbot.sandbox.server_process import (
+    HOST,
+    free_port,
+    http_ok,
+    log_tail,
+    spawn,
+    stop_all,
+    wait_ready,
+)
 from gitopsbot.sandbox.service import Service
 
 START_TIMEOUT_SECONDS = 60.0
@@ -272,10 +280,4 @@ class RealGitea(Service):
         )
 
     def _tail(self) -> str:
-        texts = []
-        for log in (self.log_file, self.work_dir / "log" / "gitea.log"):
-            try:
-                texts.append(log.read_text(errors="replace")[-1500:])
-            except OSError:
-                continue
-        return "\n".join(texts) or "(no log)"
+        return log_tail(self.log_file, self.work_dir / "log" / "gitea.log")

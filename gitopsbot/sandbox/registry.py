@@ -131,5 +131,4 @@ class RealRegistry(Service):
             return False
 
     def _failed(self, why: str) -> RealRegistryError:
-        tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
-        return RealRegistryError(f"registry {why}: {tail}")
+        return RealRegistryError(f"registry {why}: {proc.log_tail(self.log_file)}")

@@ -1,9 +1,10 @@
-"""Upstream servers run as child processes for the tests (the real control plane, real Gitea).
+"""Upstream servers run as child processes for the tests (the real control plane, Gitea, registry).
 
 Each child runs under the helm death shim with SIGKILL (it dies with this process, even when
 this process is killed: its data is thrown away, so nothing needs a graceful shutdown), in
 its own session (a Ctrl-C of the test run reaches the tests, not it), with its output in a
-log file; ``stop_all`` ends them whatever happened.
+log file (``log_tail`` quotes its end when the start fails); ``stop_all`` ends them whatever
+happened.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ STOP_GRACE_SECONDS = 3.0  # the data is thrown away: no need for a long graceful
 # SIGKILL when this process dies: kube-apiserver's graceful shutdown, for one, would wait on
 # an etcd that is already gone.
 KILL_SHIM = death_shim(signal.SIGKILL)
+LOG_TAIL_CHARS = 1500  # of a log, in the error of a child that failed to start
 
 
 def free_port() -> int:
@@ -81,6 +83,17 @@ def stop_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
             proc.wait()
+
+
+def log_tail(*logs: Path) -> str:
+    """The end of each of a child's log files that exists, for the error of a failed start."""
+    texts = []
+    for log in logs:
+        try:
+            texts.append(log.read_text(errors="replace")[-LOG_TAIL_CHARS:])
+        except OSError:
+            continue
+    return "\n".join(texts) or "(no log)"
 
 
 def http_ok(url: str) -> bool:
