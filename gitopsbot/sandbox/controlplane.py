@@ -42,15 +42,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.sandbox.server_process import (
-    HOST,
-    free_port,
-    http_ok,
-    log_tail,
-    spawn,
-    stop_all,
-    wait_ready,
-)
+from gitopsbot.sandbox import server_process as proc
 from gitopsbot.sandbox.service import Service
 
 START_TIMEOUT_SECONDS = 90.0
@@ -105,7 +97,7 @@ class ControlPlane(Service):
 
     @property
     def url(self) -> str:
-        return f"https://{HOST}:{self.port}"
+        return f"https://{proc.HOST}:{self.port}"
 
     @property
     def ca_file(self) -> Path:
@@ -126,7 +118,7 @@ class ControlPlane(Service):
         return self
 
     def stop(self) -> None:
-        stop_all(proc for _name, proc in reversed(self._children))
+        proc.stop_all(child for _name, child in reversed(self._children))
         self._children.clear()
 
     @property
@@ -152,7 +144,7 @@ class ControlPlane(Service):
         return [e for e in events if user is None or e.get("user", {}).get("username") == user]
 
     def alive(self) -> dict[str, bool]:
-        return {name: proc.poll() is None for name, proc in self._children}
+        return {name: child.poll() is None for name, child in self._children}
 
     # ------------------------------------------------------------------ clients
 
@@ -245,7 +237,7 @@ class ControlPlane(Service):
                 raise ControlPlaneError(f"openssl {args[0]}: {done.stderr.decode()[-500:]}")
 
         ext = pki / "server.ext"
-        ext.write_text(f"subjectAltName=IP:{HOST},DNS:localhost\n")
+        ext.write_text(f"subjectAltName=IP:{proc.HOST},DNS:localhost\n")
         run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
             "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=realkube-ca")  # fmt: skip
         run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
@@ -262,8 +254,8 @@ class ControlPlane(Service):
             out.write(f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
 
     def _start_etcd(self) -> str:
-        client, peer = free_port(), free_port()
-        url = f"http://{HOST}:{client}"
+        client, peer = proc.free_port(), proc.free_port()
+        url = f"http://{proc.HOST}:{client}"
         self._spawn(
             "etcd",
             [
@@ -272,24 +264,24 @@ class ControlPlane(Service):
                 f"--data-dir={self.work_dir / 'etcd'}",
                 f"--listen-client-urls={url}",
                 f"--advertise-client-urls={url}",
-                f"--listen-peer-urls=http://{HOST}:{peer}",
-                f"--initial-advertise-peer-urls=http://{HOST}:{peer}",
-                f"--initial-cluster=realkube=http://{HOST}:{peer}",
+                f"--listen-peer-urls=http://{proc.HOST}:{peer}",
+                f"--initial-advertise-peer-urls=http://{proc.HOST}:{peer}",
+                f"--initial-cluster=realkube=http://{proc.HOST}:{peer}",
             ],
         )
-        self._wait("etcd", lambda: http_ok(f"{url}/health"))
+        self._wait("etcd", lambda: proc.http_ok(f"{url}/health"))
         return url
 
     def _start_apiserver(self, etcd_url: str) -> None:
         pki = self.work_dir / "pki"
-        self.port = free_port()
+        self.port = proc.free_port()
         self._spawn(
             "kube-apiserver",
             [
                 str(self.binaries.apiserver),
                 f"--etcd-servers={etcd_url}",
-                f"--bind-address={HOST}",
-                f"--advertise-address={HOST}",
+                f"--bind-address={proc.HOST}",
+                f"--advertise-address={proc.HOST}",
                 f"--secure-port={self.port}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={pki / 'server.crt'}",
@@ -337,7 +329,7 @@ class ControlPlane(Service):
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--root-ca-file={pki / 'ca.crt'}",
                 "--leader-elect=false",
-                f"--bind-address={HOST}",
+                f"--bind-address={proc.HOST}",
                 "--secure-port=0",
                 "--concurrent-deployment-syncs=5",
                 "--concurrent-replicaset-syncs=5",
@@ -354,14 +346,14 @@ class ControlPlane(Service):
         return True
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        self._children.append((name, spawn(argv, self.work_dir / f"{name}.log")))
+        self._children.append((name, proc.spawn(argv, self.work_dir / f"{name}.log")))
 
     def _wait(self, name: str, ready: Callable[[], bool]) -> None:
-        wait_ready(
+        proc.wait_ready(
             dict(self._children)[name],
             ready,
             timeout=START_TIMEOUT_SECONDS,
             failed=lambda why: ControlPlaneError(
-                f"{name} {why}: {log_tail(self.work_dir / f'{name}.log')}"
+                f"{name} {why}: {proc.log_tail(self.work_dir / f'{name}.log')}"
             ),
         )

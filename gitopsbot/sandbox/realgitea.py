@@ -36,15 +36,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.sandbox.server_process import (
-    HOST,
-    free_port,
-    http_ok,
-    log_tail,
-    spawn,
-    stop_all,
-    wait_ready,
-)
+from gitopsbot.sandbox import server_process as proc
 from gitopsbot.sandbox.service import Service
 
 START_TIMEOUT_SECONDS = 60.0
@@ -75,7 +67,7 @@ class RealGitea(Service):
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        return f"http://{proc.HOST}:{self.port}"
 
     @property
     def api_url(self) -> str:
@@ -98,7 +90,7 @@ class RealGitea(Service):
     def start(self) -> Self:
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
-            self.port = free_port()
+            self.port = proc.free_port()
             self._write_config()
             self._cli("migrate")
             out = self._cli(
@@ -119,9 +111,9 @@ class RealGitea(Service):
         return self
 
     def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            stop_all([proc])
+        child, self._proc = self._proc, None
+        if child is not None:
+            proc.stop_all([child])
 
     @property
     def alive(self) -> bool:
@@ -210,10 +202,10 @@ class RealGitea(Service):
             *(["I_AM_BEING_UNSAFE_RUNNING_AS_ROOT = true"] if root else []),
             "[server]",
             "PROTOCOL = http",
-            f"HTTP_ADDR = {HOST}",
+            f"HTTP_ADDR = {proc.HOST}",
             f"HTTP_PORT = {self.port}",
             f"ROOT_URL = {self.url}/",
-            f"DOMAIN = {HOST}",
+            f"DOMAIN = {proc.HOST}",
             "DISABLE_SSH = true",
             "START_SSH_SERVER = false",
             "OFFLINE_MODE = true",
@@ -268,16 +260,16 @@ class RealGitea(Service):
 
     def _spawn(self) -> None:
         argv = [str(self.binary), "--config", str(self.config), "--work-path", str(self.work_dir)]
-        self._proc = spawn([*argv, "web"], self.log_file, env=self._env())
+        self._proc = proc.spawn([*argv, "web"], self.log_file, env=self._env())
 
     def _wait_ready(self) -> None:
         assert self._proc is not None
-        wait_ready(
+        proc.wait_ready(
             self._proc,
-            lambda: http_ok(self.api_url + "/version"),
+            lambda: proc.http_ok(self.api_url + "/version"),
             timeout=START_TIMEOUT_SECONDS,
             failed=lambda why: RealGiteaError(f"gitea web {why}: {self._tail()}"),
         )
 
     def _tail(self) -> str:
-        return log_tail(self.log_file, self.work_dir / "log" / "gitea.log")
+        return proc.log_tail(self.log_file, self.work_dir / "log" / "gitea.log")
