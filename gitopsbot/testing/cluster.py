@@ -32,6 +32,7 @@ from gitopsbot.errors import (
 from gitopsbot.ports.cluster import (
     FIELD_MANAGER,
     RESTARTED_AT,
+    Cluster,
     failed_helm_release_patch,
     helm_release_secret_name,
 )
@@ -102,8 +103,8 @@ BEFORE_FIRST_APPLY = "before-first-apply"
 _ABSENT = object()
 
 
-class FakeCluster:
-    """In-memory ``ports.cluster.Cluster``.
+class FakeCluster(Cluster):
+    """The cluster in memory.
 
     Objects are kept by (apiVersion, kind, namespace, name); every write bumps a global
     resourceVersion, and a change outside metadata/status bumps ``metadata.generation``.

@@ -15,10 +15,11 @@ from gitopsbot.errors import (
     KubeInvalid,
     KubeNotFound,
 )
+from gitopsbot.ports.events import Events
 
 
-class FakeEvents:
-    """``ports.events.Events`` in memory. ``add`` makes an object Events may regard (with a
+class FakeEvents(Events):
+    """Events in memory. ``add`` makes an object Events may regard (with a
     uid); ``fail(error)`` makes the next emits raise it; ``delay`` makes each emit take that
     long (a hung API server)."""
 

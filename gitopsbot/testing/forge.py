@@ -23,7 +23,7 @@ from gitopsbot.errors import (
     ForgeFailed,
     ForgeNotFound,
 )
-from gitopsbot.ports.forge import POLICY_CONTEXT, Forge
+from gitopsbot.ports.forge import POLICY_CONTEXT, Forge, ReadsComments
 
 
 @dataclass(slots=True)
@@ -34,7 +34,7 @@ class FakeStatus:
 
 
 @dataclass(slots=True)
-class FakeForge:
+class FakeForge(Forge, ReadsComments):
     """A forge in memory: pull requests, comments, statuses and labels.
 
     ``merge(number, at=...)`` stands in for the person clicking "Merge".
@@ -193,7 +193,3 @@ class FakeForge:
 
     def comments_on(self, number: int) -> list[str]:
         return [c.body for c in self.comments.get(number, [])]
-
-    def as_forge(self) -> Forge:
-        """This fake as the port type (mypy checks here that it satisfies the Protocol)."""
-        return self

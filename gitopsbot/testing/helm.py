@@ -28,7 +28,7 @@ from gitopsbot.errors import (
     HelmFailed,
     HelmReleaseLocked,
 )
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, Helm
 from gitopsbot.testing.injected_failures import _Injected
 
 
@@ -39,8 +39,8 @@ class _Revision:
     post_render_policy: RolloutPolicy | None
 
 
-class FakeHelm:
-    """In-memory ``ports.helm.Helm``: a release history per (namespace, release).
+class FakeHelm(Helm):
+    """Helm in memory: a release history per (namespace, release).
 
     ``fail(operation, error, times)`` makes the next ``upgrade``/``rollback``/``status``...
     raise; ``set_pending`` leaves the latest revision in a pending-* state, as a killed helm

@@ -12,11 +12,12 @@ from gitopsbot.errors import (
     KubeConflict,
     KubeInvalid,
 )
+from gitopsbot.ports.leases import Leases
 from gitopsbot.testing.injected_failures import _Injected
 
 
-class FakeLeases:
-    """In-memory ``ports.leases.Leases``: one store, a global resourceVersion bumped on every
+class FakeLeases(Leases):
+    """Leases in memory: one store, a global resourceVersion bumped on every
     write, writes guarded as on the API server (create of an existing Lease and replace with a
     stale resourceVersion, or of one deleted since → KubeConflict; a duration
     ≤ 0 or negative transitions → KubeInvalid). Share one instance between keepers to play

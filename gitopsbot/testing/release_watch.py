@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.ports.release_watch import ReleaseWatch
 
 
-class FakeReleaseWatch:
-    """The ReleaseWatch port for tests: ``healthy`` and ``change`` are set by the test;
+class FakeReleaseWatch(ReleaseWatch):
+    """The release watch for tests: ``healthy`` and ``change`` are set by the test;
     ``followed`` lists the clusters ``follow`` was asked for."""
 
     def __init__(self, *, healthy: bool = True) -> None:

@@ -100,7 +100,7 @@ def test_the_plan_comment_carries_the_recorded_rehearsal_of_the_head(tmp_path: P
     )
     proposer = Proposer(
         fleet.repo,
-        forge.as_forge(),
+        forge,
         app.chart_source_for([ROOT / "examples" / "charts" / "repo"]),
         policy_documents=builtin_policy_documents(),
     )
