@@ -38,7 +38,7 @@ from gitopsbot.ports.cluster import (
 )
 from gitopsbot.sandbox.apiserver import pod_logs
 from gitopsbot.sandbox.apiserver.errors import ApiError as SandboxApiError
-from gitopsbot.testing.injected_failures import _Injected
+from gitopsbot.testing.injected_failures import InjectedFailures
 
 _BUILTIN_KINDS: dict[tuple[str, str], bool] = {
     # (apiVersion, kind) → namespaced
@@ -135,13 +135,13 @@ class FakeCluster(Cluster):
         self.calls: list[tuple[str, str]] = []  # (operation, "kind ns/name")
         self._version = 0
         self._managers: dict[tuple[str, str, str, str], dict[str, dict[tuple[str, ...], Any]]] = {}
-        self._failures: dict[str, list[_Injected]] = {}
+        self._failures = InjectedFailures()
         self.logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) → text
 
     # -- test controls --
 
     def fail(self, operation: str, error: Exception, *, times: int = 1) -> None:
-        self._failures.setdefault(operation, []).append(_Injected(error, times))
+        self._failures.add(operation, error, times)
 
     def put(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Store ``obj`` as is (status included), registering its kind if unknown."""
@@ -465,13 +465,7 @@ class FakeCluster(Cluster):
 
     def _enter(self, operation: str, kind: str, namespace: str | None, name: str) -> None:
         self.calls.append((operation, f"{kind} {_ref(namespace, name)}"))
-        queue = self._failures.get(operation)
-        if queue:
-            injected = queue[0]
-            injected.times -= 1
-            if injected.times <= 0:
-                queue.pop(0)
-            raise injected.error
+        self._failures.raise_next(operation)
 
     def _key(
         self, api_version: str, kind: str, namespace: str | None, name: str

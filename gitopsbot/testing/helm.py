@@ -29,7 +29,7 @@ from gitopsbot.errors import (
     HelmReleaseLocked,
 )
 from gitopsbot.ports.helm import ChartRef, Helm
-from gitopsbot.testing.injected_failures import _Injected
+from gitopsbot.testing.injected_failures import InjectedFailures
 
 
 @dataclass(slots=True)
@@ -77,12 +77,12 @@ class FakeHelm(Helm):
         self.retry_attempts = retry_attempts
         self.running: set[str] = set()
         self.last_secret_values: tuple[str, ...] = ()
-        self._failures: dict[str, builtins.list[_Injected]] = {}
+        self._failures = InjectedFailures()
         self._transient: dict[str, int] = {}
         self._retries = 0
 
     def fail(self, operation: str, error: Exception, *, times: int = 1) -> None:
-        self._failures.setdefault(operation, []).append(_Injected(error, times))
+        self._failures.add(operation, error, times)
 
     def transient(self, operation: str, *, times: int = 1) -> None:
         self._transient[operation] = self._transient.get(operation, 0) + times
@@ -236,13 +236,7 @@ class FakeHelm(Helm):
         failing = failures_of or operation
         if operation not in ("upgrade", "rollback"):
             self._absorb_transient(failing, "", "")
-        queue = self._failures.get(failing)
-        if queue:
-            injected = queue[0]
-            injected.times -= 1
-            if injected.times <= 0:
-                queue.pop(0)
-            raise injected.error
+        self._failures.raise_next(failing)
 
     def _absorb_transient(self, operation: str, release: str, namespace: str) -> None:
         """Injected transient failures: each failed upgrade/rollback attempt leaves a

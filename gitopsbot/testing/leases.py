@@ -13,7 +13,7 @@ from gitopsbot.errors import (
     KubeInvalid,
 )
 from gitopsbot.ports.leases import Leases
-from gitopsbot.testing.injected_failures import _Injected
+from gitopsbot.testing.injected_failures import InjectedFailures
 
 
 class FakeLeases(Leases):
@@ -29,10 +29,10 @@ class FakeLeases(Leases):
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []  # (operation, "ns/name")
         self._version = 0
-        self._failures: dict[str, list[_Injected]] = {}
+        self._failures = InjectedFailures()
 
     def fail(self, operation: str, error: Exception, *, times: int = 1) -> None:
-        self._failures.setdefault(operation, []).append(_Injected(error, times))
+        self._failures.add(operation, error, times)
 
     def delete(self, namespace: str, name: str) -> bool:
         return self.objects.pop((namespace, name), None) is not None
@@ -96,10 +96,4 @@ class FakeLeases(Leases):
 
     def _enter(self, operation: str, namespace: str, name: str) -> None:
         self.calls.append((operation, f"{namespace}/{name}"))
-        queue = self._failures.get(operation)
-        if queue:
-            injected = queue[0]
-            injected.times -= 1
-            if injected.times <= 0:
-                queue.pop(0)
-            raise injected.error
+        self._failures.raise_next(operation)
