@@ -10,8 +10,6 @@ kube_crds.py (CRDs Established, then served).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import builtins
 import json
 import logging
@@ -36,10 +34,9 @@ from gitopsbot.adapters.kube_request import (
 from gitopsbot.adapters.kube_waits import KubeWaits
 from gitopsbot.core.charts.kube_objects import (
     CrdDocumentError,
-    deployment_readiness,
     parse_crd_documents,
 )
-from gitopsbot.core.charts.observed import CrdApplyResult, DeploymentReadiness
+from gitopsbot.core.charts.observed import CrdApplyResult
 from gitopsbot.errors import (
     ConfigError,
     KubeError,
@@ -49,7 +46,7 @@ from gitopsbot.errors import (
 )
 from gitopsbot.ports.cluster import (
     FIELD_MANAGER,
-    RESTARTED_AT,
+    Cluster,
     failed_helm_release_patch,
     helm_release_secret_name,
 )
@@ -72,8 +69,8 @@ __all__ = [
 ]
 
 
-class KubeCluster(KubeWaits, KubeCrds):
-    """``ports.cluster.Cluster`` over one API server (one kubeconfig context)."""
+class KubeCluster(KubeWaits, KubeCrds, Cluster):
+    """The Cluster port over one API server (one kubeconfig context)."""
 
     @classmethod
     def from_kubeconfig(
@@ -205,17 +202,6 @@ class KubeCluster(KubeWaits, KubeCrds):
             return False
         return True
 
-    def restart_deployment(self, namespace: str, name: str, *, at: datetime) -> None:
-        stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
-        self.patch_merge("apps/v1", "Deployment", namespace, name, patch)
-
-    def deployment_ready(self, namespace: str, name: str) -> DeploymentReadiness:
-        deployment = self.get("apps/v1", "Deployment", namespace, name)
-        if deployment is None:
-            raise KubeNotFound(f"Deployment {namespace}/{name} not found")
-        return deployment_readiness(deployment)
-
     def apply_crds(self, documents: Mapping[str, str]) -> builtins.list[CrdApplyResult]:
         try:
             crds = parse_crd_documents(documents)
@@ -233,21 +219,6 @@ class KubeCluster(KubeWaits, KubeCrds):
                 applied[name] = str(e)
         self._discovery.clear()  # new or changed kinds
         return self.wait_served(self.wait_established(applied), crds)
-
-    def read_secret(self, namespace: str, name: str, key: str) -> str:
-        secret = self.get("v1", "Secret", namespace, name)
-        if secret is None:
-            raise KubeNotFound(f"Secret {namespace}/{name} not found")
-        encoded = (secret.get("data") or {}).get(key)
-        if encoded is None:
-            raise KubeNotFound(f"Secret {namespace}/{name} has no key {key!r}")
-        try:
-            return base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            # The value is never part of the message.
-            raise KubeInvalid(
-                f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text"
-            ) from None
 
     def container_log(
         self,

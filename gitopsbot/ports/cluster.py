@@ -26,10 +26,12 @@ import builtins
 import gzip
 import json
 from collections.abc import Collection, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from gitopsbot.core.charts.kube_objects import deployment_readiness
 from gitopsbot.core.charts.observed import CrdApplyResult, DeploymentReadiness
+from gitopsbot.errors import KubeInvalid, KubeNotFound
 
 FIELD_MANAGER = "gitopsbot"
 # The pod-template annotation ``kubectl rollout restart`` sets.
@@ -41,6 +43,9 @@ _GZIP_MAGIC = b"\x1f\x8b\x08"
 
 
 class Cluster(Protocol):
+    """Implementations inherit it: ``restart_deployment``, ``deployment_ready`` and
+    ``read_secret`` are written here once, over ``get`` and ``patch_merge``."""
+
     def get(
         self, api_version: str, kind: str, namespace: str | None, name: str
     ) -> dict[str, Any] | None:
@@ -97,12 +102,17 @@ class Cluster(Protocol):
     def restart_deployment(self, namespace: str, name: str, *, at: datetime) -> None:
         """What ``kubectl rollout restart`` does: set the pod template annotation
         ``kubectl.kubernetes.io/restartedAt`` to ``at`` (RFC 3339). R24."""
-        ...
+        stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+        self.patch_merge("apps/v1", "Deployment", namespace, name, patch)
 
     def deployment_ready(self, namespace: str, name: str) -> DeploymentReadiness:
         """Whether the Deployment's latest generation is fully rolled out and available
         (KubeNotFound if absent). The result is truthy when ready."""
-        ...
+        deployment = self.get("apps/v1", "Deployment", namespace, name)
+        if deployment is None:
+            raise KubeNotFound(f"Deployment {namespace}/{name} not found")
+        return deployment_readiness(deployment)
 
     def wait_deployment_ready(
         self, namespace: str, name: str, *, timeout: float
@@ -150,7 +160,19 @@ class Cluster(Protocol):
     def read_secret(self, namespace: str, name: str, key: str) -> str:
         """The decoded value of ``data[key]`` of a Secret. KubeNotFound names the Secret and
         key when either is missing; the value never appears in any error or log."""
-        ...
+        secret = self.get("v1", "Secret", namespace, name)
+        if secret is None:
+            raise KubeNotFound(f"Secret {namespace}/{name} not found")
+        encoded = (secret.get("data") or {}).get(key)
+        if encoded is None:
+            raise KubeNotFound(f"Secret {namespace}/{name} has no key {key!r}")
+        try:
+            return base64.b64decode(encoded, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            # The value is never part of the message.
+            raise KubeInvalid(
+                f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text"
+            ) from None
 
     def container_log(
         self,

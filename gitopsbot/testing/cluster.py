@@ -31,7 +31,6 @@ from gitopsbot.errors import (
 )
 from gitopsbot.ports.cluster import (
     FIELD_MANAGER,
-    RESTARTED_AT,
     Cluster,
     failed_helm_release_patch,
     helm_release_secret_name,
@@ -259,17 +258,6 @@ class FakeCluster(Cluster):
             self._changed.notify_all()
         return deleted
 
-    def restart_deployment(self, namespace: str, name: str, *, at: datetime) -> None:
-        stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
-        self.patch_merge("apps/v1", "Deployment", namespace, name, patch)
-
-    def deployment_ready(self, namespace: str, name: str) -> DeploymentReadiness:
-        deployment = self.get("apps/v1", "Deployment", namespace, name)
-        if deployment is None:
-            raise KubeNotFound(f"Deployment {namespace}/{name} not found")
-        return deployment_readiness(deployment)
-
     def wait_deployment_ready(
         self, namespace: str, name: str, *, timeout: float
     ) -> DeploymentReadiness:
@@ -349,15 +337,6 @@ class FakeCluster(Cluster):
                 )
             )
         return sorted(results, key=lambda r: r.name)
-
-    def read_secret(self, namespace: str, name: str, key: str) -> str:
-        secret = self.get("v1", "Secret", namespace, name)
-        if secret is None:
-            raise KubeNotFound(f"Secret {namespace}/{name} not found")
-        encoded = (secret.get("data") or {}).get(key)
-        if encoded is None:
-            raise KubeNotFound(f"Secret {namespace}/{name} has no key {key!r}")
-        return base64.b64decode(encoded).decode("utf-8")
 
     def set_container_log(self, namespace: str, pod: str, container: str, text: str) -> None:
         """Set the log text of a container of a pod (stored or not yet): lines that start
