@@ -101,7 +101,7 @@ def reason(helm_error: str) -> str:
     return "helm verify: " + " ".join(tail.split())[:300]
 
 
-class SignedCharts:
+class SignedCharts(ChartSource, ChartArchives):
     """``ChartSource`` and ``ChartArchives`` over ``charts`` whose ``fetch`` verifies the
     archive's provenance (module docstring). ``helm``: made on first verification."""
 

@@ -32,7 +32,7 @@ from gitopsbot.core.charts.chart import (
     semver_key,
 )
 from gitopsbot.errors import ChartInvalid, ChartNotFound, ChartUnavailable
-from gitopsbot.ports.charts import ChartArchive
+from gitopsbot.ports.charts import ChartArchive, ChartArchives, ChartSource, ProvenanceFiles
 
 MAX_ARCHIVE_BYTES = 20 * 1024 * 1024
 MAX_UNPACKED_BYTES = 100 * 1024 * 1024
@@ -105,7 +105,7 @@ class _CachedIndex:
     last_modified: str | None
 
 
-class HttpChartSource:
+class HttpChartSource(ChartSource, ChartArchives, ProvenanceFiles):
     """A Helm chart repository over HTTP(S), with an on-disk archive cache."""
 
     def __init__(
@@ -307,7 +307,7 @@ def _digest_files(files: Mapping[str, bytes]) -> str:
     return h.hexdigest()
 
 
-class LocalChartSource:
+class LocalChartSource(ChartSource, ChartArchives, ProvenanceFiles):
     """Charts from local paths, for offline plans (``--chart-dir``, ``GITOPSBOT_CHARTS``).
 
     Each path is a chart directory (has ``Chart.yaml``), a chart archive (``.tgz``), or a

@@ -58,6 +58,7 @@ from gitopsbot.core.notices.notifications import (
     webhook_payload,
 )
 from gitopsbot.errors import ConfigError, NotificationFailed, SecretUnavailable
+from gitopsbot.ports.observers import Listener
 
 log = logging.getLogger(__name__)
 
@@ -346,8 +347,8 @@ class _Channel:
 # -- the listener --------------------------------------------------------------------------------
 
 
-class Notifier:
-    """Tells each matching webhook of the notable happenings (``ports.observers.Listener``).
+class Notifier(Listener):
+    """Tells each matching webhook of the notable happenings.
 
     ``targets`` pairs each ``notifications[i]`` entry with its resolved URL. ``secrets_for``
     gives the secret values resolved for a cluster (``SecretMemory.values``); ``secrets`` are

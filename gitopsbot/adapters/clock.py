@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from gitopsbot.ports.clock import Clock
 
-class SystemClock:
+
+class SystemClock(Clock):
     def now(self) -> datetime:
         return datetime.now(UTC)
 

@@ -34,7 +34,7 @@ from gitopsbot.core.forge.forge_types import (
     with_marker,
 )
 from gitopsbot.errors import ForgeFailed, ForgeNotFound
-from gitopsbot.ports.forge import POLICY_CONTEXT
+from gitopsbot.ports.forge import POLICY_CONTEXT, Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ class _Proposal:
         return "\n".join(lines)
 
 
-class GitOnlyForge:
+class GitOnlyForge(Forge, RecordsRequestsInGit):
     """``Forge`` over a ``Repo``: branches are requests, PLAN.md is the conversation."""
 
     def __init__(self, repo: Repo, *, branch_prefix: str = PROPOSAL_PREFIX) -> None:

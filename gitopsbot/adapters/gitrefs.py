@@ -10,11 +10,12 @@ from pathlib import Path
 import pygit2
 
 from gitopsbot.errors import GitFailed, SymlinkRefused
+from gitopsbot.ports.files import FileTree
 
 _LINK = 0o120000  # a tree entry's file mode for a symbolic link
 
 
-class GitRefTree:
+class GitRefTree(FileTree):
     """Files of ``ref`` (branch, tag, sha, ``HEAD~1``) under ``subdir`` of the repository that
     contains ``path``."""
 

@@ -24,6 +24,7 @@ from gitopsbot.adapters.kube_request import kubeconfig_client, read, resource_pa
 from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.core.notices import kube_events as ke
 from gitopsbot.errors import KubeInvalid, KubeNotFound
+from gitopsbot.ports.events import Events
 
 _EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 _PLURALS = {"TensorFusionCluster": "tensorfusionclusters", "GPUPool": "gpupools"}
@@ -32,8 +33,8 @@ _PLURALS = {"TensorFusionCluster": "tensorfusionclusters", "GPUPool": "gpupools"
 UID_SECONDS = 300.0
 
 
-class KubeEvents:
-    """``ports.events.Events`` over one API server. ``instance`` is the Events'
+class KubeEvents(Events):
+    """Events over one API server. ``instance`` is the Events'
     ``reportingInstance`` (the replica's identity); ``secrets()`` the values masked in every
     note (the ones resolved for the cluster, the forge's), on top of what the adapters
     masked before the text reached a journal."""

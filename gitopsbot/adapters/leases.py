@@ -21,12 +21,13 @@ from gitopsbot.adapters.kube_request import kubeconfig_client, read
 from gitopsbot.core.replicas.lease import LeaseRecord, LeaseSpec, lease_body, record_of
 from gitopsbot.errors import KubeInvalid, KubeNotFound
 from gitopsbot.ports.cluster import FIELD_MANAGER
+from gitopsbot.ports.leases import Leases
 
 _BASE = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
 
-class KubeLeases:
-    """``ports.leases.Leases`` over one API server (one kubeconfig context)."""
+class KubeLeases(Leases):
+    """Leases over one API server (one kubeconfig context)."""
 
     def __init__(self, api_client: ApiClient, *, request_timeout_seconds: float = 5.0) -> None:
         self._client = api_client

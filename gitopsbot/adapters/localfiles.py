@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitopsbot.errors import SymlinkRefused
+from gitopsbot.ports.files import FileTree
 
 
-class DirectoryTree:
+class DirectoryTree(FileTree):
     def __init__(self, root: Path) -> None:
         self._root = root.resolve()
 

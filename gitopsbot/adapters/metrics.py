@@ -33,7 +33,8 @@ from gitopsbot.adapters.forge._http import ForgeCall
 from gitopsbot.core.notices.happenings import Happening, HappeningKind
 from gitopsbot.core.records.node_states import NodeState
 from gitopsbot.ports.clock import Clock
-from gitopsbot.ports.metrics import DispatchStats
+from gitopsbot.ports.metrics import DispatchStats, FleetGauges
+from gitopsbot.ports.observers import Listener, PassListener
 
 # Steps last from a second (a skipped backup) to hours (a pool rolling in its window).
 STEP_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800)
@@ -50,7 +51,7 @@ POOL_KINDS = (HappeningKind.POOL_PROGRESS, HappeningKind.POOL_PAUSED, HappeningK
 STEP_ENDS = (HappeningKind.STEP_SUCCEEDED, HappeningKind.STEP_FAILED, HappeningKind.STEP_SKIPPED)
 
 
-class BotMetrics:
+class BotMetrics(FleetGauges, Listener, PassListener):
     def __init__(self, clock: Clock, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._clock = clock
@@ -238,10 +239,6 @@ class BotMetrics:
         *,
         zeros: bool = True,
     ) -> None:
-        """With ``zeros`` every state is set (0 too), so a node leaving a state is seen;
-        without, a state no node is in has no series (an ended operation: at 1,000 idle
-        clusters the zeros were most of a scrape, #29). Phases no longer given (a new
-        operation, another component) are removed."""
         given = {(cluster, pool, component) for pool, component in by_phase}
         with self._lock:
             gone = {k for k in self._node_phases if k[0] == cluster and k not in given}

@@ -45,8 +45,8 @@ T = TypeVar("T")
 _REFUSED = ("response status code 401", "response status code 403", "unauthorized")
 
 
-class OciChartSource:
-    """``ports.charts.ChartSource`` for ``oci://`` repositories. ``helm``: a HelmCli made on
+class OciChartSource(ChartSource, ChartArchives, ProvenanceFiles):
+    """Charts of ``oci://`` repositories. ``helm``: a HelmCli made on
     first use (no helm is looked for by a bot whose charts are all over HTTP)."""
 
     def __init__(
@@ -172,7 +172,7 @@ class OciChartSource:
             raise ChartUnavailable(str(exc)) from None
 
 
-class ChartSources:
+class ChartSources(ChartSource, ChartArchives, ProvenanceFiles):
     """One ChartSource for every kind of repository URL: ``oci://`` to the OCI source (made
     on first use), the rest to the HTTP one."""
 

@@ -20,7 +20,7 @@ import httpx
 from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.core.rollouts.gates import Alert, PrometheusEndpoint, Sample
 from gitopsbot.errors import SecretUnavailable
-from gitopsbot.ports.prometheus import PrometheusRefused, PrometheusUnavailable
+from gitopsbot.ports.prometheus import Prometheus, PrometheusRefused, PrometheusUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def _labels(raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 
-class HttpPrometheus:
+class HttpPrometheus(Prometheus):
     def __init__(
         self,
         url: str,

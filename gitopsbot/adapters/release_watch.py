@@ -48,6 +48,7 @@ from kubernetes.client import Configuration
 
 from gitopsbot.adapters.kube import METADATA_LIST
 from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.ports.release_watch import ReleaseWatch
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class _State:
     events: list[str] = field(default_factory=list)  # the last few, for tests and logs
 
 
-class ReleaseWatches:
+class ReleaseWatches(ReleaseWatch):
     """``follow(spec)`` starts a cluster's watch on the shared event loop; ``connect(spec)``
     gives the cluster's client configuration (``ClusterAccess`` through the app)."""
 

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gitopsbot.core.rollouts.phase_view import StepRow
-from gitopsbot.ports.screen import Frame
+from gitopsbot.ports.screen import Frame, Screen
 
 _STATE_STYLE = {
     "succeeded": "green",
@@ -72,7 +72,7 @@ def renderable(frame: Frame) -> RenderableType:
     return Group(*parts)
 
 
-class LiveScreen:
+class LiveScreen(Screen):
     """A region of the terminal redrawn in place. Use as a context manager; on exit the
     last frame stays on screen."""
 

@@ -52,8 +52,8 @@ _CLUSTER_READS = frozenset(
 R = TypeVar("R")
 
 
-class ReleaseReads:
-    """The ``Helm`` port of one pass: ``history``, ``status`` and ``get_values`` are asked of
+class ReleaseReads(Helm):
+    """The Helm port of one pass: ``history``, ``status`` and ``get_values`` are asked of
     helm once per (release, namespace) until something writes."""
 
     def __init__(self, helm: Helm) -> None:

@@ -23,6 +23,7 @@ from gitopsbot.core.forge.forge_types import (
     find_marker,
 )
 from gitopsbot.errors import ForgeFailed, ForgeNotFound
+from gitopsbot.ports.forge import ReadsComments
 
 Json = Any
 
@@ -31,7 +32,7 @@ def parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
-class GitHubForge(ForgeProvider):
+class GitHubForge(ForgeProvider, ReadsComments):
     """GitHub. Gitea's API follows GitHub's shape, so ``GiteaForge`` is this class with the
     few differences overridden (page size parameter, pull filter, review states, labels)."""
 

@@ -27,6 +27,7 @@ from gitopsbot.core.forge.forge_types import (
     find_marker,
 )
 from gitopsbot.errors import ForgeFailed, ForgeNotFound
+from gitopsbot.ports.forge import ReadsComments
 
 Json = Any
 _STATES = {
@@ -40,7 +41,7 @@ WRITE_ACCESS = 30
 _MERGEABLE = {"mergeable": True, "checking": None, "unchecked": None, "preparing": None}
 
 
-class GitLabForge(ForgeProvider):
+class GitLabForge(ForgeProvider, ReadsComments):
     def __init__(self, http: ForgeHttp, repository: str) -> None:
         if not repository or repository.startswith("/"):
             raise ForgeFailed(

@@ -33,8 +33,8 @@ from gitopsbot.ports.forge import POLICY_CONTEXT, Forge
 STATUS_DESCRIPTION_LIMIT = 140  # GitHub refuses longer commit-status descriptions
 
 
-class ForgeProvider(ABC):
-    """Implements ``gitopsbot.ports.forge.Forge`` from a provider's primitives."""
+class ForgeProvider(Forge, ABC):
+    """The Forge port from a provider's primitives."""
 
     http: ForgeHttp  # the choke point; ``http.stats`` counts requests, 304s, retries
 
