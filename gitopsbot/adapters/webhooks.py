@@ -61,15 +61,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
-from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 from waitress.utilities import Error
 
+from gitopsbot.adapters.waitress_server import ClosableServer, ServedOnThread
 from gitopsbot.core.forge.webhook_events import (
     PayloadError,
     WebhookEvent,
@@ -121,7 +121,7 @@ class WebhookStats:
     dropped: int = 0  # connections closed unanswered: past the deadline or the bound
 
 
-class WebhookReceiver:
+class WebhookReceiver(ServedOnThread["_Server"]):
     """``with WebhookReceiver({"github": secret}, nudge) as rx: rx.url`` → http://127.0.0.1:PORT."""
 
     def __init__(
@@ -137,34 +137,15 @@ class WebhookReceiver:
         self._nudge = nudge
         self._address = (host, port)
         self.limits = limits or ReceiverLimits()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
         self.stats = WebhookStats()
         self._lock = threading.Lock()
 
     def start(self) -> WebhookReceiver:
-        """Bind (an ``OSError`` for a taken port) and serve on a daemon I/O thread."""
-        host, port = self._address
-        limits = self.limits
-        # Our own map and dispatcher: waitress starts its pool and opens its trigger before
-        # it binds, so a taken port would otherwise leave four threads and a pipe behind.
-        socket_map: dict[int, Any] = {}
-        dispatcher = ThreadedTaskDispatcher()
-        try:
-            server = self._bind(host, port, socket_map, dispatcher)
-        except BaseException:
-            for opened in list(socket_map.values()):
-                opened.close()
-            raise
-        dispatcher.set_thread_count(limits.workers)
-        self._server = server
-        self._thread = threading.Thread(target=server.run, name="webhook-receiver", daemon=True)
-        self._thread.start()
+        self._serve(self._bind, threads=self.limits.workers, name="webhook-receiver")
         return self
 
-    def _bind(
-        self, host: str, port: int, socket_map: dict[int, Any], dispatcher: ThreadedTaskDispatcher
-    ) -> _Server:
+    def _bind(self, socket_map: dict[int, Any], dispatcher: ThreadedTaskDispatcher) -> _Server:
+        host, port = self._address
         limits = self.limits
         return _Server(
             self._wsgi,
@@ -184,37 +165,6 @@ class WebhookReceiver:
             ident="gitopsbot",
             expose_tracebacks=False,
         )
-
-    def stop(self) -> None:
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        if server is None:
-            return
-        if thread is not None and thread.is_alive():
-            # Closed on the I/O thread itself: the loop ends once nothing is left open.
-            trigger = cast("_Trigger", server.trigger)
-            try:
-                trigger.pull_trigger(server.close_everything)
-            except OSError:  # the trigger's pipe is already gone (seen in CI): close here
-                server.close_everything()
-            thread.join(5)
-        else:
-            server.close_everything()
-        server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
-
-    def __enter__(self) -> WebhookReceiver:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "receiver not started"
-        sock = self._server.socket
-        assert sock is not None, "receiver stopped"
-        host, port = sock.getsockname()[:2]
-        return f"http://{host}:{port}"
 
     @property
     def open_connections(self) -> int:
@@ -411,13 +361,7 @@ def _peer(channel: HTTPChannel) -> str:
     return str(addr[0]) if isinstance(addr, tuple) else str(addr)
 
 
-class _Trigger(Protocol):
-    """What the server's trigger is (the stub types it as int)."""
-
-    def pull_trigger(self, thunk: Callable[[], object] | None = None) -> None: ...
-
-
-class _Server(TcpWSGIServer):
+class _Server(ClosableServer):
     """waitress's TCP server with a request deadline and a shedding connection bound."""
 
     channel_class = _Channel
@@ -427,9 +371,6 @@ class _Server(TcpWSGIServer):
         self._expired = 0  # closed past the deadline since the last log line
         self._shed = 0  # closed at the bound since the last log line
         super().__init__(app, **adjustments)
-
-    def channels(self) -> list[HTTPChannel]:
-        return list(cast("dict[int, HTTPChannel]", self.active_channels).values())
 
     def handle_accept(self) -> None:
         super().handle_accept()
@@ -471,11 +412,6 @@ class _Server(TcpWSGIServer):
                 self.receiver.limits.connections,
             )
             self._expired = self._shed = 0
-
-    def close_everything(self) -> None:
-        for channel in self.channels():
-            channel.handle_close()
-        self.close()
 
 
 class _OneLine(logging.Filter):
