@@ -32,7 +32,13 @@ from gitopsbot.core.charts.chart import (
     semver_key,
 )
 from gitopsbot.errors import ChartInvalid, ChartNotFound, ChartUnavailable
-from gitopsbot.ports.charts import ChartArchive, ChartArchives, ChartSource, ProvenanceFiles
+from gitopsbot.ports.charts import (
+    ChartArchive,
+    ChartArchives,
+    ChartSource,
+    ProvenanceFiles,
+    fetched_again,
+)
 
 MAX_ARCHIVE_BYTES = 20 * 1024 * 1024
 MAX_UNPACKED_BYTES = 100 * 1024 * 1024
@@ -213,27 +219,16 @@ class HttpChartSource(ChartSource, ChartArchives, ProvenanceFiles):
         entry = self.index(repo_url, fresh=True).get(name, version)
         if entry is None:
             raise ChartNotFound(f"chart {name} {version} is not in {_redact(repo_url)}")
-        data = self._archive(repo_url, entry)
-        digest = _sha256(data)
-        path = self._cache / f"{digest}.tgz"
-        if not path.is_file():
-            _write(path, data)
-        return ChartArchive(path, f"sha256:{digest}", _redact(self._archive_url(repo_url, entry)))
+        path, digest = keep_archive(self._cache, self._archive(repo_url, entry))
+        return ChartArchive(path, digest, _redact(self._archive_url(repo_url, entry)))
 
     def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
-        hexdigest = digest.removeprefix("sha256:")
-        path = self._cache / f"{hexdigest}.tgz"
-        if path.is_file() and _sha256(path.read_bytes()) == hexdigest:
+        path = kept_archive(self._cache, digest)
+        if path is not None:
             entry = self.index(repo_url).get(name, version)
             where = self._archive_url(repo_url, entry) if entry is not None else repo_url
             return ChartArchive(path, digest, _redact(where))
-        found = self.fetch(repo_url, name, version)
-        if found.digest != digest:
-            raise ChartInvalid(
-                f"{found.source}: archive {found.digest} is not {digest}, the one this "
-                "operation was admitted with"
-            )
-        return found
+        return fetched_again(self, repo_url, name, version, digest)
 
     def provenance(self, repo_url: str, name: str, version: str) -> bytes | None:
         """``<archive URL>.prov`` (helm's convention for a signed chart), None on a 404."""
@@ -266,8 +261,7 @@ class HttpChartSource(ChartSource, ChartArchives, ProvenanceFiles):
                 return data
         if not entry.urls:
             raise ChartNotFound(f"chart {entry.name} {entry.version}: index lists no URL")
-        # URLs may be relative to the index (helm repo index --url omitted).
-        url = str(httpx.URL(self._index_url(repo_url)).join(entry.urls[0]))
+        url = self._archive_url(repo_url, entry)
         data = self._get(url, limit=MAX_ARCHIVE_BYTES)
         if entry.digest and _sha256(data) != entry.digest:
             raise ChartInvalid(
@@ -277,6 +271,24 @@ class HttpChartSource(ChartSource, ChartArchives, ProvenanceFiles):
         if path is not None:
             _write(path, data)
         return data
+
+
+def keep_archive(directory: Path, data: bytes) -> tuple[Path, str]:
+    """Keep an archive's bytes in ``directory`` under their sha256 (written whole or not at
+    all); its path and digest (``sha256:<hex>``)."""
+    digest = _sha256(data)
+    path = directory / f"{digest}.tgz"
+    if not path.is_file():
+        _write(path, data)
+    return path, f"sha256:{digest}"
+
+
+def kept_archive(directory: Path, digest: str) -> Path | None:
+    """The archive ``keep_archive`` kept in ``directory`` with ``digest``, None when it is
+    not there intact."""
+    hexdigest = digest.removeprefix("sha256:")
+    path = directory / f"{hexdigest}.tgz"
+    return path if path.is_file() and _sha256(path.read_bytes()) == hexdigest else None
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -402,13 +414,7 @@ class LocalChartSource(ChartSource, ChartArchives, ProvenanceFiles):
         return signed.read_bytes() if path.is_file() and signed.is_file() else None
 
     def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
-        found = self.fetch(repo_url, name, version)
-        if found.digest != digest:
-            raise ChartInvalid(
-                f"{found.source}: {found.digest} is not {digest}, the one this operation "
-                "was admitted with"
-            )
-        return found
+        return fetched_again(self, repo_url, name, version, digest)
 
     def chart(self, repo_url: str, name: str, version: str) -> Chart:
         found = self._all().get((name, version.removeprefix("v")))

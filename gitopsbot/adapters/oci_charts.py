@@ -19,7 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gitopsbot.adapters.chartrepo import MAX_ARCHIVE_BYTES, unpack_chart_archive
+from gitopsbot.adapters.chartrepo import (
+    MAX_ARCHIVE_BYTES,
+    keep_archive,
+    kept_archive,
+    unpack_chart_archive,
+)
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.oci_registry import RegistryApi, unauthorized
 from gitopsbot.core.charts.chart import (
@@ -38,7 +43,13 @@ from gitopsbot.errors import (
     HelmError,
     HelmTimeout,
 )
-from gitopsbot.ports.charts import ChartArchive, ChartArchives, ChartSource, ProvenanceFiles
+from gitopsbot.ports.charts import (
+    ChartArchive,
+    ChartArchives,
+    ChartSource,
+    ProvenanceFiles,
+    fetched_again,
+)
 from gitopsbot.ports.helm import ChartRef
 
 T = TypeVar("T")
@@ -121,29 +132,15 @@ class OciChartSource(ChartSource, ChartArchives, ProvenanceFiles):
         data = self._pull(repo_url, name, version, manifest)
         if len(data) > MAX_ARCHIVE_BYTES:
             raise ChartInvalid(f"{repo_url}/{name}:{version}: larger than {MAX_ARCHIVE_BYTES} B")
-        digest = hashlib.sha256(data).hexdigest()
-        path = self._archives / f"{digest}.tgz"
-        if not path.is_file():
-            self._archives.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".part")
-            partial.write_bytes(data)
-            partial.replace(path)
+        path, digest = keep_archive(self._archives, data)
         source = f"{repo_url.rstrip('/')}/{name}:{version}@{manifest}"
-        return ChartArchive(path, f"sha256:{digest}", source, manifest=manifest)
+        return ChartArchive(path, digest, source, manifest=manifest)
 
     def kept(self, repo_url: str, name: str, version: str, digest: str) -> ChartArchive:
-        hexdigest = digest.removeprefix("sha256:")
-        if self._archives is not None:
-            path = self._archives / f"{hexdigest}.tgz"
-            if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == hexdigest:
-                return ChartArchive(path, digest, f"{repo_url.rstrip('/')}/{name}:{version}")
-        found = self.fetch(repo_url, name, version)
-        if found.digest != digest:
-            raise ChartInvalid(
-                f"{found.source}: archive {found.digest} is not {digest}, the one this "
-                "operation was admitted with"
-            )
-        return found
+        path = kept_archive(self._archives, digest) if self._archives is not None else None
+        if path is not None:
+            return ChartArchive(path, digest, f"{repo_url.rstrip('/')}/{name}:{version}")
+        return fetched_again(self, repo_url, name, version, digest)
 
     def provenance(self, repo_url: str, name: str, version: str) -> bytes | None:
         """The provenance layer of the tag's manifest (``helm push`` of an archive with its

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from gitopsbot.core.charts.chart import Chart, ChartIndex
 from gitopsbot.core.planning.provenance import Provenance
+from gitopsbot.errors import ChartInvalid
 
 
 class ChartSource(Protocol):
@@ -54,6 +55,20 @@ class ChartArchives(Protocol):
         """The archive with ``digest``: the one kept on disk, else fetched again; ChartInvalid
         when the repository now serves other bytes."""
         ...
+
+
+def fetched_again(
+    archives: ChartArchives, repo_url: str, name: str, version: str, digest: str
+) -> ChartArchive:
+    """What ``kept`` does when the archive is not on disk: ``fetch`` it again, ChartInvalid
+    when the repository now serves other bytes than ``digest``."""
+    found = archives.fetch(repo_url, name, version)
+    if found.digest != digest:
+        raise ChartInvalid(
+            f"{found.source}: archive {found.digest} is not {digest}, the one this "
+            "operation was admitted with"
+        )
+    return found
 
 
 @runtime_checkable
