@@ -21,6 +21,11 @@ GITHUB_HEADERS = {
     "Accept": "application/vnd.github+json",
     "X-GitHub-Api-Version": "2022-11-28",
 }
+_PROVIDERS: dict[str, type[GitHubForge | GitLabForge]] = {
+    "github": GitHubForge,
+    "gitlab": GitLabForge,
+    "gitea": GiteaForge,
+}
 DEFAULT_URLS = {
     "github": "https://api.github.com",
     "gitlab": "https://gitlab.com",
@@ -63,39 +68,22 @@ def connect(
     root = api_root(kind, url)
     if not token:
         raise ConfigError("forge.token: empty token")
-    if kind == "github":
-        http = ForgeHttp(
-            provider="github",
-            base_url=root,
-            token=token,
-            auth_header=("Authorization", f"Bearer {token}"),
-            extra_headers=GITHUB_HEADERS,
-            clock=clock,
-            transport=transport,
-            max_wait=max_wait,
-        )
-        return GitHubForge(http, repository)
-    if kind == "gitlab":
-        http = ForgeHttp(
-            provider="gitlab",
-            base_url=root,
-            token=token,
-            auth_header=("PRIVATE-TOKEN", token),
-            clock=clock,
-            transport=transport,
-            max_wait=max_wait,
-        )
-        return GitLabForge(http, repository)
+    auth = {
+        "github": ("Authorization", f"Bearer {token}"),
+        "gitlab": ("PRIVATE-TOKEN", token),
+        "gitea": ("Authorization", f"token {token}"),
+    }[kind]  # api_root refused any other kind
     http = ForgeHttp(
-        provider="gitea",
+        provider=kind,
         base_url=root,
         token=token,
-        auth_header=("Authorization", f"token {token}"),
+        auth_header=auth,
+        extra_headers=GITHUB_HEADERS if kind == "github" else None,
         clock=clock,
         transport=transport,
         max_wait=max_wait,
     )
-    return GiteaForge(http, repository)
+    return _PROVIDERS[kind](http, repository)
 
 
 def from_settings(settings: ForgeSettings, token: str, *, clock: Clock) -> ForgeProvider:

@@ -59,14 +59,8 @@ class GiteaForge(GitHubForge):
                 return
             page += 1
 
-    def get_pull_request(self, number: int) -> PullRequestInfo:
-        data = self.http.get(f"{self.repo}/pulls/{number}")
-        latest: dict[str, str] = {}
-        for review in self._counted_pages(f"{self.repo}/pulls/{number}/reviews"):
-            verdict = self._verdict(review)
-            if verdict is not None:  # a reviewer's latest verdict counts
-                latest[(review.get("user") or {}).get("login", "")] = verdict
-        return self._pull(data, approvals=sum(1 for s in latest.values() if s == "APPROVED"))
+    def _reviews(self, number: int) -> Iterator[Json]:
+        return self._counted_pages(f"{self.repo}/pulls/{number}/reviews")
 
     @staticmethod
     def _verdict(review: Json) -> str | None:

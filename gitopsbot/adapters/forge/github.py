@@ -8,7 +8,7 @@ command). Auth: ``Authorization: Bearer <token>``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -134,11 +134,14 @@ class GitHubForge(ForgeProvider, ReadsComments):
     def get_pull_request(self, number: int) -> PullRequestInfo:
         data = self.http.get(f"{self.repo}/pulls/{number}")
         latest: dict[str, str] = {}
-        for review in self.http.pages(f"{self.repo}/pulls/{number}/reviews", dict(self.PAGE)):
+        for review in self._reviews(number):
             verdict = self._verdict(review)
             if verdict is not None:  # a reviewer's latest verdict counts
                 latest[(review.get("user") or {}).get("login", "")] = verdict
         return self._pull(data, approvals=sum(1 for s in latest.values() if s == "APPROVED"))
+
+    def _reviews(self, number: int) -> Iterator[Json]:
+        return self.http.pages(f"{self.repo}/pulls/{number}/reviews", dict(self.PAGE))
 
     @staticmethod
     def _verdict(review: Json) -> str | None:
