@@ -47,8 +47,7 @@ from gitopsbot.errors import (
 from gitopsbot.ports.cluster import (
     FIELD_MANAGER,
     Cluster,
-    failed_helm_release_patch,
-    helm_release_secret_name,
+    unlock_helm_release,
 )
 
 log = logging.getLogger(__name__)
@@ -252,27 +251,11 @@ class KubeCluster(KubeWaits, KubeCrds, Cluster):
     def mark_helm_release_failed(
         self, namespace: str, release: str, revision: int, reason: str
     ) -> bool:
-        name = helm_release_secret_name(release, revision)
-        secret = self.get("v1", "Secret", namespace, name)
-        if secret is None:
-            raise KubeNotFound(
-                f"Secret {namespace}/{name} not found: release {release} has no revision "
-                f"{revision} in Helm's Secret storage"
-            )
-        try:
-            found = failed_helm_release_patch(
-                secret,
-                release=release,
-                revision=revision,
-                reason=reason,
-                modified_at=int(self._wall_clock()),
-            )
-        except ValueError as e:  # its message never quotes the payload
-            raise KubeInvalid(f"Secret {namespace}/{name} {e}") from None
-        if found is None:
+        status = unlock_helm_release(
+            self, namespace, release, revision, reason, modified_at=int(self._wall_clock())
+        )
+        if status is None:
             return False
-        patch, status = found
-        self.patch_merge("v1", "Secret", namespace, name, patch)
         log.warning(
             "kube: helm release %s/%s revision %d marked failed (was %s): %s",
             namespace, release, revision, status, reason,

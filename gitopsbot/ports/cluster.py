@@ -13,9 +13,10 @@ contain Secret data.
 Two break-glass operations live here too, for a person or a recovery step, never for the
 normal upgrade path: ``mark_helm_release_failed`` (a release left pending-* by a dead helm)
 and ``release_fields`` (the bot's field ownership, so a person's server-side ``helm upgrade``
-does not conflict with it). ``failed_helm_release_patch`` is the Helm storage format both
-implementations share, and ``decode_helm_release`` reads a revision's record (also for
-``adapters.helm_storage``): pure, no I/O.
+does not conflict with it). ``unlock_helm_release`` is the unlock both implementations
+share, over the port itself and ``failed_helm_release_patch`` (Helm's storage format), and
+``decode_helm_release`` reads a revision's record (also for ``adapters.helm_storage``): pure,
+no I/O of their own.
 """
 
 from __future__ import annotations
@@ -254,6 +255,32 @@ def decode_helm_release(data: str) -> Any:
         return json.loads(stored)
     except (binascii.Error, OSError, EOFError, ValueError):
         raise ValueError("data.release is not a Helm release record") from None
+
+
+def unlock_helm_release(
+    cluster: Cluster, namespace: str, release: str, revision: int, reason: str, *, modified_at: int
+) -> str | None:
+    """``mark_helm_release_failed`` over the port's ``get`` and ``patch_merge``, written once
+    for every implementation: the status the revision had when it was changed, None when it
+    was not pending."""
+    name = helm_release_secret_name(release, revision)
+    secret = cluster.get("v1", "Secret", namespace, name)
+    if secret is None:
+        raise KubeNotFound(
+            f"Secret {namespace}/{name} not found: release {release} has no revision "
+            f"{revision} in Helm's Secret storage"
+        )
+    try:
+        found = failed_helm_release_patch(
+            secret, release=release, revision=revision, reason=reason, modified_at=modified_at
+        )
+    except ValueError as e:  # its message never quotes the payload
+        raise KubeInvalid(f"Secret {namespace}/{name} {e}") from None
+    if found is None:
+        return None
+    patch, status = found
+    cluster.patch_merge("v1", "Secret", namespace, name, patch)
+    return status
 
 
 def failed_helm_release_patch(

@@ -32,8 +32,8 @@ from gitopsbot.errors import (
 from gitopsbot.ports.cluster import (
     FIELD_MANAGER,
     Cluster,
-    failed_helm_release_patch,
     helm_release_secret_name,
+    unlock_helm_release,
 )
 from gitopsbot.sandbox.apiserver import pod_logs
 from gitopsbot.sandbox.apiserver.errors import ApiError as SandboxApiError
@@ -374,30 +374,12 @@ class FakeCluster(Cluster):
     def mark_helm_release_failed(
         self, namespace: str, release: str, revision: int, reason: str
     ) -> bool:
-        name = helm_release_secret_name(release, revision)
-        self._enter("mark_helm_release_failed", "Secret", namespace, name)
-        key = self._key("v1", "Secret", namespace, name)
-        current = self.objects.get(key)
-        if current is None:
-            raise KubeNotFound(
-                f"Secret {namespace}/{name} not found: release {release} has no revision "
-                f"{revision} in Helm's Secret storage"
-            )
-        try:
-            found = failed_helm_release_patch(
-                current,
-                release=release,
-                revision=revision,
-                reason=reason,
-                modified_at=int(time.time()),
-            )
-        except ValueError as e:
-            raise KubeInvalid(f"Secret {namespace}/{name} {e}") from None
-        if found is None:
-            return False
-        stored = self._store(key, _merge_patch(current, found[0]), previous=current)
-        self._track_update(key, current, stored)
-        return True
+        secret = helm_release_secret_name(release, revision)
+        self._enter("mark_helm_release_failed", "Secret", namespace, secret)
+        status = unlock_helm_release(
+            self, namespace, release, revision, reason, modified_at=int(time.time())
+        )
+        return status is not None
 
     def release_fields(
         self,
