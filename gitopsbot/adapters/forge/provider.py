@@ -15,7 +15,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
 
 from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.core.forge.forge_types import (
@@ -68,15 +67,6 @@ class ForgeProvider(Forge, ABC):
     def _set_status(
         self, sha: str, *, state: CommitState, description: str, context: str, target_url: str
     ) -> None: ...
-
-    @abstractmethod
-    def get_pull_request(self, number: int) -> PullRequestInfo: ...
-
-    @abstractmethod
-    def add_labels(self, number: int, labels: Sequence[str]) -> None: ...
-
-    @abstractmethod
-    def list_merged_since(self, since: datetime) -> list[PullRequestInfo]: ...
 
     # -- the port --------------------------------------------------------------------------
     def find_pull_request(self, branch: str, marker: str) -> PullRequestInfo | None:
