@@ -26,48 +26,33 @@ Semantics (docs/executor.md):
   closes the switch at every batch boundary, and opens it again once that interval is over
   with the budget judged just before: the batch starts on that open (issue 28 item 7).
 
-Past 500 lines on purpose: one state machine whose transitions (open, boundary, hold, halt,
-gates) read each other; the judgements themselves live in core.admission and core.gates.
+The transitions (open, boundary, hold, halt, gates) live here; what they ask lives beside:
+whether the next batch may start in core.rollouts.next_batch (with core.admission and
+core.gates), when to look again in core.rollouts.phase_looks, what was observed in
+core.rollouts.pool_observation and which phases run now in core.rollouts.pool_order (the
+names the executor and core.operations read from here are re-exported).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
+from gitopsbot.core.fleet.model import Component, PoolPolicy
 from gitopsbot.core.records.batch_record import GateNote
 from gitopsbot.core.records.journal import PhaseProgress, PhaseState, ProgressMark
-from gitopsbot.core.rollouts import admission, phase_clock, windows
+from gitopsbot.core.rollouts import admission, next_batch, phase_clock, phase_looks, windows
+from gitopsbot.core.rollouts.next_batch import GATES_FRESH as GATES_FRESH
 from gitopsbot.core.rollouts.phase_clock import active_seconds, stop_clock
-from gitopsbot.core.rollouts.workload_wait import WaitDecision, WorkloadSnapshot, decide_wait
-
-# How often to look again while a rollout runs, when nothing sooner is due.
-POLL = timedelta(seconds=10)
-# While a pool rolls, look again about once per batch interval (never more often than this), so
-# the next phase starts soon after the controller's last batch instead of a whole POLL later.
-MIN_LOOK = timedelta(seconds=2)
-# In the last batch the pool is done as soon as that batch's pods are replaced, which can be
-# any moment: look a tenth of an interval apart (not more often than this), so the next pool
-# starts within a fraction of a second of the controller finishing this one.
-FINAL_LOOK = timedelta(seconds=0.5)
-
-
-def rolling_look(
-    policy: PoolPolicy, progress: int = 0, *, canary: bool = False, budget: bool = False
-) -> timedelta:
-    """How soon to look again at a rolling pool at ``progress`` %: once per batch interval
-    within [MIN_LOOK, POLL]; in the last batch a tenth of it, within [FINAL_LOOK, POLL].
-    ``budget``: an availability budget bounds the phase: at least every MIN_LOOK, so the
-    switch closes at a boundary well within ``admission.BUDGET_INTERVAL``."""
-    interval = timedelta(seconds=policy.batch_interval_seconds)
-    batch = policy.canary_batch_percentage if canary else policy.batch_percentage
-    if batch > 0 and progress + batch >= 100:
-        return min(POLL, max(FINAL_LOOK, interval / 10))
-    look = min(POLL, max(MIN_LOOK, interval))
-    return min(look, MIN_LOOK) if budget else look
+from gitopsbot.core.rollouts.phase_looks import MIN_LOOK as MIN_LOOK
+from gitopsbot.core.rollouts.phase_looks import POLL as POLL
+from gitopsbot.core.rollouts.phase_looks import rolling_look as rolling_look
+from gitopsbot.core.rollouts.pool_observation import PoolObservation as PoolObservation
+from gitopsbot.core.rollouts.pool_order import PhaseRef as PhaseRef
+from gitopsbot.core.rollouts.pool_order import phase_components as phase_components
+from gitopsbot.core.rollouts.pool_order import runnable_phases as runnable_phases
 
 
 class PhaseAction(StrEnum):
@@ -88,41 +73,6 @@ class HaltReason(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class PoolObservation:
-    """One pool's component as observed (GPUPool status, TensorFusionCluster switch)."""
-
-    progress: int | None  # R14 …UpdateProgress; None when the status has none yet
-    synced: bool  # …ConfigSynced
-    switch_open: bool  # autoUpdate<Component> in the TensorFusionCluster's pool template
-    nodes: int  # GPU nodes in the pool
-    pending_nodes: tuple[str, ...] = ()  # GPUNodes in phase Pending (F4)
-    # Whether the pool's pods already run what its template says (hypervisor: the image on
-    # every node); None when it cannot be told. Guards against a status still reading
-    # "synced at 100" from before the controller saw the new template.
-    current: bool | None = None
-    # The GPUPool's resourceVersion as observed: a wait for the pool to move compares with
-    # it, so a change between this observation and the wait is not missed.
-    version: str = ""
-    # What the component's batches count, when not nodes: TensorFusionWorkloads (worker) or
-    # client pods (client) of the pool (facts §3.5, §3.6); None: the nodes.
-    units: int | None = None
-    # Pool nodes out of service (NotReady, or cordoned by a person): the availability
-    # budget counts them first (issue 18).
-    out_of_service: tuple[str, ...] = ()
-    # Worker/client: the largest batch percentage whose batch disrupts no more than the
-    # pool's tenant share, and why (None: no bound).
-    tenant_percentage: int | None = None
-    tenant_reason: str = ""
-    # Worker/client with waitForWorkloads: the named workloads' sessions and opt-outs now
-    # (core.workload_wait); None: not asked.
-    workload: WorkloadSnapshot | None = None
-
-    @property
-    def total(self) -> int:
-        return self.nodes if self.units is None else self.units
-
-
-@dataclass(frozen=True, slots=True)
 class PhaseDecision:
     """What to do for one phase, and the progress to record once it is done.
 
@@ -140,12 +90,6 @@ class PhaseDecision:
     close: bool = False
     halt: HaltReason | None = None
     batch_interval_seconds: int | None = None
-
-
-def phase_components(pool: PoolPolicy) -> tuple[Component, ...]:
-    """The phases the bot drives, in order: only components whose switch it turns on (F3)."""
-    order = [c for c in Component if c in pool.phases or pool.switch(c)]
-    return tuple(c for c in order if pool.switch(c))
 
 
 _closed = stop_clock
@@ -259,7 +203,7 @@ def _decide(
     if canary and phase.state is PhaseState.CANARY_VERIFY:
         if phase.opened_at is None:  # after a hold (or from an older journal): counts again
             phase = replace(phase, opened_at=now)
-        look = _verify_look(policy, phase, now, window)
+        look = phase_looks.verify_look(policy, phase, now, window)
         return PhaseDecision(PhaseAction.VERIFY_CANARY, phase, "canary batch finished", look)
     if canary and phase.state is PhaseState.CANARY and observed.switch_open and phase.progress:
         # The deadline keeps counting while the batch is verified (``opened_at`` stays): a
@@ -278,7 +222,7 @@ def _decide(
         # A batch finished while the switch is open: the controller starts the next one
         # after batchInterval unless the switch closes now (R22).
         phase = replace(phase, batches=phase.batches.finished(phase.progress, now))
-        stop = _stop_between(policy, component, observed, phase, now, window)
+        stop = next_batch.stop_between(policy, component, observed, phase, now, window)
         if stop:
             # The deadline's clock runs on between batches: the bot's own waits (gates, the
             # budget, workloads) count towards maxDuration; only a hold or a closed window
@@ -286,102 +230,10 @@ def _decide(
             between = replace(phase, state=PhaseState.BETWEEN)
             between = phase_clock.waiting(policy, between, stop, now, window)
             return PhaseDecision(PhaseAction.CLOSE_SWITCH, between, stop, until=now)
-    look = _next_look(policy, phase, now, window, budget=admission.budget_bound(policy, component))
+    look = phase_looks.next_look(
+        policy, phase, now, window, budget=admission.budget_bound(policy, component)
+    )
     return PhaseDecision(PhaseAction.WAIT, phase, "rolling", until=look)
-
-
-# A gate pass lets the switch open this long afterwards; later (a window or a hold came in
-# between) the gates are judged again before the next batch.
-GATES_FRESH = timedelta(seconds=60)
-
-
-def _gates_due(policy: PoolPolicy, phase: PhaseProgress, now: datetime) -> bool:
-    b = phase.batches
-    if not policy.gates:
-        return False
-    fresh = b.gates_passed_at is not None and now - b.gates_passed_at <= GATES_FRESH
-    return not (b.gates_passed == phase.progress and fresh)
-
-
-def _workload(
-    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
-) -> WaitDecision | None:
-    """The pool's waitForWorkloads judged now; its timeout counts from the first look that
-    found something to wait for (``batches.wait_since``)."""
-    wait = policy.workloads.wait if policy.workloads is not None else None
-    if wait is None or observed.workload is None:
-        return None
-    since = phase.batches.wait_since or now
-    return decide_wait(wait, observed.workload, (now - since).total_seconds())
-
-
-def _capacity(
-    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
-) -> admission.Capacity:
-    wait = _workload(policy, observed, phase, now)
-    holds = wait is not None and wait.action in ("wait", "skip-window")
-    return admission.Capacity(
-        nodes=observed.nodes,
-        out_of_service=observed.out_of_service,
-        tenant_percentage=observed.tenant_percentage,
-        tenant_reason=observed.tenant_reason,
-        workload_hold=wait.reason if holds and wait is not None else "",
-        workload_until=now + POLL if holds else None,
-        workload_skip=wait is not None and wait.action == "skip-window",
-    )
-
-
-def _admit(
-    policy: PoolPolicy,
-    component: Component,
-    observed: PoolObservation,
-    phase: PhaseProgress,
-    now: datetime,
-    window: windows.Window | None,
-    requested: int,
-) -> admission.Admission:
-    adm = admission.admit(
-        policy=policy,
-        component=component,
-        phase=phase,
-        capacity=_capacity(policy, observed, phase, now),
-        requested=requested,
-        now=now,
-        window=window,
-        active_seconds=active_seconds(phase, now),
-    )
-    if not adm.admitted and adm.until is None and not adm.halt:
-        adm = replace(adm, until=now + POLL)
-    return adm
-
-
-def _stop_between(
-    policy: PoolPolicy,
-    component: Component,
-    observed: PoolObservation,
-    phase: PhaseProgress,
-    now: datetime,
-    window: windows.Window | None,
-) -> str:
-    """Why the switch must close at this batch boundary ("" when the next batch may follow
-    as the controller schedules it): gates to judge, or admission no longer allowing the
-    pinned batch (the window, the deadline, the budget, tenants, a workload wait)."""
-    if policy.gates:
-        return f"batch finished at {phase.progress}%: gates judge the next"
-    wait = _workload(policy, observed, phase, now)
-    if wait is not None and wait.action == "halt":
-        return wait.reason
-    pinned = phase.batch_percentage or policy.batch_percentage
-    adm = _admit(policy, component, observed, phase, now, window, pinned)
-    if not adm.admitted:
-        return adm.reason
-    if adm.batch_percentage != pinned:
-        return adm.reason or f"next batch at {adm.batch_percentage}%"
-    if admission.budget_bound(policy, component):
-        # The controller may not start the next batch on its own: the budget is judged again
-        # once the pinned interval is over, just before the switch opens (issue 28 item 7).
-        return f"batch finished at {phase.progress}%: the availability budget judges the next"
-    return ""
 
 
 def _open(
@@ -399,10 +251,10 @@ def _open(
     if phase.opened_at is None:
         phase = replace(phase, opened_at=now)
     retry_at = phase.batches.gates_retry_at
-    if retry_at is not None and now < retry_at and _gates_due(policy, phase, now):
+    if retry_at is not None and now < retry_at and next_batch.gates_due(policy, phase, now):
         # Inconclusive: the next judgement waits gateRetryInterval, whatever pass comes first.
         return PhaseDecision(PhaseAction.WAIT, phase, phase.batches.waiting, until=retry_at)
-    if _gates_due(policy, phase, now):
+    if next_batch.gates_due(policy, phase, now):
         state = PhaseState.PENDING if phase.state is PhaseState.PENDING else PhaseState.BETWEEN
         checking = replace(phase, state=state)
         return PhaseDecision(
@@ -418,12 +270,12 @@ def _open(
         return PhaseDecision(PhaseAction.WAIT, paced, why, until=until)
     state = PhaseState.CANARY if canary else PhaseState.ROLLING
     requested = policy.canary_batch_percentage if canary else policy.batch_percentage
-    wait = _workload(policy, observed, phase, now)
+    wait = next_batch.workload_decision(policy, observed, phase, now)
     if wait is not None and wait.action == "halt":
         why = f"pool {policy.name}: waitForWorkloads: {wait.reason}"
         halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=why)
         return PhaseDecision(PhaseAction.HALT, halted, why, halt=HaltReason.WORKLOADS)
-    adm = _admit(policy, component, observed, phase, now, window, requested)
+    adm = next_batch.admit(policy, component, observed, phase, now, window, requested)
     if adm.halt:
         halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=adm.reason)
         return PhaseDecision(PhaseAction.HALT, halted, adm.reason, halt=HaltReason.MAX_DURATION)
@@ -579,81 +431,3 @@ def _halt(
                 f"pool {policy.name}: no progress for {int(quiet)}s at {phase.progress}%{why}"
             )
     return None
-
-
-def _next_look(
-    policy: PoolPolicy,
-    phase: PhaseProgress,
-    now: datetime,
-    window: windows.Window | None,
-    *,
-    budget: bool = False,
-) -> datetime:
-    canary = phase.state is PhaseState.CANARY
-    due = [now + rolling_look(policy, phase.progress, canary=canary, budget=budget)]
-    ends = windows.closes_at(window, now)
-    if ends is not None:
-        due.append(ends)
-    if policy.max_duration_seconds is not None:
-        left = policy.max_duration_seconds - active_seconds(phase, now)
-        due.append(now + timedelta(seconds=max(left, 0)))
-    if phase.last_progress_at is not None:
-        due.append(phase.last_progress_at + timedelta(seconds=policy.stall_timeout_seconds))
-    return max(min(due), now)
-
-
-def _verify_look(
-    policy: PoolPolicy, phase: PhaseProgress, now: datetime, window: windows.Window | None
-) -> datetime:
-    """While the canary batch is verified: a POLL later, or when the deadline or the window
-    ends the verify, if sooner."""
-    due = [now + POLL]
-    ends = windows.closes_at(window, now)
-    if ends is not None:
-        due.append(ends)
-    if policy.max_duration_seconds is not None:
-        left = policy.max_duration_seconds - active_seconds(phase, now)
-        due.append(now + timedelta(seconds=max(left, 0)))
-    return max(min(due), now)
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseRef:
-    step: str
-    pool: str
-    component: Component
-
-
-def runnable_phases(
-    policy: RolloutPolicy, phases: Sequence[PhaseRef], states: Mapping[str, PhaseState]
-) -> tuple[PhaseRef, ...]:
-    """The phases to drive now.
-
-    Within a pool, phases go one after another. The canary pool (if any) runs alone and must
-    finish before any other starts. Other pools start in policy order, at most
-    ``max_parallel_pools`` unfinished at once. A halted phase blocks everything.
-    """
-    if any(states.get(p.step) is PhaseState.HALTED for p in phases):
-        return ()
-    by_pool: dict[str, list[PhaseRef]] = {}
-    for ref in phases:
-        by_pool.setdefault(ref.pool, []).append(ref)
-    order = [p.name for p in policy.ordered_pools() if p.name in by_pool]
-    order += [name for name in by_pool if name not in order]
-    if policy.canary_pool in by_pool:
-        order.remove(policy.canary_pool)
-        order.insert(0, policy.canary_pool)
-
-    def current(pool: str) -> PhaseRef | None:
-        return next((r for r in by_pool[pool] if states.get(r.step) is not PhaseState.DONE), None)
-
-    result: list[PhaseRef] = []
-    for index, pool in enumerate(order):
-        head = current(pool)
-        if head is None:
-            continue
-        if index == 0 and pool == policy.canary_pool:
-            return (head,)
-        if len(result) < max(policy.max_parallel_pools, 1):
-            result.append(head)
-    return tuple(result)
