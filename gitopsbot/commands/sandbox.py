@@ -22,7 +22,9 @@ from typing import Any
 from gitopsbot.commands import SUMMARIES
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.sandbox import environment as env
+from gitopsbot.sandbox import environment_detached as detached
 from gitopsbot.sandbox.environment import SandboxState
+from gitopsbot.sandbox.environment_help import connection_help
 
 EPILOG = """\
 examples:
@@ -109,7 +111,7 @@ def run_up(args: argparse.Namespace) -> int:
         return 2
     state_dir = options.state_dir
     existing = env.SandboxState.read(state_dir)
-    if existing is not None and env.process_alive(existing.pid):
+    if existing is not None and detached.process_alive(existing.pid):
         sys.stderr.write(
             f"gitopsbot sandbox up: a sandbox is already running from {state_dir} "
             f"(pid {existing.pid}); run `gitopsbot sandbox down --state-dir {state_dir}` first\n"
@@ -123,11 +125,11 @@ def run_up(args: argparse.Namespace) -> int:
     if args.foreground:
         return _foreground(options)
     try:
-        state = env.start_detached(options, timeout=args.timeout)
+        state = detached.start_detached(options, timeout=args.timeout)
     except GitOpsBotError as e:
         sys.stderr.write(f"gitopsbot sandbox up: {e}\n")
         return 1
-    print(env.connection_help(state))
+    print(connection_help(state))
     return 0
 
 
@@ -142,7 +144,7 @@ def _foreground(options: env.SandboxOptions) -> int:
     sandbox = env.Sandbox(options)
     try:
         state = sandbox.start()
-        print(env.connection_help(state), flush=True)
+        print(connection_help(state), flush=True)
         while True:
             # Short sleeps: the kernel may hand SIGINT to another thread, and Python runs the
             # handler only once the main thread is back from its sleep (an hour, before).
@@ -162,7 +164,7 @@ def run_down(args: argparse.Namespace) -> int:
         print(f"no sandbox running from {state_dir}")
         return 0
     try:
-        env.stop_detached(state)
+        detached.stop_detached(state)
     except GitOpsBotError as e:
         sys.stderr.write(f"gitopsbot sandbox down: {e}\n")
         return 1

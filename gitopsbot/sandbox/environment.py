@@ -12,8 +12,8 @@ bot, helm and kubectl see only the kubeconfig, so their code path is the same on
 foreground until SIGTERM/SIGINT; ``gitopsbot sandbox up`` starts that process detached and
 ``gitopsbot sandbox down`` stops it (gitopsbot/commands/sandbox.py).
 
-Longer than ~500 lines because it is both the in-process sandbox and its detached ``serve``
-process (start, stop, state file, ports), which share the options and the state.
+The detached process (start, stop, pid and ports) is ``sandbox/environment_detached.py``;
+what ``up`` prints is ``sandbox/environment_help.py``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ import argparse
 import json
 import logging
 import os
-import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -463,75 +461,6 @@ def newest_version(charts_dir: Path) -> str:
     return max(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
-def connection_help(state: SandboxState) -> str:
-    """What ``up`` prints: how to point kubectl and helm at the sandbox.
-
-    Every indented line is a command that works as printed, in this order, in a new shell
-    with ``gitopsbot`` on PATH (tests/test_tools_command.py runs them); the other lines say
-    what they are.
-    """
-    q = shlex.quote
-    lines = [
-        f"sandbox ready: Kubernetes API {state.apiserver_url}, "
-        f"chart repository {state.chart_repo_url}",
-        f"tensor-fusion {state.chart_version} installed as release {state.release} "
-        f"in namespace {state.namespace}",
-        "",
-        "in a shell (helm and kubectl: the pinned ones, `gitopsbot tools`):",
-        f"  {TOOLS_ON_PATH}",
-        f"  export KUBECONFIG={q(state.kubeconfig)}",
-        "  kubectl get tensorfusionclusters,gpupools,gpunodes",
-        f"  helm -n {q(state.namespace)} list",
-        # --force-update: a later sandbox's repository has another port, same name.
-        f"  helm repo add --force-update sandbox {q(state.chart_repo_url)}",
-    ]
-    creds = state.credentials
-    git_url, forge_url = state.services.get("git"), state.services.get("github")
-    if git_url and creds.get("git_password"):
-        authed = _with_userinfo(git_url, creds["git_username"], creds["git_password"])
-        lines += [
-            "",
-            f"fleet repository (made for this sandbox, tensor-fusion {state.chart_version}): "
-            f"{git_url}",
-            f"git user {creds['git_username']}, password {creds['git_password']} (sandbox only)",
-            f"  git clone {q(authed)}",
-        ]
-    if forge_url and creds.get("forge_token"):
-        lines += [
-            f"GitHub-compatible forge API: {forge_url} (repository {OWNER}/{REPO})",
-            f"token {creds['forge_token']} (sandbox only; in "
-            f"{Path(state.state_dir) / FORGE_TOKEN_FILE}, which the fleet's gitopsbot.yaml names)",
-        ]
-    if git_url and creds.get("git_password"):
-        lines += [
-            "",
-            "run the bot against it (docs/sandbox.md, 'Run the bot against the sandbox'):",
-            f"  export GITOPSBOT_GIT_TOKEN={q(creds['git_password'])}",
-            f"  gitopsbot run --once --download-binaries --fleet-url {q(git_url)} "
-            f"--kubeconfig {q(state.kubeconfig)}",
-            f"  gitopsbot status --fleet-url {q(git_url)}",
-        ]
-    for name, url in sorted(state.services.items()):
-        if name not in ("git", "github") or not creds:
-            lines.append(f"{name}: {url}")
-    lines += [
-        "",
-        "stop it with:",
-        f"  gitopsbot sandbox down --state-dir {q(str(state.state_dir))}",
-    ]
-    return "\n".join(lines)
-
-
-# Puts the pinned helm 4 (as ``helm``) and kubectl on PATH, fetching kubectl if the sandbox
-# did not need it; the demo's --keep prints the same line.
-TOOLS_ON_PATH = 'eval "$(gitopsbot tools --fetch --shell helm4 kubectl)"'
-
-
-def _with_userinfo(url: str, user: str, password: str) -> str:
-    parts = urlsplit(url)
-    return parts._replace(netloc=f"{user}:{password}@{parts.netloc}").geturl()
-
-
 def serve(
     options: SandboxOptions, *, on_ready: Callable[[SandboxState], None] | None = None
 ) -> int:
@@ -592,124 +521,6 @@ def options_from(args: argparse.Namespace) -> SandboxOptions:
         charts_dir=args.charts,
         fleet_services=args.fleet_services,
     )
-
-
-# ---------------------------------------------------------------------- the detached process
-
-
-def start_detached(options: SandboxOptions, *, timeout: float = 180.0) -> SandboxState:
-    """Start ``serve`` in its own session and wait until it reports ready."""
-    state_dir = options.state_dir
-    cmd = [
-        sys.executable,
-        "-m",
-        SERVE_MODULE,
-        "serve",
-        "--state-dir",
-        str(state_dir),
-        "--pools",
-        str(options.pools),
-        "--nodes",
-        str(options.nodes),
-        "--namespace",
-        options.namespace,
-        "--release",
-        options.release,
-        "--charts",
-        str(options.charts_dir),
-    ]
-    if options.chart_version:
-        cmd += ["--chart-version", options.chart_version]
-    if not options.fleet_services:
-        cmd.append("--no-fleet")
-    log_path = state_dir / LOG_FILE
-    with log_path.open("ab") as log_file:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # outlives the shell that ran `up`; `down` signals the pid
-        )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        code = proc.poll()
-        if code is not None:
-            raise SandboxError(f"the sandbox exited ({code}); {log_path} says:\n" + _tail(log_path))
-        state = SandboxState.read(state_dir)
-        if state is not None and state.ready and state.pid == proc.pid:
-            return state
-        time.sleep(0.2)
-    terminate(proc.pid)
-    proc.wait(timeout=5)
-    raise SandboxError(
-        f"not ready after {timeout:.0f}s; stopped it. {log_path}:\n" + _tail(log_path)
-    )
-
-
-def stop_detached(state: SandboxState) -> None:
-    """Stop the recorded ``serve`` process; raise if it or one of its ports survives."""
-    if process_alive(state.pid) and _is_sandbox(state.pid) and not terminate(state.pid):
-        raise SandboxError(f"pid {state.pid} did not stop")
-    still_open = [port for port in state.ports if port_open(port)]
-    if still_open:
-        raise SandboxError(f"ports still open after stopping pid {state.pid}: {still_open}")
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of this process counts as gone
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
-
-
-def _is_sandbox(pid: int) -> bool:
-    # Never signal a process that merely reuses the recorded pid.
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return True  # no /proc (macOS): trust the state file
-    return SERVE_MODULE.encode() in cmdline
-
-
-def terminate(pid: int, timeout: float = 20.0) -> bool:
-    """SIGTERM, then SIGKILL after ``timeout``; True once the process is gone."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return True
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not process_alive(pid):
-            return True
-        time.sleep(0.1)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return True
-    time.sleep(0.2)
-    return not process_alive(pid)
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
