@@ -14,7 +14,6 @@ EXEMPT = {"sandbox/apiserver/store.py", "sandbox/apiserver/server.py"}
 STILL_OVER = {  # not split yet (#31): the most each may have
     "sandbox/story.py": 930,
     "adapters/helm.py": 910,
-    "adapters/git.py": 810,
 }
 
 

@@ -4,6 +4,9 @@ Implements ``gitopsbot.ports.repo.Repo``. Remote branches are fetched into
 ``refs/remotes/origin/*``; the bot's own commits go to local ``refs/heads/*`` and leave the
 machine only by ``push``. Every pygit2 error becomes a ``gitopsbot.errors`` GitError, built
 from redacted text: no token, password or passphrase ever reaches a log line or an exception.
+
+The credential kinds are ``adapters/git_credentials.py``; a transfer's callbacks and what its
+failures mean, ``adapters/git_transfer.py``; a commit's files, ``adapters/git_tree.py``.
 """
 
 from __future__ import annotations
@@ -16,22 +19,33 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Protocol
 
 import pygit2
-from pygit2.enums import CredentialType, FileMode, ObjectType, SortMode
+from pygit2.enums import FileMode, SortMode
 
-from gitopsbot.adapters import interrupts
-from gitopsbot.adapters.redaction import redact_secrets
+from gitopsbot.adapters.git_credentials import (
+    Credentials,
+    HttpsPassword,
+    HttpsToken,
+    HttpsTokenSource,
+    SshKey,
+    redact,
+)
+from gitopsbot.adapters.git_transfer import (
+    NON_FF_HINTS,
+    REFUSED_HINTS,
+    TransferCallbacks,
+    transfer_error,
+    with_remote_text,
+)
+from gitopsbot.adapters.git_tree import CommitTree
 from gitopsbot.core.fleet.observed_git import CommitInfo
 from gitopsbot.errors import (
     GitAuthError,
     GitError,
     GitFailed,
-    GitUnavailable,
     NonFastForward,
     PushRefused,
-    SymlinkRefused,
 )
 
 log = logging.getLogger(__name__)
@@ -43,73 +57,6 @@ _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 _TRACKING = "refs/remotes/origin/"
 _SHA = re.compile(r"^[0-9a-f]{4,40}$")
 TREES_KEPT = 4  # commits whose trees GitRepo.read keeps, directories parsed
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-@dataclass(frozen=True, slots=True)
-class HttpsToken:
-    """HTTPS basic auth with an access token (GitHub: ``x-access-token``; GitLab: ``oauth2``)."""
-
-    token: str
-    username: str = "x-access-token"
-
-    def __repr__(self) -> str:
-        return f"HttpsToken(username={self.username!r}, token=***)"
-
-
-@dataclass(frozen=True, slots=True)
-class HttpsPassword:
-    """HTTPS basic auth with a user name and password."""
-
-    username: str
-    password: str
-
-    def __repr__(self) -> str:
-        return f"HttpsPassword(username={self.username!r}, password=***)"
-
-
-@dataclass(frozen=True, slots=True)
-class SshKey:
-    """An SSH key pair on disk; the public key defaults to ``<private>.pub``.
-
-    ``verify_host``: the server's host key must be in ``~/.ssh/known_hosts`` (libgit2 checks
-    it there); off only for throwaway sandboxes.
-    """
-
-    private_key: Path
-    public_key: Path | None = None
-    passphrase: str = ""
-    username: str = "git"
-    verify_host: bool = True
-
-    def __repr__(self) -> str:
-        return f"SshKey(private_key={str(self.private_key)!r}, username={self.username!r})"
-
-
-class TokenSource(Protocol):
-    """A token that changes (adapters.forge.github_app.InstallationToken)."""
-
-    def current(self) -> str: ...
-
-    def refused(self, token: str) -> None: ...
-
-    def known(self) -> tuple[str, ...]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class HttpsTokenSource:
-    """HTTPS basic auth with a token that expires (a GitHub App's installation token): the
-    source's current token at each transfer; when the remote refuses it, the source mints
-    anew and the transfer offers the new one once."""
-
-    source: TokenSource
-    username: str = "x-access-token"
-
-    def __repr__(self) -> str:
-        return f"HttpsTokenSource(username={self.username!r}, token=***)"
-
-
-Credentials = HttpsToken | HttpsPassword | SshKey | HttpsTokenSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,142 +81,6 @@ class GitSettings:
     # Connect and read timeouts of the transport: a hung remote must not stall the loop.
     timeout_seconds: float = 60.0
     extra_fetch_refspecs: tuple[str, ...] = ()
-
-
-def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """``text`` without URL user info and without any of ``secrets``."""
-    return redact_secrets(_USERINFO.sub("***@", text), secrets)
-
-
-class _Callbacks(pygit2.RemoteCallbacks):
-    """Credentials offered once per operation: a second request means they were refused.
-
-    Every callback first asks ``interrupts.check_transfer``: after a Ctrl-C that aborts, the
-    transfer stops at its next callback, through pygit2's own error channel (see
-    adapters/interrupts.py for why a signal must not raise in here by itself).
-    ``said``: the remote's sideband text (a refused push's reason)."""
-
-    def __init__(self, credentials: Credentials | None, where: str) -> None:
-        super().__init__()
-        self._credentials = credentials
-        self._where = where
-        self.asked = 0
-        self.offered = ""  # the token from a HttpsTokenSource last offered
-        self.rejected: list[tuple[str, str]] = []
-        self.said: list[str] = []
-
-    def sideband_progress(self, string: str) -> None:
-        interrupts.check_transfer()
-        self.said.append(string)
-
-    def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
-        interrupts.check_transfer()
-
-    def push_transfer_progress(
-        self, objects_pushed: int, total_objects: int, bytes_pushed: int
-    ) -> None:
-        interrupts.check_transfer()
-
-    def update_tips(self, refname: str, old: pygit2.Oid, new: pygit2.Oid) -> None:
-        interrupts.check_transfer()
-
-    def credentials(
-        self, url: str, username_from_url: str | None, allowed_types: CredentialType
-    ) -> pygit2.Username | pygit2.UserPass | pygit2.Keypair:
-        interrupts.check_transfer()
-        self.asked += 1
-        cred = self._credentials
-        if cred is None:
-            raise GitAuthError(f"{self._where}: the remote asked for credentials; none configured")
-        if isinstance(cred, HttpsTokenSource) and self.asked == 2 and self.offered:
-            # The token expired (or was revoked) since it was minted: one fresh one.
-            cred.source.refused(self.offered)
-        elif self.asked > 1:
-            # libgit2 would otherwise replay refused credentials up to 15 times.
-            raise GitAuthError(f"{self._where}: the remote refused the configured credentials")
-        if isinstance(cred, SshKey):
-            if not allowed_types & CredentialType.SSH_KEY:
-                raise GitAuthError(
-                    f"{self._where}: an SSH key is configured; the remote takes none"
-                )
-            public = cred.public_key or cred.private_key.with_name(cred.private_key.name + ".pub")
-            if not cred.private_key.is_file():
-                raise GitAuthError(f"{self._where}: SSH private key not found: {cred.private_key}")
-            if not public.is_file():
-                raise GitAuthError(f"{self._where}: SSH public key not found: {public}")
-            user = username_from_url or cred.username
-            return pygit2.Keypair(user, str(public), str(cred.private_key), cred.passphrase)
-        if not allowed_types & CredentialType.USERPASS_PLAINTEXT:
-            raise GitAuthError(
-                f"{self._where}: HTTPS credentials configured; the remote wants another kind"
-            )
-        if isinstance(cred, HttpsToken):
-            return pygit2.UserPass(cred.username, cred.token)
-        if isinstance(cred, HttpsTokenSource):
-            self.offered = cred.source.current()
-            return pygit2.UserPass(cred.username, self.offered)
-        return pygit2.UserPass(cred.username, cred.password)
-
-    def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
-        interrupts.check_transfer()
-        # libgit2 says whether the TLS certificate or SSH host key is trusted (for SSH: found
-        # in ~/.ssh/known_hosts); pygit2 gives no certificate to check ourselves.
-        if valid:
-            return True
-        name = host.decode(errors="replace")
-        cred = self._credentials
-        if isinstance(cred, SshKey) and not cred.verify_host:
-            log.warning("%s: host key of %s not verified (verify_host off)", self._where, name)
-            return True
-        raise GitAuthError(
-            f"{self._where}: the identity of {name} could not be verified "
-            "(TLS certificate, or SSH host key missing from ~/.ssh/known_hosts)"
-        )
-
-    def push_update_reference(self, refname: str, message: str | None) -> None:
-        if message:
-            self.rejected.append((refname, message))
-
-
-_AUTH_HINTS = (
-    "status code: 401",
-    "status code: 403",
-    "authentication",
-    "credentials",
-    "permission denied",
-)
-_UNAVAILABLE_HINTS = (
-    "failed to connect",
-    "could not resolve",
-    "connection refused",
-    "timed out",
-    "unexpected http status code: 5",
-    "failed to resolve",
-    "network",
-    "couldn't connect",
-)
-_NON_FF_HINTS = (
-    "non-fast-forward",
-    "fast-forward",
-    "fastforward",  # libgit2: "cannot push non-fastforwardable reference"
-    "not present locally",
-    "fetch first",
-    # git's receive-pack when another push holds the ref's lock or moved it under this one
-    # (two writers of the state branch at once): the remote moved, so replay.
-    "failed to update ref",
-    "cannot lock ref",
-)
-# A remote refusing by policy (a pre-receive/update hook, GitHub's and GitLab's protected
-# branches): permanent. Checked after the auth hints ("permission denied" is a login problem)
-# and after the non-fast-forward ones (git's "denying non-fast-forward" is replayable).
-_REFUSED_HINTS = (
-    "hook declined",
-    "protected branch",
-    "denied",
-    "declined",
-)
-# Sideband text kept from a refused push (the hook's own words), at most this many characters.
-_REMOTE_TEXT_LIMIT = 1000
 
 
 class GitRepo:
@@ -325,17 +136,7 @@ class GitRepo:
 
     def _error(self, what: str, exc: BaseException) -> GitError:
         text = redact(str(exc), self._secrets)
-        low = text.lower()
-        where = f"{what} ({self._url_for_messages})"
-        if any(h in low for h in _AUTH_HINTS):
-            return GitAuthError(f"{where}: authentication failed: {text}")
-        if any(h in low for h in _NON_FF_HINTS):
-            return NonFastForward(f"{where}: {text}")
-        if any(h in low for h in _REFUSED_HINTS):
-            return PushRefused(f"{where}: refused by the remote: {text}")
-        if any(h in low for h in _UNAVAILABLE_HINTS):
-            return GitUnavailable(f"{where}: remote unavailable: {text}")
-        return GitFailed(f"{where}: {text}")
+        return transfer_error(f"{what} ({self._url_for_messages})", text)
 
     @contextmanager
     def _mapped(self, what: str) -> Iterator[None]:
@@ -389,12 +190,12 @@ class GitRepo:
 
     # -- Repo port ------------------------------------------------------------------------
 
-    def _transfer(self, where: str, run: Callable[[_Callbacks], None]) -> _Callbacks:
+    def _transfer(self, where: str, run: Callable[[TransferCallbacks], None]) -> TransferCallbacks:
         """``run`` a fetch or push with fresh callbacks, which it returns. With a token
         source, a transfer refused for its token runs once more with a new one: a token can
         expire between the requests of one transfer, and libgit2 cannot replay a POST."""
         cred = self._settings.credentials
-        callbacks = _Callbacks(cred, where)
+        callbacks = TransferCallbacks(cred, where)
         try:
             run(callbacks)
         except GitAuthError:
@@ -402,12 +203,12 @@ class GitRepo:
                 raise
             cred.source.refused(callbacks.offered)
             log.info("%s: the remote refused the app's token; retrying with a new one", where)
-            callbacks = _Callbacks(cred, where)
+            callbacks = TransferCallbacks(cred, where)
             run(callbacks)
         return callbacks
 
     def fetch(self) -> None:
-        def run(callbacks: _Callbacks) -> None:
+        def run(callbacks: TransferCallbacks) -> None:
             with self._mapped("fetch"):
                 remote = self._repo.remotes[_REMOTE]
                 if self._settings.extra_fetch_refspecs:
@@ -578,7 +379,7 @@ class GitRepo:
         said: list[str] = []
         ref = f"refs/heads/{branch}"
 
-        def run(attempt: _Callbacks) -> None:
+        def run(attempt: TransferCallbacks) -> None:
             attempt.said = said
             with self._mapped(f"push {branch}"):
                 self._repo.remotes[_REMOTE].push([f"{ref}:{ref}"], callbacks=attempt)
@@ -588,7 +389,7 @@ class GitRepo:
         except GitError as exc:
             # libgit2's local transport refuses every push into a working copy.
             if isinstance(exc, PushRefused):
-                raise PushRefused(_with_remote_text(str(exc), said, self._secrets)) from None
+                raise PushRefused(with_remote_text(str(exc), said, self._secrets)) from None
             if "non-bare" not in str(exc):
                 raise
             raise GitFailed(
@@ -600,11 +401,11 @@ class GitRepo:
             reasons = "; ".join(f"{r}: {m}" for r, m in callbacks.rejected)
             text = redact(reasons, self._secrets)
             low = text.lower()
-            if any(h in low for h in _NON_FF_HINTS):
+            if any(h in low for h in NON_FF_HINTS):
                 raise NonFastForward(f"push {branch}: {text}")
-            if any(h in low for h in _REFUSED_HINTS):
+            if any(h in low for h in REFUSED_HINTS):
                 message = f"push {branch} ({self._url_for_messages}): refused by the remote: {text}"
-                raise PushRefused(_with_remote_text(message, said, self._secrets))
+                raise PushRefused(with_remote_text(message, said, self._secrets))
             if "rejected" in low or "stale" in low:
                 raise NonFastForward(f"push {branch}: {text}")
             raise GitFailed(f"push {branch}: the remote refused: {text}")
@@ -707,97 +508,8 @@ class GitRepo:
         return str(oid)
 
 
-class CommitTree:
-    """``FileTree`` over one commit of a pygit2 repository."""
-
-    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit, label: str) -> None:
-        self._repo = repo
-        self._commit = commit
-        self._tree = commit.tree
-        self._label = label
-        self.sha = str(commit.id)
-        # Directories by path, parsed once (#29): a path lookup from the root parses every
-        # tree on the way, and ``clusters/`` of 1,000 clusters costs about 0.3 ms a time.
-        self._dirs: dict[str, pygit2.Tree | None] = {"": commit.tree}
-        self._dirs_lock = threading.Lock()
-
-    def named(self, label: str) -> CommitTree:
-        """The same commit under another label, sharing the directories parsed so far."""
-        twin = CommitTree(self._repo, self._commit, label)
-        twin._dirs, twin._dirs_lock = self._dirs, self._dirs_lock
-        return twin
-
-    @property
-    def label(self) -> str:
-        return self._label
-
-    def _dir(self, path: str) -> pygit2.Tree | None:
-        with self._dirs_lock:
-            if path in self._dirs:
-                return self._dirs[path]
-        parent, _, name = path.rpartition("/")
-        up = self._dir(parent)
-        found: pygit2.Tree | None = None
-        if up is not None:
-            try:
-                entry = up[name]
-            except KeyError:
-                entry = None
-            if entry is not None and entry.type == ObjectType.TREE:
-                found = entry.peel(pygit2.Tree)
-        with self._dirs_lock:
-            self._dirs[path] = found
-        return found
-
-    def dir_id(self, path: str) -> str | None:
-        clean = "/".join(p for p in path.split("/") if p not in ("", "."))
-        if ".." in clean.split("/"):
-            return None
-        found = self._dir(clean)
-        return str(found.id) if found is not None else None
-
-    def read(self, path: str) -> bytes | None:
-        clean = "/".join(p for p in path.split("/") if p not in ("", "."))
-        if not clean or ".." in clean.split("/"):
-            return None
-        directory, _, name = clean.rpartition("/")
-        tree = self._dir(directory)
-        return None if tree is None else _read_blob(self._repo, tree, name)
-
-    def list(self, directory: str) -> list[str]:
-        clean = "/".join(p for p in directory.split("/") if p not in ("", "."))
-        if ".." in clean.split("/"):
-            return []
-        tree = self._dir(clean)
-        if tree is None:
-            return []
-        return sorted(str(entry.name) for entry in tree)
-
-
-def _with_remote_text(message: str, said: list[str], secrets: tuple[str, ...]) -> str:
-    """``message`` plus what the remote printed (redacted, bounded): a hook's reason."""
-    lines = [ln.strip() for ln in "".join(said).splitlines()]
-    text = redact(" | ".join(ln for ln in lines if ln), secrets)[:_REMOTE_TEXT_LIMIT]
-    return f"{message} (remote said: {text})" if text else message
-
-
 def _clean_path(path: str) -> str:
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if not parts or ".." in parts:
         raise GitFailed(f"invalid path in commit: {path!r}")
     return "/".join(parts)
-
-
-def _read_blob(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | None:
-    clean = "/".join(p for p in path.split("/") if p not in ("", "."))
-    if not clean or ".." in clean.split("/"):
-        return None
-    try:
-        obj = tree[clean]
-    except KeyError:
-        return None
-    if obj.type != ObjectType.BLOB:
-        return None
-    if obj.filemode == FileMode.LINK:
-        raise SymlinkRefused(clean)  # its content is the link's target: never read as a file
-    return bytes(obj.peel(pygit2.Blob).data)

@@ -17,10 +17,9 @@ from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
     builtin_policy_documents as builtin_policy_documents,
 )
 from gitopsbot.adapters.forge._http import TokenSource
-from gitopsbot.adapters.git import (
+from gitopsbot.adapters.git import GitRepo, GitSettings
+from gitopsbot.adapters.git_credentials import (
     Credentials,
-    GitRepo,
-    GitSettings,
     HttpsPassword,
     HttpsToken,
     HttpsTokenSource,

@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsPassword
+from gitopsbot.adapters.git import GitRepo, GitSettings
+from gitopsbot.adapters.git_credentials import HttpsPassword
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import MANUAL_CHECK_WATCHED, PassResult, Reconciler
 from gitopsbot.bot.reverts import REVERT_PR_RETRY

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from gitopsbot.adapters.clock import SystemClock
-from gitopsbot.adapters.git import HttpsToken, HttpsTokenSource
+from gitopsbot.adapters.git_credentials import HttpsToken, HttpsTokenSource
 from gitopsbot.app.bot import forge_secrets
 from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from gitopsbot.adapters.forge._http import ForgeHttp
-from gitopsbot.adapters.git import redact
+from gitopsbot.adapters.git_credentials import redact
 from gitopsbot.adapters.redaction import redact_secrets
 from gitopsbot.errors import ForgeError
 from tests.forge.forge_harness import FakeClock

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsPassword
+from gitopsbot.adapters.git import GitRepo, GitSettings
+from gitopsbot.adapters.git_credentials import HttpsPassword
 from gitopsbot.sandbox.gitremote import GitRemote, create_fleet_repo
 
 USER = "fleet-bot"

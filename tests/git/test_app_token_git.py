@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.adapters.git import GitRepo, GitSettings, HttpsTokenSource
+from gitopsbot.adapters.git import GitRepo, GitSettings
+from gitopsbot.adapters.git_credentials import HttpsTokenSource
 from gitopsbot.errors import GitAuthError
 from gitopsbot.sandbox.gitremote import GitRemote
 

@@ -14,15 +14,9 @@ import pygit2
 import pytest
 from pygit2.enums import CredentialType
 
-from gitopsbot.adapters.git import (
-    GitRepo,
-    GitSettings,
-    HttpsPassword,
-    HttpsToken,
-    SshKey,
-    _Callbacks,
-    redact,
-)
+from gitopsbot.adapters.git import GitRepo, GitSettings
+from gitopsbot.adapters.git_credentials import HttpsPassword, HttpsToken, SshKey, redact
+from gitopsbot.adapters.git_transfer import TransferCallbacks as _Callbacks
 from gitopsbot.errors import GitAuthError, GitError, GitUnavailable
 from gitopsbot.sandbox.gitremote import GitRemote
 

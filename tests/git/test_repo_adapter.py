@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from gitopsbot.adapters.git import HttpsPassword
+from gitopsbot.adapters.git_credentials import HttpsPassword
 from gitopsbot.errors import GitFailed, NonFastForward
 from tests.git.conftest import CLUSTER_FILES, PASSWORD, USER, Fleet
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from gitopsbot.adapters.git import GitRepo, GitSettings, SshKey
+from gitopsbot.adapters.git import GitRepo, GitSettings
+from gitopsbot.adapters.git_credentials import SshKey
 from gitopsbot.errors import GitAuthError
 from gitopsbot.sandbox.gitremote import create_fleet_repo
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gitopsbot import app
-from gitopsbot.adapters.git import HttpsToken, SshKey
+from gitopsbot.adapters.git_credentials import HttpsToken, SshKey
 from gitopsbot.core.fleet.model import BotSettings, GitAccessSettings, SecretRef
 from gitopsbot.errors import ConfigError
 
