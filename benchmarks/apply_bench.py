@@ -49,14 +49,10 @@ from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.core.operations.operation import operation_id
 from gitopsbot.core.records.journal import Journal, OperationStatus, StepState
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS
-from gitopsbot.sandbox.story import (
-    BotRunner,
-    StoryOptions,
-    StoryWorld,
-    git,
-    state_reader,
-)
+from gitopsbot.sandbox.story import StoryOptions, StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import state_reader
 
 READY = "controller-ready"
 

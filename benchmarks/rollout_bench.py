@@ -36,16 +36,10 @@ from typing import Any
 from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.forges.base import LocalForge
-from gitopsbot.sandbox.story import (
-    BotRunner,
-    StoryOptions,
-    StoryWorld,
-    finished_op,
-    git,
-    state_reader,
-    wait_for,
-)
+from gitopsbot.sandbox.story import StoryOptions, StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, state_reader, wait_for
 
 TF = "tensor-fusion.ai/v1"
 TFC = "tensor-fusion"

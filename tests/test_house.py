@@ -12,7 +12,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitopsbot"
 LIMIT = 600
 EXEMPT = {"sandbox/apiserver/store.py", "sandbox/apiserver/server.py"}
 STILL_OVER = {  # not split yet (#31): the most each may have
-    "sandbox/story.py": 930,
     "adapters/helm.py": 910,
 }
 

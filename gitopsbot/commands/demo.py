@@ -26,8 +26,8 @@ from gitopsbot.sandbox.story import (
     STATE_BRANCH,
     StoryOptions,
     StoryWorld,
-    play,
 )
+from gitopsbot.sandbox.story_demo import play
 
 EPILOG = """\
 examples:

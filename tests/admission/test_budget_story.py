@@ -24,8 +24,10 @@ from gitopsbot.core.records.journal import Journal, OperationKind, OperationStat
 from gitopsbot.core.records.node_states import DONE, NodeState
 from gitopsbot.core.rollouts.tf_objects import TF, node_out_of_service
 from gitopsbot.sandbox.simulator.store_port import StorePort
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.conftest import (  # noqa: F401  (_needs_git, _uses_binaries: autouse)
     NEW_IMAGE,
     Watch,

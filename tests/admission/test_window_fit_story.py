@@ -26,8 +26,10 @@ import pytest
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.scaled_clock import ScaledClock
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.conftest import (  # noqa: F401  (_needs_git, _uses_binaries: autouse)
     NEW_IMAGE,
     _needs_git,

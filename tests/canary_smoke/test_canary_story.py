@@ -37,17 +37,10 @@ from gitopsbot.core.rollouts.canary_smoke import CanaryVerdict
 from gitopsbot.core.waves import canary_marks
 from gitopsbot.core.waves.canary_marks import CanaryFailure
 from gitopsbot.fleetrepo import load_fleet
-from gitopsbot.sandbox.story import (
-    STATE_BRANCH,
-    BotRunner,
-    StoryOptions,
-    StoryWorld,
-    finished_op,
-    git,
-    wait_baseline,
-    wait_for,
-)
+from gitopsbot.sandbox.story import STATE_BRANCH, StoryOptions, StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, wait_baseline, wait_for
 from tests.e2e.conftest import NEW_IMAGE, OLD_IMAGE, _requirements, pool_policies, stop_within
 
 pytestmark = pytest.mark.slow

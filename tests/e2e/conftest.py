@@ -23,7 +23,8 @@ import pytest
 from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.core.records.journal import Journal, PhaseState
 from gitopsbot.sandbox.gitremote import HTTP_BACKEND, _git_exec_path
-from gitopsbot.sandbox.story import BotRunner, StoryOptions, StoryWorld
+from gitopsbot.sandbox.story import StoryOptions, StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner
 
 RELEASE = "tensor-fusion-sys"
 NS = "tensor-fusion-sys"

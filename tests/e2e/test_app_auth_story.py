@@ -21,7 +21,9 @@ import pytest
 
 from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, wait_for
+from gitopsbot.sandbox.story import StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 
 pytestmark = pytest.mark.slow
 

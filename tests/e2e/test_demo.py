@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.cli import main as cli_main
-from gitopsbot.sandbox.story import StoryError, StoryOptions, StoryWorld, plan_summary, play
+from gitopsbot.sandbox.story import StoryError, StoryOptions, StoryWorld
+from gitopsbot.sandbox.story_demo import plan_summary, play
 
 
 def _listening(port: int) -> bool:

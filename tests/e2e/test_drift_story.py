@@ -30,15 +30,10 @@ from gitopsbot.core.fleet.model import DriftSettings
 from gitopsbot.core.records.journal import OperationKind
 from gitopsbot.fleetrepo import load_cluster, load_fleet
 from gitopsbot.sandbox.forges.base import Pull
-from gitopsbot.sandbox.story import (
-    BotRunner,
-    StoryWorld,
-    finished_op,
-    git,
-    state_reader,
-    wait_for,
-)
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, state_reader, wait_for
 from tests.e2e.conftest import NS, RELEASE, pool_policies
 
 pytestmark = pytest.mark.slow

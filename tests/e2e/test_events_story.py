@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from gitopsbot.core.records.journal import OperationKind, StepState
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, wait_for
+from gitopsbot.sandbox.story import StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.test_halt import BROKEN, _break, _halted_upgrade
 
 pytestmark = pytest.mark.slow

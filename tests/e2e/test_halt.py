@@ -19,14 +19,10 @@ import pytest
 
 from gitopsbot.bot.reconciler import PassResult
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
-from gitopsbot.sandbox.story import (
-    BotRunner,
-    StoryWorld,
-    finished_op,
-    git,
-    wait_for,
-)
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.conftest import NS, OLD_IMAGE, helm_history
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,8 @@ import pytest
 from gitopsbot.adapters.chat_notifier import from_settings
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.core.fleet.settings_file import parse_settings
-from gitopsbot.sandbox.story import BotRunner, StoryWorld
+from gitopsbot.sandbox.story import StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
 from tests.e2e.test_halt import BROKEN, _break, _halted_upgrade
 from tests.notifications.receiver import Receiver

@@ -19,8 +19,10 @@ import pytest
 
 from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.errors import ChartUnauthorized
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER, REGISTRY_PASSWORD_ENV
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.conftest import REGISTRY_PASSWORD, REGISTRY_USER
 from tests.e2e.conftest import helm_history
 

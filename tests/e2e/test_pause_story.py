@@ -22,17 +22,13 @@ from collections.abc import Callable
 
 import pytest
 
+from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.forge.forge_types import find_marker
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
-from gitopsbot.sandbox.story import (
-    BotRunner,
-    JournalStore,
-    StoryWorld,
-    finished_op,
-    git,
-    wait_for,
-)
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.conftest import NEW_IMAGE, pool_policies
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,10 @@ import pytest
 
 from gitopsbot.bot import reconciler
 from gitopsbot.core.records.journal import OperationKind
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, state_reader, wait_for
+from gitopsbot.sandbox.story import StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, state_reader, wait_for
 from tests.e2e.conftest import NS, RELEASE
 
 pytestmark = pytest.mark.slow

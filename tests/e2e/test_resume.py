@@ -18,7 +18,9 @@ from collections.abc import Callable
 import pytest
 
 from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
-from gitopsbot.sandbox.story import BotRunner, CrashingStore, StoryWorld, finished_op, wait_for
+from gitopsbot.sandbox.story import StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner, CrashingStore
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.conftest import NEW_IMAGE, helm_history
 
 pytestmark = pytest.mark.slow

@@ -19,8 +19,10 @@ import pytest
 from gitopsbot.core.records.journal import Journal, OperationStatus
 from gitopsbot.sandbox.chartrepo import republish
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, wait_for
+from gitopsbot.sandbox.story import StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import wait_for
 from tests.e2e.conftest import OLD_IMAGE, helm_history
 
 pytestmark = pytest.mark.slow

@@ -36,8 +36,10 @@ from gitopsbot.core.records.journal import (
     StepKind,
     StepState,
 )
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.conftest import NS
 
 pytestmark = pytest.mark.slow

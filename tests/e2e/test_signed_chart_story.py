@@ -19,8 +19,10 @@ import pytest
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.sandbox.chartrepo import sign
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, wait_for
+from gitopsbot.sandbox.story import StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.conftest import helm_history
 from tests.signing import Signer, signers
 

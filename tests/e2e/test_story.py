@@ -25,17 +25,10 @@ from typing import Any
 import pytest
 
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
-from gitopsbot.sandbox.story import (
-    STATE_BRANCH,
-    BotRunner,
-    StoryOptions,
-    StoryWorld,
-    finished_op,
-    git,
-    state_reader,
-    wait_for,
-)
+from gitopsbot.sandbox.story import STATE_BRANCH, StoryOptions, StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, state_reader, wait_for
 from tests.e2e.conftest import (
     NEW_IMAGE,
     NS,

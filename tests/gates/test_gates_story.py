@@ -28,15 +28,10 @@ import pytest
 
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, PhaseState
 from gitopsbot.sandbox.prometheus import PromServer
-from gitopsbot.sandbox.story import (
-    BotRunner,
-    StoryWorld,
-    finished_op,
-    git,
-    state_reader,
-    wait_for,
-)
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, state_reader, wait_for
 from tests.e2e.conftest import (  # noqa: F401  (_needs_git, _uses_binaries: autouse)
     NEW_IMAGE,
     OLD_IMAGE,

@@ -30,8 +30,10 @@ from gitopsbot.core.records.journal import (
 )
 from gitopsbot.core.replicas.sharding import cluster_lease
 from gitopsbot.sandbox.prometheus import PromServer
-from gitopsbot.sandbox.story import BotRunner, StoryWorld, finished_op, git, wait_for
+from gitopsbot.sandbox.story import StoryWorld, git
+from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from gitopsbot.testing import FakeLeases
 from tests.e2e.conftest import (  # noqa: F401  (fixtures; _needs_git, _uses_binaries: autouse)
     NS,

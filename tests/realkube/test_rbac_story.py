@@ -23,7 +23,9 @@ from gitopsbot.core.notices.kube_events import ObjectRef
 from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.core.rollouts import tf_objects as tf
 from gitopsbot.errors import KubeForbidden
-from gitopsbot.sandbox.story import BotRunner, StoryOptions, StoryWorld, finished_op, wait_for
+from gitopsbot.sandbox.story import StoryOptions, StoryWorld
+from gitopsbot.sandbox.story_bot import BotRunner
+from gitopsbot.sandbox.story_waits import finished_op, wait_for
 from tests.e2e.conftest import NEW_IMAGE, NS, OLD_IMAGE, helm_history, stop_within
 from tests.events.test_events_rbac import _bind as bind_events
 from tests.events.test_events_rbac import _unbind as unbind_events

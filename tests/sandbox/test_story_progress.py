@@ -9,7 +9,7 @@ from gitopsbot.bot.pass_base import PassResult
 from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
 from gitopsbot.core.operations.operation import new_operation
 from gitopsbot.core.records.journal import OperationKind
-from gitopsbot.sandbox.story import Progress
+from gitopsbot.sandbox.story_bot import Progress
 
 T0 = datetime(2026, 12, 2, 14, 30, tzinfo=UTC)
 
