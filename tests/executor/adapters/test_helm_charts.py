@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli, _unpack_archive
+from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli
+from gitopsbot.adapters.helm_charts import unpack_archive as _unpack_archive
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.errors import HelmChartUnusable
 from gitopsbot.ports.helm import ChartRef

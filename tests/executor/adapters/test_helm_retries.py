@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli, _transient
+from gitopsbot.adapters.api_failures import is_transient as _transient
+from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmReleaseLocked
 from gitopsbot.ports.helm import ChartRef

@@ -33,8 +33,8 @@ from typing import Any
 
 import pytest
 
-from gitopsbot.adapters import helm as helm_module
 from gitopsbot.adapters import helm_children
+from gitopsbot.adapters import helm_runner as helm_module
 from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli
 from gitopsbot.adapters.helm_storage import HelmStorage, history_entry
 from gitopsbot.adapters.kube import KubeCluster
