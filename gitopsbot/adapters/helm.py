@@ -308,14 +308,7 @@ class HelmCli:
             if result.code != 0:
                 raise self._runner.error(full, result, what=what, mask=secrets, chart=label)
 
-        with self._runner.call():
-            self._refuse_pending(release, namespace, what)
-            # A transient failure leaves a ``failed`` revision, which the next attempt
-            # upgrades over; one that left the release pending-* is refused, never forced.
-            self._runner.retrying(
-                what, attempt, before_retry=lambda: self._refuse_pending(release, namespace, what)
-            )
-            return self._latest(release, namespace, what)
+        return self._change(release, namespace, what, attempt)
 
     def rollback(
         self,
@@ -343,8 +336,17 @@ class HelmCli:
             if result.code != 0:
                 raise self._runner.error(full, result, what=what)
 
+        return self._change(release, namespace, what, attempt)
+
+    def _change(
+        self, release: str, namespace: str, what: str, attempt: Callable[[], None]
+    ) -> HelmReleaseInfo:
+        """An upgrade's or a rollback's ``attempt``, run while the release is not pending-*;
+        the revision it made."""
         with self._runner.call():
             self._refuse_pending(release, namespace, what)
+            # A transient failure leaves a ``failed`` revision, which the next attempt
+            # builds on; one that left the release pending-* is refused, never forced.
             self._runner.retrying(
                 what, attempt, before_retry=lambda: self._refuse_pending(release, namespace, what)
             )
