@@ -69,7 +69,7 @@ from gitopsbot.errors import (
     KubeForbidden,
     TransientError,
 )
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, Helm
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,9 @@ SECRET_DRIVERS = frozenset({"", "secret", "secrets"})
 _NOT_FOUND = re.compile(r"release: not found")
 
 
-class HelmCli:
-    """``ports.helm.Helm`` over the helm binary at ``binary``.
+class HelmCli(Helm):
+    """``ports.helm.Helm`` over the helm binary at ``binary`` (the port says what each call
+    does; what is said here is how helm is run for it).
 
     ``retry_delays``: the waits between attempts of a call that failed transiently (one
     more attempt than delays; ``()`` disables retries); ``sleep`` waits them (tests record
@@ -169,8 +170,6 @@ class HelmCli:
 
     @property
     def last_retries(self) -> int:
-        """How many times the last call of this thread on this HelmCli retried after a
-        transient failure (its own reads, e.g. the pending check of an upgrade, included)."""
         return self._runner.last_retries
 
     def _env(self, work: Path | None = None) -> dict[str, str]:
@@ -379,10 +378,8 @@ class HelmCli:
         return self._charts.verify(archive, provenance, keyring=keyring, filename=filename)
 
     def operation_alive(self, description: str) -> bool:
-        """Whether a helm carrying ``description`` (an upgrade's ``--description``, or the
-        description given to ``rollback``) is running on this machine: a child of this
-        process, or one recorded under ``<home>/run`` whose pid, start time and command line
-        still match (docs/helm.md)."""
+        # A child of this process, or one recorded under ``<home>/run`` whose pid, start
+        # time and command line still match (docs/helm.md).
         return children.running(description, self.home / "run")
 
     @classmethod
