@@ -101,14 +101,7 @@ def _merge_and_revert(
     assert world.forge is not None
     say(f"merging pull request #{proposal.number} (a person clicks Merge; webhook to the bot)")
     merge_sha = world.merge(proposal.number)
-    upgrade = wait_for(
-        world,
-        finished_op(OperationKind.UPGRADE),
-        what="the upgrade to finish",
-        timeout=240,
-    )
-    if upgrade.status is not OperationStatus.SUCCEEDED:
-        say(f"the upgrade failed: {upgrade.failure}")
+    if not _succeeded(world, OperationKind.UPGRADE, say):
         return 1
     images = world.hypervisor_images()
     say(f"upgrade succeeded; hypervisors now: {_image_summary(images)}")
@@ -116,17 +109,18 @@ def _merge_and_revert(
     say(f"reverting the merge ({merge_sha[:12]}) with `git revert -m 1` pushed to main")
     world.revert(merge_sha)
     bot.scheduler.nudge()  # the local forge sends no push events; a real one would
-    rollback = wait_for(
-        world,
-        finished_op(OperationKind.ROLLBACK),
-        what="the rollback to finish",
-        timeout=240,
-    )
-    if rollback.status is not OperationStatus.SUCCEEDED:
-        say(f"the rollback failed: {rollback.failure}")
+    if not _succeeded(world, OperationKind.ROLLBACK, say):
         return 1
     say(f"rollback succeeded; hypervisors now: {_image_summary(world.hypervisor_images())}")
     return 0
+
+
+def _succeeded(world: StoryWorld, kind: OperationKind, say: Callable[[str], None]) -> bool:
+    """Wait for the operation of ``kind`` to finish; whether it succeeded (its failure said)."""
+    done = wait_for(world, finished_op(kind), what=f"the {kind} to finish", timeout=240)
+    if done.status is not OperationStatus.SUCCEEDED:
+        say(f"the {kind} failed: {done.failure}")
+    return done.status is OperationStatus.SUCCEEDED
 
 
 def _cron(world: StoryWorld) -> str:
