@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitopsbot.adapters.pids import pid_exists
+
 log = logging.getLogger(__name__)
 
 # Why an exec shim and not ``preexec_fn``: the bot runs passes in threads, and preexec_fn
@@ -121,13 +123,7 @@ def start_time(pid: int) -> int | None:
     the pid, it names one process for good. None if there is no such process (or a zombie).
     Without /proc (not Linux): 0 for any live process."""
     if not _has_proc():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            return 0
-        return 0
+        return 0 if pid_exists(pid) else None
     fields = _stat_fields(pid)
     if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
         return None

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from gitopsbot.adapters.pids import pid_exists
 from gitopsbot.sandbox.environment import (
     LOG_FILE,
     SERVE_MODULE,
@@ -84,12 +85,8 @@ def stop_detached(state: SandboxState) -> None:
 
 
 def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_exists(pid):
         return False
-    except PermissionError:
-        return True
     try:  # a zombie child of this process counts as gone
         done, _ = os.waitpid(pid, os.WNOHANG)
         return done == 0
