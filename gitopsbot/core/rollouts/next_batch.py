@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from gitopsbot.core.fleet.model import Component, PoolPolicy
+from gitopsbot.core.fleet.model import PoolPolicy
 from gitopsbot.core.records.journal import PhaseProgress
-from gitopsbot.core.rollouts import admission, windows
+from gitopsbot.core.rollouts import admission
 from gitopsbot.core.rollouts.phase_clock import active_seconds
 from gitopsbot.core.rollouts.phase_looks import POLL
-from gitopsbot.core.rollouts.pool_observation import PoolObservation
+from gitopsbot.core.rollouts.pool_observation import PhaseContext
 from gitopsbot.core.rollouts.workload_wait import WaitDecision, decide_wait
 
 # A gate pass lets the switch open this long afterwards; later (a window or a hold came in
@@ -30,11 +30,10 @@ def gates_due(policy: PoolPolicy, phase: PhaseProgress, now: datetime) -> bool:
     return not (b.gates_passed == phase.progress and fresh)
 
 
-def workload_decision(
-    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
-) -> WaitDecision | None:
+def workload_decision(ctx: PhaseContext, phase: PhaseProgress) -> WaitDecision | None:
     """The pool's waitForWorkloads judged now; its timeout counts from the first look that
     found something to wait for (``batches.wait_since``)."""
+    policy, observed, now = ctx.policy, ctx.observed, ctx.now
     wait = policy.workloads.wait if policy.workloads is not None else None
     if wait is None or observed.workload is None:
         return None
@@ -42,10 +41,9 @@ def workload_decision(
     return decide_wait(wait, observed.workload, (now - since).total_seconds())
 
 
-def _capacity(
-    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
-) -> admission.Capacity:
-    wait = workload_decision(policy, observed, phase, now)
+def _capacity(ctx: PhaseContext, phase: PhaseProgress) -> admission.Capacity:
+    observed, now = ctx.observed, ctx.now
+    wait = workload_decision(ctx, phase)
     holds = wait is not None and wait.action in ("wait", "skip-window")
     return admission.Capacity(
         nodes=observed.nodes,
@@ -58,53 +56,39 @@ def _capacity(
     )
 
 
-def admit(
-    policy: PoolPolicy,
-    component: Component,
-    observed: PoolObservation,
-    phase: PhaseProgress,
-    now: datetime,
-    window: windows.Window | None,
-    requested: int,
-) -> admission.Admission:
+def admit(ctx: PhaseContext, phase: PhaseProgress, requested: int) -> admission.Admission:
     adm = admission.admit(
-        policy=policy,
-        component=component,
+        policy=ctx.policy,
+        component=ctx.component,
         phase=phase,
-        capacity=_capacity(policy, observed, phase, now),
+        capacity=_capacity(ctx, phase),
         requested=requested,
-        now=now,
-        window=window,
-        active_seconds=active_seconds(phase, now),
+        now=ctx.now,
+        window=ctx.window,
+        active_seconds=active_seconds(phase, ctx.now),
     )
     if not adm.admitted and adm.until is None and not adm.halt:
-        adm = replace(adm, until=now + POLL)
+        adm = replace(adm, until=ctx.now + POLL)
     return adm
 
 
-def stop_between(
-    policy: PoolPolicy,
-    component: Component,
-    observed: PoolObservation,
-    phase: PhaseProgress,
-    now: datetime,
-    window: windows.Window | None,
-) -> str:
+def stop_between(ctx: PhaseContext, phase: PhaseProgress) -> str:
     """Why the switch must close at this batch boundary ("" when the next batch may follow
     as the controller schedules it): gates to judge, or admission no longer allowing the
     pinned batch (the window, the deadline, the budget, tenants, a workload wait)."""
+    policy = ctx.policy
     if policy.gates:
         return f"batch finished at {phase.progress}%: gates judge the next"
-    wait = workload_decision(policy, observed, phase, now)
+    wait = workload_decision(ctx, phase)
     if wait is not None and wait.action == "halt":
         return wait.reason
     pinned = phase.batch_percentage or policy.batch_percentage
-    adm = admit(policy, component, observed, phase, now, window, pinned)
+    adm = admit(ctx, phase, pinned)
     if not adm.admitted:
         return adm.reason
     if adm.batch_percentage != pinned:
         return adm.reason or f"next batch at {adm.batch_percentage}%"
-    if admission.budget_bound(policy, component):
+    if admission.budget_bound(policy, ctx.component):
         # The controller may not start the next batch on its own: the budget is judged again
         # once the pinned interval is over, just before the switch opens (issue 28 item 7).
         return f"batch finished at {phase.progress}%: the availability budget judges the next"

@@ -1,9 +1,12 @@
-"""One pool's component as observed: what the phase state machine decides from."""
+"""One pool's component as observed, and the context a decision about its phase is made in."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from gitopsbot.core.fleet.model import Component, PoolPolicy
+from gitopsbot.core.rollouts import windows
 from gitopsbot.core.rollouts.workload_wait import WorkloadSnapshot
 
 
@@ -40,3 +43,16 @@ class PoolObservation:
     @property
     def total(self) -> int:
         return self.nodes if self.units is None else self.units
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseContext:
+    """What a decision about one phase is made from, besides the phase itself (which each
+    transition moves on): the pool's policy, the component, the observation, "now" and the
+    maintenance window."""
+
+    policy: PoolPolicy
+    component: Component
+    observed: PoolObservation
+    now: datetime
+    window: windows.Window | None

@@ -49,6 +49,7 @@ from gitopsbot.core.rollouts.phase_clock import active_seconds, stop_clock
 from gitopsbot.core.rollouts.phase_looks import MIN_LOOK as MIN_LOOK
 from gitopsbot.core.rollouts.phase_looks import POLL as POLL
 from gitopsbot.core.rollouts.phase_looks import rolling_look as rolling_look
+from gitopsbot.core.rollouts.pool_observation import PhaseContext
 from gitopsbot.core.rollouts.pool_observation import PoolObservation as PoolObservation
 from gitopsbot.core.rollouts.pool_order import PhaseRef as PhaseRef
 from gitopsbot.core.rollouts.pool_order import phase_components as phase_components
@@ -134,7 +135,7 @@ def decide_phase(
 ) -> PhaseDecision:
     """The next action for ``component`` of ``policy``'s pool (see the module docstring).
     ``held``: why a person holds the pool (core.pause), "" when nobody does."""
-    d = _decide(policy, component, observed, phase, now, window, held)
+    d = _decide(PhaseContext(policy, component, observed, now, window), phase, held)
     if not admission.budget_bound(policy, component):
         return d
     if d.action is PhaseAction.OPEN_SWITCH:
@@ -146,15 +147,9 @@ def decide_phase(
     return d
 
 
-def _decide(
-    policy: PoolPolicy,
-    component: Component,
-    observed: PoolObservation,
-    phase: PhaseProgress,
-    now: datetime,
-    window: windows.Window | None,
-    held: str,
-) -> PhaseDecision:
+def _decide(ctx: PhaseContext, phase: PhaseProgress, held: str) -> PhaseDecision:
+    policy, component, observed = ctx.policy, ctx.component, ctx.observed
+    now, window = ctx.now, ctx.window
     if phase.state is PhaseState.HALTED:
         return PhaseDecision(PhaseAction.HALT, phase, phase.halt_reason, close=observed.switch_open)
     if phase.state is PhaseState.DONE:
@@ -169,7 +164,7 @@ def _decide(
             return PhaseDecision(PhaseAction.CLOSE_SWITCH, done, reason)
         return PhaseDecision(PhaseAction.DONE, done, reason)
 
-    halt = _halt(policy, observed, phase, now)
+    halt = _halt(ctx, phase)
     if halt is not None:
         kind, reason = halt
         halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=reason)
@@ -178,7 +173,7 @@ def _decide(
         )
 
     if held:
-        return _hold(policy, phase, observed, now, held)
+        return _hold(ctx, phase, held)
     if phase.paused_by:  # the hold is gone: resume below (the switch opens again)
         phase = replace(phase, paused_by="")
 
@@ -213,7 +208,7 @@ def _decide(
         return PhaseDecision(PhaseAction.CLOSE_SWITCH, verify, "canary batch finished")
 
     if not observed.switch_open:
-        return _open(policy, component, observed, phase, now, window, canary)
+        return _open(ctx, phase, canary)
 
     if phase.opened_at is None:  # open but not by us in this journal (restart): adopt it
         phase = replace(phase, opened_at=now, started_at=phase.started_at or now)
@@ -222,7 +217,7 @@ def _decide(
         # A batch finished while the switch is open: the controller starts the next one
         # after batchInterval unless the switch closes now (R22).
         phase = replace(phase, batches=phase.batches.finished(phase.progress, now))
-        stop = next_batch.stop_between(policy, component, observed, phase, now, window)
+        stop = next_batch.stop_between(ctx, phase)
         if stop:
             # The deadline's clock runs on between batches: the bot's own waits (gates, the
             # budget, workloads) count towards maxDuration; only a hold or a closed window
@@ -236,18 +231,12 @@ def _decide(
     return PhaseDecision(PhaseAction.WAIT, phase, "rolling", until=look)
 
 
-def _open(
-    policy: PoolPolicy,
-    component: Component,
-    observed: PoolObservation,
-    phase: PhaseProgress,
-    now: datetime,
-    window: windows.Window | None,
-    canary: bool,
-) -> PhaseDecision:
+def _open(ctx: PhaseContext, phase: PhaseProgress, canary: bool) -> PhaseDecision:
     """The switch is closed and the window open: judge the gates, then admit the batch.
     The deadline's clock runs from here on (the first batch's gates and admission count too):
     nothing holds the phase but the bot's own checks."""
+    policy, component, observed = ctx.policy, ctx.component, ctx.observed
+    now, window = ctx.now, ctx.window
     if phase.opened_at is None:
         phase = replace(phase, opened_at=now)
     retry_at = phase.batches.gates_retry_at
@@ -270,12 +259,12 @@ def _open(
         return PhaseDecision(PhaseAction.WAIT, paced, why, until=until)
     state = PhaseState.CANARY if canary else PhaseState.ROLLING
     requested = policy.canary_batch_percentage if canary else policy.batch_percentage
-    wait = next_batch.workload_decision(policy, observed, phase, now)
+    wait = next_batch.workload_decision(ctx, phase)
     if wait is not None and wait.action == "halt":
         why = f"pool {policy.name}: waitForWorkloads: {wait.reason}"
         halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=why)
         return PhaseDecision(PhaseAction.HALT, halted, why, halt=HaltReason.WORKLOADS)
-    adm = next_batch.admit(policy, component, observed, phase, now, window, requested)
+    adm = next_batch.admit(ctx, phase, requested)
     if adm.halt:
         halted = replace(_closed(phase, now, PhaseState.HALTED), halt_reason=adm.reason)
         return PhaseDecision(PhaseAction.HALT, halted, adm.reason, halt=HaltReason.MAX_DURATION)
@@ -385,12 +374,11 @@ def _not_admitting(phase: PhaseProgress) -> PhaseProgress:
     return replace(phase, batches=replace(phase.batches, waiting=""))
 
 
-def _hold(
-    policy: PoolPolicy, phase: PhaseProgress, observed: PoolObservation, now: datetime, held: str
-) -> PhaseDecision:
+def _hold(ctx: PhaseContext, phase: PhaseProgress, held: str) -> PhaseDecision:
     """A held phase: close the switch (the controller finishes the batch in flight, R22) and
     wait, looking again a POLL later for the hold to go. A finished canary batch is still
     verified first (CANARY_VERIFY keeps its state), so a resume does not run it again."""
+    policy, observed, now = ctx.policy, ctx.observed, ctx.now
     until = now + POLL
     phase = _not_admitting(phase)  # the hold is why it waits now (paused_by), not admission
     canary = policy.canary_batch_percentage > 0 and not phase.canary_done
@@ -412,9 +400,8 @@ def _hold(
     return PhaseDecision(PhaseAction.WAIT, waiting, f"paused: {held}", until=until)
 
 
-def _halt(
-    policy: PoolPolicy, observed: PoolObservation, phase: PhaseProgress, now: datetime
-) -> tuple[HaltReason, str] | None:
+def _halt(ctx: PhaseContext, phase: PhaseProgress) -> tuple[HaltReason, str] | None:
+    policy, observed, now = ctx.policy, ctx.observed, ctx.now
     limit = policy.max_duration_seconds
     if limit is not None and active_seconds(phase, now) >= limit:
         waited = phase.batches.waiting
