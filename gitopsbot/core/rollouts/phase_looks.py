@@ -48,17 +48,13 @@ def next_look(
     *,
     budget: bool = False,
 ) -> datetime:
+    """While the pool rolls: its ``rolling_look``, or when the window, the deadline or the
+    stall timeout ends the rollout, if sooner."""
     canary = phase.state is PhaseState.CANARY
     due = [now + rolling_look(policy, phase.progress, canary=canary, budget=budget)]
-    ends = windows.closes_at(window, now)
-    if ends is not None:
-        due.append(ends)
-    if policy.max_duration_seconds is not None:
-        left = policy.max_duration_seconds - active_seconds(phase, now)
-        due.append(now + timedelta(seconds=max(left, 0)))
     if phase.last_progress_at is not None:
         due.append(phase.last_progress_at + timedelta(seconds=policy.stall_timeout_seconds))
-    return max(min(due), now)
+    return _soonest(due, policy, phase, now, window)
 
 
 def verify_look(
@@ -66,7 +62,18 @@ def verify_look(
 ) -> datetime:
     """While the canary batch is verified: a POLL later, or when the deadline or the window
     ends the verify, if sooner."""
-    due = [now + POLL]
+    return _soonest([now + POLL], policy, phase, now, window)
+
+
+def _soonest(
+    due: list[datetime],
+    policy: PoolPolicy,
+    phase: PhaseProgress,
+    now: datetime,
+    window: windows.Window | None,
+) -> datetime:
+    """The first of ``due``, the window's close and the deadline (maxDuration's active time
+    used up); never before ``now``."""
     ends = windows.closes_at(window, now)
     if ends is not None:
         due.append(ends)
