@@ -1,7 +1,6 @@
 """The house a newcomer can read (#31): every module says in its first docstring line what it
 is for, and no module grows past 600 lines. The emulator's store and server are exempt (the
-issue's own exception); the modules still over are listed with their size, so none grows
-and none joins them unseen: split one, then lower or drop its line here."""
+issue's own exception)."""
 
 from __future__ import annotations
 
