@@ -39,6 +39,7 @@ from kubernetes.client import ApiClient, Configuration
 
 from gitopsbot.adapters.kube import KubeCluster, _kubeconfig_problem
 from gitopsbot.adapters.kube_request import KUBECONFIG_ERRORS, configuration_from_kubeconfig
+from gitopsbot.adapters.pids import pid_exists
 from gitopsbot.core.fleet.model import KubeconfigSecretRef
 from gitopsbot.errors import ConfigError, KubeError
 
@@ -361,20 +362,10 @@ def remove_dead_leftovers(root: Path) -> None:
         return
     for entry in entries:
         pid_text = entry.name[len(PRIVATE_PREFIX) :].split("-", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
+        if not pid_text.isdigit() or pid_exists(int(pid_text)):
             continue
         try:
             if entry.is_dir() and entry.stat().st_uid == os.getuid():
                 shutil.rmtree(entry, ignore_errors=True)
         except OSError:
             pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
