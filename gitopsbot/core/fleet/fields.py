@@ -142,6 +142,21 @@ class FieldReader:
                     suggest(key, known),
                 )
 
+    def entries(self, node: LocatedMap, key: str, prefix: str) -> list[tuple[Any, tuple[int, int]]]:
+        """The items of an optional list under ``key`` with where each stands; none when the
+        key is absent, null or (a problem) not a list."""
+        if node.get(key) is None:
+            return []
+        items = node[key]
+        if not isinstance(items, LocatedList):
+            self.add(
+                self.value_at(node, key),
+                join(prefix, key),
+                f"expected a list, got {kind_of(items)}",
+            )
+            return []
+        return [(item, self.key_at(items, i)) for i, item in enumerate(items)]
+
     def section(self, node: LocatedMap, key: str, prefix: str, known: Sequence[str]) -> LocatedMap:
         """An optional nested mapping, checked for unknown keys; empty when absent or wrong."""
         if key not in node or node[key] is None:

@@ -44,7 +44,7 @@ from gitopsbot.core.fleet.gate_specs import (
     PromQueryGate,
     needs_prometheus,
 )
-from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.located_yaml import LocatedMap
 
 # The keys this file reads: the integrator adds them to rollout_file's known keys.
 GATE_POOL_KEYS = ("gates", "gateRetries", "gateRetryInterval")
@@ -168,16 +168,9 @@ def read_gates(
     that reads Prometheus needs the cluster's ``prometheus:`` block: pass what
     ``read_prometheus`` gave (None: such a gate is a problem naming it)."""
     key = join(fld, "gates")
-    if node.get("gates") is None:
-        return ()
-    items = node["gates"]
-    if not isinstance(items, LocatedList):
-        r.add(r.value_at(node, "gates"), key, f"expected a list, got {kind_of(items)}")
-        return ()
     gates: list[Gate] = []
     seen: dict[str, int] = {}
-    for i, item in enumerate(items):
-        at = r.key_at(items, i)
+    for i, (item, at) in enumerate(r.entries(node, "gates", fld)):
         gfld = f"{key}[{i}]"
         gate = _gate(r, item, gfld, at)
         if gate is None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gitopsbot.core.fleet.fields import FieldReader, kind_of
-from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.fields import FieldReader
+from gitopsbot.core.fleet.located_yaml import LocatedMap
 from gitopsbot.core.fleet.model import ChartKeyring
 
 _KEYS = ("repository", "keyring")
@@ -24,17 +24,9 @@ KEYRING = re.compile(r"^/\S.*$")
 
 
 def read_chart_keyrings(r: FieldReader, top: LocatedMap) -> tuple[ChartKeyring, ...]:
-    if top.get("chartKeyrings") is None:
-        return ()
-    node = top["chartKeyrings"]
-    if not isinstance(node, LocatedList):
-        at = r.value_at(top, "chartKeyrings")
-        r.add(at, "chartKeyrings", f"expected a list, got {kind_of(node)}")
-        return ()
     out: list[ChartKeyring] = []
     seen: set[str] = set()
-    for i, item in enumerate(node):
-        at = r.key_at(node, i)
+    for i, (item, at) in enumerate(r.entries(top, "chartKeyrings", "")):
         entry = _entry(r, i, item, at)
         if entry is None:
             continue

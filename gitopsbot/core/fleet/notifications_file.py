@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitopsbot.core.fleet.credentials_file import secret_ref
-from gitopsbot.core.fleet.fields import FieldReader, kind_of, nearest, suggest
+from gitopsbot.core.fleet.fields import FieldReader, nearest, suggest
 from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.fleet.model import NOTIFICATION_EVENTS, NotificationTarget
 
@@ -21,16 +21,9 @@ _REF_HINT = "the URL embeds a token: give a secret reference, e.g. url: {env: MY
 
 
 def read_notifications(r: FieldReader, top: LocatedMap) -> tuple[NotificationTarget, ...]:
-    if top.get("notifications") is None:
-        return ()
-    node = top["notifications"]
-    if not isinstance(node, LocatedList):
-        at = r.value_at(top, "notifications")
-        r.add(at, "notifications", f"expected a list, got {kind_of(node)}")
-        return ()
     out: list[NotificationTarget] = []
-    for i, item in enumerate(node):
-        target = _target(r, i, item, r.key_at(node, i))
+    for i, (item, at) in enumerate(r.entries(top, "notifications", "")):
+        target = _target(r, i, item, at)
         if target is not None:
             out.append(target)
     return tuple(out)

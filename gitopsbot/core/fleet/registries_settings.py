@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from gitopsbot.core.fleet.credentials_file import secret_ref
-from gitopsbot.core.fleet.fields import FieldReader, kind_of
-from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
+from gitopsbot.core.fleet.fields import FieldReader
+from gitopsbot.core.fleet.located_yaml import LocatedMap
 from gitopsbot.core.fleet.model import ChartRegistry
 
 _KEYS = ("host", "username", "password", "plainHttp")
@@ -24,17 +24,9 @@ _REF_HINT = "give a secret reference, e.g. password: {env: GITOPSBOT_REGISTRY_PA
 
 
 def read_chart_registries(r: FieldReader, top: LocatedMap) -> tuple[ChartRegistry, ...]:
-    if top.get("chartRegistries") is None:
-        return ()
-    node = top["chartRegistries"]
-    if not isinstance(node, LocatedList):
-        at = r.value_at(top, "chartRegistries")
-        r.add(at, "chartRegistries", f"expected a list, got {kind_of(node)}")
-        return ()
     out: list[ChartRegistry] = []
     seen: set[str] = set()
-    for i, item in enumerate(node):
-        at = r.key_at(node, i)
+    for i, (item, at) in enumerate(r.entries(top, "chartRegistries", "")):
         entry = _entry(r, i, item, at)
         if entry is None:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gitopsbot.core.fleet.fields import FieldReader, is_semver, kind_of, suggest
+from gitopsbot.core.fleet.fields import FieldReader, is_semver, suggest
 from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.fleet.model import (
     ClearedVersion,
@@ -32,7 +32,7 @@ _DAYS = re.compile(r"^\s*(\d+)d\s*$")
 def read_waves(r: FieldReader, top: LocatedMap) -> tuple[Wave, ...]:
     waves: list[Wave] = []
     first_line: dict[str, int] = {}
-    for i, (item, at) in enumerate(_list(r, top, "waves")):
+    for i, (item, at) in enumerate(r.entries(top, "waves", "")):
         name = item.get("name") if isinstance(item, LocatedMap) else None
         if isinstance(name, str) and name in first_line:
             # Reported even when the entry has other faults: the name is what
@@ -64,7 +64,7 @@ def read_failed_versions(r: FieldReader, top: LocatedMap) -> tuple[FailedVersion
         if isinstance(w, LocatedMap) and isinstance(w.get("name"), str)
     )
     out: list[FailedVersion] = []
-    for i, (item, at) in enumerate(_list(r, top, "failedVersions")):
+    for i, (item, at) in enumerate(r.entries(top, "failedVersions", "")):
         fld = f"failedVersions[{i}]"
         if isinstance(item, str):
             if _version_ok(r, item, fld, at):
@@ -75,9 +75,7 @@ def read_failed_versions(r: FieldReader, top: LocatedMap) -> tuple[FailedVersion
             continue
         r.known_keys(entry, fld, _FAILED_KEYS)
         before = len(r.problems)
-        version = r.string(entry, "version", fld, required=True)
-        if version:
-            _version_ok(r, version, f"{fld}.version", r.value_at(entry, "version"))
+        version = _version_key(r, entry, fld)
         wave = r.string(entry, "wave", fld)
         if wave and wave not in names:
             r.add(
@@ -97,16 +95,14 @@ def read_cleared_versions(r: FieldReader, top: LocatedMap) -> tuple[ClearedVersi
     (``core.waves.canary_marks``) of ``version``, all of them or only ``operation``'s; the
     ``reason`` is required, as the record of why the version may go again."""
     out: list[ClearedVersion] = []
-    for i, (item, at) in enumerate(_list(r, top, "clearedVersions")):
+    for i, (item, at) in enumerate(r.entries(top, "clearedVersions", "")):
         fld = f"clearedVersions[{i}]"
         entry = r.mapping(item, fld, at)
         if entry is None:
             continue
         r.known_keys(entry, fld, _CLEARED_KEYS)
         before = len(r.problems)
-        version = r.string(entry, "version", fld, required=True)
-        if version:
-            _version_ok(r, version, f"{fld}.version", r.value_at(entry, "version"))
+        version = _version_key(r, entry, fld)
         reason = r.string(entry, "reason", fld, required=True)
         operation = r.string(entry, "operation", fld)
         if len(r.problems) == before:
@@ -114,14 +110,12 @@ def read_cleared_versions(r: FieldReader, top: LocatedMap) -> tuple[ClearedVersi
     return tuple(out)
 
 
-def _list(r: FieldReader, top: LocatedMap, key: str) -> list[tuple[Any, tuple[int, int]]]:
-    if top.get(key) is None:
-        return []
-    node = top[key]
-    if not isinstance(node, LocatedList):
-        r.add(r.value_at(top, key), key, f"expected a list, got {kind_of(node)}")
-        return []
-    return [(item, r.key_at(node, i)) for i, item in enumerate(node)]
+def _version_key(r: FieldReader, entry: LocatedMap, fld: str) -> str:
+    """An entry's required ``version:``, a SemVer version (a problem recorded when not)."""
+    version = r.string(entry, "version", fld, required=True)
+    if version:
+        _version_ok(r, version, f"{fld}.version", r.value_at(entry, "version"))
+    return version
 
 
 def _version_ok(r: FieldReader, version: str, fld: str, at: tuple[int, int]) -> bool:
