@@ -1,4 +1,5 @@
-"""One module per subcommand; each exposes ``register(subparsers)``.
+"""One module per subcommand; each exposes ``register(subparsers)``. ``failures`` is no
+command: how ``plan`` and ``rehearse`` end on an error.
 
 A command parses its arguments, wires adapters (through ``gitopsbot.app``) and prints. No
 domain logic lives here.

@@ -13,7 +13,7 @@ from gitopsbot import app, settings
 from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.reviewed_chart import chart_digests
-from gitopsbot.commands import SUMMARIES
+from gitopsbot.commands import SUMMARIES, failures
 from gitopsbot.core.charts.chart import Chart, ChartIndex
 from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.fields import suggest
@@ -27,10 +27,7 @@ from gitopsbot.errors import (
     ChartError,
     ChartInvalid,
     ChartNotFound,
-    ChartUnavailable,
-    ConfigError,
     FleetError,
-    GitError,
     GitOpsBotError,
     Problem,
 )
@@ -68,6 +65,17 @@ def register(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_cluster_refs(p)
+    p.add_argument("--output", choices=("markdown", "json"), default="markdown")
+    add_chart_dir(p)
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 when the plan is denied or unacknowledged"
+    )
+    p.set_defaults(func=run)
+
+
+def add_cluster_refs(p: argparse.ArgumentParser) -> None:
+    """--cluster, --fleet and the refs of its baseline and desired state (plan, rehearse)."""
     p.add_argument("--cluster", required=True, metavar="NAME", help="cluster under clusters/")
     p.add_argument(
         "--fleet", default=".", metavar="PATH", help="fleet repository (default: current dir)"
@@ -84,12 +92,6 @@ def register(sub: Any) -> None:
         metavar="REF",
         help="Git ref holding the desired state (default: the files on disk)",
     )
-    p.add_argument("--output", choices=("markdown", "json"), default="markdown")
-    add_chart_dir(p)
-    p.add_argument(
-        "--check", action="store_true", help="exit 1 when the plan is denied or unacknowledged"
-    )
-    p.set_defaults(func=run)
 
 
 def add_chart_dir(p: argparse.ArgumentParser) -> None:
@@ -273,28 +275,10 @@ def _wave_verdicts(
 def run(args: argparse.Namespace) -> int:
     try:
         plan = build_plan(args)
-    except FleetError as exc:
-        sys.stderr.write(f"gitopsbot plan: {len(exc.problems)} problem(s):\n{exc}\n")
-        return 1
-    except ArchiveUnreadable as exc:
-        sys.stderr.write(f"gitopsbot plan: {exc}\n")
-        return 2
-    except ChartUnavailable as exc:
-        sys.stderr.write(
-            f"gitopsbot plan: chart repository unreachable: {exc}\n"
-            "  offline? read charts from disk: --chart-dir examples/charts/repo "
-            "(or GITOPSBOT_CHARTS=DIR)\n"
-        )
-        return 2
-    except (ChartError, GitError) as exc:
-        sys.stderr.write(f"gitopsbot plan: {exc}\n")
-        return 2
-    except ConfigError as exc:
-        sys.stderr.write(f"gitopsbot plan: {exc}\n")
-        return 1
     except GitOpsBotError as exc:
-        sys.stderr.write(f"gitopsbot plan: {exc}\n")
-        return 2
+        return failures.report(
+            "plan", exc, "--chart-dir examples/charts/repo (or GITOPSBOT_CHARTS=DIR)"
+        )
     out = render_json(plan) if args.output == "json" else render_markdown(plan)
     sys.stdout.write(out)
     if args.check and plan.decision != Decision.ALLOWED:

@@ -14,17 +14,10 @@ from typing import Any
 from gitopsbot import app, settings
 from gitopsbot.bot import node_reads, rehearsal_store
 from gitopsbot.bot.journal_store import JournalStore
-from gitopsbot.commands import SUMMARIES
+from gitopsbot.commands import SUMMARIES, failures
 from gitopsbot.commands import plan as plan_command
 from gitopsbot.core import rehearsal as rh
-from gitopsbot.errors import (
-    ChartError,
-    ChartUnavailable,
-    ConfigError,
-    FleetError,
-    GitError,
-    GitOpsBotError,
-)
+from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.sandbox import rehearsal as sandbox_rehearsal
 
@@ -71,19 +64,7 @@ def register(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--cluster", required=True, metavar="NAME", help="cluster under clusters/")
-    p.add_argument(
-        "--fleet", default=".", metavar="PATH", help="fleet repository (default: current dir)"
-    )
-    p.add_argument(
-        "--from", dest="from_ref", metavar="REF", help="Git ref of the deployed baseline"
-    )
-    p.add_argument(
-        "--to",
-        dest="to_ref",
-        metavar="REF",
-        help="Git ref holding the desired state (default: the files on disk)",
-    )
+    plan_command.add_cluster_refs(p)
     plan_command.add_chart_dir(p)
     p.add_argument(
         "--start",
@@ -198,24 +179,8 @@ def run(args: argparse.Namespace) -> int:
         done = rehearse(args)
         if args.record:
             rehearsal_store.save(_store(args), done)
-    except FleetError as exc:
-        sys.stderr.write(f"gitopsbot rehearse: {len(exc.problems)} problem(s):\n{exc}\n")
-        return 1
-    except ChartUnavailable as exc:
-        sys.stderr.write(
-            f"gitopsbot rehearse: chart repository unreachable: {exc}\n"
-            "  offline? read charts from disk: --chart-dir examples/charts\n"
-        )
-        return 2
-    except (ChartError, GitError) as exc:
-        sys.stderr.write(f"gitopsbot rehearse: {exc}\n")
-        return 2
-    except ConfigError as exc:
-        sys.stderr.write(f"gitopsbot rehearse: {exc}\n")
-        return 1
     except GitOpsBotError as exc:
-        sys.stderr.write(f"gitopsbot rehearse: {exc}\n")
-        return 2
+        return failures.report("rehearse", exc, "--chart-dir examples/charts")
     except Exception as exc:  # the live cluster's client raises its own errors
         if type(exc).__module__.startswith(("kubernetes", "urllib3")):
             sys.stderr.write(f"gitopsbot rehearse: cluster unreachable: {exc}\n")
