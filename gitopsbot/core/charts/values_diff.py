@@ -18,12 +18,13 @@ from functools import lru_cache
 from typing import Any
 
 from gitopsbot.core.fleet.secrets import (
-    BUILTIN_SECRET_PATHS,
     MASK,
+    declared_paths,
     is_secret_key,
     join_path,
     looks_like_token,
     split_path,
+    under_declared,
 )
 
 PathParts = tuple[str | int, ...]
@@ -78,7 +79,7 @@ class ValuesDiff:
 
     def masked(self, extra_paths: Iterable[str] = ()) -> ValuesDiff:
         """The same diff with secret values replaced by ``***`` (for PR text and logs)."""
-        declared = _declared(extra_paths)
+        declared = declared_paths(extra_paths)
         return ValuesDiff(
             tuple(
                 Change(
@@ -90,16 +91,6 @@ class ValuesDiff:
                 for c in self.changes
             )
         )
-
-
-def _declared(extra_paths: Iterable[str]) -> tuple[PathParts, ...]:
-    out = [split_path(p) for p in BUILTIN_SECRET_PATHS]
-    for p in extra_paths:
-        try:
-            out.append(split_path(p))
-        except ValueError:
-            continue  # the loader reports malformed declared paths with their location
-    return tuple(out)
 
 
 # Keys repeat across thousands of leaves and plans; the regex verdict per key is memoized.
@@ -122,7 +113,7 @@ def _mask(parts: PathParts, value: Any, declared: tuple[PathParts, ...], secret:
         }
     if isinstance(value, list | tuple):
         return [_mask((*parts, i), v, declared, secret) for i, v in enumerate(value)]
-    if secret or looks_like_token(value) or any(parts[: len(d)] == d for d in declared):
+    if secret or looks_like_token(value) or under_declared(parts, declared):
         return MASK
     return value
 

@@ -136,25 +136,28 @@ def looks_like_token(value: object) -> bool:
     return isinstance(value, str) and bool(_TOKEN_SHAPES.search(value.strip()))
 
 
-def _declared(path: tuple[str | int, ...], declared: Iterable[tuple[str | int, ...]]) -> bool:
+def under_declared(path: tuple[str | int, ...], declared: Iterable[tuple[str | int, ...]]) -> bool:
+    """Is ``path`` one of the ``declared`` secret paths or under one?"""
     return any(path[: len(d)] == d for d in declared)
 
 
-def _declared_paths(extra_paths: Iterable[str]) -> list[tuple[str | int, ...]]:
+def declared_paths(extra_paths: Iterable[str]) -> tuple[tuple[str | int, ...], ...]:
+    """The built-in secret paths and the team's ``extra_paths``, split (a malformed one
+    skipped)."""
     out = [split_path(p) for p in BUILTIN_SECRET_PATHS]
     for p in extra_paths:
         try:
             out.append(split_path(p))
         except ValueError:
             continue  # the loader reports malformed declared paths with their location
-    return out
+    return tuple(out)
 
 
 def is_secret_path(path: str, extra_paths: Iterable[str] = ()) -> bool:
     """Is the value at ``path`` secret: a built-in or declared path (or under one), or a
     secret-looking key anywhere along it?"""
     parts = split_path(path)
-    if _declared(parts, _declared_paths(extra_paths)):
+    if under_declared(parts, declared_paths(extra_paths)):
         return True
     return any(isinstance(p, str) and is_secret_key(p) for p in parts)
 
@@ -179,9 +182,9 @@ def _secret_leaves(
 ) -> Iterator[tuple[tuple[str | int, ...], Any, bool]]:
     """Yield (path, leaf, declared) for every secret leaf; ``declared`` means a built-in or
     team-declared path rather than a secret-looking key or a token shape."""
-    declared = _declared_paths(extra_paths)
+    declared = declared_paths(extra_paths)
     for path, leaf, under_key in _walk(values, (), False):
-        is_declared = _declared(path, declared)
+        is_declared = under_declared(path, declared)
         if under_key or is_declared or looks_like_token(leaf):
             yield path, leaf, is_declared
 
