@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from gitopsbot.core.records.times import read_time
+
 # Finished batch durations kept per phase (admission uses the latest few).
 MAX_DURATIONS = 32
 # Evidence kept per gate result: a query's values or a list of pods can be long.
@@ -75,18 +77,6 @@ def _time(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat()
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):  # a YAML timestamp written by hand
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
 def to_data(b: BatchRecord) -> dict[str, Any]:
     """The record as plain data; empty when nothing is set."""
     if b == BatchRecord():
@@ -133,14 +123,14 @@ def from_data(data: Any) -> BatchRecord:
     gates = data.get("gates")
     return BatchRecord(
         from_progress=_int(data.get("from_progress"), 0),
-        started_at=_parse_time(data.get("started_at")),
+        started_at=read_time(data.get("started_at")),
         seconds=tuple(s for s in seconds if _int(s, -1) >= 0)
         if isinstance(seconds, Sequence) and not isinstance(seconds, str)
         else (),
         gates_passed=_int(data.get("gates_passed"), -1),
-        gates_passed_at=_parse_time(data.get("gates_passed_at")),
+        gates_passed_at=read_time(data.get("gates_passed_at")),
         gate_attempts=_int(data.get("gate_attempts"), 0),
-        gates_retry_at=_parse_time(data.get("gates_retry_at")),
+        gates_retry_at=read_time(data.get("gates_retry_at")),
         gates=tuple(
             GateNote(str(g.get("gate", "")), str(g.get("outcome", "")), str(g.get("evidence", "")))
             for g in gates
@@ -149,8 +139,8 @@ def from_data(data: Any) -> BatchRecord:
         if isinstance(gates, Sequence) and not isinstance(gates, str)
         else (),
         waiting=str(data.get("waiting") or ""),
-        wait_since=_parse_time(data.get("wait_since")),
-        waiting_since=_parse_time(data.get("waiting_since")),
-        waiting_until=_parse_time(data.get("waiting_until")),
+        wait_since=read_time(data.get("wait_since")),
+        waiting_since=read_time(data.get("waiting_since")),
+        waiting_until=read_time(data.get("waiting_until")),
         waiting_limit=str(data.get("waiting_limit") or ""),
     )

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitopsbot.core.records.journal import dump_yaml, load_yaml
+from gitopsbot.core.records.times import read_time
 
 FILE = "load-failure.yaml"
 MAX_LINES = 3  # the located reasons first; more are in the state commit's message
@@ -69,10 +70,7 @@ def loads(text: str) -> LoadFailure | None:
     sha, error = data.get("sha"), data.get("error")
     if not isinstance(sha, str) or not isinstance(error, str):
         return None
-    try:
-        since = datetime.fromisoformat(str(data.get("since")))
-    except ValueError:
+    since = read_time(data.get("since"))
+    if since is None:
         return None
-    if since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
     return LoadFailure(sha=sha, error=error[:MAX_TEXT], since=since)

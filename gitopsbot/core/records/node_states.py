@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from gitopsbot.core.records.times import read_time
+
 
 class NodeState(StrEnum):
     PENDING = "pending"  # not taken by a batch yet
@@ -241,13 +243,5 @@ def _record(entry: Any) -> NodeRecord | None:
 
 
 def _time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):  # a YAML timestamp written by hand
-        parsed = value
-    elif isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    parsed = read_time(value)
+    return None if parsed is None else parsed.astimezone(UTC)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitopsbot.core.records.journal import dump_yaml, load_yaml
+from gitopsbot.core.records.times import read_time
 
 FILE = "pass-failure.yaml"
 MAX_TEXT = 300  # the first line only, bounded: a message must not bloat the state branch
@@ -60,10 +61,7 @@ def loads(text: str) -> PassFailure | None:
         return None
     if not isinstance(data, Mapping) or not isinstance(data.get("error"), str):
         return None
-    try:
-        since = datetime.fromisoformat(str(data.get("since")))
-    except ValueError:
+    since = read_time(data.get("since"))
+    if since is None:
         return None
-    if since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
     return PassFailure(error=data["error"][:MAX_TEXT], since=since)
