@@ -20,10 +20,9 @@ _K8S_SECRET_KEYS = ("name", "key", "namespace")
 def secret_ref(
     r: FieldReader, node: Any, fld: str, at: tuple[int, int], values_path: str
 ) -> SecretRef | None:
-    ref = r.mapping(node, fld, at)
+    ref = r.mapping(node, fld, at, _SECRET_REF_KEYS)
     if ref is None:
         return None
-    r.known_keys(ref, fld, _SECRET_REF_KEYS)
     given = [k for k in _SECRET_REF_KEYS if k in ref]
     if len(given) != 1:
         r.add(at, fld, "give exactly one source", "one of kubernetesSecret, file, env")
@@ -38,10 +37,11 @@ def secret_ref(
         path = r.string(ref, "file", fld, required=True)
         return SecretRef(values_path, "file", path) if path else None
     sub_fld = join(fld, "kubernetesSecret")
-    sub = r.mapping(ref["kubernetesSecret"], sub_fld, r.value_at(ref, "kubernetesSecret"))
+    sub = r.mapping(
+        ref["kubernetesSecret"], sub_fld, r.value_at(ref, "kubernetesSecret"), _K8S_SECRET_KEYS
+    )
     if sub is None:
         return None
-    r.known_keys(sub, sub_fld, _K8S_SECRET_KEYS)
     name = r.string(sub, "name", sub_fld, required=True)
     key = r.string(sub, "key", sub_fld, required=True)
     namespace = r.string(sub, "namespace", sub_fld, pattern=DNS_LABEL, what="namespace")
@@ -62,10 +62,9 @@ def read_credentials(
     (where a rotation's cause is written, for its verdicts)."""
     if doc is None:
         return CredentialsSpec()
-    top = r.mapping(doc, "", (1, 1))
+    top = r.mapping(doc, "", (1, 1), _CREDENTIALS_KEYS)
     if top is None:
         return CredentialsSpec()
-    r.known_keys(top, "", _CREDENTIALS_KEYS)
     if locations is not None and "rotation" in top:
         locations["credentials.yaml:rotation"] = r.loc(r.key_at(top, "rotation"))
     declared, declared_at = r.string_list(top, "secretPaths", "", ())

@@ -120,8 +120,14 @@ class FieldReader:
 
     # -- structure -------------------------------------------------------------------------
 
-    def mapping(self, node: Any, fld: str, at: tuple[int, int]) -> LocatedMap | None:
+    def mapping(
+        self, node: Any, fld: str, at: tuple[int, int], known: Sequence[str] | None = None
+    ) -> LocatedMap | None:
+        """``node`` when it is a mapping (a problem when not); with ``known``, its keys are
+        checked against them too (``known_keys``)."""
         if isinstance(node, LocatedMap):
+            if known is not None:
+                self.known_keys(node, fld, known)
             return node
         self.add(at, fld or "(document)", f"expected a mapping, got {kind_of(node)}")
         return None
@@ -161,11 +167,8 @@ class FieldReader:
         """An optional nested mapping, checked for unknown keys; empty when absent or wrong."""
         if key not in node or node[key] is None:
             return LocatedMap()
-        sub = self.mapping(node[key], join(prefix, key), self.value_at(node, key))
-        if sub is None:
-            return LocatedMap()
-        self.known_keys(sub, join(prefix, key), known)
-        return sub
+        sub = self.mapping(node[key], join(prefix, key), self.value_at(node, key), known)
+        return LocatedMap() if sub is None else sub
 
     # -- scalars ---------------------------------------------------------------------------
 

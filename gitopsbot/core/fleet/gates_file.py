@@ -137,10 +137,9 @@ def _kube_gate(r: FieldReader, name: str, node: LocatedMap, fld: str) -> KubeGat
 
 
 def _gate(r: FieldReader, node: Any, fld: str, at: tuple[int, int]) -> Gate | None:
-    m = r.mapping(node, fld, at)
+    m = r.mapping(node, fld, at, _GATE_KEYS)
     if m is None:
         return None
-    r.known_keys(m, fld, _GATE_KEYS)
     name = r.string(
         m, "name", fld, required=True, pattern=DNS_LABEL, what="gate name (a-z, 0-9, -)"
     )
@@ -214,10 +213,9 @@ def read_prometheus(r: FieldReader, top: LocatedMap, prefix: str = "") -> Promet
     if top.get(PROMETHEUS_KEY) is None:
         return None
     fld = join(prefix, PROMETHEUS_KEY)
-    m = r.mapping(top[PROMETHEUS_KEY], fld, r.value_at(top, PROMETHEUS_KEY))
+    m = r.mapping(top[PROMETHEUS_KEY], fld, r.value_at(top, PROMETHEUS_KEY), _ENDPOINT_KEYS)
     if m is None:
         return None
-    r.known_keys(m, fld, _ENDPOINT_KEYS)
     url = r.string(
         m,
         "url",

@@ -41,10 +41,9 @@ def read_chart_keyrings(r: FieldReader, top: LocatedMap) -> tuple[ChartKeyring, 
 
 def _entry(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> ChartKeyring | None:
     fld = f"chartKeyrings[{i}]"
-    entry = r.mapping(item, fld, at)
+    entry = r.mapping(item, fld, at, _KEYS)
     if entry is None:
         return None
-    r.known_keys(entry, fld, _KEYS)
     before = len(r.problems)
     repository = r.string(
         entry, "repository", fld, required=True, pattern=REPOSITORY,

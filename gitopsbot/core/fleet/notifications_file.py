@@ -31,10 +31,9 @@ def read_notifications(r: FieldReader, top: LocatedMap) -> tuple[NotificationTar
 
 def _target(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> NotificationTarget | None:
     fld = f"notifications[{i}]"
-    entry = r.mapping(item, fld, at)
+    entry = r.mapping(item, fld, at, _KEYS)
     if entry is None:
         return None
-    r.known_keys(entry, fld, _KEYS)
     before = len(r.problems)
     kind = r.choice(entry, "kind", fld, "", KINDS, required=True)
     url = None

@@ -40,10 +40,9 @@ def read_chart_registries(r: FieldReader, top: LocatedMap) -> tuple[ChartRegistr
 
 def _entry(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> ChartRegistry | None:
     fld = f"chartRegistries[{i}]"
-    entry = r.mapping(item, fld, at)
+    entry = r.mapping(item, fld, at, _KEYS)
     if entry is None:
         return None
-    r.known_keys(entry, fld, _KEYS)
     before = len(r.problems)
     host = r.string(
         entry, "host", fld, required=True, pattern=REGISTRY_HOST,

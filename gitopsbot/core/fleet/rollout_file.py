@@ -125,10 +125,9 @@ def _window(
     at: tuple[int, int],
     known_timezones: Collection[str] | None,
 ) -> MaintenanceWindow | None:
-    win = r.mapping(node, fld, at)
+    win = r.mapping(node, fld, at, _WINDOW_KEYS)
     if win is None:
         return None
-    r.known_keys(win, fld, _WINDOW_KEYS)
     cron = r.string(win, "cron", fld, required=True)
     if cron:
         fields = cron.split()
@@ -328,10 +327,9 @@ def read_rollout(
     d = RolloutPolicy()
     if doc is None:
         return d
-    top = r.mapping(doc, "", (1, 1))
+    top = r.mapping(doc, "", (1, 1), _ROLLOUT_KEYS)
     if top is None:
         return d
-    r.known_keys(top, "", _ROLLOUT_KEYS)
     for key in top:
         locations[f"{ROLLOUT_FILE}:{key}"] = r.loc(r.key_at(top, key))
     prometheus = read_prometheus(r, top)

@@ -155,10 +155,9 @@ def _drift(r: FieldReader, node: LocatedMap) -> DriftSettings:
 def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     if doc is None:
         return BotSettings()
-    top = r.mapping(doc, "", (1, 1))
+    top = r.mapping(doc, "", (1, 1), _SETTINGS_KEYS)
     if top is None:
         return BotSettings()
-    r.known_keys(top, "", _SETTINGS_KEYS)
     d = BotSettings()
     author = r.section(top, "author", "", _AUTHOR_KEYS)
     forge = r.section(top, "forge", "", _FORGE_KEYS)

@@ -70,10 +70,9 @@ def read_failed_versions(r: FieldReader, top: LocatedMap) -> tuple[FailedVersion
             if _version_ok(r, item, fld, at):
                 out.append(FailedVersion(version=item, line=at[0]))
             continue
-        entry = r.mapping(item, fld, at)
+        entry = r.mapping(item, fld, at, _FAILED_KEYS)
         if entry is None:
             continue
-        r.known_keys(entry, fld, _FAILED_KEYS)
         before = len(r.problems)
         version = _version_key(r, entry, fld)
         wave = r.string(entry, "wave", fld)
@@ -97,10 +96,9 @@ def read_cleared_versions(r: FieldReader, top: LocatedMap) -> tuple[ClearedVersi
     out: list[ClearedVersion] = []
     for i, (item, at) in enumerate(r.entries(top, "clearedVersions", "")):
         fld = f"clearedVersions[{i}]"
-        entry = r.mapping(item, fld, at)
+        entry = r.mapping(item, fld, at, _CLEARED_KEYS)
         if entry is None:
             continue
-        r.known_keys(entry, fld, _CLEARED_KEYS)
         before = len(r.problems)
         version = _version_key(r, entry, fld)
         reason = r.string(entry, "reason", fld, required=True)
@@ -127,10 +125,9 @@ def _version_ok(r: FieldReader, version: str, fld: str, at: tuple[int, int]) -> 
 
 def _wave(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> Wave | None:
     fld = f"waves[{i}]"
-    entry = r.mapping(item, fld, at)
+    entry = r.mapping(item, fld, at, _WAVE_KEYS)
     if entry is None:
         return None
-    r.known_keys(entry, fld, _WAVE_KEYS)
     before = len(r.problems)
     name = r.string(entry, "name", fld, required=True)
     if "clusters" not in entry:

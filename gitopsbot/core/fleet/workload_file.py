@@ -50,10 +50,9 @@ _ANNOTATION = re.compile(
 
 
 def _wait(r: FieldReader, node: Any, fld: str, at: tuple[int, int]) -> WorkloadWait | None:
-    m = r.mapping(node, fld, at)
+    m = r.mapping(node, fld, at, _WAIT_KEYS)
     if m is None:
         return None
-    r.known_keys(m, fld, _WAIT_KEYS)
     selector = r.string(m, "selector", fld, pattern=_SELECTOR, what="label selector")
     namespace = r.string(m, "namespace", fld, pattern=DNS_LABEL, what="namespace") or None
     until = r.choice(m, "until", fld, "no-active-session", UNTIL)
