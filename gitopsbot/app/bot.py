@@ -148,12 +148,7 @@ class Bot:
             self.router.close()
         if self.release_watches is not None:
             self.release_watches.close()
-        if self.mirror is not None:
-            self.mirror.close(timeout)
-        if self.notifier is not None:
-            self.notifier.close(min(timeout, 10.0))
-        if self.events is not None:
-            self.events.close(min(timeout, 5.0))
+        close_posters(self.mirror, self.notifier, self.events, timeout)
 
 
 def webhook_receiver(bot: Bot, listen: str) -> WebhookReceiver:
@@ -221,6 +216,22 @@ def push_router(repo: Repo, bot: Bot, poll_seconds: float | None = None) -> Push
     )
 
 
+def close_posters(
+    mirror: PullRequestMirror | None,
+    notifier: Notifier | None,
+    events: EventRecorder | None,
+    timeout: float,
+) -> None:
+    """Post what the pull-request mirror, the notifier and the Events recorder still hold
+    and stop their threads (chat and Events wait less: their posts are not records)."""
+    if mirror is not None:
+        mirror.close(timeout)
+    if notifier is not None:
+        notifier.close(min(timeout, 10.0))
+    if events is not None:
+        events.close(min(timeout, 5.0))
+
+
 @dataclass
 class Wired:
     """A reconciler and what posts for it from threads of its own (closed by ``Bot.close``)."""
@@ -231,12 +242,7 @@ class Wired:
     events: EventRecorder | None
 
     def close(self, timeout: float = 30.0) -> None:
-        if self.mirror is not None:
-            self.mirror.close(timeout)
-        if self.notifier is not None:
-            self.notifier.close(min(timeout, 10.0))
-        if self.events is not None:
-            self.events.close(min(timeout, 5.0))
+        close_posters(self.mirror, self.notifier, self.events, timeout)
 
 
 @contextlib.contextmanager
