@@ -14,6 +14,10 @@ from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.reviewed_chart import chart_digests
 from gitopsbot.commands import SUMMARIES, failures
+
+# Re-exported: commands/propose.py imports add_chart_dir from here.
+from gitopsbot.commands.options import add_chart_dir as add_chart_dir
+from gitopsbot.commands.options import add_cluster_refs
 from gitopsbot.core.charts.chart import Chart, ChartIndex
 from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.fields import suggest
@@ -72,37 +76,6 @@ def register(sub: Any) -> None:
         "--check", action="store_true", help="exit 1 when the plan is denied or unacknowledged"
     )
     p.set_defaults(func=run)
-
-
-def add_cluster_refs(p: argparse.ArgumentParser) -> None:
-    """--cluster, --fleet and the refs of its baseline and desired state (plan, rehearse)."""
-    p.add_argument("--cluster", required=True, metavar="NAME", help="cluster under clusters/")
-    p.add_argument(
-        "--fleet", default=".", metavar="PATH", help="fleet repository (default: current dir)"
-    )
-    p.add_argument(
-        "--from",
-        dest="from_ref",
-        metavar="REF",
-        help="Git ref of the fleet repository used as the deployed baseline",
-    )
-    p.add_argument(
-        "--to",
-        dest="to_ref",
-        metavar="REF",
-        help="Git ref holding the desired state (default: the files on disk)",
-    )
-
-
-def add_chart_dir(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--chart-dir",
-        action="append",
-        default=[],
-        metavar="DIR",
-        type=Path,
-        help="read charts from this directory/archive instead of the network (repeatable)",
-    )
 
 
 def chart_source(chart_dirs: list[Path], bot_settings: BotSettings | None = None) -> ChartSource:

@@ -16,6 +16,7 @@ from gitopsbot.bot import node_reads, rehearsal_store
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import SUMMARIES, failures
 from gitopsbot.commands import plan as plan_command
+from gitopsbot.commands.options import add_chart_dir, add_cluster_refs
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.errors import GitOpsBotError
 from gitopsbot.fleetrepo import load_fleet
@@ -64,8 +65,8 @@ def register(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    plan_command.add_cluster_refs(p)
-    plan_command.add_chart_dir(p)
+    add_cluster_refs(p)
+    add_chart_dir(p)
     p.add_argument(
         "--start",
         type=_instant,

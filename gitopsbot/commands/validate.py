@@ -10,7 +10,8 @@ from typing import Any
 
 from gitopsbot import app
 from gitopsbot.commands import SUMMARIES
-from gitopsbot.commands.plan import add_chart_dir, chart_source, source_label, target_chart
+from gitopsbot.commands.options import add_chart_dir
+from gitopsbot.commands.plan import chart_source, source_label, target_chart
 from gitopsbot.core.charts.chart import Chart, ChartIndex
 from gitopsbot.core.charts.schema_check import check_values
 from gitopsbot.core.fleet.model import Fleet

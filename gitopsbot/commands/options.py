@@ -1,0 +1,38 @@
+"""The options several commands share: which cluster and refs of the fleet repository
+(``plan``, ``rehearse``) and where charts are read from (``--chart-dir``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_cluster_refs(p: argparse.ArgumentParser) -> None:
+    """--cluster, --fleet and the refs of its baseline and desired state (plan, rehearse)."""
+    p.add_argument("--cluster", required=True, metavar="NAME", help="cluster under clusters/")
+    p.add_argument(
+        "--fleet", default=".", metavar="PATH", help="fleet repository (default: current dir)"
+    )
+    p.add_argument(
+        "--from",
+        dest="from_ref",
+        metavar="REF",
+        help="Git ref of the fleet repository used as the deployed baseline",
+    )
+    p.add_argument(
+        "--to",
+        dest="to_ref",
+        metavar="REF",
+        help="Git ref holding the desired state (default: the files on disk)",
+    )
+
+
+def add_chart_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--chart-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        type=Path,
+        help="read charts from this directory/archive instead of the network (repeatable)",
+    )
