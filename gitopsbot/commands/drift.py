@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from gitopsbot import app
 from gitopsbot.app import drift as drift_app
 from gitopsbot.commands import SUMMARIES
+from gitopsbot.commands.options import add_chart_dir
 from gitopsbot.core.drift.report import DriftReport
 from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
 
@@ -51,14 +51,7 @@ def register(sub: Any) -> None:
         metavar="PATH",
         help="kubeconfig of kubeContexts (default $KUBECONFIG, else ~/.kube/config)",
     )
-    p.add_argument(
-        "--chart-dir",
-        action="append",
-        default=[],
-        metavar="DIR",
-        type=Path,
-        help="read charts (for the images) from this directory instead of the network",
-    )
+    add_chart_dir(p, "read charts (for the images) from this directory instead of the network")
     p.set_defaults(func=run)
 
 

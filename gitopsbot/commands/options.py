@@ -27,12 +27,16 @@ def add_cluster_refs(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_chart_dir(p: argparse.ArgumentParser) -> None:
+def add_chart_dir(
+    p: argparse.ArgumentParser,
+    what: str = "read charts from this directory/archive instead of the network (repeatable)",
+) -> None:
+    """--chart-dir (repeatable): charts read from disk; ``what`` is its help line."""
     p.add_argument(
         "--chart-dir",
         action="append",
         default=[],
         metavar="DIR",
         type=Path,
-        help="read charts from this directory/archive instead of the network (repeatable)",
+        help=what,
     )
