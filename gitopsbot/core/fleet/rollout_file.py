@@ -118,6 +118,29 @@ def fires(cron: str) -> bool:
     return True
 
 
+def _cron_problem(cron: str) -> tuple[str, str] | None:
+    """What is wrong with a window's cron expression and how to write it (None: fine)."""
+    fields = cron.split()
+    well_formed = len(fields) == 5 or (len(fields) == 1 and cron.startswith("@"))
+    if not well_formed or not croniter.is_valid(cron):
+        return (
+            f"'{cron}' is not a valid cron expression",
+            "five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 6'",
+        )
+    if backwards := backwards_range(cron):
+        return (
+            f"'{cron}': the {backwards} runs backwards",
+            "write ranges low-high; a range across midnight or the week's end is two, "
+            "e.g. hours '22-23,0-2'",
+        )
+    if not fires(cron):
+        return (
+            f"'{cron}' never fires: no date matches it",
+            "check day-of-month against month, e.g. there is no 30 February",
+        )
+    return None
+
+
 def _window(
     r: FieldReader,
     node: Any,
@@ -129,35 +152,10 @@ def _window(
     if win is None:
         return None
     cron = r.string(win, "cron", fld, required=True)
-    if cron:
-        fields = cron.split()
-        if not (
-            len(fields) == 5 or (len(fields) == 1 and cron.startswith("@"))
-        ) or not croniter.is_valid(cron):
-            r.add(
-                r.value_at(win, "cron"),
-                join(fld, "cron"),
-                f"'{cron}' is not a valid cron expression",
-                "five fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 6'",
-            )
-            cron = ""
-        elif backwards := backwards_range(cron):
-            r.add(
-                r.value_at(win, "cron"),
-                join(fld, "cron"),
-                f"'{cron}': the {backwards} runs backwards",
-                "write ranges low-high; a range across midnight or the week's end is two, "
-                "e.g. hours '22-23,0-2'",
-            )
-            cron = ""
-        elif not fires(cron):
-            r.add(
-                r.value_at(win, "cron"),
-                join(fld, "cron"),
-                f"'{cron}' never fires: no date matches it",
-                "check day-of-month against month, e.g. there is no 30 February",
-            )
-            cron = ""
+    problem = _cron_problem(cron) if cron else None
+    if problem is not None:
+        r.add(r.value_at(win, "cron"), join(fld, "cron"), *problem)
+        cron = ""
     duration = r.duration(win, "duration", fld, 0, minimum=60, required=True)
     tz = r.string(
         win, "timeZone", fld, "UTC", pattern=TIMEZONE, what="time zone name (e.g. Europe/Berlin)"
