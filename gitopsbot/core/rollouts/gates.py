@@ -128,8 +128,10 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def _error_text(error: BaseException) -> str:
-    return str(error) or type(error).__name__
+def _unread(gate: str, want: str, failed: str, error: BaseException) -> GateResult:
+    """A gate whose read failed (``failed``: what did): inconclusive, not failed."""
+    text = str(error) or type(error).__name__
+    return GateResult(gate, GateOutcome.INCONCLUSIVE, _bounded(f"{want}: {failed}: {text}"))
 
 
 def judge_prom_samples(
@@ -139,11 +141,7 @@ def judge_prom_samples(
     is a NaN sample (no answer, not a bad one) unless another sample already fails."""
     want = f"{gate.query} {gate.op} {_num(gate.threshold)}"
     if isinstance(samples, BaseException):
-        return GateResult(
-            gate.name,
-            GateOutcome.INCONCLUSIVE,
-            _bounded(f"{want}: query failed: {_error_text(samples)}"),
-        )
+        return _unread(gate.name, want, "query failed", samples)
     if not samples:
         return GateResult(
             gate.name, GateOutcome(gate.on_empty), _bounded(f"{want}: no samples (empty result)")
@@ -177,11 +175,7 @@ def judge_alerts(gate: AlertsGate, alerts: Sequence[Alert] | BaseException) -> G
     states = "firing or pending" if gate.include_pending else "firing"
     want = f"alerts {_labels(gate.matchers)} {states}"
     if isinstance(alerts, BaseException):
-        return GateResult(
-            gate.name,
-            GateOutcome.INCONCLUSIVE,
-            _bounded(f"{want}: listing alerts failed: {_error_text(alerts)}"),
-        )
+        return _unread(gate.name, want, "listing alerts failed", alerts)
     hits = [a for a in alerts if alert_matches(gate, a)]
     if not hits:
         return GateResult(gate.name, GateOutcome.PASS, f"{want}: none")
