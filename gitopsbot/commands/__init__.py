@@ -1,6 +1,6 @@
 """One module per subcommand; each exposes ``register(subparsers)``. Two are no
-command: ``options``, the options several share, and ``failures``, how ``plan`` and
-``rehearse`` end on an error.
+command: ``options``, the options several share, and ``failures``, how commands end on
+the bot's errors.
 
 A command parses its arguments, wires adapters (through ``gitopsbot.app``) and prints. No
 domain logic lives here.

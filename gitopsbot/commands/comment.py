@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from gitopsbot.commands import SUMMARIES
+from gitopsbot.commands import SUMMARIES, failures
 from gitopsbot.commands.propose import add_fleet_options, proposer, wire
 from gitopsbot.core.policy import Decision
-from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
+from gitopsbot.errors import GitOpsBotError
 
 EXAMPLES = """\
 examples:
@@ -49,12 +48,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         wiring = wire(args)
         pr, plan = proposer(wiring, args.branch, args.chart_dir).comment(args.cluster, args.pr)
-    except (ConfigError, SecretUnavailable) as e:  # the forge token's reference is a setting
-        sys.stderr.write(f"gitopsbot comment: {e}\n")
-        return 1
     except GitOpsBotError as e:
-        sys.stderr.write(f"gitopsbot comment: {e}\n")
-        return 2
+        return failures.report_start("comment", e)
     print(f"#{pr.number} {args.cluster}: plan posted, policy {plan.decision} {pr.url}".rstrip())
     if args.check and plan.decision != Decision.ALLOWED:
         return 1

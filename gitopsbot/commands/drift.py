@@ -9,10 +9,10 @@ from typing import Any
 
 from gitopsbot import app
 from gitopsbot.app import drift as drift_app
-from gitopsbot.commands import SUMMARIES
+from gitopsbot.commands import SUMMARIES, failures
 from gitopsbot.commands.options import add_chart_dir
 from gitopsbot.core.drift.report import DriftReport
-from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
+from gitopsbot.errors import GitOpsBotError
 
 EXAMPLES = """\
 examples:
@@ -63,12 +63,8 @@ def run(args: argparse.Namespace) -> int:
             clusters=tuple(args.cluster),
         )
         found = drift_app.check_fleet(options, args.chart_dir)
-    except (ConfigError, SecretUnavailable) as e:
-        sys.stderr.write(f"gitopsbot drift: {e}\n")
-        return 1
     except GitOpsBotError as e:
-        sys.stderr.write(f"gitopsbot drift: {e}\n")
-        return 2
+        return failures.report_start("drift", e)
     return show(found.reports, as_json=args.json)
 
 

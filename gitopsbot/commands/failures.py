@@ -1,5 +1,5 @@
-"""How ``plan`` and ``rehearse`` end on the bot's errors: the line on stderr and the exit
-status (1 the fleet's files or settings are wrong, 2 something they read was out of reach).
+"""How commands end on the bot's errors: the line on stderr and the exit status (1 the
+fleet's files or settings are wrong, 2 something they read was out of reach).
 """
 
 from __future__ import annotations
@@ -13,7 +13,15 @@ from gitopsbot.errors import (
     FleetError,
     GitError,
     GitOpsBotError,
+    SecretUnavailable,
 )
+
+
+def report_start(command: str, exc: GitOpsBotError) -> int:
+    """Say why ``gitopsbot <command>`` could not start and return its exit status: 1 for
+    a setting (a secret reference it names unset is one too), 2 for anything out of reach."""
+    sys.stderr.write(f"gitopsbot {command}: {exc}\n")
+    return 1 if isinstance(exc, ConfigError | SecretUnavailable) else 2
 
 
 def report(command: str, exc: GitOpsBotError, chart_dir_hint: str) -> int:

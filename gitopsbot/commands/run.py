@@ -11,9 +11,9 @@ from typing import Any
 
 from gitopsbot import app
 from gitopsbot.bot.lease_keeper import LeaseTiming
-from gitopsbot.commands import SUMMARIES
+from gitopsbot.commands import SUMMARIES, failures
 from gitopsbot.core.replicas import sharding
-from gitopsbot.errors import ConfigError, GitOpsBotError, SecretUnavailable
+from gitopsbot.errors import GitOpsBotError
 
 log = logging.getLogger(__name__)
 
@@ -233,12 +233,8 @@ def run(args: argparse.Namespace) -> int:
             lease_shards=args.lease_shards,
         )
         bot = app.build_bot(options)
-    except (ConfigError, SecretUnavailable) as e:  # a secret reference is a setting too
-        sys.stderr.write(f"gitopsbot run: {e}\n")
-        return 1
     except GitOpsBotError as e:
-        sys.stderr.write(f"gitopsbot run: {e}\n")
-        return 2
+        return failures.report_start("run", e)
     if args.once:
         return run_once(bot)
     app.open_files.raise_soft_limit()  # a fleet's sockets outnumber a 1,024 default
