@@ -60,9 +60,7 @@ def read_credentials(
 ) -> CredentialsSpec:
     """``locations`` gets "credentials.yaml:rotation" and "credentials.yaml:secrets.<path>"
     (where a rotation's cause is written, for its verdicts)."""
-    if doc is None:
-        return CredentialsSpec()
-    top = r.mapping(doc, "", (1, 1), _CREDENTIALS_KEYS)
+    top = r.document(doc, _CREDENTIALS_KEYS)
     if top is None:
         return CredentialsSpec()
     if locations is not None and "rotation" in top:

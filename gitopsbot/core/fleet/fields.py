@@ -148,6 +148,11 @@ class FieldReader:
                     suggest(key, known),
                 )
 
+    def document(self, doc: Any, known: Sequence[str] | None = None) -> LocatedMap | None:
+        """A file's top-level mapping (with ``known``, its keys checked); None for an empty
+        file, which is no problem, or for one that is not a mapping, which is."""
+        return None if doc is None else self.mapping(doc, "", (1, 1), known)
+
     def entries(self, node: LocatedMap, key: str, prefix: str) -> list[tuple[Any, tuple[int, int]]]:
         """The items of an optional list under ``key`` with where each stands; none when the
         key is absent, null or (a problem) not a list."""

@@ -16,12 +16,9 @@ def top_and_timeout(
 ) -> tuple[LocatedMap, int] | None:
     """The file's top mapping (its keys checked against ``keys``) and its ``timeout``; None
     when the file is empty or not a mapping (recorded in ``r``)."""
-    if doc is None:
-        return None
-    top = r.mapping(doc, "", (1, 1))
+    top = r.document(doc, tuple(keys))
     if top is None:
         return None
-    r.known_keys(top, "", tuple(keys))
     return top, r.duration(top, "timeout", "", default_timeout)
 
 

@@ -323,9 +323,7 @@ def read_rollout(
     """The policy; ``cluster``: the cluster's name, which an ``approve`` must name ("" when
     not known: the id's form is still checked)."""
     d = RolloutPolicy()
-    if doc is None:
-        return d
-    top = r.mapping(doc, "", (1, 1), _ROLLOUT_KEYS)
+    top = r.document(doc, _ROLLOUT_KEYS)
     if top is None:
         return d
     for key in top:

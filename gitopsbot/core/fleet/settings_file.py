@@ -153,9 +153,7 @@ def _drift(r: FieldReader, node: LocatedMap) -> DriftSettings:
 
 
 def read_settings(r: FieldReader, doc: Any) -> BotSettings:
-    if doc is None:
-        return BotSettings()
-    top = r.mapping(doc, "", (1, 1), _SETTINGS_KEYS)
+    top = r.document(doc, _SETTINGS_KEYS)
     if top is None:
         return BotSettings()
     d = BotSettings()
@@ -272,7 +270,7 @@ def parse_cleared_versions(
         return ()
     doc, problems = located_yaml.read(text, file)
     r = FieldReader(file)
-    top = r.mapping(doc, "", (1, 1)) if doc is not None and not problems else None
+    top = r.document(doc) if not problems else None
     cleared = read_cleared_versions(r, top) if top is not None else ()
     problems.extend(sorted(r.problems, key=lambda p: (p.line, p.column)))
     if problems:
