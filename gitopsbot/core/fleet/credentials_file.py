@@ -7,6 +7,7 @@ from typing import Any
 
 from gitopsbot.core.fleet import secrets
 from gitopsbot.core.fleet.fields import DNS_LABEL, ENV_VAR, FieldReader, join
+from gitopsbot.core.fleet.located_yaml import LocatedMap
 from gitopsbot.core.fleet.model import (
     CredentialsSpec,
     Location,
@@ -48,6 +49,34 @@ def secret_ref(
     if not (name and key):
         return None
     return SecretRef(values_path, "kubernetes-secret", name, key=key, namespace=namespace)
+
+
+def setting_ref(
+    r: FieldReader,
+    node: LocatedMap,
+    key: str,
+    fld: str,
+    *,
+    plain: str = "",
+    local: tuple[str, str] | None = None,
+    hint: str = "",
+) -> SecretRef | None:
+    """The secret reference a bot setting holds under ``key`` (None when absent or wrong),
+    named in messages by where it is written (``gitopsbot.yaml:7: forge.token``): it fills
+    no Helm value. ``plain``: the problem a plain string is (with ``hint``), for a value
+    that must not be written in the file; ``local``: the problem and hint a
+    ``kubernetesSecret:`` is, for a value the bot needs before it reaches any cluster."""
+    if node.get(key) is None:
+        return None
+    at = r.value_at(node, key)
+    if plain and isinstance(node[key], str):
+        r.add(at, fld, plain, hint)
+        return None
+    ref = secret_ref(r, node[key], fld, at, f"{r.file}:{at[0]}: {fld}")
+    if ref is not None and local is not None and ref.source == "kubernetes-secret":
+        r.add(at, fld, *local)
+        return None
+    return ref
 
 
 # -- clusters/<name>/credentials.yaml -----------------------------------------------------------

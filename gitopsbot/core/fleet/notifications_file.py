@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitopsbot.core.fleet.credentials_file import secret_ref
+from gitopsbot.core.fleet.credentials_file import setting_ref
 from gitopsbot.core.fleet.fields import FieldReader, nearest, suggest
 from gitopsbot.core.fleet.located_yaml import LocatedList, LocatedMap
 from gitopsbot.core.fleet.model import NOTIFICATION_EVENTS, NotificationTarget
@@ -36,14 +36,10 @@ def _target(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> Notificat
         return None
     before = len(r.problems)
     kind = r.choice(entry, "kind", fld, "", KINDS, required=True)
-    url = None
     if entry.get("url") is None:
         r.add(at, f"{fld}.url", "required key is missing", _REF_HINT)
-    elif isinstance(entry["url"], str):
-        r.add(r.value_at(entry, "url"), f"{fld}.url", "a URL is not allowed here", _REF_HINT)
-    else:
-        url_at = r.value_at(entry, "url")
-        url = secret_ref(r, entry["url"], f"{fld}.url", url_at, f"{r.file}:{url_at[0]}: {fld}.url")
+    plain = "a URL is not allowed here"
+    url = setting_ref(r, entry, "url", f"{fld}.url", plain=plain, hint=_REF_HINT)
     on = _events(r, entry, fld)
     clusters = _globs(r, entry, fld)
     if url is None or not kind or len(r.problems) > before:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gitopsbot.core.fleet.credentials_file import secret_ref
+from gitopsbot.core.fleet.credentials_file import setting_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.located_yaml import LocatedMap
 from gitopsbot.core.fleet.model import ChartRegistry
@@ -49,22 +49,14 @@ def _entry(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> ChartRegis
         what="registry host (host or host:port, as in oci://host:port/path)",
     )  # fmt: skip
     username = r.string(entry, "username", fld)
-    password = None
-    if entry.get("password") is not None:
-        pw_at = r.value_at(entry, "password")
-        if isinstance(entry["password"], str):
-            r.add(pw_at, f"{fld}.password", "a password is not allowed here", _REF_HINT)
-        else:
-            label = f"{r.file}:{pw_at[0]}: {fld}.password"
-            password = secret_ref(r, entry["password"], f"{fld}.password", pw_at, label)
-            if password is not None and password.source == "kubernetes-secret":
-                r.add(
-                    pw_at,
-                    f"{fld}.password",
-                    "the registry password must be on the bot's machine",
-                    "give env: VAR (e.g. from the chart's Secret) or file: /path",
-                )
-                password = None
+    local = (
+        "the registry password must be on the bot's machine",
+        "give env: VAR (e.g. from the chart's Secret) or file: /path",
+    )
+    password = setting_ref(
+        r, entry, "password", f"{fld}.password",
+        plain="a password is not allowed here", hint=_REF_HINT, local=local,
+    )  # fmt: skip
     if bool(username) != (entry.get("password") is not None):
         r.add(at, fld, "give both username and password, or neither (anonymous pulls)")
     plain_http = r.boolean(entry, "plainHttp", fld, False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitopsbot.core.fleet import located_yaml
-from gitopsbot.core.fleet.credentials_file import secret_ref
+from gitopsbot.core.fleet.credentials_file import setting_ref
 from gitopsbot.core.fleet.fields import FieldReader
 from gitopsbot.core.fleet.keyrings_settings import read_chart_keyrings
 from gitopsbot.core.fleet.layout import SETTINGS_FILE
@@ -61,29 +61,14 @@ _FORGE_KINDS = ("github", "gitlab", "gitea", "git-only")
 _SCOPES = ("patch", "minor", "major", "pinned")
 
 
-def _settings_label(r: FieldReader, at: tuple[int, int], fld: str) -> str:
-    """How a gitopsbot.yaml secret is named in messages, e.g. ``gitopsbot.yaml:7: forge.token``.
-
-    Such a ref fills no Helm value: its ``values_path`` is only this label (never a value)."""
-    return f"{r.file}:{at[0]}: {fld}"
-
-
 def _git_access(r: FieldReader, git: LocatedMap) -> GitAccessSettings:
-    if git.get("sshKey") is None:
-        return GitAccessSettings()
-    at = r.value_at(git, "sshKey")
-    ref = secret_ref(r, git["sshKey"], "git.sshKey", at, _settings_label(r, at, "git.sshKey"))
-    if ref is not None and ref.source == "kubernetes-secret":
-        # The bot reads gitopsbot.yaml before it knows any cluster, and needs the key to
-        # fetch it: the key must be on the bot's own machine.
-        r.add(
-            at,
-            "git.sshKey",
-            "an SSH key must be a file on the bot's machine",
-            "give file: /path/to/private_key, or env: VAR (a variable holding that path)",
-        )
-        return GitAccessSettings()
-    return GitAccessSettings(ssh_key=ref)
+    # The bot reads gitopsbot.yaml before it knows any cluster, and needs the key to fetch
+    # it: the key must be on the bot's own machine.
+    local = (
+        "an SSH key must be a file on the bot's machine",
+        "give file: /path/to/private_key, or env: VAR (a variable holding that path)",
+    )
+    return GitAccessSettings(ssh_key=setting_ref(r, git, "sshKey", "git.sshKey", local=local))
 
 
 def _github_app(r: FieldReader, forge: LocatedMap, kind: str) -> GitHubAppSettings | None:
@@ -107,22 +92,14 @@ def _github_app(r: FieldReader, forge: LocatedMap, kind: str) -> GitHubAppSettin
         r.add(at, "forge.app.appId", "required key is missing", "the App ID of the app's page")
     app_id = r.integer(app, "appId", "forge.app", 0, low=1)
     installation = r.integer(app, "installationId", "forge.app", 0, low=1)
-    key = None
     if app.get("privateKey") is None:
         r.add(at, "forge.app.privateKey", "required key is missing", "env: VAR or file: PATH")
-    else:
-        key_at = r.value_at(app, "privateKey")
-        label = _settings_label(r, key_at, "forge.app.privateKey")
-        key = secret_ref(r, app["privateKey"], "forge.app.privateKey", key_at, label)
-        if key is not None and key.source == "kubernetes-secret":
-            # Read before any cluster is known, like git.sshKey: the chart puts it in env.
-            r.add(
-                key_at,
-                "forge.app.privateKey",
-                "the app's key must reach the bot's own process",
-                "give env: GITOPSBOT_GITHUB_APP_KEY (the chart's secrets.githubAppKey)",
-            )
-            key = None
+    # Read before any cluster is known, like git.sshKey: the chart puts it in env.
+    local = (
+        "the app's key must reach the bot's own process",
+        "give env: GITOPSBOT_GITHUB_APP_KEY (the chart's secrets.githubAppKey)",
+    )
+    key = setting_ref(r, app, "privateKey", "forge.app.privateKey", local=local)
     if key is None or not app_id:
         return None
     return GitHubAppSettings(app_id=app_id, private_key=key, installation_id=installation)
@@ -161,15 +138,8 @@ def read_settings(r: FieldReader, doc: Any) -> BotSettings:
     forge = r.section(top, "forge", "", _FORGE_KEYS)
     props = r.section(top, "proposals", "", _PROPOSAL_KEYS)
     fd, pd = ForgeSettings(), ProposalSettings()
-    token = webhook = None
-    if forge.get("token") is not None:
-        at = r.value_at(forge, "token")
-        label = _settings_label(r, at, "forge.token")
-        token = secret_ref(r, forge["token"], "forge.token", at, label)
-    if forge.get("webhookSecret") is not None:
-        at = r.value_at(forge, "webhookSecret")
-        label = _settings_label(r, at, "forge.webhookSecret")
-        webhook = secret_ref(r, forge["webhookSecret"], "forge.webhookSecret", at, label)
+    token = setting_ref(r, forge, "token", "forge.token")
+    webhook = setting_ref(r, forge, "webhookSecret", "forge.webhookSecret")
     git = _git_access(r, r.section(top, "git", "", _GIT_KEYS))
     limits = _limits(r, r.section(top, "limits", "", _LIMIT_KEYS))
     notifications = read_notifications(r, top)
