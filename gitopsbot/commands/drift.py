@@ -10,7 +10,7 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.app import drift as drift_app
 from gitopsbot.commands import SUMMARIES, failures
-from gitopsbot.commands.options import add_chart_dir
+from gitopsbot.commands.options import add_chart_dir, add_fleet_source
 from gitopsbot.core.drift.report import DriftReport
 from gitopsbot.errors import GitOpsBotError
 
@@ -40,9 +40,7 @@ def register(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--fleet-url", metavar="URL", help="the fleet repository's Git URL")
-    where.add_argument("--fleet", metavar="PATH", help="a bare clone of the fleet repository")
+    add_fleet_source(p, "a bare clone of the fleet repository")
     p.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this one")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument(

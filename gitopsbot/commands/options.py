@@ -1,5 +1,6 @@
 """The options several commands share: which cluster and refs of the fleet repository
-(``plan``, ``rehearse``) and where charts are read from (``--chart-dir``)."""
+(``plan``, ``rehearse``), where the fleet repository is (``--fleet-url``/``--fleet``) and
+where charts are read from (``--chart-dir``)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ def add_cluster_refs(p: argparse.ArgumentParser) -> None:
         metavar="REF",
         help="Git ref holding the desired state (default: the files on disk)",
     )
+
+
+def add_fleet_source(
+    p: argparse.ArgumentParser, clone: str = "a local clone of the fleet repository"
+) -> None:
+    """Where the fleet repository is: --fleet-url URL or --fleet PATH (``clone`` its help),
+    one of them required."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--fleet-url", metavar="URL", help="the fleet repository's Git URL")
+    where.add_argument("--fleet", metavar="PATH", help=clone)
 
 
 def add_chart_dir(

@@ -12,6 +12,7 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.bot.lease_keeper import LeaseTiming
 from gitopsbot.commands import SUMMARIES, failures
+from gitopsbot.commands.options import add_fleet_source
 from gitopsbot.core.replicas import sharding
 from gitopsbot.errors import GitOpsBotError
 
@@ -73,9 +74,7 @@ def register(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--fleet-url", metavar="URL", help="the fleet repository's Git URL")
-    where.add_argument("--fleet", metavar="PATH", help="a local clone of the fleet repository")
+    add_fleet_source(p)
     p.add_argument("--branch", default="main", help="branch with gitopsbot.yaml (default main)")
     p.add_argument(
         "--cluster",

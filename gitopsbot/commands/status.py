@@ -17,6 +17,7 @@ from gitopsbot.bot import report
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.commands import SUMMARIES
+from gitopsbot.commands.options import add_fleet_source
 from gitopsbot.core.fleet.model import Fleet
 from gitopsbot.core.records import node_states
 from gitopsbot.core.records.journal import Journal
@@ -54,9 +55,7 @@ def register(sub: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--fleet-url", metavar="URL", help="the fleet repository's Git URL")
-    where.add_argument("--fleet", metavar="PATH", help="a local clone of the fleet repository")
+    add_fleet_source(p)
     p.add_argument("--cluster", metavar="NAME", help="only this cluster")
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--watch", action="store_true", help="refresh until interrupted")
