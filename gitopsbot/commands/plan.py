@@ -14,10 +14,7 @@ from gitopsbot.baseline import load_cluster_baseline
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.reviewed_chart import chart_digests
 from gitopsbot.commands import SUMMARIES, failures
-
-# Re-exported: commands/propose.py imports add_chart_dir from here.
-from gitopsbot.commands.options import add_chart_dir as add_chart_dir
-from gitopsbot.commands.options import add_cluster_refs
+from gitopsbot.commands.options import add_chart_dir, add_cluster_refs
 from gitopsbot.core.charts.chart import Chart, ChartIndex
 from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.fields import suggest

@@ -17,8 +17,9 @@ from typing import Any
 from gitopsbot import app
 from gitopsbot.bot.proposal_report import PassReport
 from gitopsbot.commands import SUMMARIES
-from gitopsbot.commands.plan import add_chart_dir
-from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError, SecretUnavailable
+from gitopsbot.commands.failures import report_start
+from gitopsbot.commands.options import add_chart_dir, add_fleet_source
+from gitopsbot.errors import ConfigError, FleetError, GitOpsBotError
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,7 @@ def register(sub: Any) -> None:
 
 def add_fleet_options(p: argparse.ArgumentParser) -> None:
     """Where the fleet is, which branch, charts, and Git-only mode (shared with `comment`)."""
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--fleet-url", metavar="URL", help="the fleet repository's Git URL")
-    where.add_argument("--fleet", metavar="PATH", help="a local clone of the fleet repository")
+    add_fleet_source(p)
     p.add_argument("--branch", default="main", help="branch with gitopsbot.yaml (default main)")
     add_chart_dir(p)
     p.add_argument(
@@ -110,12 +109,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         refuse_working_copy(args.fleet)
         wiring = wire(args)
-    except (ConfigError, SecretUnavailable) as e:  # the forge token's reference is a setting
-        sys.stderr.write(f"gitopsbot propose: {e}\n")
-        return 1
-    except GitOpsBotError as e:
-        sys.stderr.write(f"gitopsbot propose: {e}\n")
-        return 2
+    except GitOpsBotError as e:  # the forge token's reference unset is a setting: 1
+        return report_start("propose", e)
     if args.once:
         return one_pass(wiring, args)
     return loop(wiring, args)
