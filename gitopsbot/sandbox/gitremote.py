@@ -304,8 +304,10 @@ def _bare_name(name: str) -> str:
     return name if name.endswith(".git") else f"{name}.git"
 
 
-def _git(*args: str, cwd: Path | None = None) -> None:
-    env = {
+def admin_git_env() -> dict[str, str]:
+    """The environment of the fleet admin's git commands in the sandbox: their name on every
+    commit, no system or user configuration, never a prompt."""
+    return {
         **os.environ,
         "GIT_AUTHOR_NAME": "Fleet Admin",
         "GIT_AUTHOR_EMAIL": "admin@example.com",
@@ -313,9 +315,13 @@ def _git(*args: str, cwd: Path | None = None) -> None:
         "GIT_COMMITTER_EMAIL": "admin@example.com",
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
     }
+
+
+def _git(*args: str, cwd: Path | None = None) -> None:
     done = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+        ["git", *args], cwd=cwd, env=admin_git_env(), capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")

@@ -16,7 +16,6 @@ Everything started here is stopped by ``stop()``.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import time
@@ -37,7 +36,7 @@ from gitopsbot.sandbox import environment as env
 from gitopsbot.sandbox.controlplane import ControlPlane
 from gitopsbot.sandbox.forges.github import GitHubForge
 from gitopsbot.sandbox.forges.github_apps import new_app_key
-from gitopsbot.sandbox.gitremote import GitRemote
+from gitopsbot.sandbox.gitremote import GitRemote, admin_git_env
 from gitopsbot.sandbox.simulator.store_port import StorePort
 from gitopsbot.sandbox.story_fleet import (
     CLUSTER,
@@ -120,22 +119,9 @@ class StoryOptions:
     chart_keyring: Path | None = None
 
 
-def _git_env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "Fleet Admin",
-        "GIT_AUTHOR_EMAIL": "admin@example.com",
-        "GIT_COMMITTER_NAME": "Fleet Admin",
-        "GIT_COMMITTER_EMAIL": "admin@example.com",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-    }
-
-
 def git(*args: str, cwd: Path) -> str:
     done = subprocess.run(
-        ["git", *args], cwd=cwd, env=_git_env(), capture_output=True, text=True, check=False
+        ["git", *args], cwd=cwd, env=admin_git_env(), capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise StoryError(f"git {' '.join(args)}: {done.stderr.strip()}")
