@@ -29,6 +29,7 @@ import httpx
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.webhooks import WebhookReceiver
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.core.forge.webhook_events import WebhookEvent, github_signature
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 
@@ -47,7 +48,13 @@ def idle_poll() -> tuple[float, int, float]:
         since = datetime.now(UTC) - timedelta(hours=1)
         prs = [
             forge.open_or_update_pull_request(
-                branch=f"gitopsbot/c{i}", base="main", title=f"c{i}", body="plan", marker=f"c{i}/1"
+                PullRequestDraft(
+                    branch=f"gitopsbot/c{i}",
+                    base="main",
+                    title=f"c{i}",
+                    body="plan",
+                    marker=f"c{i}/1",
+                )
             )
             for i in range(5)
         ]

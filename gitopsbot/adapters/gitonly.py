@@ -28,6 +28,7 @@ from gitopsbot.core.fleet.commit_classes import PROPOSAL_PREFIX, parse_proposal_
 from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
+    PullRequestDraft,
     PullRequestInfo,
     PullRequestState,
     find_marker,
@@ -239,51 +240,37 @@ class GitOnlyForge(Forge, RecordsRequestsInGit):
         self._repo.commit_files(branch, {path: text}, message, parent=parent)
         return self._repo.push(branch)
 
-    def _proposal_for(
-        self, branch: str, *, base: str, title: str, body: str, marker: str, labels: Sequence[str]
-    ) -> _Proposal:
-        """The request as ``open_or_update_pull_request`` records it (``body`` marked)."""
-        loaded = self._load(branch)
-        if loaded is not None and loaded[0].marker == marker:
+    def _proposal_for(self, draft: PullRequestDraft) -> _Proposal:
+        """The request as ``open_or_update_pull_request`` records it (the body marked)."""
+        body = draft.marked_body
+        loaded = self._load(draft.branch)
+        if loaded is not None and loaded[0].marker == draft.marker:
             old = loaded[0]
             return replace(
                 old,
-                base=base,
-                title=title,
+                base=draft.base,
+                title=draft.title,
                 body=body,
-                labels=tuple(dict.fromkeys((*old.labels, *labels))),
+                labels=tuple(dict.fromkeys((*old.labels, *draft.labels))),
                 closed=False,
             )
-        return _Proposal(base=base, title=title, body=body, marker=marker, labels=tuple(labels))
+        return _Proposal(
+            base=draft.base, title=draft.title, body=body, marker=draft.marker, labels=draft.labels
+        )
 
     # -- RecordsRequestsInGit --------------------------------------------------------------
 
     def request_files(
-        self,
-        *,
-        branch: str,
-        base: str,
-        title: str,
-        body: str,
-        marker: str,
-        labels: Sequence[str] = (),
-        status: tuple[CommitState, str] | None = None,
+        self, draft: PullRequestDraft, *, status: tuple[CommitState, str] | None = None
     ) -> dict[str, bytes]:
-        proposal = self._proposal_for(
-            branch,
-            base=base,
-            title=title,
-            body=with_marker(body, marker),
-            marker=marker,
-            labels=labels,
-        )
+        proposal = self._proposal_for(draft)
         if status is not None:
             # The status of the commit that carries this file: its sha cannot be inside it,
             # so it is left empty ("this commit"); set_status compares state and description.
             state, description = status
             statuses = {**proposal.statuses, POLICY_CONTEXT: _Status(str(state), description, "")}
             proposal = replace(proposal, statuses=statuses)
-        return {plan_path(branch): proposal.render().encode()}
+        return {plan_path(draft.branch): proposal.render().encode()}
 
     # -- Forge port ------------------------------------------------------------------------
 
@@ -294,17 +281,8 @@ class GitOnlyForge(Forge, RecordsRequestsInGit):
         info = self._info(branch, *loaded)
         return info if info.state is PullRequestState.OPEN else None
 
-    def open_or_update_pull_request(
-        self,
-        *,
-        branch: str,
-        base: str,
-        title: str,
-        body: str,
-        marker: str,
-        labels: Sequence[str] = (),
-    ) -> PullRequestInfo:
-        body = with_marker(body, marker)
+    def open_or_update_pull_request(self, draft: PullRequestDraft) -> PullRequestInfo:
+        branch, base, marker = draft.branch, draft.base, draft.marker
         loaded = self._load(branch)
         start: str | None = None
         if self._repo.head(branch) is None:
@@ -323,10 +301,8 @@ class GitOnlyForge(Forge, RecordsRequestsInGit):
                 raise ForgeFailed(
                     f"git-only: {branch} already carries an open proposal without our marker"
                 )
-        proposal = self._proposal_for(
-            branch, base=base, title=title, body=body, marker=marker, labels=labels
-        )
-        self._save(branch, proposal, body, parent=start)
+        proposal = self._proposal_for(draft)
+        self._save(branch, proposal, proposal.body, parent=start)
         loaded = self._load(branch)
         assert loaded is not None
         return self._info(branch, *loaded)

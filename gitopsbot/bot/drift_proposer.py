@@ -18,7 +18,7 @@ from gitopsbot.core.drift import proposal as drift_proposal
 from gitopsbot.core.drift.report import DriftReport
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, DESIRED_FILES
 from gitopsbot.core.fleet.model import DriftSettings
-from gitopsbot.core.forge.forge_types import PullRequestInfo
+from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestInfo
 from gitopsbot.ports.forge import Forge
 from gitopsbot.ports.repo import Repo
 
@@ -92,12 +92,14 @@ class DriftProposer:
         self.repo.commit_files(branch, edits, prop.message, parent=parent)
         self.repo.push(branch)
         pr = self.forge.open_or_update_pull_request(
-            branch=branch,
-            base=self.watched,
-            title=prop.title,
-            body=prop.body,
-            marker=marker,
-            labels=self.settings.labels,
+            PullRequestDraft(
+                branch=branch,
+                base=self.watched,
+                title=prop.title,
+                body=prop.body,
+                marker=marker,
+                labels=self.settings.labels,
+            )
         )
         return DriftRequest(cluster, "opened" if found is None else "updated", pr.number, pr.url)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from gitopsbot.bot import waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.core.fleet.model import Fleet
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.core.waves import failed_marks
 from gitopsbot.errors import GitOpsBotError
@@ -85,12 +86,14 @@ def propose(*, repo: Repo, forge: Forge, fleet: Fleet, head: str, watched_branch
             )
             repo.push(proposal.branch)
             pr = forge.open_or_update_pull_request(
-                branch=proposal.branch,
-                base=watched_branch,
-                title=proposal.title,
-                body=failed_marks.body(proposal, settings.state_branch),
-                marker=proposal.marker,
-                labels=settings.proposals.labels,
+                PullRequestDraft(
+                    branch=proposal.branch,
+                    base=watched_branch,
+                    title=proposal.title,
+                    body=failed_marks.body(proposal, settings.state_branch),
+                    marker=proposal.marker,
+                    labels=settings.proposals.labels,
+                )
             )
         except GitOpsBotError as e:
             lines.append(f"failed version {proposal.version}: {e}")

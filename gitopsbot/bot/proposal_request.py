@@ -20,7 +20,7 @@ from gitopsbot.core.charts.images import effective_images
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.layout import RELEASE_FILE, VALUES_FILE
 from gitopsbot.core.fleet.model import ReleaseSpec
-from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState, with_marker
+from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestInfo, PullRequestState
 from gitopsbot.core.policy import Decision
 from gitopsbot.core.proposing.proposals import ProposalDecision
 from gitopsbot.core.proposing.request_texts import policy_status, proposal_edits
@@ -89,16 +89,24 @@ def publish(
     """Bring ``draft`` about for decision ``d`` (module doc); ``known``: the request as the
     pass read it for the ledger's record, if any."""
     assert d.target is not None
-    branch, marker, title, body = draft.branch, draft.marker, draft.title, draft.body
+    request = PullRequestDraft(
+        branch=draft.branch,
+        base=watched_branch,
+        title=draft.title,
+        body=draft.body,
+        marker=draft.marker,
+        labels=tuple(labels),
+    )
+    branch, title = request.branch, request.title
     pr = known
     if pr is None or pr.state is not PullRequestState.OPEN:
         # Not in the ledger: a request opened before a crash is found again, not doubled.
-        pr = forge.find_pull_request(branch, marker)
+        pr = forge.find_pull_request(branch, request.marker)
     opened = pr is None
     current = (
         pr is not None
         and pr.title == title
-        and pr.body.strip() == with_marker(body, marker).strip()
+        and pr.body.strip() == request.marked_body.strip()
         and all(label in pr.labels for label in labels)
     )
     status = policy_status(draft.decision)
@@ -109,17 +117,7 @@ def publish(
         files: dict[str, bytes | None] = dict(draft.edits) if draft.needs_commit else {}
         if isinstance(forge, RecordsRequestsInGit):
             # The calls below then find the request and status recorded and write nothing.
-            files.update(
-                forge.request_files(
-                    branch=branch,
-                    base=watched_branch,
-                    title=title,
-                    body=body,
-                    marker=marker,
-                    labels=labels,
-                    status=status,
-                )
-            )
+            files.update(forge.request_files(request, status=status))
         trailers = "\n".join(ProposalId(c, d.target.version).trailer for c in d.clusters)
         message = (
             draft.message if draft.needs_commit else f"{title}\n\nPlan updated.\n\n{trailers}\n"
@@ -129,14 +127,7 @@ def publish(
         pushed = True
     assert branch_head is not None
     if not current or pushed:
-        pr = forge.open_or_update_pull_request(
-            branch=branch,
-            base=watched_branch,
-            title=title,
-            body=body,
-            marker=marker,
-            labels=labels,
-        )
+        pr = forge.open_or_update_pull_request(request)
     # The status goes on every new head (also one a person pushed), once: the ledger
     # remembers the head it was last set on.
     status_head = d.existing.head if d.existing else ""

@@ -17,6 +17,7 @@ from gitopsbot.bot.journal_store import cluster_dir
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core.fleet.commit_classes import reverted_shas
 from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.core.operations import operation, pause
 from gitopsbot.core.records import journal as journal_mod
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
@@ -191,20 +192,23 @@ class Reverts:
             return f"no forge configured: revert PR not opened; the revert is on branch {branch}"
         try:
             pr = self.ctx.forge.open_or_update_pull_request(
-                branch=branch,
-                base=watched,
-                title=(
-                    f"Revert {journal.cluster}: {journal.op_id} "
-                    "(already rolled back: merge to make Git match)"
-                ),
-                body=(
-                    f"The {journal.kind} failed: {reason}\n\n"
-                    f"The cluster has ALREADY been rolled back (operation {rollback_id}), "
-                    f"from this branch's revert commit: `{watched}` refused the bot's revert "
-                    f"push ({refused}).\n\nMerging this pull request makes Git match the "
-                    "cluster. The merge is recorded as seen; it does not roll back again."
-                ),
-                marker=f"revert/{journal.op_id}",
+                PullRequestDraft(
+                    branch=branch,
+                    base=watched,
+                    title=(
+                        f"Revert {journal.cluster}: {journal.op_id} "
+                        "(already rolled back: merge to make Git match)"
+                    ),
+                    body=(
+                        f"The {journal.kind} failed: {reason}\n\n"
+                        f"The cluster has ALREADY been rolled back (operation {rollback_id}), "
+                        f"from this branch's revert commit: `{watched}` refused the bot's "
+                        f"revert push ({refused}).\n\nMerging this pull request makes Git "
+                        "match the cluster. The merge is recorded as seen; it does not roll "
+                        "back again."
+                    ),
+                    marker=f"revert/{journal.op_id}",
+                )
             )
         except ForgeError as e:
             log.error("%s: could not open the revert pull request: %s", journal.cluster, e)
@@ -286,11 +290,13 @@ class Reverts:
             return PassResult(journal.cluster, "failed", f"{reason}; {why}")
         try:
             pr = self.ctx.forge.open_or_update_pull_request(
-                branch=branch,
-                base=watched,
-                title=f"Revert {journal.cluster}: {journal.op_id} ({journal.kind} failed)",
-                body=f"The {journal.kind} failed: {reason}\n\nMerge this to roll back.",
-                marker=f"revert/{journal.op_id}",
+                PullRequestDraft(
+                    branch=branch,
+                    base=watched,
+                    title=f"Revert {journal.cluster}: {journal.op_id} ({journal.kind} failed)",
+                    body=f"The {journal.kind} failed: {reason}\n\nMerge this to roll back.",
+                    marker=f"revert/{journal.op_id}",
+                )
             )
         except ForgeError as e:
             raise PermanentError(f"could not open the revert pull request: {e}") from e

@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from gitopsbot.core.forge.forge_types import CommentInfo, CommitState, PullComment, PullRequestInfo
+from gitopsbot.core.forge.forge_types import (
+    CommentInfo,
+    CommitState,
+    PullComment,
+    PullRequestDraft,
+    PullRequestInfo,
+)
 
 POLICY_CONTEXT = "gitopsbot/policy"
 
@@ -25,18 +31,9 @@ class Forge(Protocol):
         """
         ...
 
-    def open_or_update_pull_request(
-        self,
-        *,
-        branch: str,
-        base: str,
-        title: str,
-        body: str,
-        marker: str,
-        labels: Sequence[str] = (),
-    ) -> PullRequestInfo:
-        """Open a request for ``branch`` into ``base``, or update the open one (title, body,
-        labels added). Idempotent: a retry after a lost response or a restart finds the
+    def open_or_update_pull_request(self, draft: PullRequestDraft) -> PullRequestInfo:
+        """Open the request ``draft`` asks for, or update the open one (title, body, labels
+        added). Idempotent: a retry after a lost response or a restart finds the
         request again by branch and marker; the forge's "already exists" answer (GitHub and
         Gitea 409/422, GitLab 409) is resolved by finding and updating. Never duplicates."""
         ...
@@ -81,19 +78,11 @@ class RecordsRequestsInGit(Protocol):
     proposed edits, so one pass writes at most one commit per proposal branch."""
 
     def request_files(
-        self,
-        *,
-        branch: str,
-        base: str,
-        title: str,
-        body: str,
-        marker: str,
-        labels: Sequence[str] = (),
-        status: tuple[CommitState, str] | None = None,
+        self, draft: PullRequestDraft, *, status: tuple[CommitState, str] | None = None
     ) -> dict[str, bytes]:
         """path → content recording the request (and the ``POLICY_CONTEXT`` status of the
-        commit carrying them). Committed on ``branch``, ``open_or_update_pull_request`` and
-        ``set_status`` with the same arguments then write nothing."""
+        commit carrying them). Committed on ``draft.branch``, ``open_or_update_pull_request``
+        and ``set_status`` with the same draft and status then write nothing."""
         ...
 
 

@@ -12,12 +12,12 @@ from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
     PullComment,
+    PullRequestDraft,
     PullRequestInfo,
     PullRequestState,
     check_marker,
     find_marker,
     split_comment,
-    with_marker,
 )
 from gitopsbot.errors import (
     ForgeFailed,
@@ -68,20 +68,12 @@ class FakeForge(Forge, ReadsComments):
                 return pr
         return None
 
-    def open_or_update_pull_request(
-        self,
-        *,
-        branch: str,
-        base: str,
-        title: str,
-        body: str,
-        marker: str,
-        labels: Sequence[str] = (),
-    ) -> PullRequestInfo:
-        text = with_marker(body, marker)
+    def open_or_update_pull_request(self, draft: PullRequestDraft) -> PullRequestInfo:
+        branch = draft.branch
+        text = draft.marked_body
         if len(text) > self.comment_limit:
             raise ForgeFailed("pull request body is too long")
-        found = self.find_pull_request(branch, marker)
+        found = self.find_pull_request(branch, draft.marker)
         if found is None:
             if any(
                 p.branch == branch and p.state is PullRequestState.OPEN for p in self.pulls.values()
@@ -91,15 +83,15 @@ class FakeForge(Forge, ReadsComments):
             found = PullRequestInfo(
                 number=number,
                 branch=branch,
-                base=base,
-                title=title,
+                base=draft.base,
+                title=draft.title,
                 state=PullRequestState.OPEN,
                 head_sha=hashlib.sha1(branch.encode()).hexdigest(),
                 url=f"{self.url}/pull/{number}",
                 mergeable=True,
             )
-        merged_labels = tuple(dict.fromkeys((*found.labels, *labels)))
-        pr = replace(found, title=title, body=text, marker=marker, labels=merged_labels)
+        merged_labels = tuple(dict.fromkeys((*found.labels, *draft.labels)))
+        pr = replace(found, title=draft.title, body=text, marker=draft.marker, labels=merged_labels)
         self.pulls[pr.number] = pr
         return pr
 

@@ -26,7 +26,7 @@ from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.charts.observed import HelmReleaseInfo
 from gitopsbot.core.fleet.model import BotSettings, RolloutPolicy
-from gitopsbot.core.forge.forge_types import PullRequestState
+from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestState
 from gitopsbot.core.rollouts.tf_objects import GROUP, TF
 from gitopsbot.fleetrepo import load_fleet
 from gitopsbot.ports.helm import ChartRef
@@ -382,7 +382,9 @@ class Env:
     def merge_pr(self, number: int, title: str, files: dict[str, str]) -> str:
         sha = self.human.commit(f"{title} (#{number})", files)
         pr = self.forge.open_or_update_pull_request(
-            branch=f"change-{number}", base="main", title=title, body="", marker=f"t{number}"
+            PullRequestDraft(
+                branch=f"change-{number}", base="main", title=title, body="", marker=f"t{number}"
+            )
         )
         del self.forge.pulls[pr.number]
         self.forge.pulls[number] = replace(

@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState
+from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestInfo, PullRequestState
 from gitopsbot.core.records.journal import Journal, OperationStatus
 from gitopsbot.errors import ForgeFailed
 from gitopsbot.testing import FakeForge
@@ -26,7 +26,9 @@ def state_subjects(env: Env) -> list[str]:
 def merged_on_the_forge(env: Env, number: int, sha: str) -> None:
     """Pull request ``number`` merged as ``sha`` (now: within the lookup's week)."""
     opened = env.forge.open_or_update_pull_request(
-        branch=f"change-{number}", base="main", title="lab: hv:2", body="", marker=f"t{number}"
+        PullRequestDraft(
+            branch=f"change-{number}", base="main", title="lab: hv:2", body="", marker=f"t{number}"
+        )
     )
     del env.forge.pulls[opened.number]
     env.forge.pulls[number] = replace(
@@ -110,7 +112,7 @@ def test_the_forge_wins_over_a_number_the_message_names(env: Env) -> None:
     sha = env.human.commit("lab: hv:2, follow-up of (#3)", fleet_files("1.0.0", "hv:2"))
     merged_on_the_forge(env, 14, sha)
     env.forge.open_or_update_pull_request(
-        branch="old", base="main", title="old", body="", marker="old"
+        PullRequestDraft(branch="old", base="main", title="old", body="", marker="old")
     )  # pull request #3 exists: nothing may be posted there
 
     rec.reconcile("lab")

@@ -25,7 +25,6 @@ import zoneinfo
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -36,6 +35,7 @@ from gitopsbot.bot.reconciler import MANUAL_CHECK_WATCHED, PassResult, Reconcile
 from gitopsbot.bot.reverts import REVERT_PR_RETRY
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.fleet.model import BotSettings
+from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestInfo
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.errors import ForgeServerError, GitUnavailable, PushRefused
 from gitopsbot.fleetrepo import load_fleet
@@ -275,10 +275,10 @@ class DownForge(FakeForge):
 
     up: bool = False
 
-    def open_or_update_pull_request(self, **kwargs: Any) -> Any:
+    def open_or_update_pull_request(self, draft: PullRequestDraft) -> PullRequestInfo:
         if not self.up:
             raise ForgeServerError("502 Bad Gateway (test)")
-        return super().open_or_update_pull_request(**kwargs)
+        return super().open_or_update_pull_request(draft)
 
 
 def test_a_revert_pr_that_could_not_be_opened_is_retried_until_it_is(

@@ -9,7 +9,7 @@ import httpx
 
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge.forge_types import PullRequestState
+from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestState
 from gitopsbot.sandbox.forges.base import LocalForge, LoggedRequest
 from gitopsbot.sandbox.forges.gitea import GiteaForge as GiteaServer
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
@@ -171,7 +171,9 @@ class Harness:
         else:
             assert self.fake is not None
             pr = self.fake.open_or_update_pull_request(
-                branch=branch, base="main", title="by hand", body="mine", marker="x"
+                PullRequestDraft(
+                    branch=branch, base="main", title="by hand", body="mine", marker="x"
+                )
             )
             self.fake.pulls[pr.number] = replace(pr, marker="", body="mine")
 

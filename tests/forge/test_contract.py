@@ -14,6 +14,7 @@ import pytest
 from gitopsbot.core.forge.forge_types import (
     COMMENT_LIMIT,
     CommitState,
+    PullRequestDraft,
     PullRequestInfo,
     PullRequestState,
     find_marker,
@@ -28,7 +29,9 @@ def _open(
     h: Harness, *, branch: str = "gitopsbot/a-1.2.3", title: str = "Upgrade a", body: str = "plan"
 ) -> PullRequestInfo:
     return h.forge.open_or_update_pull_request(
-        branch=branch, base="main", title=title, body=body, marker=MARKER, labels=["gitopsbot"]
+        PullRequestDraft(
+            branch=branch, base="main", title=title, body=body, marker=MARKER, labels=("gitopsbot",)
+        )
     )
 
 
@@ -50,7 +53,9 @@ def test_restart_finds_the_request_by_branch_and_marker(harness: Harness) -> Non
     found = after_restart.find_pull_request("gitopsbot/a-1.2.3", MARKER)
     assert found is not None and found.number == first.number
     again = after_restart.open_or_update_pull_request(
-        branch="gitopsbot/a-1.2.3", base="main", title="Upgrade a", body="plan", marker=MARKER
+        PullRequestDraft(
+            branch="gitopsbot/a-1.2.3", base="main", title="Upgrade a", body="plan", marker=MARKER
+        )
     )
     assert again.number == first.number
     assert harness.open_count("gitopsbot/a-1.2.3") == 1

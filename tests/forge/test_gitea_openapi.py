@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge.forge_types import CommitState
+from gitopsbot.core.forge.forge_types import CommitState, PullRequestDraft
 from gitopsbot.sandbox.forges.gitea import GiteaForge as GiteaServer
 from tests.forge.forge_harness import TOKEN, FakeClock, make_client
 from tests.forge.openapi_contract import Description, Recorder
@@ -47,7 +47,14 @@ def gitea_api(real_gitea_site: RealGiteaSite) -> Description:
 def _calls(forge: ForgeProvider, grant: Callable[[str], None]) -> None:
     """What the bot asks of a forge, once each."""
     pr = forge.open_or_update_pull_request(
-        branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1", labels=["gitopsbot"]
+        PullRequestDraft(
+            branch="gitopsbot/a",
+            base="main",
+            title="t",
+            body="b",
+            marker="a/1",
+            labels=("gitopsbot",),
+        )
     )
     forge.upsert_comment(pr.number, marker="plan", body="plan one")
     forge.upsert_comment(pr.number, marker="plan", body="x" * 70_000)  # two parts

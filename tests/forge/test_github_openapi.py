@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.core.forge.webhook_events import EventKind, WebhookProvider, github_signature, parse
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 from tests.forge import github_openapi
@@ -51,7 +52,7 @@ def test_the_local_forges_merged_webhook_is_as_github_describes_it() -> None:
     with Capturing() as srv:
         srv.add_webhook("http://127.0.0.1:9/hook", SECRET)
         pr = make_client(srv, FakeClock()).open_or_update_pull_request(
-            branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1"
+            PullRequestDraft(branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1")
         )
         srv.approve(pr.number, "alice")
         merged = srv.merge(pr.number)
@@ -197,7 +198,7 @@ def test_the_answer_check_refuses_what_github_does_not_describe() -> None:
         recorder = github_openapi.Recorder()
         forge = make_client(srv, FakeClock(), transport=recorder)
         pr = forge.open_or_update_pull_request(
-            branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1"
+            PullRequestDraft(branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1")
         )
         forge.upsert_comment(pr.number, marker="plan", body="plan")
     assert github_openapi.exchange_problems(recorder.exchanges) == []

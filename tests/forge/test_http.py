@@ -16,7 +16,7 @@ import pytest
 from gitopsbot.adapters.forge._http import WriteBucket
 from gitopsbot.adapters.forge.connect import connect
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge.forge_types import PullRequestInfo
+from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestInfo
 from gitopsbot.errors import (
     ForgeRateLimited,
     ForgeServerError,
@@ -31,7 +31,7 @@ CREATE = r"/(pulls|merge_requests)$"
 
 def _open(forge: ForgeProvider, branch: str = "gitopsbot/a") -> PullRequestInfo:
     return forge.open_or_update_pull_request(
-        branch=branch, base="main", title="t", body="b", marker="a/1"
+        PullRequestDraft(branch=branch, base="main", title="t", body="b", marker="a/1")
     )
 
 

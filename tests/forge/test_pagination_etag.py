@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.sandbox.forges.base import Comment, now_utc
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 from tests.forge.forge_harness import TOKEN, FakeClock, make_client
@@ -60,7 +61,7 @@ def test_a_new_page_behind_an_unchanged_page_one_does_not_duplicate_the_comment(
 ) -> None:
     forge = make_client(server, clock)
     pr = forge.open_or_update_pull_request(
-        branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1"
+        PullRequestDraft(branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1")
     )
     for i in range(server.page_size):  # page 1 is full, and the only page
         _human_comment(server, pr.number, f"human {i}")

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from gitopsbot.adapters.webhooks import WebhookReceiver
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.core.forge.webhook_events import (
     EventKind,
     WebhookEvent,
@@ -266,7 +267,7 @@ def test_local_forge_merge_delivers_a_signed_event(
         )
         srv.add_webhook(f"{rx.url}/webhooks/{kind}", SECRET)
         pr = make_client(srv, FakeClock()).open_or_update_pull_request(
-            branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1"
+            PullRequestDraft(branch="gitopsbot/a", base="main", title="t", body="b", marker="a/1")
         )
         merged = srv.merge(pr.number)
         # A real Gitea also announces the opening and the merge's push to main (pushes of the

@@ -9,7 +9,12 @@ import pytest
 
 from gitopsbot.adapters.gitonly import GitOnlyForge, plan_path, request_number
 from gitopsbot.core.fleet.commit_classes import CommitKind, classify_commits, snapshot
-from gitopsbot.core.forge.forge_types import CommitState, PullRequestState, find_marker
+from gitopsbot.core.forge.forge_types import (
+    CommitState,
+    PullRequestDraft,
+    PullRequestState,
+    find_marker,
+)
 from gitopsbot.errors import ForgeFailed, ForgeNotFound
 
 if TYPE_CHECKING:
@@ -31,12 +36,14 @@ def _propose(fleet: Fleet) -> tuple[GitOnlyForge, int]:
     repo.push(BRANCH)
     forge = GitOnlyForge(repo)
     pr = forge.open_or_update_pull_request(
-        branch=BRANCH,
-        base="main",
-        title="Upgrade alpha to 2.0.0",
-        body="## Plan\n\n- helm upgrade 1.0.0 → 2.0.0",
-        marker=MARKER,
-        labels=["gitopsbot"],
+        PullRequestDraft(
+            branch=BRANCH,
+            base="main",
+            title="Upgrade alpha to 2.0.0",
+            body="## Plan\n\n- helm upgrade 1.0.0 → 2.0.0",
+            marker=MARKER,
+            labels=("gitopsbot",),
+        )
     )
     return forge, pr.number
 
@@ -68,19 +75,21 @@ def test_open_is_idempotent_and_survives_a_restart(fleet: Fleet) -> None:
     found = restarted.find_pull_request(BRANCH, MARKER)
     assert found is not None and found.number == number
     again = restarted.open_or_update_pull_request(
-        branch=BRANCH,
-        base="main",
-        title="Upgrade alpha to 2.0.0",
-        body="## Plan\n\n- helm upgrade 1.0.0 → 2.0.0",
-        marker=MARKER,
-        labels=["gitopsbot"],
+        PullRequestDraft(
+            branch=BRANCH,
+            base="main",
+            title="Upgrade alpha to 2.0.0",
+            body="## Plan\n\n- helm upgrade 1.0.0 → 2.0.0",
+            marker=MARKER,
+            labels=("gitopsbot",),
+        )
     )
     assert again.number == number
     assert again.head_sha == head  # nothing changed: no new commit
     assert restarted.find_pull_request(BRANCH, "someone-else") is None
     with pytest.raises(ForgeFailed, match="without our marker"):
         restarted.open_or_update_pull_request(
-            branch=BRANCH, base="main", title="x", body="y", marker="someone-else"
+            PullRequestDraft(branch=BRANCH, base="main", title="x", body="y", marker="someone-else")
         )
 
 
@@ -132,7 +141,7 @@ def test_merge_is_detected_by_ancestry(fleet: Fleet) -> None:
     forge.upsert_comment(number, marker="plan", body="applied")
     assert forge.get_pull_request(number).state is PullRequestState.MERGED
     again = forge.open_or_update_pull_request(
-        branch=BRANCH, base="main", title="again", body="again", marker=MARKER
+        PullRequestDraft(branch=BRANCH, base="main", title="again", body="again", marker=MARKER)
     )
     assert again.state is PullRequestState.MERGED and again.head_sha == pr.head_sha
     # And the merge classifies as the bot's proposal on the watched branch.
@@ -172,10 +181,14 @@ def test_new_branch_is_created_from_the_base(fleet: Fleet) -> None:
     repo = fleet.bot()
     forge = GitOnlyForge(repo)
     pr = forge.open_or_update_pull_request(
-        branch="gitopsbot/beta/1.1.0", base="main", title="t", body="b", marker="m"
+        PullRequestDraft(
+            branch="gitopsbot/beta/1.1.0", base="main", title="t", body="b", marker="m"
+        )
     )
     assert repo.commit_info(pr.head_sha).parents == (repo.head("main"),)
     with pytest.raises(ForgeFailed, match="base branch"):
         forge.open_or_update_pull_request(
-            branch="gitopsbot/beta/1.2.0", base="nope", title="t", body="b", marker="m"
+            PullRequestDraft(
+                branch="gitopsbot/beta/1.2.0", base="nope", title="t", body="b", marker="m"
+            )
         )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.cli import main
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from tests.proposals.conftest import TOKEN, World, git
 
 
@@ -150,7 +151,13 @@ def test_comment_on_a_version_the_index_lacks_is_a_deny_not_an_error(
     git("commit", "--quiet", "-am", "staging to 9.9.9", cwd=work)
     git("push", "--quiet", "origin", "bump-staging", cwd=work)
     pr = world.forge().open_or_update_pull_request(
-        branch="bump-staging", base="main", title="staging 9.9.9", body="by hand", marker="human"
+        PullRequestDraft(
+            branch="bump-staging",
+            base="main",
+            title="staging 9.9.9",
+            body="by hand",
+            marker="human",
+        )
     )
     _, plan = world.proposer().comment("staging", pr.number)
     denies = [v.rule_id for v in plan.verdicts if v.outcome.value == "denied"]
@@ -185,7 +192,9 @@ def test_comment_on_a_request_that_removes_a_literal_secret(
     git("commit", "--quiet", "-am", "staging: the token from credentials.yaml", cwd=work)
     git("push", "--quiet", "origin", "move-token", cwd=work)
     pr = world.forge().open_or_update_pull_request(
-        branch="move-token", base="main", title="move the token", body="by hand", marker="human"
+        PullRequestDraft(
+            branch="move-token", base="main", title="move the token", body="by hand", marker="human"
+        )
     )
     _, plan = world.proposer().comment("staging", pr.number)
     note = plan.notes[0]

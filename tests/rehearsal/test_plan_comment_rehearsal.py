@@ -21,6 +21,7 @@ from gitopsbot.bot.proposal_report import plan_marker
 from gitopsbot.bot.proposer import Proposer
 from gitopsbot.core import rehearsal as rh
 from gitopsbot.core.fleet.yamledit import set_value
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.testing import FakeForge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +97,9 @@ def test_the_plan_comment_carries_the_recorded_rehearsal_of_the_head(tmp_path: P
     head = fleet.bump()
     forge = FakeForge()
     pr = forge.open_or_update_pull_request(
-        branch="bump", base="main", title="production 1.8.7", body="by hand", marker="human"
+        PullRequestDraft(
+            branch="bump", base="main", title="production 1.8.7", body="by hand", marker="human"
+        )
     )
     proposer = Proposer(
         fleet.repo,

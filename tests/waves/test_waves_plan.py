@@ -16,6 +16,7 @@ import pytest
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.cli import main
 from gitopsbot.core.fleet.model import RolloutPolicy
+from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.core.operations import operation
 from gitopsbot.core.records.journal import OperationStatus, StepState
 from tests.proposals.conftest import TOKEN, World, charts, git, world_factory
@@ -63,7 +64,9 @@ def test_plan_comment_shows_the_wave_hold(
     git("clone", "--quiet", world.remote_url, str(work))
     bump(world, work, "prod-1.8.3", "production", "1.8.3")
     pr = world.forge().open_or_update_pull_request(
-        branch="prod-1.8.3", base="main", title="production 1.8.3", body="", marker="human"
+        PullRequestDraft(
+            branch="prod-1.8.3", base="main", title="production 1.8.3", body="", marker="human"
+        )
     )
 
     # The bot has recorded nothing yet (no state branch): denied, fail closed, and why.

@@ -13,18 +13,17 @@ Idempotency and "exactly one comment" are decided here, not per provider:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import replace
 
 from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
+    PullRequestDraft,
     PullRequestInfo,
     check_marker,
     find_marker,
     split_comment,
-    with_marker,
 )
 from gitopsbot.errors import ForgeConflict, ForgeFailed
 from gitopsbot.ports.forge import POLICY_CONTEXT, Forge
@@ -76,32 +75,25 @@ class ForgeProvider(Forge, ABC):
                 return pr
         return None
 
-    def open_or_update_pull_request(
-        self,
-        *,
-        branch: str,
-        base: str,
-        title: str,
-        body: str,
-        marker: str,
-        labels: Sequence[str] = (),
-    ) -> PullRequestInfo:
-        text = with_marker(body, marker)
-        pr = self.find_pull_request(branch, marker)
+    def open_or_update_pull_request(self, draft: PullRequestDraft) -> PullRequestInfo:
+        text = draft.marked_body
+        pr = self.find_pull_request(draft.branch, draft.marker)
         if pr is None:
             try:
-                pr = self._create_pull(branch=branch, base=base, title=title, body=text)
+                pr = self._create_pull(
+                    branch=draft.branch, base=draft.base, title=draft.title, body=text
+                )
             except ForgeConflict:
                 # Our earlier create went through (its answer was lost) or someone opened one.
-                pr = self.find_pull_request(branch, marker)
+                pr = self.find_pull_request(draft.branch, draft.marker)
                 if pr is None:
                     raise ForgeFailed(
-                        f"an open request from branch {branch!r} exists without the "
-                        f"gitopsbot marker {marker!r}; close it or remove the branch"
+                        f"an open request from branch {draft.branch!r} exists without the "
+                        f"gitopsbot marker {draft.marker!r}; close it or remove the branch"
                     ) from None
-        if pr.title != title or pr.body.strip() != text.strip():
-            pr = self._update_pull(pr.number, title=title, body=text)
-        missing = [name for name in labels if name not in pr.labels]
+        if pr.title != draft.title or pr.body.strip() != text.strip():
+            pr = self._update_pull(pr.number, title=draft.title, body=text)
+        missing = [name for name in draft.labels if name not in pr.labels]
         if missing:
             self.add_labels(pr.number, missing)
             pr = replace(pr, labels=(*pr.labels, *missing))

@@ -55,6 +55,24 @@ class PullRequestInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PullRequestDraft:
+    """A request the bot wants to exist: ``branch`` into ``base`` with this title and body,
+    made the bot's by the hidden ``marker`` in its body, carrying at least these labels."""
+
+    branch: str
+    base: str
+    title: str
+    body: str
+    marker: str
+    labels: tuple[str, ...] = ()
+
+    @property
+    def marked_body(self) -> str:
+        """The body as the forge holds it: ``body`` with the marker as its last line."""
+        return with_marker(self.body, self.marker)
+
+
+@dataclass(frozen=True, slots=True)
 class CommentInfo:
     """One comment the bot owns. ``parts`` > 1 when the text was split (see split_comment)."""
 
