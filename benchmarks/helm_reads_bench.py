@@ -24,6 +24,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from gitopsbot.ports.helm import UpgradeRequest
+
 ROOT = Path(__file__).resolve().parent.parent
 CHARTS = ROOT / "examples" / "charts"
 VALUES = {"cluster": {"extraPools": [{"name": "training"}]}}
@@ -99,10 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for chart in charts:
             version = chart.name.rsplit("-", 1)[1]
-            via_helm.upgrade(
+            via_helm.upgrade(UpgradeRequest(
                 release=RELEASE, namespace=namespace, chart=ChartRef(path=str(chart)),
                 version=version, values=VALUES, description=f"bench {version}",
-            )  # fmt: skip
+            ))  # fmt: skip
         ways = {"helm": reads(via_helm, namespace), "storage": reads(via_storage, namespace)}
         times: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):

@@ -42,7 +42,7 @@ from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, SecretRef
 from gitopsbot.core.records.journal import Journal
 from gitopsbot.fleetrepo import find_cluster, load_fleet
 from gitopsbot.ports.files import FileTree
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.testing import FakeCluster, FakeHelm
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,13 +109,15 @@ def bot(
     repo.fetch()
     helm = FakeHelm()
     helm.upgrade(
-        release=spec.release.release_name,
-        namespace=spec.release.namespace,
-        chart=ChartRef.of(spec.release),
-        version=spec.release.version,
-        values=spec.values,
-        description="installed by hand",
-        post_render_policy=spec.rollout,
+        UpgradeRequest(
+            release=spec.release.release_name,
+            namespace=spec.release.namespace,
+            chart=ChartRef.of(spec.release),
+            version=spec.release.version,
+            values=spec.values,
+            description="installed by hand",
+            post_render_policy=spec.rollout,
+        )
     )
     executor = Executor(cluster=FakeCluster(), helm=helm, secrets=NoSecrets())
     find: Callable[[FileTree, str], ClusterSpec | None] | None = (

@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gitopsbot.ports.helm import UpgradeRequest
+
 ROOT = Path(__file__).resolve().parent.parent
 CHARTS = ROOT / "examples" / "charts"
 VALUES = {"cluster": {"extraPools": [{"name": "training"}]}}
@@ -151,11 +153,11 @@ def bench_upgrade(helm_binary: Path, chart: Path, policy_source: str, rounds: in
                 with_policy = clis[name][1]
 
                 def upgrade(helm: HelmCli = helm, with_policy: bool = with_policy) -> object:
-                    return helm.upgrade(
+                    return helm.upgrade(UpgradeRequest(
                         release="tf", namespace="default", chart=ChartRef(path=str(chart)),
                         version=version, values=VALUES, description="bench",
                         post_render_policy=policy if with_policy else None,
-                    )  # fmt: skip
+                    ))  # fmt: skip
 
                 wall, cpu, _ = timed(upgrade)
                 walls, cpus = runs.setdefault(name, ([], []))

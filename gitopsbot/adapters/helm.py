@@ -61,7 +61,6 @@ from gitopsbot.adapters.oci_registry import RegistryLogins
 from gitopsbot.adapters.redaction import helm_secrets
 from gitopsbot.core.charts.observed import HelmReleaseInfo
 from gitopsbot.core.charts.postrender import encode_policy
-from gitopsbot.core.fleet.model import RolloutPolicy
 from gitopsbot.errors import (
     HelmFailed,
     HelmReleaseLocked,
@@ -69,7 +68,7 @@ from gitopsbot.errors import (
     KubeForbidden,
     TransientError,
 )
-from gitopsbot.ports.helm import ChartRef, Helm
+from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
 
 log = logging.getLogger(__name__)
 
@@ -255,59 +254,51 @@ class HelmCli(Helm):
         with self._runner.call():
             return self._runner.retrying(what, attempt)
 
-    def upgrade(
-        self,
-        *,
-        release: str,
-        namespace: str,
-        chart: ChartRef,
-        version: str,
-        values: Mapping[str, Any],
-        description: str,
-        post_render_policy: RolloutPolicy | None = None,
-        wait: bool = False,
-        timeout_seconds: int = 300,
-        install: bool = True,
-        secret_values: Sequence[str] = (),
-    ) -> HelmReleaseInfo:
-        what = f"helm upgrade {release}"
-        label = f"{chart.label} version {version}"
+    def upgrade(self, request: UpgradeRequest) -> HelmReleaseInfo:
+        what = f"helm upgrade {request.release}"
+        label = f"{request.chart.label} version {request.version}"
         # Masked in helm's stderr: the secrets the caller merged in (wherever they appear) and
         # the values at secret paths; the rest stays readable ("gpu-cluster-eu" is invalid).
-        secrets = [*helm_secrets(values, secret_values), *self._registries.secrets()]
+        secrets = [
+            *helm_secrets(request.values, request.secret_values),
+            *self._registries.secrets(),
+        ]
         # Values (secrets merged in) go to helm's standard input: never a file, never argv.
-        payload = json.dumps(values)
-        argv = ["upgrade", release, *chart_args(chart)]
-        argv += ["--version", version, "--namespace", namespace, "--values", "-"]
-        argv += ["--description", description, "--timeout", f"{timeout_seconds}s"]
-        if install:
+        payload = json.dumps(request.values)
+        argv = ["upgrade", request.release, *chart_args(request.chart)]
+        argv += ["--version", request.version, "--namespace", request.namespace, "--values", "-"]
+        argv += ["--description", request.description]
+        argv += ["--timeout", f"{request.timeout_seconds}s"]
+        if request.install:
             argv.append("--install")
 
         def attempt() -> None:
             with self._runner.workdir() as work:
                 full = [
                     *argv,
-                    *self._apply_flags(wait),
-                    *registry_flags(self._registries, chart, work),
+                    *self._apply_flags(request.wait),
+                    *registry_flags(self._registries, request.chart, work),
                 ]
-                if post_render_policy is not None:
-                    policy = _private_file(work / "policy.json", encode_policy(post_render_policy))
+                if request.post_render_policy is not None:
+                    policy = _private_file(
+                        work / "policy.json", encode_policy(request.post_render_policy)
+                    )
                     full += self._post_renderer_args(policy)
                 result = self._runner.run(
                     [*full, *self._runner.kube()],
                     what=what,
-                    timeout=timeout_seconds + self._grace,
+                    timeout=request.timeout_seconds + self._grace,
                     check=False,
                     mask=secrets,
                     stdin=payload,
-                    description=description,
+                    description=request.description,
                     work=work,
                 )
             # ``work`` (the policy file, helm's TMPDIR) is gone here, whatever happened.
             if result.code != 0:
                 raise self._runner.error(full, result, what=what, mask=secrets, chart=label)
 
-        return self._change(release, namespace, what, attempt)
+        return self._change(request.release, request.namespace, what, attempt)
 
     def rollback(
         self,

@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.charts.observed import HelmReleaseInfo
-from gitopsbot.core.fleet.model import RolloutPolicy
 from gitopsbot.ports.cluster import Cluster
-from gitopsbot.ports.helm import ChartRef, Helm
+from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
 
 # Cluster methods that only read: passed through. Any other method is taken for a write.
 _CLUSTER_READS = frozenset(
@@ -124,34 +123,8 @@ class ReleaseReads(Helm):
 
     # -- writes: forget before and after --------------------------------------------------
 
-    def upgrade(
-        self,
-        *,
-        release: str,
-        namespace: str,
-        chart: ChartRef,
-        version: str,
-        values: Mapping[str, Any],
-        description: str,
-        post_render_policy: RolloutPolicy | None = None,
-        wait: bool = False,
-        timeout_seconds: int = 300,
-        install: bool = True,
-        secret_values: Sequence[str] = (),
-    ) -> HelmReleaseInfo:
-        return _forgetting(self._helm.upgrade, self.forget)(
-            release=release,
-            namespace=namespace,
-            chart=chart,
-            version=version,
-            values=values,
-            description=description,
-            post_render_policy=post_render_policy,
-            wait=wait,
-            timeout_seconds=timeout_seconds,
-            install=install,
-            secret_values=secret_values,
-        )
+    def upgrade(self, request: UpgradeRequest) -> HelmReleaseInfo:
+        return _forgetting(self._helm.upgrade, self.forget)(request)
 
     def rollback(
         self,

@@ -8,7 +8,8 @@ R8: every upgrade passes the WHOLE values file from Git, an explicit ``--version
 ``--namespace``, never ``--reuse-values``. A release stuck in pending-* raises
 ``errors.HelmReleaseLocked`` and is never forced. ``post_render_policy`` (F1, see
 docs/rollout-policy.md) rewrites each rendered TensorFusionCluster's per-pool rollout policy to
-the Git policy with every ``autoUpdate*`` switch closed.
+the Git policy with every ``autoUpdate*`` switch closed. What an upgrade is given travels as
+one ``UpgradeRequest`` from the helm-upgrade step to helm.
 
 Every call retries transient API failures (409 on a stale object, 429, 5xx, a dropped
 connection) inside itself, with a bounded backoff; ``last_retries`` says how many retries the
@@ -21,7 +22,7 @@ and the values at secret paths) and nothing else. docs/helm.md has the details.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,6 +52,31 @@ class ChartRef:
     @property
     def label(self) -> str:
         return self.path or f"{self.repo_url.rstrip('/')}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class UpgradeRequest:
+    """One ``helm upgrade [--install]``: the release, the chart and version, the WHOLE values
+    from Git (R8) and the description that marks the revision as the operation's.
+
+    ``values`` may hold merged secrets and ``secret_values`` are those secrets (what helm's
+    errors mask): neither is in the repr, so a request that reaches a log or an error shows
+    no secret. ``post_render_policy``: the rollout policy helm's post-renderer writes into
+    each rendered TensorFusionCluster (F1; None: no post-renderer). ``install``: install the
+    release when it does not exist (``--install``).
+    """
+
+    release: str
+    namespace: str
+    chart: ChartRef
+    version: str
+    values: Mapping[str, Any] = field(repr=False)
+    description: str
+    post_render_policy: RolloutPolicy | None = None
+    wait: bool = False
+    timeout_seconds: int = 300
+    install: bool = True
+    secret_values: Sequence[str] = field(default=(), repr=False)
 
 
 class Helm(Protocol):
@@ -89,27 +115,13 @@ class Helm(Protocol):
         """User-supplied values of a revision (latest when None); {} when none were given."""
         ...
 
-    def upgrade(
-        self,
-        *,
-        release: str,
-        namespace: str,
-        chart: ChartRef,
-        version: str,
-        values: Mapping[str, Any],
-        description: str,
-        post_render_policy: RolloutPolicy | None = None,
-        wait: bool = False,
-        timeout_seconds: int = 300,
-        install: bool = True,
-        secret_values: Sequence[str] = (),
-    ) -> HelmReleaseInfo:
-        """``helm upgrade [--install]`` with the whole ``values`` (R8). Values may hold
-        merged secrets: they reach helm on its standard input, never a file or argv.
-        ``secret_values``: the secrets merged into ``values``; an error masks them wherever
-        they appear (also where a value at a path that is not secret equals one), and the
-        values at secret paths (``core.fleet.secrets.secret_strings``); no other value, so helm's
-        message stays readable.
+    def upgrade(self, request: UpgradeRequest) -> HelmReleaseInfo:
+        """``helm upgrade [--install]`` of ``request`` with its whole ``values`` (R8). Values
+        may hold merged secrets: they reach helm on its standard input, never a file or argv.
+        An error masks ``request.secret_values`` wherever they appear (also where a value at a
+        path that is not secret equals one), and the values at secret paths
+        (``core.fleet.secrets.secret_strings``); no other value, so helm's message stays
+        readable.
         Returns the new revision. HelmReleaseLocked when the release is pending-* (also when
         a transient failure left it so); HelmChartUnusable when the chart cannot be fetched
         or loaded (nothing changed); HelmTimeout / HelmFailed otherwise. A transient failure

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import copy
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +28,7 @@ from gitopsbot.errors import (
     HelmFailed,
     HelmReleaseLocked,
 )
-from gitopsbot.ports.helm import ChartRef, Helm
+from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
 from gitopsbot.testing.injected_failures import InjectedFailures
 
 
@@ -125,55 +125,30 @@ class FakeHelm(Helm):
         found = self._revision(release, namespace, revision)
         return copy.deepcopy(found.values)
 
-    def upgrade(
-        self,
-        *,
-        release: str,
-        namespace: str,
-        chart: ChartRef,
-        version: str,
-        values: Mapping[str, Any],
-        description: str,
-        post_render_policy: RolloutPolicy | None = None,
-        wait: bool = False,
-        timeout_seconds: int = 300,
-        install: bool = True,
-        secret_values: Sequence[str] = (),
-    ) -> HelmReleaseInfo:
-        self.last_secret_values = tuple(secret_values)
+    def upgrade(self, request: UpgradeRequest) -> HelmReleaseInfo:
+        self.last_secret_values = tuple(request.secret_values)
         try:
-            return self._upgrade(
-                release, namespace, chart, version, values, description, post_render_policy,
-                install,
-            )  # fmt: skip
+            return self._upgrade(request)
         except HelmError as exc:
-            text = redact_secrets(str(exc), helm_secrets(values, secret_values))
+            text = redact_secrets(str(exc), helm_secrets(request.values, request.secret_values))
             if text == str(exc):
                 raise
             raise type(exc)(text) from None
 
-    def _upgrade(
-        self,
-        release: str,
-        namespace: str,
-        chart: ChartRef,
-        version: str,
-        values: Mapping[str, Any],
-        description: str,
-        post_render_policy: RolloutPolicy | None,
-        install: bool,
-    ) -> HelmReleaseInfo:
+    def _upgrade(self, request: UpgradeRequest) -> HelmReleaseInfo:
+        release, namespace, chart = request.release, request.namespace, request.chart
         self._enter("upgrade")
         history = self.releases.get((namespace, release), [])
         self._refuse_pending(history, release, namespace, "helm upgrade")
         if chart.path and not Path(chart.path).exists():
             raise HelmChartUnusable(
-                f"helm upgrade {release}: chart {chart.label} version {version} cannot be used "
-                f'(nothing was changed in the cluster): path "{chart.path}" not found'
+                f"helm upgrade {release}: chart {chart.label} version {request.version} cannot "
+                f'be used (nothing was changed in the cluster): path "{chart.path}" not found'
             )
-        if not history and not install:
+        if not history and not request.install:
             raise HelmFailed(f'helm upgrade {release}: "{release}" has no deployed releases')
         self._absorb_transient("upgrade", release, namespace)
+        version = request.version
         name, app_version = chart.name, self.app_versions.get(version, version)
         metadata = Path(chart.path) / "Chart.yaml" if chart.path else None
         if metadata is not None and metadata.is_file():
@@ -187,9 +162,9 @@ class FakeHelm(Helm):
             chart_name=name or Path(chart.path).name,
             chart_version=version,
             app_version=app_version,
-            values=dict(values),
-            description=description,
-            policy=post_render_policy,
+            values=dict(request.values),
+            description=request.description,
+            policy=request.post_render_policy,
         )
 
     def rollback(

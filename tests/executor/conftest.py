@@ -29,7 +29,7 @@ from gitopsbot.core.fleet.model import BotSettings, RolloutPolicy
 from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestState
 from gitopsbot.core.rollouts.tf_objects import GROUP, TF
 from gitopsbot.fleetrepo import load_fleet
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.gitremote import create_fleet_repo
 from gitopsbot.testing import FakeCluster, FakeForge, FakeHelm
 
@@ -429,13 +429,15 @@ def make_env(tmp_path: Path) -> Env:
     fleet = load_fleet_dir(src)
     spec = fleet.clusters["lab"]
     helm.upgrade(
-        release=RELEASE,
-        namespace=NS,
-        chart=ChartRef.of(spec.release),
-        version="1.0.0",
-        values=spec.values,
-        description="install by hand",
-        post_render_policy=spec.rollout,
+        UpgradeRequest(
+            release=RELEASE,
+            namespace=NS,
+            chart=ChartRef.of(spec.release),
+            version="1.0.0",
+            values=spec.values,
+            description="install by hand",
+            post_render_policy=spec.rollout,
+        )
     )
     cluster.apply_crds({"gpupools.yaml": CRD})
     base = git("rev-parse", "HEAD", cwd=human_path).strip()

@@ -13,7 +13,7 @@ from gitopsbot.commands.status import render
 from gitopsbot.core.forge.forge_types import CommitState
 from gitopsbot.core.records.journal import OperationKind, OperationStatus
 from gitopsbot.errors import ConfigError, GitOpsBotError, HelmChartUnusable, TransientError
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from tests.executor.conftest import NS, RELEASE, Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive, upgrades
 
@@ -197,12 +197,14 @@ def test_a_manual_revision_after_the_bot_is_reported_not_undone(env: Env) -> Non
     assert drive(env, rec).status is OperationStatus.SUCCEEDED
     spec_values = {"cluster": {"name": "lab-tfc", "hypervisorImage": "hv:9"}}
     env.helm.upgrade(
-        release=RELEASE,
-        namespace=NS,
-        chart=ChartRef(name="tensor-fusion", repo_url="https://charts.example.invalid"),
-        version="1.1.0",
-        values=spec_values,
-        description="break-glass by alice",
+        UpgradeRequest(
+            release=RELEASE,
+            namespace=NS,
+            chart=ChartRef(name="tensor-fusion", repo_url="https://charts.example.invalid"),
+            version="1.1.0",
+            values=spec_values,
+            description="break-glass by alice",
+        )
     )
     made = upgrades(env)
     env.clock.t += timedelta(minutes=5)
@@ -257,12 +259,14 @@ def test_an_idle_cluster_is_read_in_full_only_when_its_release_changed(env: Env)
     assert "status" not in env.helm.calls and "history" not in env.helm.calls
     assert env.helm.calls.count("release_mark") == 5
     env.helm.upgrade(
-        release=RELEASE,
-        namespace=NS,
-        chart=ChartRef(name="tensor-fusion", repo_url="https://charts.example.invalid"),
-        version="1.1.0",
-        values={"cluster": {"name": "lab-tfc", "hypervisorImage": "hv:9"}},
-        description="break-glass by bob",
+        UpgradeRequest(
+            release=RELEASE,
+            namespace=NS,
+            chart=ChartRef(name="tensor-fusion", repo_url="https://charts.example.invalid"),
+            version="1.1.0",
+            values={"cluster": {"name": "lab-tfc", "hypervisorImage": "hv:9"}},
+            description="break-glass by bob",
+        )
     )
     env.helm.calls.clear()
     env.clock.t += timedelta(minutes=2)

@@ -1,8 +1,8 @@
 """The helm-upgrade step names the secrets helm's errors must mask (part of issue 11's "mask
 secrets only"): the secrets it resolved from credentials.yaml, wherever they end up in the
-values, go to ``Helm.upgrade(secret_values=...)``; a failed upgrade's step detail shows the
-other values as they are and never a secret. Runs on FakeHelm, whose errors mask like
-HelmCli's (the contract test runs both)."""
+values, go to ``Helm.upgrade`` as its request's ``secret_values``; a failed upgrade's step
+detail shows the other values as they are and never a secret. Runs on FakeHelm, whose errors
+mask like HelmCli's (the contract test runs both)."""
 
 from __future__ import annotations
 

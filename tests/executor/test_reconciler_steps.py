@@ -26,7 +26,7 @@ from gitopsbot.core.records.journal import (
 from gitopsbot.core.rollouts.tf_objects import TF
 from gitopsbot.errors import ConfigError, HelmChartUnusable
 from gitopsbot.fleetrepo import find_cluster, load_fleet
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from tests.executor.conftest import CRD, NS, T0, Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
 
@@ -134,13 +134,15 @@ def test_a_pending_revision_of_a_live_bot_helm_is_waited_for_then_adopted(env: E
     j = _journal(spec)
     mine = f"gitopsbot op={j.op_id} step=helm-upgrade"
     env.helm.upgrade(
-        release="tf",
-        namespace=NS,
-        chart=ChartRef.of(spec.release),
-        version="1.0.0",
-        values=spec.values,
-        description=mine,
-        post_render_policy=spec.rollout,
+        UpgradeRequest(
+            release="tf",
+            namespace=NS,
+            chart=ChartRef.of(spec.release),
+            version="1.0.0",
+            values=spec.values,
+            description=mine,
+            post_render_policy=spec.rollout,
+        )
     )
     env.helm.set_pending("tf", NS, HelmReleaseStatus.PENDING_UPGRADE)
     env.helm.running.add(mine)  # its helm still runs on this machine

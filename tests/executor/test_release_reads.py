@@ -30,7 +30,7 @@ from gitopsbot.core.records.journal import (
 from gitopsbot.core.rollouts.tf_objects import TF
 from gitopsbot.errors import HelmFailed
 from gitopsbot.fleetrepo import load_fleet
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.testing import FakeCluster, FakeHelm
 from tests.executor.conftest import NS, RELEASE, T0, Env, fleet_files
 
@@ -193,8 +193,15 @@ def test_a_revision_marked_failed_is_read_afresh_in_the_same_pass(tmp_path: Any)
     storage = HelmStorage(helm)
     spec = _spec_on_disk(tmp_path)
     chart = ChartRef.of(spec.release)
-    install = dict(release=RELEASE, namespace=NS, chart=chart, values=spec.values)
-    helm.upgrade(**install, version="1.0.0", description="install by hand")  # type: ignore[arg-type]
+    install = UpgradeRequest(
+        release=RELEASE,
+        namespace=NS,
+        chart=chart,
+        version="1.0.0",
+        values=spec.values,
+        description="install by hand",
+    )
+    helm.upgrade(install)
     journal = replace(
         operation.new_operation(
             kind=OperationKind.ROLLBACK,
@@ -206,7 +213,7 @@ def test_a_revision_marked_failed_is_read_afresh_in_the_same_pass(tmp_path: Any)
         rollback_point=RollbackPoint(1, "1.0.0"),
     )
     ours = operation.helm_description(journal.op_id)
-    helm.upgrade(**install, version="1.0.0", description=ours)  # type: ignore[arg-type]
+    helm.upgrade(replace(install, description=ours))
     helm.set_pending(RELEASE, NS)  # its helm died with the bot: nothing runs it any more
     step = replace(journal.step("rollback"), state=StepState.RUNNING, started_at=T0)
     executor = Executor(cluster=storage, helm=helm, secrets=NoSecrets())
@@ -286,12 +293,14 @@ def test_every_write_forgets_what_was_read_a_failed_one_too(env: Env) -> None:
     env.helm.fail("upgrade", HelmFailed("the upgrade failed"))
     with pytest.raises(HelmFailed):
         helm.upgrade(
-            release=rel.release_name,
-            namespace=rel.namespace,
-            chart=ChartRef.of(rel),
-            version="1.1.0",
-            values=spec.values,
-            description="a try",
+            UpgradeRequest(
+                release=rel.release_name,
+                namespace=rel.namespace,
+                chart=ChartRef.of(rel),
+                version="1.1.0",
+                values=spec.values,
+                description="a try",
+            )
         )
     helm.history(rel.release_name, rel.namespace)
     assert history_reads() == 2
@@ -328,12 +337,14 @@ def test_a_helm_method_the_reads_do_not_know_counts_as_a_write(env: Env) -> None
 
     helm = WithUninstall()
     helm.upgrade(
-        release=rel.release_name,
-        namespace=rel.namespace,
-        chart=ChartRef.of(rel),
-        version="1.0.0",
-        values=spec.values,
-        description="install by hand",
+        UpgradeRequest(
+            release=rel.release_name,
+            namespace=rel.namespace,
+            chart=ChartRef.of(rel),
+            version="1.0.0",
+            values=spec.values,
+            description="install by hand",
+        )
     )
     shared = PassReads().executor(Executor(cluster=env.cluster, helm=helm, secrets=NoSecrets()))
     assert shared.helm.history(rel.release_name, rel.namespace)

@@ -13,7 +13,7 @@ import pytest
 from gitopsbot.bot.reconciler import MANUAL_CHECK, MANUAL_CHECK_WATCHED, Reconciler
 from gitopsbot.core.records.journal import OperationStatus
 from gitopsbot.errors import GitOpsBotError, TransientError
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.testing import FakeReleaseWatch
 from tests.executor.conftest import NS, RELEASE, Env, fleet_files
 from tests.executor.test_reconciler_upgrade import drive
@@ -34,12 +34,14 @@ def idle_after_an_upgrade(env: Env, watch: FakeReleaseWatch) -> Reconciler:
 
 def break_glass(env: Env) -> None:
     env.helm.upgrade(
-        release=RELEASE,
-        namespace=NS,
-        chart=ChartRef(name="tensor-fusion", repo_url="https://charts.example.invalid"),
-        version="1.1.0",
-        values={"cluster": {"name": "lab-tfc", "hypervisorImage": "hv:9"}},
-        description="break-glass by carol",
+        UpgradeRequest(
+            release=RELEASE,
+            namespace=NS,
+            chart=ChartRef(name="tensor-fusion", repo_url="https://charts.example.invalid"),
+            version="1.1.0",
+            values={"cluster": {"name": "lab-tfc", "hypervisorImage": "hv:9"}},
+            description="break-glass by carol",
+        )
     )
 
 

@@ -41,7 +41,7 @@ from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.core.operations import operation
 from gitopsbot.core.records.journal import OperationKind, StepState
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.chartrepo import ChartRepo
 from tests.realkube import tf_support as tfs
 
@@ -131,15 +131,17 @@ def test_a_killed_helm_leaves_pending_upgrade_and_the_bot_recovers(
         def upgrade() -> None:
             try:
                 killed.upgrade(
-                    release=tfs.RELEASE,
-                    namespace=ns,
-                    chart=ChartRef(name="tensor-fusion", repo_url=repo.url),
-                    version="1.8.7",
-                    values=values,
-                    description=operation.helm_description(journal.op_id),
-                    post_render_policy=spec.rollout,
-                    wait=True,  # helm stays inside its upgrade until it is killed
-                    timeout_seconds=600,
+                    UpgradeRequest(
+                        release=tfs.RELEASE,
+                        namespace=ns,
+                        chart=ChartRef(name="tensor-fusion", repo_url=repo.url),
+                        version="1.8.7",
+                        values=values,
+                        description=operation.helm_description(journal.op_id),
+                        post_render_policy=spec.rollout,
+                        wait=True,  # helm stays inside its upgrade until it is killed
+                        timeout_seconds=600,
+                    )
                 )
             except GitOpsBotError as e:  # the kill: helm exits -9
                 errors.append(e)

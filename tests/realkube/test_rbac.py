@@ -39,7 +39,7 @@ from gitopsbot.core.fleet.model import ClusterSpec, Component, Share, SmokeTest
 from gitopsbot.core.operations import operation
 from gitopsbot.core.records.journal import Journal, OperationKind, RollbackPoint, StepState
 from gitopsbot.errors import GitOpsBotError
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.chartrepo import ChartRepo
 from tests.realkube import tf_support as tfs
 
@@ -265,13 +265,15 @@ def _dropped(template: str, path: str) -> Probe:
         values = {**w.spec.values, "agent": {"agentId": "lab-agent", "enrollToken": "x"}}
         try:
             w.bot.helm.upgrade(
-                release=tfs.RELEASE,
-                namespace=w.ns,
-                chart=ChartRef(path=str(chart)),
-                version="1.8.7",
-                values=values,
-                description="gitopsbot op=lab-000000000000 step=helm-upgrade",
-                post_render_policy=w.spec.rollout,
+                UpgradeRequest(
+                    release=tfs.RELEASE,
+                    namespace=w.ns,
+                    chart=ChartRef(path=str(chart)),
+                    version="1.8.7",
+                    values=values,
+                    description="gitopsbot op=lab-000000000000 step=helm-upgrade",
+                    post_render_policy=w.spec.rollout,
+                )
             )
         except GitOpsBotError as e:
             return str(e)
@@ -371,13 +373,15 @@ def _dropped_all(w: World) -> str:
         (chart / "templates" / template).write_text("{{- /* dropped */ -}}\n")
     values = {**w.spec.values, "agent": {"agentId": "lab-agent", "enrollToken": "x"}}
     w.bot.helm.upgrade(
-        release=tfs.RELEASE,
-        namespace=w.ns,
-        chart=ChartRef(path=str(chart)),
-        version="1.8.7",
-        values=values,
-        description="gitopsbot op=lab-000000000000 step=helm-upgrade",
-        post_render_policy=w.spec.rollout,
+        UpgradeRequest(
+            release=tfs.RELEASE,
+            namespace=w.ns,
+            chart=ChartRef(path=str(chart)),
+            version="1.8.7",
+            values=values,
+            description="gitopsbot op=lab-000000000000 step=helm-upgrade",
+            post_render_policy=w.spec.rollout,
+        )
     )
     for path in DROPPABLE.values():
         with pytest.raises(urllib.error.HTTPError) as gone:

@@ -20,7 +20,7 @@ from gitopsbot.cli import main
 from gitopsbot.core.fleet.model import BotSettings
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
 from gitopsbot.fleetrepo import load_fleet
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.testing import FakeCluster, FakeHelm
 from tests.executor.conftest import (
     CRD,
@@ -69,13 +69,15 @@ class Fleet2:
         )
         spec = load_fleet_dir(self.env.human.path).clusters["stage"]
         self.stage_helm.upgrade(
-            release=RELEASE,
-            namespace=NS,
-            chart=ChartRef.of(spec.release),
-            version="1.0.0",
-            values=spec.values,
-            description="install by hand",
-            post_render_policy=spec.rollout,
+            UpgradeRequest(
+                release=RELEASE,
+                namespace=NS,
+                chart=ChartRef.of(spec.release),
+                version="1.0.0",
+                values=spec.values,
+                description="install by hand",
+                post_render_policy=spec.rollout,
+            )
         )
         self.stage_cluster.apply_crds({"gpupools.yaml": CRD})
 

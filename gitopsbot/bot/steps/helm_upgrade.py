@@ -43,7 +43,7 @@ from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import operation
 from gitopsbot.core.records.journal import Effect, Journal, Step, StepState
 from gitopsbot.ports.cluster import Cluster
-from gitopsbot.ports.helm import ChartRef, Helm
+from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
 
 # How long a release locked by someone else's helm is waited for before the operation blocks.
 LOCK_WAIT_SECONDS = 900
@@ -171,14 +171,16 @@ def helm_upgrade(
         *secrets_mod.secret_strings(values, spec.credentials.secret_paths),
     ]
     info = helm.upgrade(
-        release=rel.release_name,
-        namespace=rel.namespace,
-        chart=chart or ChartRef.of(rel),
-        version=target,
-        values=values,
-        description=description,
-        post_render_policy=spec.rollout,  # F1: Git policy, every switch closed
-        secret_values=hidden,
+        UpgradeRequest(
+            release=rel.release_name,
+            namespace=rel.namespace,
+            chart=chart or ChartRef.of(rel),
+            version=target,
+            values=values,
+            description=description,
+            post_render_policy=spec.rollout,  # F1: Git policy, every switch closed
+            secret_values=hidden,
+        )
     )
     retries = helm.last_retries
     retried = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""

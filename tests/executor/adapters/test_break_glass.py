@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from gitopsbot.adapters.kube import KubeCluster
+from gitopsbot.ports.helm import UpgradeRequest
 from gitopsbot.sandbox.apiserver import ApiServer
 from tests.kube_pods import EMULATOR_ONLY, ON_BOTH_SERVERS
 
@@ -344,12 +345,14 @@ def test_the_bots_helm4_upgrades_a_release_helm3_installed(
     helm3("install", "tf", str(TENSOR_FUSION), "-n", ns)  # client-side
     bot = HelmCli(binaries["helm4"], home=tmp_path / "bot-helm", kubeconfig=kubeconfig)
     info = bot.upgrade(
-        release="tf",
-        namespace=ns,
-        chart=ChartRef(path=str(TENSOR_FUSION)),
-        version="1.8.7",
-        values={"cluster": {"hypervisorImage": NEW_IMAGE}},
-        description="gitopsbot op=lab-aaaaaaaaaaaa step=helm-upgrade",
+        UpgradeRequest(
+            release="tf",
+            namespace=ns,
+            chart=ChartRef(path=str(TENSOR_FUSION)),
+            version="1.8.7",
+            values={"cluster": {"hypervisorImage": NEW_IMAGE}},
+            description="gitopsbot op=lab-aaaaaaaaaaaa step=helm-upgrade",
+        )
     )
     assert info.status.value == "deployed", info
     assert _pool_image(kube) == NEW_IMAGE

@@ -11,7 +11,7 @@ import pytest
 from gitopsbot.core.charts.observed import HelmReleaseInfo, HelmReleaseStatus
 from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
 from gitopsbot.errors import HelmReleaseLocked, HelmTimeout, KubeConflict
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.testing import FakeCluster, FakeHelm
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}
@@ -43,17 +43,17 @@ def test_helm_failure_injection_pending_and_hook() -> None:
     deployed: list[tuple[HelmReleaseInfo, Any, Any]] = []
     helm = FakeHelm(on_deploy=lambda info, values, policy: deployed.append((info, values, policy)))
     policy = RolloutPolicy(pools=(PoolPolicy(name="shared"),))
-    args: dict[str, Any] = dict(
+    request = UpgradeRequest(
         release="tf", namespace="ns", chart=ChartRef(name="tensor-fusion", repo_url="http://r"),
         version="1.8.7", values={"a": 1}, description="op=1", post_render_policy=policy,
     )  # fmt: skip
     helm.fail("upgrade", HelmTimeout("helm upgrade tf: no answer"))
     with pytest.raises(HelmTimeout):
-        helm.upgrade(**args)
+        helm.upgrade(request)
     assert helm.history("tf", "ns") == []
-    info = helm.upgrade(**args)
+    info = helm.upgrade(request)
     assert deployed == [(info, {"a": 1}, policy)]
     helm.set_pending("tf", "ns", HelmReleaseStatus.PENDING_ROLLBACK)
     with pytest.raises(HelmReleaseLocked, match="pending-rollback"):
-        helm.upgrade(**args)
+        helm.upgrade(request)
     assert helm.calls == ["upgrade", "history", "upgrade", "upgrade"]

@@ -24,7 +24,7 @@ from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli
 from gitopsbot.adapters.helm_charts import unpack_archive as _unpack_archive
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.errors import HelmChartUnusable
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.chartrepo import ChartRepo
 
 Charts = Callable[[str], ChartRef]
@@ -79,10 +79,10 @@ def test_local_archive_with_a_parent_path_is_refused(
 ) -> None:
     archive = _evil(tmp_path / "charts")
     with pytest.raises(HelmChartUnusable) as failure:
-        quick.upgrade(
+        quick.upgrade(UpgradeRequest(
             release="evil", namespace=NS, chart=ChartRef(path=str(archive)), version="0.1.0",
             values={}, description="d",
-        )  # fmt: skip
+        ))  # fmt: skip
     message = str(failure.value)
     assert f"chart {archive} version 0.1.0 cannot be used" in message
     assert "nothing was changed in the cluster" in message
@@ -109,10 +109,10 @@ def test_repository_archive_with_a_parent_path_is_refused(
     with ChartRepo(served) as repo:
         ref = ChartRef(name="evil", repo_url=repo.url)
         with pytest.raises(HelmChartUnusable, match=re.escape("version 0.1.0 cannot be used")):
-            quick.upgrade(
+            quick.upgrade(UpgradeRequest(
                 release="evil", namespace=NS, chart=ref, version="0.1.0", values={},
                 description="d",
-            )  # fmt: skip
+            ))  # fmt: skip
         with pytest.raises(HelmChartUnusable, match="illegally references parent directory"):
             quick.pull(ref, "0.1.0", tmp_path / "pulled")
     assert quick.history("evil", NS) == []
@@ -127,19 +127,19 @@ def test_a_version_the_repository_does_not_have(
 ) -> None:
     if not (EXAMPLES / "repo" / "index.yaml").is_file():
         pytest.skip("examples/charts/repo is absent")
-    quick.upgrade(
+    quick.upgrade(UpgradeRequest(
         release="tf", namespace=NS, chart=chart("1.8.0"), version="1.8.0", values={},
         description="install",
-    )  # fmt: skip
+    ))  # fmt: skip
     before = quick.history("tf", NS)
     with ChartRepo(EXAMPLES / "repo") as repo:
         url = repo.url
         ref = ChartRef(name="tensor-fusion", repo_url=url)
         with pytest.raises(HelmChartUnusable) as failure:
-            quick.upgrade(
+            quick.upgrade(UpgradeRequest(
                 release="tf", namespace=NS, chart=ref, version="9.9.9", values={},
                 description="gitopsbot op=op-3 step=helm-upgrade",
-            )  # fmt: skip
+            ))  # fmt: skip
         with pytest.raises(HelmChartUnusable, match=re.escape('version "9.9.9" not found')):
             quick.pull(ref, "9.9.9", tmp_path / "pulled")
     assert f"chart {url}/tensor-fusion version 9.9.9 cannot be used" in str(failure.value)
@@ -155,7 +155,9 @@ def test_an_unreachable_repository_is_retried_then_unusable(
     ref = ChartRef(name="tensor-fusion", repo_url="http://127.0.0.1:9/charts")
     with pytest.raises(HelmChartUnusable, match="cannot be reached"):
         quick.upgrade(
-            release="tf", namespace=NS, chart=ref, version="1.8.7", values={}, description="d"
+            UpgradeRequest(
+                release="tf", namespace=NS, chart=ref, version="1.8.7", values={}, description="d"
+            )
         )
     assert quick.last_retries == 3
     assert sleeps == list(RETRY_DELAYS)
@@ -171,7 +173,14 @@ def test_not_an_archive_and_a_missing_path(quick: HelmCli, tmp_path: Path) -> No
     for ref in (ChartRef(path=str(junk)), ChartRef(path=str(tmp_path / "missing"))):
         with pytest.raises(HelmChartUnusable, match=re.escape("version 0.1.0 cannot be used")):
             quick.upgrade(
-                release="x", namespace=NS, chart=ref, version="0.1.0", values={}, description="d"
+                UpgradeRequest(
+                    release="x",
+                    namespace=NS,
+                    chart=ref,
+                    version="0.1.0",
+                    values={},
+                    description="d",
+                )
             )
         with pytest.raises(HelmChartUnusable):
             quick.pull(ref, "0.1.0", tmp_path / "pulled")

@@ -35,7 +35,7 @@ from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmStopped
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.apiserver import ApiServer
 from tests import open_files
 from tests.executor.adapters.test_helm_cli import (
@@ -56,10 +56,10 @@ def _statuses(helm: HelmCli) -> list[tuple[int, HelmReleaseStatus]]:
 
 
 def _install(helm: HelmCli, chart: Charts) -> None:
-    helm.upgrade(
+    helm.upgrade(UpgradeRequest(
         release="tf", namespace="default", chart=chart("1.8.0"), version="1.8.0",
         values={}, description="install",
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 class Background(threading.Thread):
@@ -100,12 +100,14 @@ def test_child_is_a_group_leader_and_recorded_while_it_runs(
     slow = api.faults.latency(2.0, path="*/tensorfusionclusters*")
     call = background(
         lambda: helm_cli.upgrade(
-            release="tf",
-            namespace="default",
-            chart=chart("1.8.7"),
-            version="1.8.7",
-            values={"agent": {"enrollToken": CANARY}},
-            description=DESCRIPTION,
+            UpgradeRequest(
+                release="tf",
+                namespace="default",
+                chart=chart("1.8.7"),
+                version="1.8.7",
+                values={"agent": {"enrollToken": CANARY}},
+                description=DESCRIPTION,
+            )
         )
     )
     pid = _wait_for_helm(helm_cli, DESCRIPTION)
@@ -138,11 +140,11 @@ BOT = textwrap.dedent(
 
     binary, home, kubeconfig, chart, description, token = sys.argv[1:]
     helm = HelmCli(binary, home=Path(home), kubeconfig=kubeconfig)
-    helm.upgrade(
+    helm.upgrade(UpgradeRequest(
         release="tf", namespace="default", chart=ChartRef(path=chart), version="1.8.7",
         values={"agent": {"enrollToken": token}}, description=description,
         post_render_policy=RolloutPolicy(pools=(PoolPolicy(name="shared"),)),
-    )
+    ))
     """
 )
 
@@ -197,12 +199,14 @@ def test_terminate_children_stops_an_upgrade_helm_records_it_failed(
     slow = api.faults.latency(3.0, path="*/tensorfusionclusters*")
     call = background(
         lambda: helm_cli.upgrade(
-            release="tf",
-            namespace="default",
-            chart=chart("1.8.7"),
-            version="1.8.7",
-            values={},
-            description=DESCRIPTION,
+            UpgradeRequest(
+                release="tf",
+                namespace="default",
+                chart=chart("1.8.7"),
+                version="1.8.7",
+                values={},
+                description=DESCRIPTION,
+            )
         )
     )
     _wait_for_helm(helm_cli, DESCRIPTION)
@@ -223,10 +227,10 @@ def test_terminate_children_during_a_rollback_leaves_it_pending(
     """helm 3 and helm 4 do not catch SIGTERM in ``rollback``: they die at once and the
     rollback revision stays pending-rollback (then refused, never forced: R8)."""
     _install(helm_cli, chart)
-    helm_cli.upgrade(
+    helm_cli.upgrade(UpgradeRequest(
         release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
         values={}, description="up",
-    )  # fmt: skip
+    ))  # fmt: skip
     slow = api.faults.latency(3.0, path="*/tensorfusionclusters*")
     call = background(
         lambda: helm_cli.rollback(

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.core.fleet.model import MaintenanceWindow, PoolPolicy, RolloutPolicy
 from gitopsbot.errors import HelmError
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo
 
@@ -75,10 +76,10 @@ def test_without_policy_the_charts_own_policy_lands(
     helm_cli: HelmCli, kube: KubeCluster, chart: Charts
 ) -> None:
     """The control case for F1: the chart opens the hypervisor switch by itself."""
-    helm_cli.upgrade(
+    helm_cli.upgrade(UpgradeRequest(
         release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
         values=VALUES, description="control",
-    )  # fmt: skip
+    ))  # fmt: skip
     shared = _policies(kube)["shared"]
     assert shared["autoUpdateHypervisor"] is True
     assert shared["batchPercentage"] == 20
@@ -88,11 +89,11 @@ def test_post_renderer_pins_git_policy_with_switches_closed(
     helm_cli: HelmCli, kube: KubeCluster, chart: Charts
 ) -> None:
     for version, step in (("1.8.0", "install"), ("1.8.7", "helm-upgrade")):
-        info = helm_cli.upgrade(
+        info = helm_cli.upgrade(UpgradeRequest(
             release="tf", namespace="default", chart=chart(version), version=version,
             values=VALUES, description=f"gitopsbot op=op-9 step={step}",
             post_render_policy=POLICY,
-        )  # fmt: skip
+        ))  # fmt: skip
         assert info.chart_version == version
         policies = _policies(kube)
         for name, want in (("shared", (10, "2m")), ("training", (50, "5s"))):
@@ -111,11 +112,11 @@ def test_bot_opens_switch_and_next_upgrade_closes_it(
     helm_cli: HelmCli, kube: KubeCluster, chart: Charts
 ) -> None:
     """The bot's merge patch opens a switch (R11); the next upgrade renders it closed again."""
-    args: dict[str, Any] = dict(
+    request = UpgradeRequest(
         release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
         values=VALUES, description="d", post_render_policy=POLICY,
     )  # fmt: skip
-    helm_cli.upgrade(**args)
+    helm_cli.upgrade(request)
     tfc = kube.get(TF, "TensorFusionCluster", None, "tensor-fusion")
     assert tfc is not None
     pools = tfc["spec"]["gpuPools"]
@@ -133,7 +134,7 @@ def test_bot_opens_switch_and_next_upgrade_closes_it(
     kube.patch_merge(
         TF, "TensorFusionCluster", None, "tensor-fusion", {"spec": {"gpuPools": pools}}
     )
-    helm_cli.upgrade(**{**args, "description": "again"})
+    helm_cli.upgrade(replace(request, description="again"))
     assert _policies(kube)["shared"]["autoUpdateHypervisor"] is False
 
 
@@ -188,10 +189,10 @@ def test_canary_secret_never_touches_disk_argv_or_logs(
     watcher.start()
     values = {"agent": {"enrollToken": CANARY, "agentId": "agent-1"}}
     try:
-        helm_cli.upgrade(
+        helm_cli.upgrade(UpgradeRequest(
             release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
             values=values, description="d", post_render_policy=POLICY,
-        )  # fmt: skip
+        ))  # fmt: skip
     finally:
         done.set()
         watcher.join()
@@ -201,11 +202,11 @@ def test_canary_secret_never_touches_disk_argv_or_logs(
         helm_cli.binary, home=helm_cli.home, kubeconfig=kubeconfig, sleep=lambda _: None
     )
     with pytest.raises(HelmError) as failure:
-        quick.upgrade(
+        quick.upgrade(UpgradeRequest(
             release="tf", namespace="default",
             chart=ChartRef(name="tensor-fusion", repo_url="http://127.0.0.1:9/charts"),
             version="9.9.9", values=values, description="d",
-        )  # fmt: skip
+        ))  # fmt: skip
     assert any("--values" in argv and "-" in argv for argv in seen)
     assert not any(CANARY in arg for argv in seen for arg in argv)
     assert CANARY not in str(failure.value)
@@ -220,21 +221,21 @@ def test_canary_secret_not_on_disk_when_helm_is_killed(
 ) -> None:
     """helm killed (SIGKILL) in the middle of an upgrade: nothing under the helm home holds
     the secret, during the run or after; helm's own argv and environment do not either."""
-    helm_cli.upgrade(
+    helm_cli.upgrade(UpgradeRequest(
         release="tf", namespace="default", chart=chart("1.8.0"), version="1.8.0",
         values={}, description="install",
-    )  # fmt: skip
+    ))  # fmt: skip
     slow = api.faults.latency(3.0, path="*/tensorfusionclusters*")
     values = {"agent": {"enrollToken": CANARY}}
     errors: list[BaseException] = []
 
     def upgrade() -> None:
         try:
-            helm_cli.upgrade(
+            helm_cli.upgrade(UpgradeRequest(
                 release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
                 values=values, description="gitopsbot op=op-c step=helm-upgrade",
                 post_render_policy=POLICY,
-            )  # fmt: skip
+            ))  # fmt: skip
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -316,19 +317,19 @@ def test_secret_echoed_by_helm_is_masked(helm_cli: HelmCli, chart: Charts, tmp_p
     (broken / "Chart.yaml").write_text("apiVersion: v2\nname: echo\nversion: 0.1.0\n")
     (broken / "templates" / "fail.yaml").write_text('{{ fail (printf "bad %s" .Values.token) }}\n')
     with pytest.raises(HelmError) as failure:
-        helm_cli.upgrade(
+        helm_cli.upgrade(UpgradeRequest(
             release="echo", namespace="default", chart=ChartRef(path=str(broken)),
             version="0.1.0", values={"token": CANARY}, description="d",
-        )  # fmt: skip
+        ))  # fmt: skip
     assert "bad ***" in str(failure.value)
     assert CANARY not in str(failure.value)
 
 
 def test_private_directories(helm_cli: HelmCli, chart: Charts) -> None:
-    helm_cli.upgrade(
+    helm_cli.upgrade(UpgradeRequest(
         release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
         values={}, description="d", post_render_policy=POLICY,
-    )  # fmt: skip
+    ))  # fmt: skip
     env = helm_cli._env()
     for key in ("HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME", "HELM_PLUGINS"):
         assert Path(env[key]).is_relative_to(helm_cli.home)
@@ -341,10 +342,10 @@ def test_wait_with_helm4(
     binaries: dict[str, Path], kubeconfig: Path, tmp_path: Path, chart: Charts
 ) -> None:
     helm = HelmCli(binaries["helm4"], home=tmp_path / "h", kubeconfig=kubeconfig)
-    info = helm.upgrade(
+    info = helm.upgrade(UpgradeRequest(
         release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
         values={}, description="waited", wait=True, timeout_seconds=120,
-    )  # fmt: skip
+    ))  # fmt: skip
     assert info.status == "deployed"
 
 
@@ -367,10 +368,10 @@ def test_pull_and_upgrade_from_a_chart_repository(
         assert pulled.name == "tensor-fusion"
         assert "version: 1.8.0" in (pulled / "Chart.yaml").read_text()
         assert any((pulled / "crds").iterdir())
-        info = helm_cli.upgrade(
+        info = helm_cli.upgrade(UpgradeRequest(
             release="tf", namespace="default", chart=ref, version="1.8.7", values={},
             description="from repo", post_render_policy=POLICY,
-        )  # fmt: skip
+        ))  # fmt: skip
     assert (info.chart_version, info.app_version) == ("1.8.7", "2.17.0")
     assert _policies(kube)["shared"]["autoUpdateHypervisor"] is False
 
@@ -386,9 +387,9 @@ def test_failing_post_renderer_aborts_the_upgrade(
         binaries[tool], home=tmp_path / "h", kubeconfig=kubeconfig, post_render_command=failing
     )
     with pytest.raises(HelmError, match="post"):
-        helm.upgrade(
+        helm.upgrade(UpgradeRequest(
             release="tf", namespace="default", chart=chart("1.8.7"), version="1.8.7",
             values={}, description="d", post_render_policy=POLICY,
-        )  # fmt: skip
+        ))  # fmt: skip
     assert helm.history("tf", "default") == []
     assert kube.get(TF, "TensorFusionCluster", None, "tensor-fusion") is None

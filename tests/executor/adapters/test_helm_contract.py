@@ -27,7 +27,7 @@ import pytest
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmChartUnusable, HelmFailed, HelmReleaseLocked
-from gitopsbot.ports.helm import ChartRef, Helm
+from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
 from gitopsbot.testing import FakeHelm
 from tests.executor.adapters.conftest import Target
 
@@ -85,13 +85,15 @@ def _upgrade(
     **kw: Any,
 ) -> Any:
     return helm.upgrade(
-        release="tf",
-        namespace=ns,
-        chart=chart,
-        version=version,
-        values=values,
-        description=f"gitopsbot op=op-1 step={step}",
-        **kw,
+        UpgradeRequest(
+            release="tf",
+            namespace=ns,
+            chart=chart,
+            version=version,
+            values=values,
+            description=f"gitopsbot op=op-1 step={step}",
+            **kw,
+        )
     )
 
 
@@ -258,10 +260,10 @@ def test_an_error_masks_the_secrets_and_nothing_else(
             ),
         )
     with pytest.raises(HelmFailed) as failure:
-        helm.upgrade(
+        helm.upgrade(UpgradeRequest(
             release="tf", namespace=ns, chart=chart("1.8.7"), version="1.8.7", values=values,
             description="gitopsbot op=op-1 step=helm-upgrade", secret_values=[COPIED],
-        )  # fmt: skip
+        ))  # fmt: skip
     text = str(failure.value)
     assert '"gpu-cluster-eu" is invalid' in text, text  # readable, not "gpu-***"
     assert 'Unsupported value: "turbo-mode"' in text, text

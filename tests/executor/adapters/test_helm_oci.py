@@ -30,7 +30,7 @@ from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.adapters.oci_registry import RegistryLogin, RegistryLogins
 from gitopsbot.errors import ChartInvalid, ChartUnauthorized, HelmChartUnusable
 from gitopsbot.ports.charts import ChartArchives, ChartSource
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from tests.conftest import REGISTRY_PASSWORD, REGISTRY_USER
 
 pytestmark = [pytest.mark.realregistry, pytest.mark.slow]
@@ -80,7 +80,9 @@ def test_upgrade_and_pull_from_an_oci_registry(
     )  # fmt: skip
     ref = ChartRef(name="tensor-fusion", repo_url=url)
     info = helm.upgrade(
-        release="tf", namespace=NS, chart=ref, version="1.8.0", values={}, description="d"
+        UpgradeRequest(
+            release="tf", namespace=NS, chart=ref, version="1.8.0", values={}, description="d"
+        )
     )
     assert (info.chart_name, info.chart_version) == ("tensor-fusion", "1.8.0")
     pulled = helm.pull(ref, "1.8.0", tmp_path / "pulled")
@@ -127,10 +129,10 @@ def test_a_refused_login_is_one_line_and_nothing_is_applied(
         assert "not-the-password" not in message
     helm = HelmCli(helm_cli.binary, home=helm_cli.home, kubeconfig=kubeconfig, registries=wrong)
     with pytest.raises(HelmChartUnusable) as unusable:
-        helm.upgrade(
+        helm.upgrade(UpgradeRequest(
             release="denied", namespace=NS, chart=ChartRef(name="tensor-fusion", repo_url=url),
             version="1.8.0", values={}, description="d",
-        )  # fmt: skip
+        ))  # fmt: skip
     assert "nothing was changed in the cluster" in str(unusable.value)
     assert "401" in str(unusable.value)
     assert "not-the-password" not in str(unusable.value)

@@ -25,7 +25,7 @@ import pytest
 from gitopsbot.adapters.helm import PLUGIN_NAME, HelmCli
 from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
 from gitopsbot.errors import HelmFailed
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from tests.executor.adapters.test_postrender import STREAM
 
 POLICY = RolloutPolicy(pools=(PoolPolicy(name="shared", batch_percentage=10),))
@@ -102,10 +102,10 @@ def _verbs(log: Path) -> list[str]:
 def test_upgrade_runs_the_fast_post_render_entry(version: str, tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
     helm = HelmCli(_fake_helm(tmp_path / "helm", version, log), home=tmp_path / "home")
-    info = helm.upgrade(
+    info = helm.upgrade(UpgradeRequest(
         release="tf", namespace="default", chart=ChartRef(path=str(tmp_path / "chart")),
         version="1.8.7", values={}, description="d", post_render_policy=POLICY,
-    )  # fmt: skip
+    ))  # fmt: skip
     assert info.revision == 1
     (upgrade,) = [c for c in _calls(log) if c["argv"][0] == "upgrade"]
     assert upgrade["renderer"][:3] == [sys.executable, "-m", "gitopsbot.post_render"]

@@ -25,7 +25,7 @@ from gitopsbot.adapters.api_failures import is_transient as _transient
 from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmReleaseLocked
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.apiserver import ApiServer
 
 pytestmark = pytest.mark.slow
@@ -42,10 +42,10 @@ def quick(helm_cli: HelmCli, kubeconfig: Path, sleeps: list[float]) -> HelmCli:
 
 
 def _up(helm: HelmCli, chart: Charts, version: str, step: str) -> None:
-    helm.upgrade(
+    helm.upgrade(UpgradeRequest(
         release="tf", namespace=NS, chart=chart(version), version=version, values={},
         description=f"gitopsbot op=op-1 step={step}",
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _statuses(helm: HelmCli) -> list[tuple[int, HelmReleaseStatus]]:
@@ -75,10 +75,10 @@ def test_one_transient_409_on_upgrade_is_retried(
     _up(quick, chart, "1.8.0", "install")
     rule = api.faults.error(409, path=TFC, method="PATCH", times=1)
     caplog.set_level(logging.WARNING, logger="gitopsbot.adapters.helm")
-    info = quick.upgrade(
+    info = quick.upgrade(UpgradeRequest(
         release="tf", namespace=NS, chart=chart("1.8.7"), version="1.8.7", values={},
         description="gitopsbot op=op-1 step=helm-upgrade",
-    )  # fmt: skip
+    ))  # fmt: skip
     assert rule.hits == 1
     assert quick.last_retries == 1
     assert sleeps == [RETRY_DELAYS[0]]
@@ -159,10 +159,10 @@ def test_a_permanent_error_is_not_retried(
         "spec:\n  clusterIP: {{ .Values.ip | quote }}\n  ports:\n    - port: 80\n"
     )
     with pytest.raises(HelmFailed, match="is invalid") as failure:
-        quick.upgrade(
+        quick.upgrade(UpgradeRequest(
             release="bad", namespace=NS, chart=ChartRef(path=str(bad)), version="0.1.0",
             values={"ip": "not-an-ip"}, description="d",
-        )  # fmt: skip
+        ))  # fmt: skip
     assert "must be a valid IP address" in str(failure.value)
     assert quick.last_retries == 0
     assert sleeps == []

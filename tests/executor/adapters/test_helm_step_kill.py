@@ -31,7 +31,7 @@ from gitopsbot.adapters.localfiles import DirectoryTree
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.core.records.journal import StepState
 from gitopsbot.fleetrepo import load_cluster
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.apiserver import ApiServer
 from gitopsbot.sandbox.chartrepo import ChartRepo
 from gitopsbot.sandbox.story_fleet import StoryFleet, story_fleet_files
@@ -117,12 +117,14 @@ def test_kill_9_inside_the_helm_step_ends_deployed_once(
         helm = str(binaries[major])
         by_hand = HelmCli(helm, home=tmp_path / "person", kubeconfig=kubeconfig)
         by_hand.upgrade(
-            release=RELEASE,
-            namespace=NS,
-            chart=ChartRef(name="tensor-fusion", repo_url=chart_repo.url),
-            version="1.8.0",
-            values=spec.values,
-            description="installed by hand",
+            UpgradeRequest(
+                release=RELEASE,
+                namespace=NS,
+                chart=ChartRef(name="tensor-fusion", repo_url=chart_repo.url),
+                version="1.8.0",
+                values=spec.values,
+                description="installed by hand",
+            )
         )
         api.faults.latency(0.05)  # helm's upgrade takes seconds: the kill lands inside it
         started = datetime.now(UTC)

@@ -45,7 +45,7 @@ from gitopsbot.errors import (
     KubeForbidden,
     KubeServerError,
 )
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.testing import FakeCluster
 from tests.executor.adapters.conftest import _on_server
 
@@ -144,10 +144,10 @@ def both(
 
 
 def _up(helm: HelmCli, both: Both, version: str, values: Mapping[str, Any], step: str) -> Any:
-    return helm.upgrade(
+    return helm.upgrade(UpgradeRequest(
         release=REL, namespace=both.namespace, chart=both.chart(version), version=version,
         values=values, description=f"gitopsbot op=op-7 step={step}",
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _forge(
@@ -460,10 +460,10 @@ def test_the_bots_rules_are_enough_to_read_the_release_from_storage(
             retry_delays=(), releases=HelmStorage(bot.kube),
         )  # fmt: skip
         chart = ChartRef(path=str(charts / "0.1.0" / "demo"))
-        info = storage.upgrade(
+        info = storage.upgrade(UpgradeRequest(
             release=REL, namespace=ns, chart=chart, version="0.1.0", values=VALUES,
             description="gitopsbot op=op-8 step=install",
-        )  # fmt: skip
+        ))  # fmt: skip
         assert (info.revision, info.status) == (1, HelmReleaseStatus.DEPLOYED)
         assert storage.history(REL, ns) == bot.helm.history(REL, ns)
         assert storage.get_values(REL, ns, 1) == bot.helm.get_values(REL, ns, 1)

@@ -25,7 +25,7 @@ from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.adapters.oci_registry import RegistryLogin, RegistryLogins
 from gitopsbot.core.fleet.model import ChartKeyring
 from gitopsbot.errors import ChartInvalid, HelmChartUnusable
-from gitopsbot.ports.helm import ChartRef
+from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 from gitopsbot.sandbox.chartrepo import sign
 from gitopsbot.sandbox.environment import DEFAULT_CHARTS
 from tests.conftest import REGISTRY_PASSWORD, REGISTRY_USER
@@ -140,9 +140,9 @@ def test_helm_3_refuses_a_signed_oci_chart_in_one_line(
     helm = HelmCli(binaries["helm3"], home=tmp_path / "helm3", kubeconfig=kubeconfig,
                    registries=_logins(real_registry))  # fmt: skip
     with pytest.raises(HelmChartUnusable) as unusable:
-        helm.upgrade(release="signed-h3", namespace="default",
+        helm.upgrade(UpgradeRequest(release="signed-h3", namespace="default",
                      chart=ChartRef(name=CHART, repo_url=pushed), version="1.8.7", values={},
-                     description="d")  # fmt: skip
+                     description="d"))  # fmt: skip
     said = str(unusable.value)
     assert "\n" not in said and "nothing was changed in the cluster" in said
     assert "run the bot with helm 4" in said
