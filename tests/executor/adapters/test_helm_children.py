@@ -136,7 +136,7 @@ BOT = textwrap.dedent(
     from pathlib import Path
     from gitopsbot.adapters.helm import HelmCli
     from gitopsbot.core.fleet.model import PoolPolicy, RolloutPolicy
-    from gitopsbot.ports.helm import ChartRef
+    from gitopsbot.ports.helm import ChartRef, UpgradeRequest
 
     binary, home, kubeconfig, chart, description, token = sys.argv[1:]
     helm = HelmCli(binary, home=Path(home), kubeconfig=kubeconfig)
