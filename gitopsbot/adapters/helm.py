@@ -68,7 +68,7 @@ from gitopsbot.errors import (
     KubeForbidden,
     TransientError,
 )
-from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
+from gitopsbot.ports.helm import ChartRef, Helm, RollbackRequest, UpgradeRequest
 
 log = logging.getLogger(__name__)
 
@@ -300,33 +300,25 @@ class HelmCli(Helm):
 
         return self._change(request.release, request.namespace, what, attempt)
 
-    def rollback(
-        self,
-        *,
-        release: str,
-        namespace: str,
-        revision: int,
-        description: str,
-        wait: bool = False,
-        timeout_seconds: int = 300,
-    ) -> HelmReleaseInfo:
-        what = f"helm rollback {release} to {revision} ({description})"
-        argv = ["rollback", release, str(revision), "--namespace", namespace]
-        argv += ["--timeout", f"{timeout_seconds}s"]
+    def rollback(self, request: RollbackRequest) -> HelmReleaseInfo:
+        release, revision = request.release, request.revision
+        what = f"helm rollback {release} to {revision} ({request.description})"
+        argv = ["rollback", release, str(revision), "--namespace", request.namespace]
+        argv += ["--timeout", f"{request.timeout_seconds}s"]
 
         def attempt() -> None:
-            full = [*argv, *self._apply_flags(wait)]
+            full = [*argv, *self._apply_flags(request.wait)]
             result = self._runner.run(
                 [*full, *self._runner.kube()],
                 what=what,
-                timeout=timeout_seconds + self._grace,
+                timeout=request.timeout_seconds + self._grace,
                 check=False,
-                description=description,
+                description=request.description,
             )
             if result.code != 0:
                 raise self._runner.error(full, result, what=what)
 
-        return self._change(release, namespace, what, attempt)
+        return self._change(release, request.namespace, what, attempt)
 
     def _change(
         self, release: str, namespace: str, what: str, attempt: Callable[[], None]

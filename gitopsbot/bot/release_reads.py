@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from gitopsbot.bot.steps.executor import Executor
 from gitopsbot.core.charts.observed import HelmReleaseInfo
 from gitopsbot.ports.cluster import Cluster
-from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
+from gitopsbot.ports.helm import ChartRef, Helm, RollbackRequest, UpgradeRequest
 
 # Cluster methods that only read: passed through. Any other method is taken for a write.
 _CLUSTER_READS = frozenset(
@@ -126,24 +126,8 @@ class ReleaseReads(Helm):
     def upgrade(self, request: UpgradeRequest) -> HelmReleaseInfo:
         return _forgetting(self._helm.upgrade, self.forget)(request)
 
-    def rollback(
-        self,
-        *,
-        release: str,
-        namespace: str,
-        revision: int,
-        description: str,
-        wait: bool = False,
-        timeout_seconds: int = 300,
-    ) -> HelmReleaseInfo:
-        return _forgetting(self._helm.rollback, self.forget)(
-            release=release,
-            namespace=namespace,
-            revision=revision,
-            description=description,
-            wait=wait,
-            timeout_seconds=timeout_seconds,
-        )
+    def rollback(self, request: RollbackRequest) -> HelmReleaseInfo:
+        return _forgetting(self._helm.rollback, self.forget)(request)
 
     def __getattr__(self, name: str) -> Any:
         # A Helm method added later and not listed here (an uninstall, say) counts as a write.

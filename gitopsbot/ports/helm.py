@@ -9,7 +9,8 @@ R8: every upgrade passes the WHOLE values file from Git, an explicit ``--version
 ``errors.HelmReleaseLocked`` and is never forced. ``post_render_policy`` (F1, see
 docs/rollout-policy.md) rewrites each rendered TensorFusionCluster's per-pool rollout policy to
 the Git policy with every ``autoUpdate*`` switch closed. What an upgrade is given travels as
-one ``UpgradeRequest`` from the helm-upgrade step to helm.
+one ``UpgradeRequest`` from the helm-upgrade step to helm, and what a rollback is given as one
+``RollbackRequest``.
 
 Every call retries transient API failures (409 on a stale object, 429, 5xx, a dropped
 connection) inside itself, with a bounded backoff; ``last_retries`` says how many retries the
@@ -79,6 +80,19 @@ class UpgradeRequest:
     secret_values: Sequence[str] = field(default=(), repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class RollbackRequest:
+    """One ``helm rollback`` of ``release`` to ``revision``. ``description`` names the
+    operation in the log and in errors (helm records ``Rollback to <revision>`` itself)."""
+
+    release: str
+    namespace: str
+    revision: int
+    description: str
+    wait: bool = False
+    timeout_seconds: int = 300
+
+
 class Helm(Protocol):
     @property
     def last_retries(self) -> int:
@@ -128,20 +142,11 @@ class Helm(Protocol):
         leaves a ``failed`` revision and is retried."""
         ...
 
-    def rollback(
-        self,
-        *,
-        release: str,
-        namespace: str,
-        revision: int,
-        description: str,
-        wait: bool = False,
-        timeout_seconds: int = 300,
-    ) -> HelmReleaseInfo:
-        """``helm rollback`` to ``revision``; returns the new revision. Neither helm 3 nor
-        helm 4 takes ``--description`` on rollback: helm records ``Rollback to <revision>``
-        itself, which is how a resumed executor recognises it; ``description`` goes to the
-        log and to errors only (docs/helm.md)."""
+    def rollback(self, request: RollbackRequest) -> HelmReleaseInfo:
+        """``helm rollback`` to ``request.revision``; returns the new revision. Neither helm 3
+        nor helm 4 takes ``--description`` on rollback: helm records ``Rollback to <revision>``
+        itself, which is how a resumed executor recognises it; ``request.description`` goes to
+        the log and to errors only (docs/helm.md)."""
         ...
 
     def pull(self, chart: ChartRef, version: str, dest: Path) -> Path:

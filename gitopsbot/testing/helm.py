@@ -28,7 +28,7 @@ from gitopsbot.errors import (
     HelmFailed,
     HelmReleaseLocked,
 )
-from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
+from gitopsbot.ports.helm import ChartRef, Helm, RollbackRequest, UpgradeRequest
 from gitopsbot.testing.injected_failures import InjectedFailures
 
 
@@ -167,16 +167,8 @@ class FakeHelm(Helm):
             policy=request.post_render_policy,
         )
 
-    def rollback(
-        self,
-        *,
-        release: str,
-        namespace: str,
-        revision: int,
-        description: str,
-        wait: bool = False,
-        timeout_seconds: int = 300,
-    ) -> HelmReleaseInfo:
+    def rollback(self, request: RollbackRequest) -> HelmReleaseInfo:
+        release, namespace, revision = request.release, request.namespace, request.revision
         self._enter("rollback")
         history = self.releases.get((namespace, release), [])
         self._refuse_pending(history, release, namespace, "helm rollback")

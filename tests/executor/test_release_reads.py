@@ -30,7 +30,7 @@ from gitopsbot.core.records.journal import (
 from gitopsbot.core.rollouts.tf_objects import TF
 from gitopsbot.errors import HelmFailed
 from gitopsbot.fleetrepo import load_fleet
-from gitopsbot.ports.helm import ChartRef, UpgradeRequest
+from gitopsbot.ports.helm import ChartRef, RollbackRequest, UpgradeRequest
 from gitopsbot.testing import FakeCluster, FakeHelm
 from tests.executor.conftest import NS, RELEASE, T0, Env, fleet_files
 
@@ -309,7 +309,11 @@ def test_every_write_forgets_what_was_read_a_failed_one_too(env: Env) -> None:
     helm.history(rel.release_name, rel.namespace)
     assert history_reads() == 3
 
-    helm.rollback(release=rel.release_name, namespace=rel.namespace, revision=1, description="x")
+    helm.rollback(
+        RollbackRequest(
+            release=rel.release_name, namespace=rel.namespace, revision=1, description="x"
+        )
+    )
     latest = helm.status(rel.release_name, rel.namespace)
     assert latest is not None and latest.description == "Rollback to 1"
 

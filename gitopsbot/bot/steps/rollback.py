@@ -35,7 +35,7 @@ from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.operations import operation
 from gitopsbot.core.records.journal import Effect, Journal, RollbackPoint, Step, StepState
 from gitopsbot.ports.cluster import Cluster
-from gitopsbot.ports.helm import ChartRef, Helm
+from gitopsbot.ports.helm import ChartRef, Helm, RollbackRequest
 
 _ROLLBACK_TO = re.compile(r"^Rollback to (\d+)$")
 
@@ -111,10 +111,12 @@ def rollback(
         return settled
     if rendered_by_bot(history, point.helm_revision):
         info = helm.rollback(
-            release=rel.release_name,
-            namespace=rel.namespace,
-            revision=point.helm_revision,
-            description=ours,
+            RollbackRequest(
+                release=rel.release_name,
+                namespace=rel.namespace,
+                revision=point.helm_revision,
+                description=ours,
+            )
         )
         return StepOutcome(
             StepState.SUCCEEDED,

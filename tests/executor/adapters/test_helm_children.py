@@ -35,7 +35,7 @@ from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmStopped
-from gitopsbot.ports.helm import ChartRef, UpgradeRequest
+from gitopsbot.ports.helm import ChartRef, RollbackRequest, UpgradeRequest
 from gitopsbot.sandbox.apiserver import ApiServer
 from tests import open_files
 from tests.executor.adapters.test_helm_cli import (
@@ -234,7 +234,9 @@ def test_terminate_children_during_a_rollback_leaves_it_pending(
     slow = api.faults.latency(3.0, path="*/tensorfusionclusters*")
     call = background(
         lambda: helm_cli.rollback(
-            release="tf", namespace="default", revision=1, description="op=op-8 step=rb"
+            RollbackRequest(
+                release="tf", namespace="default", revision=1, description="op=op-8 step=rb"
+            )
         )
     )
     _wait_for_helm(helm_cli, "op=op-8 step=rb")

@@ -27,7 +27,7 @@ import pytest
 from gitopsbot.adapters.helm import HelmCli
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmChartUnusable, HelmFailed, HelmReleaseLocked
-from gitopsbot.ports.helm import ChartRef, Helm, UpgradeRequest
+from gitopsbot.ports.helm import ChartRef, Helm, RollbackRequest, UpgradeRequest
 from gitopsbot.testing import FakeHelm
 from tests.executor.adapters.conftest import Target
 
@@ -158,7 +158,9 @@ def test_pending_release_is_refused_not_forced(
     with pytest.raises(HelmReleaseLocked, match="pending-upgrade"):
         up("1.8.7", {}, "helm-upgrade")
     with pytest.raises(HelmReleaseLocked):
-        helm.rollback(release="tf", namespace=ns, revision=1, description="op=op-1 step=rb")
+        helm.rollback(
+            RollbackRequest(release="tf", namespace=ns, revision=1, description="op=op-1 step=rb")
+        )
     # Nothing was forced: the pending revision is still the latest.
     after = helm.status("tf", ns)
     assert after is not None and (after.revision, after.status) == (status.revision, status.status)
@@ -167,7 +169,9 @@ def test_pending_release_is_refused_not_forced(
 def test_rollback_restores_a_revision(helm: Helm, ns: str, up: Callable[..., Any]) -> None:
     up("1.8.0", {"controller": {"replicaCount": 1}}, "install")
     up("1.8.7", {"controller": {"replicaCount": 2}}, "helm-upgrade")
-    back = helm.rollback(release="tf", namespace=ns, revision=1, description="op=op-2 step=rb")
+    back = helm.rollback(
+        RollbackRequest(release="tf", namespace=ns, revision=1, description="op=op-2 step=rb")
+    )
     assert back.revision == 3
     assert back.status is HelmReleaseStatus.DEPLOYED
     assert back.chart_version == "1.8.0"
@@ -178,7 +182,9 @@ def test_rollback_restores_a_revision(helm: Helm, ns: str, up: Callable[..., Any
 def test_rollback_to_missing_revision_fails(helm: Helm, ns: str, up: Callable[..., Any]) -> None:
     up("1.8.0", {}, "install")
     with pytest.raises(HelmFailed):
-        helm.rollback(release="tf", namespace=ns, revision=7, description="op=op-2 step=rb")
+        helm.rollback(
+            RollbackRequest(release="tf", namespace=ns, revision=7, description="op=op-2 step=rb")
+        )
 
 
 # Fault injection (a 409 on the TensorFusionCluster's PATCH): real helm on the emulator alone.
@@ -199,7 +205,9 @@ def test_a_transient_failure_is_retried_inside_upgrade_and_rollback(
         (3, HelmReleaseStatus.DEPLOYED),
     ]
     retrying = transient("rollback")
-    back = retrying.rollback(release="tf", namespace=ns, revision=1, description="op=op-2 rb")
+    back = retrying.rollback(
+        RollbackRequest(release="tf", namespace=ns, revision=1, description="op=op-2 rb")
+    )
     assert retrying.last_retries == 1
     assert (back.revision, back.chart_version, back.description) == (5, "1.8.0", "Rollback to 1")
     assert helm.history("tf", ns)[-2].status is HelmReleaseStatus.FAILED

@@ -25,7 +25,7 @@ from gitopsbot.adapters.api_failures import is_transient as _transient
 from gitopsbot.adapters.helm import RETRY_DELAYS, HelmCli
 from gitopsbot.core.charts.observed import HelmReleaseStatus
 from gitopsbot.errors import HelmFailed, HelmReleaseLocked
-from gitopsbot.ports.helm import ChartRef, UpgradeRequest
+from gitopsbot.ports.helm import ChartRef, RollbackRequest, UpgradeRequest
 from gitopsbot.sandbox.apiserver import ApiServer
 
 pytestmark = pytest.mark.slow
@@ -105,7 +105,9 @@ def test_one_transient_409_on_rollback_is_retried(
     _up(quick, chart, "1.8.0", "install")
     _up(quick, chart, "1.8.7", "up")
     rule = api.faults.error(409, path=TFC, method="PATCH", times=1)
-    info = quick.rollback(release="tf", namespace=NS, revision=1, description="op=op-2 step=rb")
+    info = quick.rollback(
+        RollbackRequest(release="tf", namespace=NS, revision=1, description="op=op-2 step=rb")
+    )
     assert rule.hits == 1
     assert quick.last_retries == 1
     assert sleeps == [RETRY_DELAYS[0]]

@@ -45,7 +45,7 @@ from gitopsbot.errors import (
     KubeForbidden,
     KubeServerError,
 )
-from gitopsbot.ports.helm import ChartRef, UpgradeRequest
+from gitopsbot.ports.helm import ChartRef, RollbackRequest, UpgradeRequest
 from gitopsbot.testing import FakeCluster
 from tests.executor.adapters.conftest import _on_server
 
@@ -214,7 +214,9 @@ def test_both_ways_read_the_same_release(both: Both) -> None:
     assert info.description == "gitopsbot op=op-7 step=helm-upgrade"
     with pytest.raises(HelmFailed):  # 422 on the Service: a failed revision
         _up(both.helm, both, "0.2.0", {"ip": "not-an-ip"}, "bad")
-    rolled = both.storage.rollback(release=REL, namespace=ns, revision=1, description="rb")
+    rolled = both.storage.rollback(
+        RollbackRequest(release=REL, namespace=ns, revision=1, description="rb")
+    )
     assert (rolled.revision, rolled.chart_version, rolled.description) == (
         4,
         "0.1.0",
