@@ -279,3 +279,15 @@ def test_an_error_masks_the_secrets_and_nothing_else(
     assert 'Unsupported value: "***"' in text, text  # the copied secret
     assert SECRET not in text and COPIED not in text
     assert SECRET not in caplog.text and COPIED not in caplog.text
+
+
+def test_a_request_shows_no_secret() -> None:
+    """What an upgrade is given may reach a log or an error as a whole: its repr leaves out
+    the values (secrets merged in) and the secrets."""
+    request = UpgradeRequest(
+        release="tf", namespace="tf-sys", chart=ChartRef(path="/charts/tf"), version="1.8.7",
+        values={"agent": {"enrollToken": SECRET}}, description="op=op-1",
+        secret_values=[COPIED],
+    )  # fmt: skip
+    assert SECRET not in repr(request) and COPIED not in repr(request)
+    assert "release='tf'" in repr(request)
