@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from gitopsbot.core.forge.forge_types import (
+    POLICY_CONTEXT,
     CommentInfo,
     CommitState,
     PullComment,
@@ -19,7 +20,7 @@ from gitopsbot.core.forge.forge_types import (
     PullRequestInfo,
 )
 
-POLICY_CONTEXT = "gitopsbot/policy"
+__all__ = ["POLICY_CONTEXT", "Forge", "ReadsComments", "RecordsRequestsInGit"]
 
 
 class Forge(Protocol):

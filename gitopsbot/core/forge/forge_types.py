@@ -15,6 +15,9 @@ from enum import StrEnum
 # allow more (1,000,000 / unbounded) but one rule for all keeps the fake honest.
 COMMENT_LIMIT = 65_535
 
+# The commit status context of a plan's policy verdict (a deny fails it).
+POLICY_CONTEXT = "gitopsbot/policy"
+
 _MARKER_RE = re.compile(r"<!-- gitopsbot:([A-Za-z0-9._/:@+-]+?)(?: part=(\d+)/(\d+))? -->")
 _VALID_MARKER = re.compile(r"^[A-Za-z0-9._/:@+-]+$")
 
