@@ -28,6 +28,7 @@ from gitopsbot.core.fleet.commit_classes import PROPOSAL_PREFIX, parse_proposal_
 from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
+    CommitStatus,
     PullRequestDraft,
     PullRequestInfo,
     PullRequestState,
@@ -35,7 +36,7 @@ from gitopsbot.core.forge.forge_types import (
     with_marker,
 )
 from gitopsbot.errors import ForgeFailed, ForgeNotFound
-from gitopsbot.ports.forge import POLICY_CONTEXT, Forge, RecordsRequestsInGit
+from gitopsbot.ports.forge import Forge, RecordsRequestsInGit
 from gitopsbot.ports.repo import Repo
 
 log = logging.getLogger(__name__)
@@ -57,11 +58,12 @@ def request_number(branch: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class _Status:
-    state: str
-    description: str
-    sha: str
-    target_url: str = ""
+class _Check:
+    """A row of PLAN.md's Checks table: a status and the commit it was set on ("" for the
+    commit that carries the file, whose sha cannot be written inside it)."""
+
+    status: CommitStatus
+    sha: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,7 @@ class _Proposal:
     marker: str
     labels: tuple[str, ...] = ()
     comments: dict[str, str] = field(default_factory=dict)
-    statuses: dict[str, _Status] = field(default_factory=dict)
+    statuses: dict[str, _Check] = field(default_factory=dict)  # by context
     closed: bool = False
 
     def to_json(self) -> str:
@@ -86,13 +88,13 @@ class _Proposal:
             "labels": list(self.labels),
             "comments": self.comments,
             "statuses": {
-                k: {
-                    "state": v.state,
-                    "description": v.description,
-                    "sha": v.sha,
-                    "target_url": v.target_url,
+                context: {
+                    "state": str(check.status.state),
+                    "description": check.status.description,
+                    "sha": check.sha,
+                    "target_url": check.status.target_url,
                 }
-                for k, v in sorted(self.statuses.items())
+                for context, check in sorted(self.statuses.items())
             },
             "closed": self.closed,
         }
@@ -110,11 +112,14 @@ class _Proposal:
             labels=tuple(str(x) for x in data.get("labels", ())),
             comments={str(k): str(v) for k, v in data.get("comments", {}).items()},
             statuses={
-                str(k): _Status(
-                    str(v["state"]),
-                    str(v["description"]),
+                str(k): _Check(
+                    CommitStatus(
+                        CommitState(str(v["state"])),
+                        str(v["description"]),
+                        str(k),
+                        str(v.get("target_url", "")),
+                    ),
                     str(v["sha"]),
-                    str(v.get("target_url", "")),
                 )
                 for k, v in data.get("statuses", {}).items()
             },
@@ -135,10 +140,10 @@ class _Proposal:
                 "| check | state | description | commit |",
                 "|---|---|---|---|",
             ]
-            for context, st in sorted(self.statuses.items()):
-                description = st.description.replace("|", "\\|")
-                commit = st.sha[:10] or "this commit"
-                lines.append(f"| `{context}` | {st.state} | {description} | {commit} |")
+            for context, check in sorted(self.statuses.items()):
+                description = check.status.description.replace("|", "\\|")
+                commit = check.sha[:10] or "this commit"
+                lines.append(f"| `{context}` | {check.status.state} | {description} | {commit} |")
             lines.append("")
         for marker, body in sorted(self.comments.items()):
             lines += [f"## Comment `{marker}`", "", body.rstrip(), ""]
@@ -261,15 +266,15 @@ class GitOnlyForge(Forge, RecordsRequestsInGit):
     # -- RecordsRequestsInGit --------------------------------------------------------------
 
     def request_files(
-        self, draft: PullRequestDraft, *, status: tuple[CommitState, str] | None = None
+        self, draft: PullRequestDraft, *, status: CommitStatus | None = None
     ) -> dict[str, bytes]:
         proposal = self._proposal_for(draft)
         if status is not None:
             # The status of the commit that carries this file: its sha cannot be inside it,
-            # so it is left empty ("this commit"); set_status compares state and description.
-            state, description = status
-            statuses = {**proposal.statuses, POLICY_CONTEXT: _Status(str(state), description, "")}
-            proposal = replace(proposal, statuses=statuses)
+            # so it is left empty ("this commit"); set_status compares the status alone.
+            proposal = replace(
+                proposal, statuses={**proposal.statuses, status.context: _Check(status)}
+            )
         return {plan_path(draft.branch): proposal.render().encode()}
 
     # -- Forge port ------------------------------------------------------------------------
@@ -334,35 +339,23 @@ class GitOnlyForge(Forge, RecordsRequestsInGit):
         self._update(number, replace(proposal, comments=comments), f"Comment {marker}")
         return CommentInfo(id=request_number(marker), body=text, url=f"branch:{marker}")
 
-    def set_status(
-        self,
-        sha: str,
-        *,
-        state: CommitState,
-        description: str,
-        context: str = POLICY_CONTEXT,
-        target_url: str = "",
-    ) -> None:
+    def set_status(self, sha: str, status: CommitStatus) -> None:
+        context = status.context
         for branch in self._repo.branches(self._prefix):
             loaded = self._load(branch)
             if loaded is None or not self._owns(sha, loaded[0], loaded[1]):
                 continue
             proposal = loaded[0]
             old = proposal.statuses.get(context)
-            new = _Status(str(state), description, sha, target_url)
             # Same verdict still on this branch's history: recording it again would only
             # move the head and invite another pass.
-            if old is not None and (old.state, old.description, old.target_url) == (
-                new.state,
-                new.description,
-                new.target_url,
-            ):
+            if old is not None and old.status == status:
                 return
-            statuses = {**proposal.statuses, context: new}
+            statuses = {**proposal.statuses, context: _Check(status, sha)}
             self._update(
                 request_number(branch),
                 replace(proposal, statuses=statuses),
-                f"Status {context}: {state} — {description}",
+                f"Status {context}: {status.state} — {status.description}",
             )
             return
         log.info("git-only: status %s for %s: no proposal branch holds it", context, sha[:10])

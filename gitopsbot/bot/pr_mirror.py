@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 
 from gitopsbot.bot import report
+from gitopsbot.core.forge.forge_types import CommitStatus
 from gitopsbot.core.records.journal import Journal, OperationStatus
 from gitopsbot.errors import ForgeError, ForgeNotFound
 from gitopsbot.ports.forge import Forge
@@ -41,12 +42,10 @@ def post(forge: Forge, journal: Journal) -> None:
             except ForgeNotFound as e:
                 # The status below is on the commit, which the forge knows: still set it.
                 _unknown_pull_request(forge, journal, journal.pr_number, e)
-        forge.set_status(
-            journal.desired_sha,
-            state=report.commit_state(journal),
-            description=report.headline(journal),
-            context=report.APPLY_CONTEXT,
+        status = CommitStatus(
+            report.commit_state(journal), report.headline(journal), context=report.APPLY_CONTEXT
         )
+        forge.set_status(journal.desired_sha, status)
     except ForgeError as e:
         log.warning("%s: could not mirror on PR #%s: %s", journal.cluster, journal.pr_number, e)
 

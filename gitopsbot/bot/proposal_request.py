@@ -20,7 +20,12 @@ from gitopsbot.core.charts.images import effective_images
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.layout import RELEASE_FILE, VALUES_FILE
 from gitopsbot.core.fleet.model import ReleaseSpec
-from gitopsbot.core.forge.forge_types import PullRequestDraft, PullRequestInfo, PullRequestState
+from gitopsbot.core.forge.forge_types import (
+    CommitStatus,
+    PullRequestDraft,
+    PullRequestInfo,
+    PullRequestState,
+)
 from gitopsbot.core.policy import Decision
 from gitopsbot.core.proposing.proposals import ProposalDecision
 from gitopsbot.core.proposing.request_texts import policy_status, proposal_edits
@@ -109,7 +114,7 @@ def publish(
         and pr.body.strip() == request.marked_body.strip()
         and all(label in pr.labels for label in labels)
     )
-    status = policy_status(draft.decision)
+    status = CommitStatus(*policy_status(draft.decision))
     in_git = isinstance(forge, RecordsRequestsInGit)
     branch_head = draft.branch_head
     pushed = False
@@ -132,7 +137,7 @@ def publish(
     # remembers the head it was last set on.
     status_head = d.existing.head if d.existing else ""
     if not current or pushed or status_head != branch_head:
-        forge.set_status(branch_head, state=status[0], description=status[1])
+        forge.set_status(branch_head, status)
     assert pr is not None
     return Proposal(
         cluster=d.who,

@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 from gitopsbot.core.forge.forge_types import (
     POLICY_CONTEXT,
     CommentInfo,
-    CommitState,
+    CommitStatus,
     PullComment,
     PullRequestDraft,
     PullRequestInfo,
@@ -47,16 +47,8 @@ class Forge(Protocol):
         its own marker; parts left over from a longer earlier text are deleted."""
         ...
 
-    def set_status(
-        self,
-        sha: str,
-        *,
-        state: CommitState,
-        description: str,
-        context: str = POLICY_CONTEXT,
-        target_url: str = "",
-    ) -> None:
-        """Set the commit status ``context`` on ``sha`` (a deny is FAILURE)."""
+    def set_status(self, sha: str, status: CommitStatus) -> None:
+        """Set ``status`` on ``sha``, replacing the one of its context (a deny is FAILURE)."""
         ...
 
     def add_labels(self, number: int, labels: Sequence[str]) -> None:
@@ -79,11 +71,11 @@ class RecordsRequestsInGit(Protocol):
     proposed edits, so one pass writes at most one commit per proposal branch."""
 
     def request_files(
-        self, draft: PullRequestDraft, *, status: tuple[CommitState, str] | None = None
+        self, draft: PullRequestDraft, *, status: CommitStatus | None = None
     ) -> dict[str, bytes]:
-        """path → content recording the request (and the ``POLICY_CONTEXT`` status of the
-        commit carrying them). Committed on ``draft.branch``, ``open_or_update_pull_request``
-        and ``set_status`` with the same draft and status then write nothing."""
+        """path → content recording the request (and ``status`` of the commit carrying
+        them). Committed on ``draft.branch``, ``open_or_update_pull_request`` and
+        ``set_status`` with the same draft and status then write nothing."""
         ...
 
 

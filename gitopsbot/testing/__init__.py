@@ -8,7 +8,7 @@ the real adapters (tests/forge for the forge). Production modules never import t
 
 from gitopsbot.testing.cluster import BEFORE_FIRST_APPLY, FakeCluster
 from gitopsbot.testing.events import FakeEvents
-from gitopsbot.testing.forge import FakeForge, FakeStatus
+from gitopsbot.testing.forge import FakeForge
 from gitopsbot.testing.helm import FakeHelm
 from gitopsbot.testing.leases import FakeLeases
 from gitopsbot.testing.release_watch import FakeReleaseWatch
@@ -21,5 +21,4 @@ __all__ = [
     "FakeHelm",
     "FakeLeases",
     "FakeReleaseWatch",
-    "FakeStatus",
 ]

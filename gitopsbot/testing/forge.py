@@ -11,6 +11,7 @@ from gitopsbot.core.forge.forge_types import (
     COMMENT_LIMIT,
     CommentInfo,
     CommitState,
+    CommitStatus,
     PullComment,
     PullRequestDraft,
     PullRequestInfo,
@@ -27,13 +28,6 @@ from gitopsbot.ports.forge import POLICY_CONTEXT, Forge, ReadsComments
 
 
 @dataclass(slots=True)
-class FakeStatus:
-    state: CommitState
-    description: str
-    target_url: str = ""
-
-
-@dataclass(slots=True)
 class FakeForge(Forge, ReadsComments):
     """A forge in memory: pull requests, comments, statuses and labels.
 
@@ -44,7 +38,7 @@ class FakeForge(Forge, ReadsComments):
     comment_limit: int = COMMENT_LIMIT
     pulls: dict[int, PullRequestInfo] = field(default_factory=dict)
     comments: dict[int, list[CommentInfo]] = field(default_factory=dict)
-    statuses: dict[tuple[str, str], FakeStatus] = field(default_factory=dict)
+    statuses: dict[tuple[str, str], CommitStatus] = field(default_factory=dict)  # (sha, context)
     # People's comments (``say``): comment id → author; others are the bot's own.
     authors: dict[int, str] = field(default_factory=dict)
     writers: set[str] = field(default_factory=set)  # who may write to the repository
@@ -118,16 +112,8 @@ class FakeForge(Forge, ReadsComments):
         self.comments[number] = result
         return written[1]
 
-    def set_status(
-        self,
-        sha: str,
-        *,
-        state: CommitState,
-        description: str,
-        context: str = POLICY_CONTEXT,
-        target_url: str = "",
-    ) -> None:
-        self.statuses[(sha, context)] = FakeStatus(CommitState(state), description, target_url)
+    def set_status(self, sha: str, status: CommitStatus) -> None:
+        self.statuses[(sha, status.context)] = replace(status, state=CommitState(status.state))
 
     def add_labels(self, number: int, labels: Sequence[str]) -> None:
         pr = self._get(number)

@@ -14,6 +14,7 @@ import pytest
 from gitopsbot.core.forge.forge_types import (
     COMMENT_LIMIT,
     CommitState,
+    CommitStatus,
     PullRequestDraft,
     PullRequestInfo,
     PullRequestState,
@@ -108,15 +109,15 @@ def test_long_comment_is_split_into_marked_parts_and_shrinks_back(harness: Harne
 
 def test_deny_sets_a_failing_policy_status(harness: Harness) -> None:
     pr = _open(harness)
-    harness.forge.set_status(pr.head_sha, state=CommitState.PENDING, description="planning")
+    harness.forge.set_status(pr.head_sha, CommitStatus(CommitState.PENDING, "planning"))
     assert harness.status(pr.head_sha) == "pending"
     harness.forge.set_status(
-        pr.head_sha, state=CommitState.FAILURE, description="denied: R7 " + "x" * 300
+        pr.head_sha, CommitStatus(CommitState.FAILURE, "denied: R7 " + "x" * 300)
     )
     # Setting the same state again is not an error (GitLab refuses the transition; we accept).
-    harness.forge.set_status(pr.head_sha, state=CommitState.FAILURE, description="denied")
+    harness.forge.set_status(pr.head_sha, CommitStatus(CommitState.FAILURE, "denied"))
     assert harness.status(pr.head_sha) == "failure"
-    harness.forge.set_status(pr.head_sha, state=CommitState.SUCCESS, description="allowed")
+    harness.forge.set_status(pr.head_sha, CommitStatus(CommitState.SUCCESS, "allowed"))
     assert harness.status(pr.head_sha) == "success"
 
 

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gitopsbot.adapters.forge.provider import ForgeProvider
-from gitopsbot.core.forge.forge_types import CommitState, PullRequestDraft
+from gitopsbot.core.forge.forge_types import CommitState, CommitStatus, PullRequestDraft
 from gitopsbot.sandbox.forges.gitea import GiteaForge as GiteaServer
 from tests.forge.forge_harness import TOKEN, FakeClock, make_client
 from tests.forge.openapi_contract import Description, Recorder
@@ -59,7 +59,7 @@ def _calls(forge: ForgeProvider, grant: Callable[[str], None]) -> None:
     forge.upsert_comment(pr.number, marker="plan", body="plan one")
     forge.upsert_comment(pr.number, marker="plan", body="x" * 70_000)  # two parts
     forge.upsert_comment(pr.number, marker="plan", body="plan two")  # one again: a delete
-    forge.set_status(pr.head_sha, state=CommitState.PENDING, description="planning")
+    forge.set_status(pr.head_sha, CommitStatus(CommitState.PENDING, "planning"))
     forge.get_pull_request(pr.number)
     forge.list_merged_since(datetime(2026, 1, 1, tzinfo=UTC))
     grant("wendy")

@@ -27,6 +27,7 @@ from gitopsbot.adapters.forge.github_app import (
     load_app_key,
 )
 from gitopsbot.adapters.redaction import KnownSecrets
+from gitopsbot.core.forge.forge_types import CommitState, CommitStatus
 from gitopsbot.errors import ConfigError, ForgeUnauthorized
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 
@@ -221,7 +222,7 @@ def test_a_token_due_for_refresh_is_replaced_before_the_forge_refuses_it(
     forge = _connect(server, app_key, clock)
     try:
         pr = server.new_pull(head="b", base="main", title="t", body="")
-        forge.provider.set_status("a" * 40, state="pending", description="d")  # type: ignore[arg-type]
+        forge.provider.set_status("a" * 40, CommitStatus(CommitState.PENDING, "d"))
         clock.offset += 3600 - 120  # two minutes before expiry
         forge.provider.upsert_comment(pr.number, marker="plan", body="x")
         assert server.apps.minted == 2

@@ -14,6 +14,7 @@ from gitopsbot.app.bot import forge_secrets
 from gitopsbot.app.forge_access import connect_forge
 from gitopsbot.app.git_access import git_credentials
 from gitopsbot.core.fleet.settings_file import parse_settings
+from gitopsbot.core.forge.forge_types import CommitState, CommitStatus
 from gitopsbot.errors import ConfigError, SecretUnavailable
 from gitopsbot.sandbox.forges.github import GitHubForge as GitHubServer
 from gitopsbot.sandbox.forges.github_apps import new_app_key
@@ -50,7 +51,7 @@ def test_run_connects_as_the_app_and_git_shares_its_tokens(
     access = connect_forge(settings, SystemClock())
     try:
         assert access.forge is not None and access.tokens is not None
-        access.forge.set_status("b" * 40, state="pending", description="d")  # type: ignore[arg-type]
+        access.forge.set_status("b" * 40, CommitStatus(CommitState.PENDING, "d"))
         creds = git_credentials(
             "https://example.invalid/acme/fleet.git", settings, tokens=access.tokens
         )

@@ -11,6 +11,7 @@ from gitopsbot.adapters.gitonly import GitOnlyForge, plan_path, request_number
 from gitopsbot.core.fleet.commit_classes import CommitKind, classify_commits, snapshot
 from gitopsbot.core.forge.forge_types import (
     CommitState,
+    CommitStatus,
     PullRequestDraft,
     PullRequestState,
     find_marker,
@@ -101,15 +102,15 @@ def test_comments_and_statuses_update_plan_md(fleet: Fleet) -> None:
     head = forge.get_pull_request(number).head_sha
     forge.upsert_comment(number, marker="plan", body="plan two")
     assert forge.get_pull_request(number).head_sha == head  # unchanged text: no commit
-    forge.set_status(head, state=CommitState.FAILURE, description="deny: window closed")
+    forge.set_status(head, CommitStatus(CommitState.FAILURE, "deny: window closed"))
     after = forge.get_pull_request(number).head_sha
-    forge.set_status(after, state=CommitState.FAILURE, description="deny: window closed")
+    forge.set_status(after, CommitStatus(CommitState.FAILURE, "deny: window closed"))
     assert forge.get_pull_request(number).head_sha == after  # same verdict: no commit
     forge.add_labels(number, ["upgrade"])
     # A status on a commit of main is no proposal's: nothing is written anywhere.
     proposal_head = forge.get_pull_request(number).head_sha
     base_sha = fleet.human("other").sha("origin/main")
-    forge.set_status(base_sha, state=CommitState.SUCCESS, description="main is fine")
+    forge.set_status(base_sha, CommitStatus(CommitState.SUCCESS, "main is fine"))
     assert forge.get_pull_request(number).head_sha == proposal_head
     plan = fleet.human().show(f"origin/{BRANCH}:clusters/alpha/PLAN.md")
     assert "plan two" in plan and "plan one" not in plan

@@ -16,7 +16,7 @@ from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.adapters.forge.provider import ForgeProvider
 from gitopsbot.core.forge.forge_types import (
     CommentInfo,
-    CommitState,
+    CommitStatus,
     PullComment,
     PullRequestInfo,
     PullRequestState,
@@ -122,12 +122,14 @@ class GitHubForge(ForgeProvider, ReadsComments):
     def _close(self, number: int) -> None:
         self.http.send("PATCH", f"{self.repo}/pulls/{number}", {"state": "closed"})
 
-    def _set_status(
-        self, sha: str, *, state: CommitState, description: str, context: str, target_url: str
-    ) -> None:
-        payload = {"state": state.value, "description": description, "context": context}
-        if target_url:
-            payload["target_url"] = target_url
+    def _set_status(self, sha: str, status: CommitStatus) -> None:
+        payload = {
+            "state": status.state.value,
+            "description": status.description,
+            "context": status.context,
+        }
+        if status.target_url:
+            payload["target_url"] = status.target_url
         self.http.send("POST", f"{self.repo}/statuses/{sha}", payload)
 
     # -- reads -----------------------------------------------------------------------------

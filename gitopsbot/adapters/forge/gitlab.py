@@ -21,6 +21,7 @@ from gitopsbot.adapters.forge.provider import ForgeProvider
 from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
+    CommitStatus,
     PullComment,
     PullRequestInfo,
     PullRequestState,
@@ -117,12 +118,14 @@ class GitLabForge(ForgeProvider, ReadsComments):
     def _close(self, number: int) -> None:
         self.http.send("PUT", self._mr(number), {"state_event": "close"})
 
-    def _set_status(
-        self, sha: str, *, state: CommitState, description: str, context: str, target_url: str
-    ) -> None:
-        payload = {"state": _STATES[state], "name": context, "description": description}
-        if target_url:
-            payload["target_url"] = target_url
+    def _set_status(self, sha: str, status: CommitStatus) -> None:
+        payload = {
+            "state": _STATES[status.state],
+            "name": status.context,
+            "description": status.description,
+        }
+        if status.target_url:
+            payload["target_url"] = status.target_url
         try:
             self.http.send("POST", f"{self.project}/statuses/{sha}", payload)
         except ForgeFailed as err:

@@ -19,6 +19,7 @@ from gitopsbot.adapters.forge._http import ForgeHttp
 from gitopsbot.core.forge.forge_types import (
     CommentInfo,
     CommitState,
+    CommitStatus,
     PullRequestDraft,
     PullRequestInfo,
     check_marker,
@@ -26,7 +27,7 @@ from gitopsbot.core.forge.forge_types import (
     split_comment,
 )
 from gitopsbot.errors import ForgeConflict, ForgeFailed
-from gitopsbot.ports.forge import POLICY_CONTEXT, Forge
+from gitopsbot.ports.forge import Forge
 
 STATUS_DESCRIPTION_LIMIT = 140  # GitHub refuses longer commit-status descriptions
 
@@ -63,9 +64,7 @@ class ForgeProvider(Forge, ABC):
     def _close(self, number: int) -> None: ...
 
     @abstractmethod
-    def _set_status(
-        self, sha: str, *, state: CommitState, description: str, context: str, target_url: str
-    ) -> None: ...
+    def _set_status(self, sha: str, status: CommitStatus) -> None: ...
 
     # -- the port --------------------------------------------------------------------------
     def find_pull_request(self, branch: str, marker: str) -> PullRequestInfo | None:
@@ -125,22 +124,12 @@ class ForgeProvider(Forge, ABC):
             self._delete_comment(number, comment.id)
         return written[0]
 
-    def set_status(
-        self,
-        sha: str,
-        *,
-        state: CommitState,
-        description: str,
-        context: str = POLICY_CONTEXT,
-        target_url: str = "",
-    ) -> None:
-        short = description if len(description) <= 140 else description[:139] + "…"
+    def set_status(self, sha: str, status: CommitStatus) -> None:
+        description = status.description
+        if len(description) > STATUS_DESCRIPTION_LIMIT:
+            description = description[: STATUS_DESCRIPTION_LIMIT - 1] + "…"
         self._set_status(
-            sha,
-            state=CommitState(state),
-            description=short,
-            context=context,
-            target_url=target_url,
+            sha, replace(status, state=CommitState(status.state), description=description)
         )
 
     def close_pull_request(self, number: int, comment: str = "") -> None:

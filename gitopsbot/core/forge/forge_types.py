@@ -38,6 +38,17 @@ class CommitState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class CommitStatus:
+    """A commit status the bot sets: ``state`` and ``description`` under ``context`` (the
+    policy verdict's unless said), linking to ``target_url`` when there is one."""
+
+    state: CommitState
+    description: str
+    context: str = POLICY_CONTEXT
+    target_url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class PullRequestInfo:
     """A pull request (GitHub, Gitea) or merge request (GitLab), as the bot needs it."""
 
