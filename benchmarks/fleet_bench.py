@@ -139,8 +139,7 @@ class GitLog:
         self.entries: list[tuple[float, str, str, str, bool]] = []
         self.pushes: list[tuple[float, str]] = []  # bot pushes: (time, state branch tip)
         self.bare = remote.root / "fleet.git"
-        server = remote._server
-        assert server is not None
+        server = remote.server
         base = server.RequestHandlerClass
         log = self
 
@@ -548,21 +547,21 @@ def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, float]:
     try:
         world.start()
         assert world.remote is not None and world.sandbox is not None
-        assert world.sandbox.api is not None and world.sandbox.api._httpd is not None
+        assert world.sandbox.api is not None
         world.remote.username = GIT_USER  # as the bot's token authenticates
         url = world.fleet_url.replace("http://", f"http://{GIT_USER}:{story.GIT_PASSWORD}@", 1)
         git("remote", "set-url", "origin", url, cwd=world.human)
         gitlog = GitLog(world.remote)
         api = ApiLog()
-        world.sandbox.api._httpd.requests = api
+        world.sandbox.api.server.requests = api
         # The emulator sends a watch bookmark every second (quick for tests); a real
         # kube-apiserver sends about one a minute, none at all on a quiet resource (measured:
         # benchmarks/watch_realkube_bench.py). 1,000 release watches at 1 s would be 1,000
         # events a second no real cluster sends.
-        world.sandbox.api._httpd.bookmark_interval = 60.0
+        world.sandbox.api.server.bookmark_interval = 60.0
         # 1,000 watch threads of the emulator (in this process) waking every half second
         # took most of a core beside the bot under measurement; events still wake them.
-        world.sandbox.api._httpd.watch_poll_seconds = 5.0
+        world.sandbox.api.server.watch_poll_seconds = 5.0
         copy_releases(world, n)
         write_fleet(world, n, args.poll)
         say(f"{n} clusters: fleet written; starting gitopsbot run")

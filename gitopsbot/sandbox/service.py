@@ -97,6 +97,11 @@ class HTTPService(Service):
     def port(self) -> int:
         return self._served().port
 
+    @property
+    def server(self) -> ThreadingHTTPServer:
+        """The running HTTP server (benchmarks wrap its handler to count requests)."""
+        return self._served().server
+
     def serve_http(
         self, server: ThreadingHTTPServer, *, name: str, poll_interval: float = 0.5
     ) -> None:

@@ -93,6 +93,14 @@ class ApiServer(Service):
             self._persistence = None
 
     @property
+    def server(self) -> EmulatorHTTPServer:
+        """The running HTTP server: benchmarks tune its watch bookmarks and polling and
+        replace its request log."""
+        if self._http is None:
+            raise RuntimeError("ApiServer is not started")
+        return self._http.server
+
+    @property
     def requests(self) -> list[tuple[str, str, int]]:
         """(method, path?query, status) of recent requests, oldest first."""
         return list(self._http.server.requests) if self._http is not None else []
