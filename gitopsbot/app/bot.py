@@ -24,7 +24,6 @@ from gitopsbot.adapters.chat_notifier import from_settings as notifier_from_sett
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.cluster_access import ClusterAccess
 from gitopsbot.adapters.forge.connect import connect
-from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.metrics import BotMetrics
 from gitopsbot.adapters.metrics_server import MetricsServer as MetricsServer  # re-exported: run
@@ -398,7 +397,7 @@ def forge_client(
     provider = connect(kind, url=url, repository=repository, token=token, clock=SystemClock())
     if closers is not None:
         closers.append(provider.http.close)
-    return as_forge(provider)
+    return provider
 
 
 def build_bot(options: RunOptions) -> Bot:

@@ -20,7 +20,6 @@ from gitopsbot import settings
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge._http import ForgeCall, TokenSource
 from gitopsbot.adapters.forge.connect import connect_github_app, from_settings
-from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.redaction import KNOWN
 from gitopsbot.adapters.secrets import SecretResolver
 from gitopsbot.core.fleet.model import BotSettings
@@ -64,12 +63,12 @@ def connect_forge(
             clock=clock,
         )
         connected.provider.http.observe = observe  # every request, for the metrics
-        return ForgeAccess(as_forge(connected.provider), connected.tokens, connected.close)
+        return ForgeAccess(connected.provider, connected.tokens, connected.close)
     if forge.token is None:
         return ForgeAccess(None)
     provider = from_settings(forge, SecretResolver().resolve(forge.token), clock=clock)
     provider.http.observe = observe
-    return ForgeAccess(as_forge(provider), close=provider.http.close)
+    return ForgeAccess(provider, close=provider.http.close)
 
 
 def github_app_client(
@@ -93,7 +92,7 @@ def github_app_client(
     )
     if closers is not None:
         closers.append(connected.close)
-    return ForgeAccess(as_forge(connected.provider), connected.tokens, connected.close)
+    return ForgeAccess(connected.provider, connected.tokens, connected.close)
 
 
 def env_app_tokens(

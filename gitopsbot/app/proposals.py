@@ -18,7 +18,6 @@ from gitopsbot.adapters.builtin_policies import (  # re-exported: plan, validate
 )
 from gitopsbot.adapters.clock import SystemClock
 from gitopsbot.adapters.forge.connect import from_settings
-from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.adapters.git import GitRepo, GitSettings
 from gitopsbot.adapters.gitonly import GitOnlyForge
 from gitopsbot.adapters.gitrefs import GitRefTree
@@ -92,7 +91,7 @@ def open_forge(fleet_settings: BotSettings, repo: GitRepo, *, git_only: bool) ->
             "propose and comment commands"
         )
     token = SecretResolver().resolve(forge.token)
-    return as_forge(from_settings(forge, token, clock=SystemClock()))
+    return from_settings(forge, token, clock=SystemClock())
 
 
 def proposal_wiring(url: str, branch: str, *, git_only: bool) -> ProposalWiring:

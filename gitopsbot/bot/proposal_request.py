@@ -21,7 +21,6 @@ from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.layout import RELEASE_FILE, VALUES_FILE
 from gitopsbot.core.fleet.model import ReleaseSpec
 from gitopsbot.core.forge.forge_types import (
-    CommitStatus,
     PullRequestDraft,
     PullRequestInfo,
     PullRequestState,
@@ -114,7 +113,7 @@ def publish(
         and pr.body.strip() == request.marked_body.strip()
         and all(label in pr.labels for label in labels)
     )
-    status = CommitStatus(*policy_status(draft.decision))
+    status = policy_status(draft.decision)
     in_git = isinstance(forge, RecordsRequestsInGit)
     branch_head = draft.branch_head
     pushed = False

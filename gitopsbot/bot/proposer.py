@@ -37,7 +37,7 @@ from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.fields import suggest
 from gitopsbot.core.fleet.model import ClusterSpec, Fleet, Location
-from gitopsbot.core.forge.forge_types import CommitStatus, PullRequestInfo, PullRequestState
+from gitopsbot.core.forge.forge_types import PullRequestInfo, PullRequestState
 from gitopsbot.core.planning import provenance, reviewed_chart
 from gitopsbot.core.planning.plan import Plan, make_plan
 from gitopsbot.core.planning.render import render_markdown
@@ -477,7 +477,7 @@ class Proposer:
             render_markdown(plan), self._rehearsal_section(fleet, cluster, desired_at)
         )
         self.forge.upsert_comment(number, marker=plan_marker(cluster), body=body)
-        self.forge.set_status(desired_at, CommitStatus(*texts.policy_status(plan.decision)))
+        self.forge.set_status(desired_at, texts.policy_status(plan.decision))
         return pr, plan
 
     def _rehearsal_section(self, fleet: Fleet, cluster: str, sha: str) -> str:

@@ -296,7 +296,7 @@ def test_body_carries_skips_changes_and_plan() -> None:
     ],
 )
 def test_policy_status(decision: Decision, state: CommitState) -> None:
-    assert policy_status(decision)[0] is state
+    assert policy_status(decision).state is state
 
 
 def test_ledger_round_trip_and_upsert() -> None:

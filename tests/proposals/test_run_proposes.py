@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from gitopsbot.adapters.forge.provider import as_forge
 from gitopsbot.app.bot import proposal_watch
 from gitopsbot.app.options import RunOptions
 from gitopsbot.bot.proposal_report import PassReport
@@ -31,7 +30,7 @@ def test_runs_proposal_pass_opens_the_request_through_the_bots_repository(
     repo.fetch()
     options = RunOptions(fleet_url=world.remote_url, cache=tmp_path / "cache")
     watch = proposal_watch(
-        options, SharedRepo(repo), BotSettings(), as_forge(world.forge()), None, ("staging",)
+        options, SharedRepo(repo), BotSettings(), world.forge(), None, ("staging",)
     )
     assert watch is not None
     report = watch.pass_once()

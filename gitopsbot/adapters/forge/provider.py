@@ -136,8 +136,3 @@ class ForgeProvider(Forge, ABC):
         if comment:
             self._create_comment(number, comment)
         self._close(number)
-
-
-def as_forge(provider: ForgeProvider) -> Forge:
-    """The provider as the port type (mypy checks here that it satisfies the Protocol)."""
-    return provider

@@ -13,7 +13,7 @@ from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.commit_classes import ProposalId
 from gitopsbot.core.fleet.model import UpgradeScope
 from gitopsbot.core.fleet.yamledit import set_value
-from gitopsbot.core.forge.forge_types import CommitState
+from gitopsbot.core.forge.forge_types import CommitState, CommitStatus
 from gitopsbot.core.policy import Decision
 from gitopsbot.core.proposing.proposals import ProposalDecision, Skipped
 from gitopsbot.errors import FleetError
@@ -139,13 +139,14 @@ def proposal_body(
     return "\n".join(out)
 
 
-def policy_status(decision: Decision) -> tuple[CommitState, str]:
+def policy_status(decision: Decision) -> CommitStatus:
     """The ``gitopsbot/policy`` commit status for a plan's decision (a deny fails)."""
-    return {
+    state, description = {
         Decision.ALLOWED: (CommitState.SUCCESS, "policy: allowed"),
         Decision.NEEDS_ACK: (CommitState.PENDING, "policy: needs acknowledgement"),
         Decision.DENIED: (CommitState.FAILURE, "policy: denied"),
     }[decision]
+    return CommitStatus(state, description)
 
 
 # -- a wave's request ----------------------------------------------------------------------
