@@ -168,6 +168,31 @@ class FieldReader:
             return []
         return [(item, self.key_at(items, i)) for i, item in enumerate(items)]
 
+    def distinct_entries(
+        self,
+        top: LocatedMap,
+        key: str,
+        read: Callable[[FieldReader, int, Any, tuple[int, int]], T | None],
+        by: str,
+        name: Callable[[T], str],
+        same: Callable[[str], str] = str,
+    ) -> tuple[T, ...]:
+        """The entries of the optional top-level list ``key``, each read by ``read`` (None:
+        its problems are recorded). An entry whose ``by`` field names what an earlier one's
+        did (``name``, compared as ``same`` makes it) is reported as listed twice and left out."""
+        out: list[T] = []
+        seen: set[str] = set()
+        for i, (item, at) in enumerate(self.entries(top, key, "")):
+            entry = read(self, i, item, at)
+            if entry is None:
+                continue
+            if same(name(entry)) in seen:
+                self.add(at, f"{key}[{i}].{by}", f"'{name(entry)}' is listed twice")
+                continue
+            seen.add(same(name(entry)))
+            out.append(entry)
+        return tuple(out)
+
     def section(self, node: LocatedMap, key: str, prefix: str, known: Sequence[str]) -> LocatedMap:
         """An optional nested mapping, checked for unknown keys; empty when absent or wrong."""
         if key not in node or node[key] is None:

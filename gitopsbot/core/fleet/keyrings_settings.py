@@ -24,19 +24,9 @@ KEYRING = re.compile(r"^/\S.*$")
 
 
 def read_chart_keyrings(r: FieldReader, top: LocatedMap) -> tuple[ChartKeyring, ...]:
-    out: list[ChartKeyring] = []
-    seen: set[str] = set()
-    for i, (item, at) in enumerate(r.entries(top, "chartKeyrings", "")):
-        entry = _entry(r, i, item, at)
-        if entry is None:
-            continue
-        prefix = normalised_prefix(entry.repository)
-        if prefix in seen:
-            r.add(at, f"chartKeyrings[{i}].repository", f"'{entry.repository}' is listed twice")
-            continue
-        seen.add(prefix)
-        out.append(entry)
-    return tuple(out)
+    return r.distinct_entries(
+        top, "chartKeyrings", _entry, "repository", lambda k: k.repository, normalised_prefix
+    )
 
 
 def _entry(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> ChartKeyring | None:

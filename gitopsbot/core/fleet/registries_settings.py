@@ -24,18 +24,7 @@ _REF_HINT = "give a secret reference, e.g. password: {env: GITOPSBOT_REGISTRY_PA
 
 
 def read_chart_registries(r: FieldReader, top: LocatedMap) -> tuple[ChartRegistry, ...]:
-    out: list[ChartRegistry] = []
-    seen: set[str] = set()
-    for i, (item, at) in enumerate(r.entries(top, "chartRegistries", "")):
-        entry = _entry(r, i, item, at)
-        if entry is None:
-            continue
-        if entry.host in seen:
-            r.add(at, f"chartRegistries[{i}].host", f"'{entry.host}' is listed twice")
-            continue
-        seen.add(entry.host)
-        out.append(entry)
-    return tuple(out)
+    return r.distinct_entries(top, "chartRegistries", _entry, "host", lambda g: g.host)
 
 
 def _entry(r: FieldReader, i: int, item: Any, at: tuple[int, int]) -> ChartRegistry | None:
