@@ -389,6 +389,14 @@ class LocalForge(HTTPService):
     def status_json(self, st: Status) -> Json:
         raise NotImplementedError
 
+    def add_status(self, sha: str, context: str, body: Json, *, id: int = 0) -> Reply:
+        """Keep a commit status the dialect's ``create_status`` accepted (its ``state``
+        checked, its ``context`` named) and answer 201 with the provider's shape."""
+        description, target_url = body.get("description") or "", body.get("target_url") or ""
+        st = Status(sha, context, body["state"], description, target_url, id=id)
+        self.statuses.append(st)
+        return Reply(201, self.status_json(st))
+
     # -- routes the forges share (same answers; paths and shapes are the provider's) --------
     def merged_check(self, req: Request) -> Reply:
         """204 when merged, 404 when not (GitHub's "check if a pull request has been

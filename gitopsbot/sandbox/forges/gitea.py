@@ -233,15 +233,7 @@ class GiteaForge(GitHubLikeForge):
         body = req.body or {}
         if body.get("state") not in _STATES:
             raise Answer(422, {"message": "[State]: Required", "url": ""})
-        st = Status(
-            req.match.group(1),
-            body.get("context") or "default",
-            body["state"],
-            body.get("description") or "",
-            body.get("target_url") or "",
-        )
-        self.statuses.append(st)
-        return Reply(201, self.status_json(st))
+        return self.add_status(req.match.group(1), body.get("context") or "default", body)
 
     @staticmethod
     def status_json(st: Status) -> Json:

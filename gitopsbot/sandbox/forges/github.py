@@ -398,16 +398,8 @@ class GitHubForge(GitHubLikeForge):
             raise self.invalid("", "state")
         if len(body.get("description") or "") > 140:
             raise self.invalid("description is too long (maximum is 140 characters)")
-        st = Status(
-            req.match.group(1),
-            body.get("context") or "default",
-            body["state"],
-            body.get("description") or "",
-            body.get("target_url") or "",
-            id=self.next_id(),
-        )
-        self.statuses.append(st)
-        return Reply(201, self.status_json(st))
+        context = body.get("context") or "default"
+        return self.add_status(req.match.group(1), context, body, id=self.next_id())
 
     def status_json(self, st: Status) -> Json:
         return {

@@ -286,9 +286,7 @@ class GitLabForge(LocalForge):
         previous = [s for s in self.statuses if s.sha == sha and s.context == name]
         if previous and previous[-1].state == state:
             raise Answer(400, {"message": f"Cannot transition status via :{state} from :{state}"})
-        st = Status(sha, name, state, body.get("description") or "", body.get("target_url") or "")
-        self.statuses.append(st)
-        return Reply(201, self.status_json(st))
+        return self.add_status(sha, name, body)
 
     @staticmethod
     def status_json(st: Status) -> Json:
