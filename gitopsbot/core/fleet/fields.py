@@ -65,10 +65,7 @@ def nearest(word: str, known: Sequence[str]) -> str:
 
 def suggest(word: str, known: Sequence[str]) -> str:
     """'did you mean ...?' for the nearest known word (difflib), else the known words."""
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    return "known: " + ", ".join(known) if known else ""
+    return nearest(word, known) or ("known: " + ", ".join(known) if known else "")
 
 
 def parse_duration(text: str) -> int | None:
