@@ -263,6 +263,8 @@ def _walk(
 
 
 def _typename(value: Any) -> str:
+    """The OpenAPI type the real server names in a validation message ("array", "object"):
+    not ``core.fleet.fields.kind_of``'s YAML words ("list", "mapping") for a fleet file."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
