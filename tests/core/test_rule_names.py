@@ -5,16 +5,17 @@ written before names still read."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
 from gitopsbot.adapters.builtin_policies import builtin_policy_documents
-from gitopsbot.core.planning import reviewed_chart
+from gitopsbot.core.planning import provenance
 from gitopsbot.core.policy import Outcome, Severity, Verdict, load_rules, rule_doc
+from gitopsbot.core.policy.code_rules import CODE_RULES
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.core.rotation import credentials as rotation
 from gitopsbot.core.waves import promotion_gate
 from gitopsbot.errors import FleetError
 
@@ -43,14 +44,47 @@ def test_every_built_in_rule_has_a_name_and_a_paragraph_that_explains_it() -> No
 
 def test_the_rules_decided_in_code_are_named_and_explained_too() -> None:
     known = anchors()
-    for code, name in (
-        (promotion_gate.RULE_ID, promotion_gate.RULE_NAME),
-        (rotation.ALONE_RULE, rotation.ALONE_NAME),
-        (reviewed_chart.PIN_RULE, reviewed_chart.PIN_NAME),
-    ):
-        assert rule_doc(code, name) in known, code
+    codes = [rule.id for rule in CODE_RULES]
+    assert len(set(codes)) == len(codes) and set(codes).isdisjoint(
+        r.id for r in load_rules(builtin_policy_documents())
+    )
+    for rule in CODE_RULES:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name), rule.id
+        assert rule.procedure and rule.doc in known, rule.id
+        deny = rule.deny("m")
+        assert deny.blocking and deny.label == f"{rule.id} {rule.name}" and deny.doc == rule.doc
     wave = promotion_gate.unreadable("no branch")
     assert wave.label == "WAVES promotion-follows-waves" and wave.doc in known
+    # The one that was missing a name before the registry: the signed-chart deny.
+    failed = provenance.verdict(
+        provenance.Provenance(required=True, where="w", keyring="k", problem="bad"), None
+    )
+    assert failed is not None and failed.label == "CHART-PROVENANCE chart-provenance-verified"
+    assert failed.doc in known
+
+
+def test_no_verdict_is_built_by_hand_outside_the_policy_package() -> None:
+    """A ``Verdict(...)`` written elsewhere could forget the rule's name and link (as the
+    signed-chart deny once did): a rule decided in code denies through ``CodeRule.deny``."""
+    policy = ROOT / "gitopsbot" / "core" / "policy"
+    allowed = {policy / "evaluation.py", policy / "code_rules.py"}
+    built = []
+    for path in sorted((ROOT / "gitopsbot").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        gate_verdict = any(  # the policy gate's Verdict (core.replicas.health has its own)
+            isinstance(node, ast.ImportFrom)
+            and node.module in {"gitopsbot.core.policy", "gitopsbot.core.policy.verdicts"}
+            and any(alias.name == "Verdict" for alias in node.names)
+            for node in ast.walk(tree)
+        )
+        for node in ast.walk(tree):
+            called = isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Name) and node.func.id == "Verdict" and gate_verdict)
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "Verdict")
+            )
+            if called and path not in allowed:
+                built.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}")
+    assert not built, built
 
 
 def test_a_team_rule_may_name_itself_and_a_bad_name_is_located() -> None:

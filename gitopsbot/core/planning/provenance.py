@@ -26,9 +26,10 @@ from typing import Any
 
 from gitopsbot.core.fleet.keyrings_settings import normalised_prefix as normalised_prefix
 from gitopsbot.core.fleet.model import ChartKeyring, Location
-from gitopsbot.core.policy import Outcome, Severity, Verdict
+from gitopsbot.core.policy import Verdict
+from gitopsbot.core.policy.code_rules import CHART_PROVENANCE
 
-RULE = "CHART-PROVENANCE"
+RULE = CHART_PROVENANCE.id
 
 
 def covers(prefix: str, repo_url: str) -> bool:
@@ -128,16 +129,10 @@ def verdict(provenance: Provenance | None, where: Location | None) -> Verdict | 
     """The plan's deny when a required verification failed."""
     if provenance is None or not provenance.failed:
         return None
-    return Verdict(
-        rule_id=RULE,
-        severity=Severity.DENY,
-        outcome=Outcome.DENIED,
-        procedure="R8",
-        message=f"the chart's provenance is not verified with the keyring "
+    return CHART_PROVENANCE.deny(
+        f"the chart's provenance is not verified with the keyring "
         f"{provenance.keyring} ({provenance.where}): {provenance.problem or 'no signer found'}",
-        description="a chart from a repository chartKeyrings covers must be signed by a key of "
-        "its keyring",
-        location=where,
+        where,
     )
 
 

@@ -34,7 +34,8 @@ from typing import Any
 from gitopsbot.core.fleet import located_yaml
 from gitopsbot.core.fleet.model import Location
 from gitopsbot.core.planning import provenance as provenance_mod
-from gitopsbot.core.policy import Outcome, Severity, Verdict, rule_doc
+from gitopsbot.core.policy import Verdict
+from gitopsbot.core.policy.code_rules import CHART_DIGEST
 from gitopsbot.core.records.journal import Journal, StepKind
 from gitopsbot.errors import FleetError
 
@@ -59,26 +60,19 @@ def archive_digest(hexdigest: str) -> str:
     return hexdigest if hexdigest.startswith(PREFIX) else PREFIX + hexdigest
 
 
-PIN_RULE = "CHART-DIGEST"
-PIN_NAME = "chart-archive-pinned"
+PIN_RULE = CHART_DIGEST.id
+PIN_NAME = CHART_DIGEST.name
 
 
 def pin_verdict(pinned: str, archive: str, where: Location | None, source: str) -> Verdict | None:
     """The plan's deny when ``chart.digest`` pins another archive than the one read."""
     if not pinned or not archive or pinned == archive:
         return None
-    return Verdict(
-        rule_id=PIN_RULE,
-        severity=Severity.DENY,
-        outcome=Outcome.DENIED,
-        procedure="R8",
-        message=f"chart.digest pins {pinned}, but the archive read from "
+    return CHART_DIGEST.deny(
+        f"chart.digest pins {pinned}, but the archive read from "
         f"{source or 'the chart repository'} is {archive}: the chart was re-published or "
         "the pin is wrong; fix chart.digest or the repository",
-        description="the chart archive must be the one release.yaml pins",
-        location=where,
-        name=PIN_NAME,
-        doc=rule_doc(PIN_RULE, PIN_NAME),
+        where,
     )
 
 

@@ -31,6 +31,7 @@ from collections.abc import Collection, Iterable, Mapping
 from enum import StrEnum
 
 from gitopsbot.core.fleet.model import CredentialsSpec, Location, SecretRef
+from gitopsbot.core.policy.code_rules import ROTATION_ALONE
 
 
 class Credential(StrEnum):
@@ -66,8 +67,8 @@ VENDOR_SECRET_KEYS: Mapping[str, str] = {
     "cloudVendorCredentials.secretKey": "sk",
 }
 AGENT_CONTAINER = "cluster-agent"
-ALONE_RULE = "ROTATION-ALONE"
-ALONE_NAME = "rotate-in-own-change"
+ALONE_RULE = ROTATION_ALONE.id
+ALONE_NAME = ROTATION_ALONE.name
 
 # What a running workload feels, per step (R17-R20), for the plan's impact column.
 IMPACT: Mapping[str, str] = {

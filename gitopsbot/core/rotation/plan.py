@@ -7,7 +7,8 @@ from __future__ import annotations
 from gitopsbot.core.charts.values_diff import ValuesDiff, leaf_paths
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.fleet.secrets import join_path
-from gitopsbot.core.policy import Outcome, Severity, Verdict, rule_doc
+from gitopsbot.core.policy import Verdict
+from gitopsbot.core.policy.code_rules import ROTATION_ALONE
 from gitopsbot.core.records.plan_steps import IMPACT, Step, StepKind
 from gitopsbot.core.rotation import credentials as rotation
 
@@ -38,16 +39,7 @@ def rotation_alone(
     problem = rotation.alone_problem(rotated, chart_changed=chart_changed, values_changed=others)
     if not problem:
         return None
-    return Verdict(
-        rule_id=rotation.ALONE_RULE,
-        severity=Severity.DENY,
-        outcome=Outcome.DENIED,
-        procedure="R17",
-        message=problem,
-        location=rotation.credentials_location(desired.locations, rotated),
-        name=rotation.ALONE_NAME,
-        doc=rule_doc(rotation.ALONE_RULE, rotation.ALONE_NAME),
-    )
+    return ROTATION_ALONE.deny(problem, rotation.credentials_location(desired.locations, rotated))
 
 
 def rotation_steps(desired: ClusterSpec, rotated: frozenset[rotation.Credential]) -> list[Step]:

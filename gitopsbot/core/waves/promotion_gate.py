@@ -30,7 +30,8 @@ from datetime import datetime, timedelta
 
 from gitopsbot.core.fleet.model import BotSettings, ClusterSpec, Location
 from gitopsbot.core.planning.plan import Plan
-from gitopsbot.core.policy import Outcome, Severity, Verdict, decide, rule_doc
+from gitopsbot.core.policy import Outcome, Verdict, decide
+from gitopsbot.core.policy.code_rules import WAVES
 from gitopsbot.core.records.journal import (
     Journal,
     OperationStatus,
@@ -45,13 +46,11 @@ from gitopsbot.core.waves.promotion import (
     judge,
 )
 
-RULE_ID = "WAVES"  # the verdict's rule id: on the plan, in a blocked journal's verdicts
-RULE_NAME = "promotion-follows-waves"
+RULE_ID = WAVES.id  # the verdict's rule id: on the plan, in a blocked journal's verdicts
+RULE_NAME = WAVES.name
 # The deny in a blocked journal's verdict line, with the name (journals written before
 # rules had names carry the code alone).
 _DENY_MARK = re.compile(rf" {RULE_ID}(?: {RULE_NAME})? {re.escape(str(Outcome.DENIED))}: ")
-PROCEDURE = "waves"
-DESCRIPTION = "A chart version reaches a wave only after the earlier waves ran it, soaked."
 
 
 def evidence_from(
@@ -140,17 +139,7 @@ def unreadable(reason: str, decision: PromotionDecision | None = None) -> Verdic
 
 
 def _deny(message: str, where: Location | None) -> Verdict:
-    return Verdict(
-        rule_id=RULE_ID,
-        severity=Severity.DENY,
-        outcome=Outcome.DENIED,
-        procedure=PROCEDURE,
-        message=message,
-        description=DESCRIPTION,
-        location=where,
-        name=RULE_NAME,
-        doc=rule_doc(RULE_ID, RULE_NAME),
-    )
+    return WAVES.deny(message, where)
 
 
 def with_verdicts(plan: Plan, extra: Iterable[Verdict]) -> Plan:
