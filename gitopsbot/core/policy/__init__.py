@@ -13,9 +13,10 @@ environments?, link?}]}`` (a bare list of rules is accepted too). Built-in rules
 ``policies/``; a fleet repository adds its own in its ``policies/`` directory.
 ``docs/policies.md`` documents every check kind.
 
-A package of four: ``verdicts`` (what the gate says), ``checks`` (the check kinds),
-``rules`` (rule documents parsed) and ``evaluation`` (rules against a change); everything it
-offers is named here.
+A package of five: ``verdicts`` (what the gate says), ``checks`` (the check kinds),
+``rules`` (rule documents parsed), ``evaluation`` (rules against a change) and ``code_rules``
+(the rules decided in code, by the packages above: their names and the one way they deny);
+everything else it offers is named here.
 
 May import: core.fleet, core.charts, core.records
 (the layers contract in pyproject.toml).
