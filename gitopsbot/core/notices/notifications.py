@@ -14,7 +14,7 @@ the thread and the redaction live in ``adapters.chat_notifier``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -113,21 +113,7 @@ def message_of(happening: Happening, *, detail: str, pr_url: str = "") -> Messag
     if event is None:
         raise ValueError(f"{happening.kind} is not a notification event")
     detail = _bounded(detail)
-    told = Happening(
-        kind=happening.kind,
-        cluster=happening.cluster,
-        op_id=happening.op_id,
-        op_kind=happening.op_kind,
-        desired_sha=happening.desired_sha,
-        pr_number=happening.pr_number,
-        step=happening.step,
-        step_kind=happening.step_kind,
-        pool=happening.pool,
-        component=happening.component,
-        progress=happening.progress,
-        detail=detail,
-        at=happening.at,
-    )
+    told = replace(happening, detail=detail)
     return Message(
         event=event,
         cluster=happening.cluster,
