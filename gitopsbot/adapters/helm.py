@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.helm_charts import HelmCharts, chart_args, registry_flags
 from gitopsbot.adapters.helm_children import TERM_GRACE_SECONDS
-from gitopsbot.adapters.helm_runner import HelmRunner, TransientAttempt
+from gitopsbot.adapters.helm_runner import HelmRunner, TransientAttempt, attempt_error
 from gitopsbot.adapters.helm_storage import ReleaseReader, StoredRelease, release_info
 from gitopsbot.adapters.oci_registry import RegistryLogins
 from gitopsbot.adapters.redaction import helm_secrets
@@ -202,7 +202,7 @@ class HelmCli(Helm):
             if result.code != 0:
                 if _NOT_FOUND.search(result.stderr):
                     return []
-                raise self._runner.error(argv, result, what=what)
+                raise attempt_error(self._runner.failure(argv, result, what=what), result)
             entries = json.loads(result.stdout or "null") or []
             return sorted(
                 (release_info(e, release, namespace) for e in entries),
@@ -247,7 +247,7 @@ class HelmCli(Helm):
         def attempt() -> dict[str, Any]:
             result = self._runner.run([*argv, *self._runner.kube()], what=what, check=False)
             if result.code != 0:
-                raise self._runner.error(argv, result, what=what)
+                raise attempt_error(self._runner.failure(argv, result, what=what), result)
             values = json.loads(result.stdout or "null")
             return values if isinstance(values, dict) else {}
 
@@ -296,7 +296,8 @@ class HelmCli(Helm):
                 )
             # ``work`` (the policy file, helm's TMPDIR) is gone here, whatever happened.
             if result.code != 0:
-                raise self._runner.error(full, result, what=what, mask=secrets, chart=label)
+                error = self._runner.failure(full, result, what=what, mask=secrets, chart=label)
+                raise attempt_error(error, result)
 
         return self._change(request.release, request.namespace, what, attempt)
 
@@ -316,7 +317,7 @@ class HelmCli(Helm):
                 description=request.description,
             )
             if result.code != 0:
-                raise self._runner.error(full, result, what=what)
+                raise attempt_error(self._runner.failure(full, result, what=what), result)
 
         return self._change(release, request.namespace, what, attempt)
 

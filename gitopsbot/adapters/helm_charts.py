@@ -11,7 +11,7 @@ import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from gitopsbot.adapters.helm_runner import HelmRunner
+from gitopsbot.adapters.helm_runner import HelmRunner, attempt_error
 from gitopsbot.adapters.oci_registry import (
     RegistryLogins,
     helm_registry_flags,
@@ -47,7 +47,8 @@ class HelmCharts:
                         full, what=what, check=False, work=work, mask=self._registries.secrets()
                     )
                     if result.code != 0:
-                        raise self._runner.error(full, result, what=what, chart=label)
+                        error = self._runner.failure(full, result, what=what, chart=label)
+                        raise attempt_error(error, result)
                     # helm 3.18 also leaves a directory named after the archive: take the chart.
                     return move_chart(unpack, dest, f"{what}: {label}")
 
@@ -100,7 +101,8 @@ class HelmCharts:
                     full, what=what, check=False, work=work, mask=self._registries.secrets()
                 )
                 if result.code != 0:
-                    raise self._runner.error(full, result, what=what, chart=label)
+                    error = self._runner.failure(full, result, what=what, chart=label)
+                    raise attempt_error(error, result)
                 found = sorted(into.glob("*.tgz"))
                 if len(found) != 1:
                     raise HelmChartUnusable(f"{what}: chart {label}: helm left no archive")

@@ -7,8 +7,8 @@
 - Children die with the bot (``helm_children``): own process group, SIGTERM as parent-death
   signal, recorded while they run.
 - A call (``call``) counts its retries (``last_retries``); ``retrying`` runs an attempt again
-  after a transient failure with bounded backoff; ``error``/``failure`` read helm's stderr
-  (bounded, secrets masked) into the HelmError to raise.
+  after a transient failure with bounded backoff; ``failure`` reads helm's stderr (bounded,
+  secrets masked) into the HelmError to raise, ``attempt_error`` whether to retry it.
 - ``helm version`` runs once per binary per process (``version``).
 """
 
@@ -314,21 +314,6 @@ class HelmRunner:
 
     # -- errors ------------------------------------------------------------------------------
 
-    def error(
-        self,
-        argv: list[str],
-        result: HelmResult,
-        *,
-        what: str,
-        mask: Sequence[str] = (),
-        chart: str = "",
-    ) -> Exception:
-        """The exception for a failed attempt: ``TransientAttempt`` (retry) or the final one."""
-        error = self.failure(argv, result, what=what, mask=mask, chart=chart)
-        if is_transient(result.stderr) and not isinstance(error, HelmReleaseLocked):
-            return TransientAttempt(error)
-        return error
-
     def failure(
         self,
         argv: list[str],
@@ -358,3 +343,12 @@ class HelmRunner:
         if _TIMED_OUT.search(result.stderr):
             return HelmTimeout(text)
         return HelmFailed(text)
+
+
+def attempt_error(error: HelmError, result: HelmResult) -> Exception:
+    """What a failed attempt raises: ``error`` (from ``HelmRunner.failure``), or
+    ``TransientAttempt`` wrapping it (retried) when helm's stderr says the failure was
+    transient; a locked release never is."""
+    if is_transient(result.stderr) and not isinstance(error, HelmReleaseLocked):
+        return TransientAttempt(error)
+    return error
