@@ -12,6 +12,7 @@ import logging
 import math
 from collections.abc import Callable, Collection, Generator, Mapping
 from contextlib import closing
+from dataclasses import dataclass
 from typing import Any
 
 import urllib3
@@ -19,6 +20,7 @@ import urllib3
 from gitopsbot.adapters.kube_access import KubeAccess
 from gitopsbot.adapters.kube_request import (
     Failures,
+    Served,
     open_checked,
     status_text,
     stream_lines,
@@ -47,6 +49,31 @@ class _WatchRefused(Exception):
     """The server will not watch this kind for us (403, 404, 405): poll instead."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Watched:
+    """What a wait reads and watches: the objects of one kind in ``namespace`` (None: all, or
+    cluster-scoped), those named ``names`` only (None: all; across namespaces a name is
+    ``namespace/name``)."""
+
+    api_version: str
+    kind: str
+    namespace: str | None
+    names: frozenset[str] | None
+
+    def one(self, resource: Served) -> str | None:
+        """The name when one object is watched: it is read with ``get`` (RBAC may grant get
+        alone) and watched through a field selector."""
+        if self.names is None or len(self.names) != 1:
+            return None
+        return next(iter(self.names)) if self.namespace or not resource.namespaced else None
+
+    def across(self, resource: Served) -> bool:
+        return resource.namespaced and not self.namespace
+
+    def holds(self, meta: Mapping[str, Any], resource: Served) -> bool:
+        return self.names is None or _watch_key(meta, self.across(resource)) in self.names
+
+
 class KubeWaits(KubeAccess):
     """``wait_deployment_ready`` and ``wait_for_change`` of the Cluster port."""
 
@@ -55,6 +82,7 @@ class KubeWaits(KubeAccess):
     ) -> DeploymentReadiness:
         deadline = self._monotonic() + max(timeout, 0.0)
         deployment = self._deployment(namespace, name)
+        watched = _Watched("apps/v1", "Deployment", namespace, frozenset({name}))
         interval = self._poll
         while not deployment_readiness(deployment):
             left = deadline - self._monotonic()
@@ -65,9 +93,7 @@ class KubeWaits(KubeAccess):
                 self._pause(min(interval, left))
                 interval = min(interval * 2, WAIT_POLL_MAX_SECONDS)
             else:
-                seen = self._follow(
-                    "apps/v1", "Deployment", namespace, {name}, version, left, until=_ready
-                )
+                seen = self._follow(watched, version, left, until=_ready)
                 if seen is not None and seen[0] != "DELETED":
                     deployment = seen[1]
                     continue  # ready: the loop ends without another read
@@ -86,8 +112,11 @@ class KubeWaits(KubeAccess):
         timeout: float,
     ) -> bool:
         deadline = self._monotonic() + max(timeout, 0.0)
-        wanted = set(names) if names is not None else set(since) if since is not None else None
-        current, version = self._versions(api_version, kind, namespace, wanted)
+        wanted = names if names is not None else since
+        watched = _Watched(
+            api_version, kind, namespace, frozenset(wanted) if wanted is not None else None
+        )
+        current, version = self._versions(watched)
         baseline = dict(since) if since is not None else current
         interval = self._poll
         while not _differs(baseline, current):
@@ -97,11 +126,11 @@ class KubeWaits(KubeAccess):
             if (api_version, kind) in self._unwatchable or not version:
                 self._pause(min(interval, left))
                 interval = min(interval * 2, WAIT_POLL_MAX_SECONDS)
-            elif self._follow(api_version, kind, namespace, wanted, version, left, until=_any):
+            elif self._follow(watched, version, left, until=_any):
                 return True
             else:
                 interval = self._after_break(deadline, interval)
-            current, version = self._versions(api_version, kind, namespace, wanted)
+            current, version = self._versions(watched)
         return True
 
     def _deployment(self, namespace: str, name: str) -> dict[str, Any]:
@@ -118,41 +147,35 @@ class KubeWaits(KubeAccess):
             self._pause(min(interval, left))
         return min(interval * 2, WAIT_POLL_MAX_SECONDS)
 
-    def _versions(
-        self, api_version: str, kind: str, namespace: str | None, names: set[str] | None
-    ) -> tuple[dict[str, str], str]:
+    def _versions(self, watched: _Watched) -> tuple[dict[str, str], str]:
         """name → resourceVersion of the objects waited on, and the version to watch from:
         one ``get`` for one name (RBAC may grant get alone), else a list."""
-        resource = self._resource(api_version, kind)
+        resource = self._resource(watched.api_version, watched.kind)
         if resource is None:
             return {}, ""
-        if names is not None and len(names) == 1 and (namespace or not resource.namespaced):
-            (name,) = names
-            found = self.get(api_version, kind, namespace, name)
+        name = watched.one(resource)
+        if name is not None:
+            found = self.get(watched.api_version, watched.kind, watched.namespace, name)
             if found is None:
                 return {}, ""  # nothing to watch from: the wait polls until it appears
             version = str(found["metadata"].get("resourceVersion") or "")
             return {name: version}, version
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        path = self._path(watched.api_version, resource, watched.namespace, None)
         try:
-            data = self._json("GET", path, what=f"{kind} list")
+            data = self._json("GET", path, what=f"{watched.kind} list")
         except KubeNotFound:
             return {}, ""
-        across = resource.namespaced and not namespace
+        across = watched.across(resource)
         found_versions = {}
         for item in data.get("items") or []:
             meta = item.get("metadata") or {}
-            key = _watch_key(meta, across)
-            if names is None or key in names:
-                found_versions[key] = str(meta.get("resourceVersion") or "")
+            if watched.holds(meta, resource):
+                found_versions[_watch_key(meta, across)] = str(meta.get("resourceVersion") or "")
         return found_versions, str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     def _follow(
         self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        names: set[str] | None,
+        watched: _Watched,
         version: str,
         timeout: float,
         *,
@@ -162,38 +185,31 @@ class KubeWaits(KubeAccess):
         object) of a watched name for which ``until`` holds; None when the watch ended
         without one (timed out, broke: the caller reads again). A refused watch marks the
         kind unwatchable for this adapter (the caller polls from then on)."""
+        kind = watched.kind
         try:
-            with closing(
-                self._watch(api_version, kind, namespace, names, version, timeout)
-            ) as events:
+            with closing(self._watch(watched, version, timeout)) as events:
                 for etype, obj in events:
                     if until(etype, obj):
                         return etype, obj
         except _WatchRefused as e:
             log.info("kube: cannot watch %s (%s); polling instead", kind, e)
-            self._unwatchable.add((api_version, kind))
+            self._unwatchable.add((watched.api_version, kind))
         except _WatchBroke as e:
             log.debug("kube: %s watch ended: %s; reading again", kind, e)
         return None
 
     def _watch(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        names: set[str] | None,
-        version: str,
-        timeout: float,
+        self, watched: _Watched, version: str, timeout: float
     ) -> Generator[tuple[str, dict[str, Any]]]:
         """The watched names' events (BOOKMARKs skipped) until the server ends the stream."""
-        resource = self._resource(api_version, kind)
+        resource = self._resource(watched.api_version, watched.kind)
         if resource is None:
-            raise _WatchRefused(f"{kind} is not served")
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+            raise _WatchRefused(f"{watched.kind} is not served")
+        path = self._path(watched.api_version, resource, watched.namespace, None)
         query = watch_query(version, max(1, math.ceil(timeout)))
-        if names is not None and len(names) == 1 and (namespace or not resource.namespaced):
-            query.append(("fieldSelector", f"metadata.name={next(iter(names))}"))
-        across = resource.namespaced and not namespace
+        name = watched.one(resource)
+        if name is not None:
+            query.append(("fieldSelector", f"metadata.name={name}"))
         read_timeout = timeout + WATCH_READ_GRACE_SECONDS
         response = open_checked(
             self._client, "GET", path, failures=_WATCH_FAILURES, query=query,
@@ -208,7 +224,7 @@ class KubeWaits(KubeAccess):
                     raise _WatchBroke(f"watch error {obj.get('code')}: {obj.get('reason')}")
                 if etype == "BOOKMARK":
                     continue
-                if names is None or _watch_key(obj.get("metadata") or {}, across) in names:
+                if watched.holds(obj.get("metadata") or {}, resource):
                     yield etype, obj
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             raise _WatchBroke(f"stream broke: {type(e).__name__}") from None
