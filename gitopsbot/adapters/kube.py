@@ -131,7 +131,7 @@ class KubeCluster(KubeWaits, KubeCrds, Cluster):
         resource = self._resource(api_version, kind)
         if resource is None:
             return b""
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        path = resource.path(api_version, namespace, None)
         query = [("labelSelector", label_selector)] if label_selector else []
         try:
             return self._request(
@@ -147,7 +147,7 @@ class KubeCluster(KubeWaits, KubeCrds, Cluster):
         resource = self._require(api_version, kind)
         if resource.namespaced and not namespace:
             raise KubeInvalid(f"{kind} {name}: metadata.namespace is required")
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, name)
+        path = resource.path(api_version, namespace, name)
         query = [("fieldManager", field_manager), ("force", "true" if force else "false")]
         return self._json(
             "PATCH",
@@ -161,7 +161,7 @@ class KubeCluster(KubeWaits, KubeCrds, Cluster):
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         api_version, kind, namespace, name = _identity(obj)
         resource = self._require(api_version, kind)
-        path = self._path(api_version, resource, namespace if resource.namespaced else None, None)
+        path = resource.path(api_version, namespace, None)
         return self._json(
             "POST",
             path,
@@ -180,7 +180,7 @@ class KubeCluster(KubeWaits, KubeCrds, Cluster):
         patch: Mapping[str, Any],
     ) -> dict[str, Any]:
         resource = self._require(api_version, kind)
-        path = self._path(api_version, resource, namespace, name)
+        path = resource.path(api_version, namespace, name)
         return self._json(
             "PATCH",
             path,
@@ -194,7 +194,7 @@ class KubeCluster(KubeWaits, KubeCrds, Cluster):
         resource = self._resource(api_version, kind)
         if resource is None:
             return False
-        path = self._path(api_version, resource, namespace, name)
+        path = resource.path(api_version, namespace, name)
         try:
             self._json("DELETE", path, what=f"delete {kind} {_ref(namespace, name)}")
         except KubeNotFound:
@@ -271,7 +271,7 @@ class KubeCluster(KubeWaits, KubeCrds, Cluster):
         manager: str = FIELD_MANAGER,
     ) -> bool:
         resource = self._require(api_version, kind)
-        path = self._path(api_version, resource, namespace, name)
+        path = resource.path(api_version, namespace, name)
         what = f"{kind} {_ref(namespace, name)}"
         try:
             current = self._json("GET", path, what=what)

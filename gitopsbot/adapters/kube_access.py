@@ -22,7 +22,6 @@ from gitopsbot.adapters.kube_request import (
     Served,
     discovery_path,
     read,
-    resource_path,
     retrying,
     served_kinds,
 )
@@ -71,13 +70,13 @@ class KubeAccess:
         resource = self._resource(api_version, kind)
         if resource is None:
             return None
-        path = self._path(api_version, resource, namespace, name)
+        path = resource.path(api_version, namespace, name)
         try:
             return self._json("GET", path, what=f"{kind} {_ref(namespace, name)}")
         except KubeNotFound:
             return None
 
-    # -- discovery and paths --------------------------------------------------------------
+    # -- discovery -------------------------------------------------------------------------
 
     def _resource_cached(self, api_version: str, kind: str) -> Served | None:
         if api_version not in self._discovery:
@@ -108,10 +107,6 @@ class KubeAccess:
         except KubeNotFound:
             return None
         return served_kinds(data)
-
-    @staticmethod
-    def _path(api_version: str, resource: Served, namespace: str | None, name: str | None) -> str:
-        return resource_path(api_version, resource.plural, resource.namespaced, namespace, name)
 
     # -- the choke point -------------------------------------------------------------------
 

@@ -266,6 +266,11 @@ class Served:
     namespaced: bool
     status: bool
 
+    def path(self, api_version: str, namespace: str | None, name: str | None) -> str:
+        """The REST path of the collection (``name`` None) or of one object; ``namespace``
+        counts only for a namespaced kind (None: across all namespaces)."""
+        return resource_path(api_version, self.plural, self.namespaced, namespace, name)
+
 
 def discovery_path(api_version: str) -> str:
     """The legacy discovery document of a group-version (``/api/v1``, ``/apis/<g>/<v>``)."""

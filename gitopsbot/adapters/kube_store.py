@@ -34,7 +34,6 @@ from gitopsbot.adapters.kube_request import (
     configuration_from_kubeconfig,
     discovery_path,
     open_checked,
-    resource_path,
     served_kinds,
     stream_lines,
     watch_query,
@@ -118,7 +117,7 @@ class KubeStore:
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
         res = self._require(api_version, kind)
         try:
-            obj = self._call("GET", self._path(api_version, res, namespace, name))
+            obj = self._call("GET", res.path(api_version, namespace, name))
         except NotFound:
             return None
         return self._typed(obj, api_version, kind)
@@ -143,7 +142,7 @@ class KubeStore:
         """The objects (sorted by namespace, name) and the list's resourceVersion."""
         res = self._require(api_version, kind)
         query = [("labelSelector", _selector(label_selector))] if label_selector else []
-        data = self._call("GET", self._path(api_version, res, namespace, None), query=query)
+        data = self._call("GET", res.path(api_version, namespace, None), query=query)
         items = [self._typed(o, api_version, kind) for o in data.get("items") or []]
         return sorted(items, key=_key), str((data.get("metadata") or {}).get("resourceVersion"))
 
@@ -152,7 +151,7 @@ class KubeStore:
     def create(self, obj: Obj, *, manager: str = DEFAULT_MANAGER) -> Obj:
         api_version, kind, namespace, _ = self._identity(obj)
         res = self._require(api_version, kind)
-        path = self._path(api_version, res, namespace, None)
+        path = res.path(api_version, namespace, None)
         created = self._call("POST", path, query=[("fieldManager", manager)], body=obj)
         created = self._typed(created, api_version, kind)
         status = obj.get("status")
@@ -192,7 +191,7 @@ class KubeStore:
         subresource: str | None = None,
     ) -> Obj:
         res = self._require(api_version, kind)
-        path = self._path(api_version, res, namespace, name)
+        path = res.path(api_version, namespace, name)
         if subresource:
             path += f"/{subresource}"
         out = self._call(
@@ -222,7 +221,7 @@ class KubeStore:
             grace = 0
         query = [] if grace is None else [("gracePeriodSeconds", str(grace))]
         try:
-            out = self._call("DELETE", self._path(api_version, res, namespace, name), query=query)
+            out = self._call("DELETE", res.path(api_version, namespace, name), query=query)
         except NotFound:
             return None
         if out.get("kind") == "Status":  # gone already; the server does not echo it
@@ -280,7 +279,7 @@ class KubeStore:
     def _put(self, obj: Obj, manager: str, *, subresource: str | None) -> Obj:
         api_version, kind, namespace, name = self._identity(obj)
         res = self._require(api_version, kind)
-        path = self._path(api_version, res, namespace, name)
+        path = res.path(api_version, namespace, name)
         if subresource:
             path += f"/{subresource}"
         out = self._call("PUT", path, query=[("fieldManager", manager)], body=obj)
@@ -323,10 +322,6 @@ class KubeStore:
         if res is None:
             raise NotFound(f"the server does not serve {kind} in {api_version}", kind=kind)
         return res
-
-    @staticmethod
-    def _path(api_version: str, res: Served, namespace: str | None, name: str | None) -> str:
-        return resource_path(api_version, res.plural, res.namespaced, namespace, name)
 
     def _call(
         self,
@@ -431,7 +426,7 @@ class _Watcher(threading.Thread):
         res = self.store.resource(self.api_version, self.kind)
         if res is None:
             return ""
-        path = KubeStore._path(self.api_version, res, None, None)
+        path = res.path(self.api_version, None, None)
         query = watch_query(rv, WATCH_SECONDS)
         response = self.store._raw(
             "GET", path, query, None, "", (10.0, WATCH_SECONDS + 15.0), stream=True

@@ -160,7 +160,7 @@ class KubeWaits(KubeAccess):
                 return {}, ""  # nothing to watch from: the wait polls until it appears
             version = str(found["metadata"].get("resourceVersion") or "")
             return {name: version}, version
-        path = self._path(watched.api_version, resource, watched.namespace, None)
+        path = resource.path(watched.api_version, watched.namespace, None)
         try:
             data = self._json("GET", path, what=f"{watched.kind} list")
         except KubeNotFound:
@@ -205,7 +205,7 @@ class KubeWaits(KubeAccess):
         resource = self._resource(watched.api_version, watched.kind)
         if resource is None:
             raise _WatchRefused(f"{watched.kind} is not served")
-        path = self._path(watched.api_version, resource, watched.namespace, None)
+        path = resource.path(watched.api_version, watched.namespace, None)
         query = watch_query(version, max(1, math.ceil(timeout)))
         name = watched.one(resource)
         if name is not None:
