@@ -30,7 +30,7 @@ from typing import TypeVar
 from gitopsbot.adapters import helm_children as children
 from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.redaction import redact_secrets
-from gitopsbot.adapters.tool_env import tool_environment
+from gitopsbot.adapters.tool_env import cluster_flags, tool_environment
 from gitopsbot.errors import (
     HelmChartUnusable,
     HelmError,
@@ -187,8 +187,7 @@ class HelmRunner:
         return int(getattr(self._local, "retries", 0))
 
     def kube(self) -> list[str]:
-        flags = ["--kubeconfig", self._kubeconfig] if self._kubeconfig else []
-        return flags + (["--kube-context", self._context] if self._context else [])
+        return cluster_flags(self._kubeconfig, self._context, context_flag="--kube-context")
 
     def env(self, work: Path | None = None) -> dict[str, str]:
         private = {

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from gitopsbot.adapters.api_failures import is_transient
 from gitopsbot.adapters.kube import MESSAGE_LIMIT
-from gitopsbot.adapters.tool_env import tool_environment
+from gitopsbot.adapters.tool_env import cluster_flags, tool_environment
 from gitopsbot.core.charts.kube_objects import CrdDocumentError, parse_crd_documents
 from gitopsbot.core.charts.observed import CrdApplyResult
 from gitopsbot.errors import KubeFailed, KubeInvalid, KubeServerError
@@ -148,8 +148,7 @@ class KubectlCrdApplier:
         return seen
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        flags = ["--kubeconfig", self._kubeconfig] if self._kubeconfig else []
-        flags += ["--context", self._context] if self._context else []
+        flags = cluster_flags(self._kubeconfig, self._context, context_flag="--context")
         private = {"KUBECACHEDIR": str(self.home / "kube-cache")}
         env = tool_environment(self._environ, kubeconfig=self._kubeconfig, private=private)
         log.debug("kubectl: %s", " ".join(argv))

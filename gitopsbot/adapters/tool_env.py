@@ -1,10 +1,12 @@
-"""The environment helm and kubectl run with: an allow-list, never the bot's whole environment.
+"""How helm and kubectl are run for a cluster: an allow-listed environment, the kube flags.
 
 Passed: PATH, HOME (kubeconfig exec credential plugins such as ``aws eks get-token`` read
 ``~/.aws``), proxy and CA settings, in-cluster service discovery, and the cloud SDK variables
 those plugins need (``AWS_*``, ``AZURE_*``, ``GOOGLE_*``, ``CLOUDSDK_*``). Everything else
 (forge tokens, webhook secrets, the bot's own settings) stays out, and so does anything the
 plugins do not need. Callers add their private directories (HELM_*_HOME, KUBECACHEDIR).
+The kubeconfig and context are named on the command line (``cluster_flags``); with no
+kubeconfig given, the child reads ``KUBECONFIG``.
 """
 
 from __future__ import annotations
@@ -43,3 +45,10 @@ def tool_environment(
         env["KUBECONFIG"] = environ["KUBECONFIG"]
     env.update(private)
     return env
+
+
+def cluster_flags(kubeconfig: str, context: str, *, context_flag: str) -> list[str]:
+    """``--kubeconfig`` and the context flag (helm's ``--kube-context``, kubectl's
+    ``--context``), each where given."""
+    flags = ["--kubeconfig", kubeconfig] if kubeconfig else []
+    return flags + ([context_flag, context] if context else [])

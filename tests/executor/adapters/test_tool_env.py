@@ -1,9 +1,10 @@
 """The environment helm and kubectl get: an allow-list (no forge token reaches them), exec
-credential plugin variables passed, KUBECONFIG only without --kubeconfig, private dirs win."""
+credential plugin variables passed, KUBECONFIG only without --kubeconfig, private dirs win;
+their kube flags: each only where given, the context under the tool's own flag."""
 
 from __future__ import annotations
 
-from gitopsbot.adapters.tool_env import tool_environment
+from gitopsbot.adapters.tool_env import cluster_flags, tool_environment
 
 ENVIRON = {
     "PATH": "/usr/bin",
@@ -30,3 +31,11 @@ def test_kubeconfig_from_environment_only_without_flag() -> None:
     env = tool_environment(ENVIRON, kubeconfig="", private={})
     assert env["KUBECONFIG"] == "/etc/kube/config"
     assert "GITHUB_TOKEN" not in env
+
+
+def test_cluster_flags_only_where_given() -> None:
+    assert cluster_flags("/k", "prod", context_flag="--kube-context") == [
+        "--kubeconfig", "/k", "--kube-context", "prod",
+    ]  # fmt: skip
+    assert cluster_flags("", "prod", context_flag="--context") == ["--context", "prod"]
+    assert cluster_flags("", "", context_flag="--context") == []
