@@ -89,15 +89,12 @@ class KubeWaits(KubeAccess):
             if left <= 0:
                 break
             version = str((deployment.get("metadata") or {}).get("resourceVersion") or "")
-            if ("apps/v1", "Deployment") in self._unwatchable or not version:
-                self._pause(min(interval, left))
-                interval = min(interval * 2, WAIT_POLL_MAX_SECONDS)
-            else:
+            if self._watchable(watched, version):
                 seen = self._follow(watched, version, left, until=_ready)
                 if seen is not None and seen[0] != "DELETED":
                     deployment = seen[1]
                     continue  # ready: the loop ends without another read
-                interval = self._after_break(deadline, interval)
+            interval = self._back_off(deadline, interval)
             deployment = self._deployment(namespace, name)  # the last view, or after a break
         return deployment_readiness(deployment)
 
@@ -123,13 +120,11 @@ class KubeWaits(KubeAccess):
             left = deadline - self._monotonic()
             if left <= 0:
                 return False
-            if (api_version, kind) in self._unwatchable or not version:
-                self._pause(min(interval, left))
-                interval = min(interval * 2, WAIT_POLL_MAX_SECONDS)
-            elif self._follow(watched, version, left, until=_any):
+            if self._watchable(watched, version) and self._follow(
+                watched, version, left, until=_any
+            ):
                 return True
-            else:
-                interval = self._after_break(deadline, interval)
+            interval = self._back_off(deadline, interval)
             current, version = self._versions(watched)
         return True
 
@@ -139,9 +134,15 @@ class KubeWaits(KubeAccess):
             raise KubeNotFound(f"Deployment {namespace}/{name} not found")
         return deployment
 
-    def _after_break(self, deadline: float, interval: float) -> float:
-        """A watch that ended before the deadline broke: pause (growing) before the next,
-        so a server that keeps cutting watches is not asked again in a tight loop."""
+    def _watchable(self, watched: _Watched, version: str) -> bool:
+        """Whether to watch from ``version`` (none: nothing read yet) rather than poll: the
+        kind's watch has not been refused."""
+        return bool(version) and (watched.api_version, watched.kind) not in self._unwatchable
+
+    def _back_off(self, deadline: float, interval: float) -> float:
+        """Pause (growing, up to WAIT_POLL_MAX_SECONDS) before reading again: between polls,
+        and after a watch that broke, so a server that keeps cutting watches is not asked
+        again in a tight loop; the next pause."""
         left = deadline - self._monotonic()
         if left > 0:
             self._pause(min(interval, left))
