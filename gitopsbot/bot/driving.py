@@ -20,7 +20,7 @@ the cluster's Lease stops there, at the step boundary.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from gitopsbot.bot import canary_marks_store, log_context
@@ -57,6 +57,18 @@ log = logging.getLogger(__name__)
 # Rounds of pool decisions one pass may carry out: a finished phase lets the next phase or
 # pool open in the same pass (one save); bounded so a pass never runs on.
 POOL_ROUNDS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Drive:
+    """What one pass's drive of an operation works with in every round: the operation's
+    spec at its commit, the executor of its cluster, and who holds its pools (Git, the
+    comments, a failed-version mark). The journal, the time and the decision move on
+    from round to round and are passed beside it."""
+
+    spec: ClusterSpec
+    executor: Executor
+    holds: pause.Holds = pause.NONE
 
 
 class Driver:
@@ -195,12 +207,11 @@ class Driver:
         self,
         decision: Decision,
         journal: Journal,
-        spec: ClusterSpec,
-        executor: Executor,
+        drive: Drive,
         now: datetime,
         observations: operation.Observations | None = None,
-        holds: pause.Holds = pause.NONE,
     ) -> PassResult:
+        """Carry out ``decision``, made at ``now`` on ``observations``."""
         name = journal.cluster
         if decision.action is Action.IDLE:
             return PassResult(name, "idle")
@@ -214,7 +225,7 @@ class Driver:
             return PassResult(name, "wait", decision.reason, decision.until)
         if decision.action is Action.START:
             started, files = self.ctx.backed_up(
-                replace(journal, status=OperationStatus.RUNNING), spec, now
+                replace(journal, status=OperationStatus.RUNNING), drive.spec, now
             )
             message = f"{journal.op_id} started" + ("; backup succeeded" if files else "")
             self.ctx.save(started, message, files=files)
@@ -224,14 +235,14 @@ class Driver:
             self.ctx.save(done, f"{journal.kind} {journal.op_id} succeeded")
             return PassResult(name, "succeeded", journal.op_id)
         if decision.action is Action.REMEDIATE:
-            return self.reverts.remediate(journal, spec, decision.reason or decision.step, now)
+            return self.reverts.remediate(
+                journal, drive.spec, decision.reason or decision.step, now
+            )
         if decision.action is Action.DRIVE_POOLS:
-            return self.drive_pools(decision, journal, spec, executor, now, observations, holds)
-        return self.run_step(journal.step(decision.step), journal, spec, executor, now)
+            return self.drive_pools(decision, journal, drive, now, observations)
+        return self.run_step(journal.step(decision.step), journal, drive, now)
 
-    def run_step(
-        self, step: Step, journal: Journal, spec: ClusterSpec, executor: Executor, now: datetime
-    ) -> PassResult:
+    def run_step(self, step: Step, journal: Journal, drive: Drive, now: datetime) -> PassResult:
         log_context.note(operation=journal.op_id, step=step.name)  # until the pass ends
         # A step the previous transition's commit already started (``PassBase.start_following``)
         # arrives RUNNING with its start recorded and pushed: it acts without another save.
@@ -249,7 +260,7 @@ class Driver:
         rollback_to = self._rollback_target(journal) if step.kind is StepKind.ROLLBACK else None
         if not self.ctx.may_act(journal.cluster):  # recording "started" outlasted the Lease
             return PassResult(journal.cluster, "paused", f"lease not held: {step.name} not run")
-        outcome = executor.run(step, journal, spec, now=now, rollback_to=rollback_to)
+        outcome = drive.executor.run(step, journal, drive.spec, now=now, rollback_to=rollback_to)
         if not self.ctx.may_act(journal.cluster):
             # Lost while the step ran (its helm was stopped): the new holder runs the step
             # again and recognises what took effect; recording here could overwrite its work.
@@ -325,31 +336,30 @@ class Driver:
         self,
         decision: Decision,
         journal: Journal,
-        spec: ClusterSpec,
-        executor: Executor,
+        drive: Drive,
         now: datetime,
         observations: operation.Observations | None = None,
-        holds: pause.Holds = pause.NONE,
     ) -> PassResult:
         """Carry out ``decision``'s switch changes and checks, and record them in one save.
         A phase that finished lets the next phase or pool open: observed again and decided
         again in the same pass (at most POOL_ROUNDS rounds, the Lease asked before each), so
         a pool boundary costs one commit and no extra pass. The last phase done starts the
         step after the pools in the same commit (``PassBase.start_following``)."""
+        spec = drive.spec
         before = journal
         notes: list[str] = []
         advanced = False  # a phase finished in some round
         for round_ in range(POOL_ROUNDS):
             if round_:
                 now = self.ctx.clock.now()
-                observations = self._observe(journal, spec, executor)
+                observations = self._observe(journal, spec, drive.executor)
                 again = operation.next_step(
                     journal,
                     observations,
                     now,
                     policy=spec.rollout,
                     pool_windows=self.ctx.pool_windows(spec),
-                    holds=holds,
+                    holds=drive.holds,
                 )
                 if again.action is not Action.DRIVE_POOLS:
                     break
@@ -360,7 +370,7 @@ class Driver:
                         journal.cluster, "paused", "lease not held: next pool not opened"
                     )
                 decision = again
-            journal, finished = self._pool_round(decision, journal, spec, executor, now, notes)
+            journal, finished = self._pool_round(decision, journal, drive, now, notes)
             advanced = advanced or finished
             if not finished or journal.failure:
                 break
@@ -389,23 +399,18 @@ class Driver:
             if (ref.pool, ref.component) in observed
         }
         if rolling and until is not None and until > now and not journal.failure:
-            moved = executor.await_pools(
+            moved = drive.executor.await_pools(
                 spec, [ref.pool for ref in rolling], (until - now).total_seconds(), seen=seen
             )
             until = now if moved else until
         return PassResult(journal.cluster, "pools", "; ".join(notes), until)
 
     def _pool_round(
-        self,
-        decision: Decision,
-        journal: Journal,
-        spec: ClusterSpec,
-        executor: Executor,
-        now: datetime,
-        notes: list[str],
+        self, decision: Decision, journal: Journal, drive: Drive, now: datetime, notes: list[str]
     ) -> tuple[Journal, bool]:
         """One decision's switch changes and canary checks: the journal with their phases and
         steps, and whether a phase finished. Appends what it did to ``notes``."""
+        spec, executor = drive.spec, drive.executor
         advanced = False
         for ref, pd in decision.phases:
             step = journal.step(ref.step)
@@ -457,13 +462,11 @@ class Driver:
                 )
                 phase = pd.phase
                 if pd.action is rollout.PhaseAction.VERIFY_CANARY:  # passed
-                    pd, phase = self._gpu_canary(
-                        journal, spec, ref, pd, phase, executor, now, window
-                    )
+                    pd, phase = self._gpu_canary(journal, drive, ref, pd, phase, now, window)
             if ref.component is Component.HYPERVISOR and phase.state is not PhaseState.PENDING:
                 checked = phase.canary_done and not journal.phase(ref.step).canary_done
                 checked = checked or phase.batches.gates_passed_at == now
-                phase = self._node_states(spec, ref.pool, step, phase, pd, now, executor, checked)
+                phase = self._node_states(drive, ref.pool, step, phase, pd, now, checked)
             hold_moved = phase.paused_by != journal.phase(ref.step).paused_by  # held, let go
             # A new reason to wait (recorded once per change, core.verify_wait): the step says it.
             wait_moved = phase.batches.waiting != journal.phase(ref.step).batches.waiting
@@ -490,13 +493,12 @@ class Driver:
 
     def _node_states(
         self,
-        spec: ClusterSpec,
+        drive: Drive,
         pool: str,
         step: Step,
         phase: PhaseProgress,
         pd: rollout.PhaseDecision,
         now: datetime,
-        executor: Executor,
         checked: bool,
     ) -> PhaseProgress:
         """The phase with each node's state as seen now (issue 18, core.node_states): which
@@ -509,7 +511,11 @@ class Driver:
             held = phase.batches.waiting or phase.paused_by or "switch closed"
         batch = phase_view.view(phase, step, now).batch
         records = node_states.advance(
-            phase.nodes, executor.node_snapshots(spec, pool), batch=batch, gate_hold=held, now=now
+            phase.nodes,
+            drive.executor.node_snapshots(drive.spec, pool),
+            batch=batch,
+            gate_hold=held,
+            now=now,
         )
         if checked:  # the canary check or the gates passed in this round
             updated = node_states.names_in(records, node_states.NodeState.UPDATED)
@@ -521,11 +527,10 @@ class Driver:
     def _gpu_canary(
         self,
         journal: Journal,
-        spec: ClusterSpec,
+        drive: Drive,
         ref: rollout.PhaseRef,
         pd: rollout.PhaseDecision,
         phase: PhaseProgress,
-        executor: Executor,
         now: datetime,
         window: windows.Window | None = None,
     ) -> tuple[rollout.PhaseDecision, PhaseProgress]:
@@ -534,12 +539,13 @@ class Driver:
         rest: running, the switch stays closed; failed, the pool halts and the version is
         marked failed on the state branch for every cluster and wave; passed (or none set),
         the rest of the pool rolls."""
+        spec = drive.spec
         smoke = spec.canary_smoke
         pool = next((p for p in spec.rollout.pools if p.name == ref.pool), None)
         result = None
         if smoke is not None and pool is not None and smoke.applies_to(pool):
             started = phase.batches.started_at or phase.last_progress_at or now
-            result = executor.gpu_canary(
+            result = drive.executor.gpu_canary(
                 spec, smoke, ref.pool, ref.component, journal.op_id, now, started
             )
         if result is None or result.passed:

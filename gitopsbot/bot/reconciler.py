@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from gitopsbot.bot import log_context
-from gitopsbot.bot.driving import Driver
+from gitopsbot.bot.driving import Drive, Driver
 from gitopsbot.bot.held import Held
 from gitopsbot.bot.intake import Intake
 from gitopsbot.bot.pass_base import LOG_LIMIT, SPEC_CACHE, PassBase, PassResult
@@ -318,15 +318,8 @@ class Reconciler(PassBase):
                 return PassResult(cluster, "failed", failed.failure)
         assert current is not None and seen.operating is not None and decision.step is not None
         view = seen.operating
-        return self.driver.carry_out(
-            decision.step,
-            current,
-            view.spec,
-            self.executor_for(view.spec),
-            now,
-            view.observations,
-            view.holds,
-        )
+        drive = Drive(view.spec, self.executor_for(view.spec), view.holds)
+        return self.driver.carry_out(decision.step, current, drive, now, view.observations)
 
     def admit(self, promoted: Journal, now: datetime) -> PassResult:
         """A queued change whose turn came: judged through the policy gate with what is

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import pytest
 
+from gitopsbot.bot.driving import Drive
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.reconciler import Reconciler
 from gitopsbot.bot.steps.executor import Executor
@@ -149,7 +150,8 @@ def test_a_read_only_step_still_running_records_its_start_once(
     save_log.messages.clear()
     # RUNNING with a detail that did not change: saved anyway, since the start is not on the
     # state branch yet (a timeout counts from it across restarts).
-    rec.driver.run_step(journal.step("backup"), journal, spec, Waiting(), now)  # type: ignore[arg-type]
+    waiting = Drive(spec, Waiting())  # type: ignore[arg-type]
+    rec.driver.run_step(journal.step("backup"), journal, waiting, now)
     assert save_log.messages == ["backup: "]
     recorded = env.reconciler(name="reader").store.current("lab")
     assert recorded is not None
@@ -157,7 +159,7 @@ def test_a_read_only_step_still_running_records_its_start_once(
     assert (step.state, step.started_at, step.attempts) == (StepState.RUNNING, now, 1)
     # The next pass (a restart, even) keeps that start and saves nothing new.
     later = now + timedelta(minutes=2)
-    rec.driver.run_step(step, recorded, spec, Waiting(), later)  # type: ignore[arg-type]
+    rec.driver.run_step(step, recorded, waiting, later)
     assert save_log.messages == ["backup: "]
     again = env.reconciler(name="reader-2").store.current("lab")
     assert again is not None and again.step("backup").started_at == now
@@ -174,7 +176,8 @@ def test_a_step_that_changes_the_cluster_still_pushes_its_start_first(
     assert spec is not None
     save_log.messages.clear()
     crds = journal.step("crds")
-    rec.driver.run_step(crds, journal, spec, Waiting(), env.clock.now())  # type: ignore[arg-type]
+    waiting = Drive(spec, Waiting())  # type: ignore[arg-type]
+    rec.driver.run_step(crds, journal, waiting, env.clock.now())
     assert save_log.messages == ["crds started"]  # before it acted; RUNNING "" adds none
 
 
