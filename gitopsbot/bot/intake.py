@@ -244,17 +244,9 @@ class Intake:
         # A revert of a rotation rotates again, to the credentials it restores: a helm
         # rollback would leave the vendor Secret and the hypervisors' password behind.
         if undone is not None and undone.kind is not OperationKind.ROTATION:
-            return operation.new_operation(
-                kind=OperationKind.ROLLBACK,
-                cluster=spec.name,
-                desired_sha=commit.sha,
-                created_at=now,
-                policy=spec.rollout,
-                pr_number=pr,
-                reverts_op=undone.op_id,
-                base_sha=base,
-            )
-        shape = self._shape(spec, deployed, base)
+            shape, reverts = operation.Shape(OperationKind.ROLLBACK), undone.op_id
+        else:
+            shape, reverts = self._shape(spec, deployed, base), ""
         return operation.new_operation(
             kind=shape.kind,
             cluster=spec.name,
@@ -264,6 +256,7 @@ class Intake:
             pr_number=pr,
             crds=shape.crds,
             restart=shape.restart,
+            reverts_op=reverts,
             base_sha=base,
             credentials=shape.credentials,
         )
