@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gitopsbot.bot import chart_reads
 from gitopsbot.bot.reviewed_chart import ReviewedCharts
 from gitopsbot.core.charts.chart import Chart, is_version, semver_key
 from gitopsbot.core.charts.observed import DeployedState, HelmReleaseInfo
@@ -98,12 +99,7 @@ class ApplyGate:
         ChartUnavailable (retry later) and ConfigError (the fleet's rules do not parse:
         recorded by the caller like any unreadable fleet)."""
         rel = spec.release
-        target: Chart | None
-        problem = ""
-        try:
-            target = self.charts.chart(rel.chart_repo_url, rel.chart_name, rel.version)
-        except (ChartNotFound, ChartInvalid) as exc:
-            target, problem = None, str(exc)
+        target, problem = chart_reads.target_chart(self.charts, rel)
         before = deployed.info.chart_version if deployed.info is not None else ""
         deployed_chart: Chart | None = None
         if before:

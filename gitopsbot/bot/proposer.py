@@ -25,14 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gitopsbot.baseline import load_fleet_baseline
-from gitopsbot.bot import failed_marks, rehearsal_store, wave_request, waves
+from gitopsbot.bot import chart_reads, failed_marks, rehearsal_store, wave_request, waves
 from gitopsbot.bot.journal_store import JournalStore
 from gitopsbot.bot.overlay_tree import OverlayTree
 from gitopsbot.bot.proposal_report import PassReport, Proposal, plan_marker
 from gitopsbot.bot.proposal_request import Draft, bumped, edited_files, publish
 from gitopsbot.bot.reviewed_chart import ReviewedCharts, render_files
 from gitopsbot.core import rehearsal as rehearsal_core
-from gitopsbot.core.charts.chart import Chart, ChartIndex
+from gitopsbot.core.charts.chart import ChartIndex
 from gitopsbot.core.charts.observed import DeployedState
 from gitopsbot.core.fleet.commit_classes import CLUSTERS_DIR, ProposalId
 from gitopsbot.core.fleet.fields import suggest
@@ -52,8 +52,6 @@ from gitopsbot.core.proposing.proposals import (
 )
 from gitopsbot.core.waves.promotion_gate import with_verdicts
 from gitopsbot.errors import (
-    ChartInvalid,
-    ChartNotFound,
     FleetError,
     ForgeNotFound,
     GitFailed,
@@ -360,16 +358,7 @@ class Proposer:
         watched branch's): the plan carries the waves' verdict (``bot.waves``)."""
         rel = spec.release
         current = self.charts.chart(rel.chart_repo_url, rel.chart_name, rel.version)
-        # A version the repository lacks is a CHART-NOT-IN-INDEX verdict on the request, not
-        # an error: the person reviewing it must see why it is denied.
-        problem = ""
-        target: Chart | None
-        try:
-            target = self.charts.chart(
-                desired.release.chart_repo_url, desired.release.chart_name, desired.release.version
-            )
-        except (ChartNotFound, ChartInvalid) as exc:
-            target, problem = None, str(exc)
+        target, problem = chart_reads.target_chart(self.charts, desired.release)
         deployed = DeployedState(
             chart_version=rel.version,
             app_version=current.app_version,

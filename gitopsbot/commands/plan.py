@@ -11,6 +11,7 @@ from typing import Any
 
 from gitopsbot import app, settings
 from gitopsbot.baseline import load_cluster_baseline
+from gitopsbot.bot import chart_reads
 from gitopsbot.bot import waves as bot_waves
 from gitopsbot.bot.reviewed_chart import chart_digests
 from gitopsbot.commands import SUMMARIES, failures
@@ -26,8 +27,6 @@ from gitopsbot.core.policy import Decision, Verdict, load_rules
 from gitopsbot.core.waves import promotion_gate
 from gitopsbot.errors import (
     ChartError,
-    ChartInvalid,
-    ChartNotFound,
     FleetError,
     GitOpsBotError,
     Problem,
@@ -98,10 +97,8 @@ def target_chart(source: ChartSource, rel: ReleaseSpec) -> tuple[Chart | None, C
     verdict (CHART-NOT-IN-INDEX), not an error; an unreachable repository still raises
     ChartUnavailable."""
     index = source.index(rel.chart_repo_url, rel.chart_name)
-    try:
-        return source.chart(rel.chart_repo_url, rel.chart_name, rel.version), index, ""
-    except (ChartNotFound, ChartInvalid) as exc:
-        return None, index, str(exc)
+    chart, problem = chart_reads.target_chart(source, rel)
+    return chart, index, problem
 
 
 class ArchiveUnreadable(ChartError):
