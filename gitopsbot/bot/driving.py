@@ -545,9 +545,7 @@ class Driver:
         result = None
         if smoke is not None and pool is not None and smoke.applies_to(pool):
             started = phase.batches.started_at or phase.last_progress_at or now
-            result = drive.executor.gpu_canary(
-                spec, smoke, ref.pool, ref.component, journal.op_id, now, started
-            )
+            result = drive.executor.gpu_canary(spec, smoke, ref.pool, journal.op_id, now, started)
         if result is None or result.passed:
             note = f"; {result.message}" if result is not None else ""
             passed = replace(pd, reason=pd.reason + note)

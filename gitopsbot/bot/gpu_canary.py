@@ -39,7 +39,6 @@ def run_canary_smoke(
     spec: ClusterSpec,
     smoke: CanarySmoke,
     pool: str,
-    component: Component | None,
     op_id: str,
     now: datetime,
     started_at: datetime | None,
@@ -48,15 +47,14 @@ def run_canary_smoke(
 ) -> CanaryResult:
     """One look at the smoke run of ``pool`` (rollout.yaml's name) for operation ``op_id``.
 
-    ``component``: the component whose canary batch ran (journal evidence only: the pod is
-    pinned to a node on the pool's current hypervisor image whichever component rolled).
+    Whichever component's canary batch ran, the pod is pinned to a node on the pool's
+    current hypervisor image.
     ``started_at``: when the caller's step began (the timeout counts from it; None: now).
     ``wait_slice``: while the pod runs, follow its watch up to this many seconds before
     returning (0: return at once), as ``steps.verify`` does for the smoke test.
     Returns PASSED or FAILED with evidence (the pod is then gone), or RUNNING with
     ``retry_after`` (also while no node of the pool shows the update yet: FAILED once the
     timeout passes without one)."""
-    del component  # the node rule is the same for every component (see the docstring)
     name = cs.pod_name(op_id, pool)
     meta = smoke.manifest.get("metadata") or {}
     namespace = str(meta.get("namespace") or spec.release.namespace)

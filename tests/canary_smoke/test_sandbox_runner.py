@@ -17,7 +17,6 @@ from ruamel.yaml import YAML
 
 from gitopsbot.adapters.kube import KubeCluster
 from gitopsbot.bot.gpu_canary import run_canary_smoke
-from gitopsbot.core.fleet.model import Component
 from gitopsbot.core.rollouts import canary_smoke as cs
 from gitopsbot.core.rollouts.canary_smoke import CanaryResult, CanarySmoke, CanaryVerdict
 from gitopsbot.sandbox.apiserver import ApiServer
@@ -132,9 +131,7 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
 def _run(
     kube: Any, s: CanarySmoke, *, op: str = OP, started: datetime | None = None
 ) -> CanaryResult:
-    return run_canary_smoke(
-        kube, spec(), s, "a", Component.HYPERVISOR, op, datetime.now(UTC), started
-    )
+    return run_canary_smoke(kube, spec(), s, "a", op, datetime.now(UTC), started)
 
 
 def _until_done(kube: Any, s: CanarySmoke, op: str = OP) -> CanaryResult:
@@ -168,9 +165,7 @@ def test_waits_on_the_pod_watch_when_asked(sandbox: Sandbox) -> None:
     kube = sandbox()
     started = datetime.now(UTC)
     s = smoke()
-    result = run_canary_smoke(
-        kube, spec(), s, "a", None, OP, datetime.now(UTC), started, wait_slice=5.0
-    )
+    result = run_canary_smoke(kube, spec(), s, "a", OP, datetime.now(UTC), started, wait_slice=5.0)
     # The simulator plays the pod at once: the watch sees it, the next look is soon.
     assert result.verdict is CanaryVerdict.RUNNING and result.retry_after < 1.0
     result = _until_done(kube, s)
@@ -278,11 +273,11 @@ def test_no_updated_node_fails_closed(sandbox: Sandbox) -> None:
     ] = False
     kube.patch_merge(TF, "TensorFusionCluster", None, "tf", {"spec": {"gpuPools": pools}})
     now = datetime.now(UTC)
-    result = run_canary_smoke(kube, other, s, "a", None, "op-x", now, None)
+    result = run_canary_smoke(kube, other, s, "a", "op-x", now, None)
     assert result.verdict is CanaryVerdict.RUNNING  # waits for a node up to the timeout
     assert "no node of pool a runs hypervisor hv:3" in result.message
     long_ago = now - timedelta(seconds=s.timeout_seconds)
-    result = run_canary_smoke(kube, other, s, "a", None, "op-x", now, long_ago)
+    result = run_canary_smoke(kube, other, s, "a", "op-x", now, long_ago)
     assert result.verdict is CanaryVerdict.FAILED
     assert "no node of pool a runs hypervisor hv:3" in result.message
     assert kube.list("v1", "Pod", None, label_selector=SMOKE) == []

@@ -298,7 +298,6 @@ class Executor:
         spec: ClusterSpec,
         smoke: CanarySmoke,
         pool: str,
-        component: Component | None,
         op_id: str,
         now: datetime,
         started_at: datetime | None,
@@ -307,7 +306,7 @@ class Executor:
         is a result still running (the next look tries again, up to the smoke's timeout)."""
         try:
             return gpu_canary.run_canary_smoke(
-                self.cluster, spec, smoke, pool, component, op_id, now, started_at
+                self.cluster, spec, smoke, pool, op_id, now, started_at
             )
         except TransientError as e:
             evidence = CanaryEvidence(canary_smoke.pod_name(op_id, pool), spec.release.namespace)
