@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from gitopsbot.bot.steps.executor import Executor
+from gitopsbot.bot.steps import controller as controller_steps
 from gitopsbot.bot.steps.outcome import StepOutcome
 from gitopsbot.core.operations import operation
 from gitopsbot.core.records.journal import Journal, OperationStatus, StepKind, StepState
@@ -97,10 +97,10 @@ def test_the_helm_upgrade_record_rides_on_the_next_push(env: Env) -> None:
 def not_ready(monkeypatch: pytest.MonkeyPatch) -> None:
     """The controller never becomes ready: controller-ready keeps coming back later."""
 
-    def waiting(self, step, spec, now):  # type: ignore[no-untyped-def]
+    def waiting(cluster, step, spec, now, *, wait_slice):  # type: ignore[no-untyped-def]
         return StepOutcome(StepState.RUNNING, "controller not ready", retry_after=5)
 
-    monkeypatch.setattr(Executor, "controller_ready", waiting)
+    monkeypatch.setattr(controller_steps, "controller_ready", waiting)
 
 
 def test_a_pass_that_does_not_come_back_at_once_pushes_what_waited(

@@ -106,10 +106,20 @@ class Executor:
             StepKind.BACKUP: lambda: self.backup(journal, spec),
             StepKind.CRDS: lambda: self.crds(journal, spec),
             StepKind.HELM_UPGRADE: lambda: self.helm_upgrade(journal, spec, now=now, step=step),
-            StepKind.CONTROLLER_READY: lambda: self.controller_ready(step, spec, now),
-            StepKind.CONTROLLER_RESTART: lambda: self.controller_restart(step, spec, now),
-            StepKind.VERIFY: lambda: self.verify(
-                step, spec, now, rolled=tf.rolled(journal), predates=journal.created_at
+            StepKind.CONTROLLER_READY: lambda: controller_steps.controller_ready(
+                self.cluster, step, spec, now, wait_slice=self.wait_slice
+            ),
+            StepKind.CONTROLLER_RESTART: lambda: controller_steps.controller_restart(
+                self.cluster, step, spec, now
+            ),
+            StepKind.VERIFY: lambda: verify_step.verify(
+                self.cluster,
+                step,
+                spec,
+                now,
+                rolled=tf.rolled(journal),
+                predates=journal.created_at,
+                wait_slice=self.wait_slice,
             ),
             StepKind.ROLLBACK: lambda: self.rollback(
                 journal, spec, rollback_to, now=now, step=step
@@ -168,9 +178,6 @@ class Executor:
             self.cluster, self.helm, journal, spec, chart=self.chart_ref(journal, spec)
         )
 
-    def own_revision(self, spec: ClusterSpec, description: str) -> int:
-        return helm_step.own_revision(self.helm, spec, description)
-
     def helm_upgrade(
         self,
         journal: Journal,
@@ -191,14 +198,6 @@ class Executor:
             version=version,
             chart=self.chart_ref(journal, spec) if version is None else None,
         )
-
-    def controller_ready(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
-        return controller_steps.controller_ready(
-            self.cluster, step, spec, now, wait_slice=self.wait_slice
-        )
-
-    def controller_restart(self, step: Step, spec: ClusterSpec, now: datetime) -> StepOutcome:
-        return controller_steps.controller_restart(self.cluster, step, spec, now)
 
     def rollback(
         self,
@@ -359,23 +358,4 @@ class Executor:
             component=component,
             rolled=rolled,
             predates=predates,
-        )
-
-    def verify(
-        self,
-        step: Step,
-        spec: ClusterSpec,
-        now: datetime,
-        *,
-        rolled: Mapping[str, Collection[Component]] | None = None,
-        predates: datetime | None = None,
-    ) -> StepOutcome:
-        return verify_step.verify(
-            self.cluster,
-            step,
-            spec,
-            now,
-            rolled=rolled,
-            predates=predates,
-            wait_slice=self.wait_slice,
         )
