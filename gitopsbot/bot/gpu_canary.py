@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from gitopsbot.bot.steps.cluster_reads import pool_images
+from gitopsbot.bot.steps.outcome import wait_budget
 from gitopsbot.core.fleet.model import ClusterSpec, Component
 from gitopsbot.core.rollouts import canary_smoke as cs
 from gitopsbot.core.rollouts import tf_objects as tf
@@ -105,7 +106,7 @@ def run_canary_smoke(
     verdict = cs.judge(pod, waited=waited, timeout=smoke.timeout_seconds)
     if verdict is CanaryVerdict.RUNNING:
         retry = RETRY_SECONDS
-        budget = min(wait_slice, smoke.timeout_seconds - waited)
+        budget = wait_budget(wait_slice, smoke.timeout_seconds, waited)
         if budget > 0:
             rv = str(pod["metadata"].get("resourceVersion") or "")
             changed = cluster.wait_for_change(

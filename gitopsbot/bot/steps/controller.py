@@ -9,7 +9,12 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from gitopsbot.bot.steps.outcome import WAIT_SLICE_SECONDS, StepOutcome, retry_after_wait
+from gitopsbot.bot.steps.outcome import (
+    WAIT_SLICE_SECONDS,
+    StepOutcome,
+    retry_after_wait,
+    wait_budget,
+)
 from gitopsbot.core.fleet.model import ClusterSpec
 from gitopsbot.core.records.journal import Step, StepState
 from gitopsbot.core.rollouts import tf_objects as tf
@@ -34,7 +39,7 @@ def controller_ready(
     limit = spec.rollout.controller_ready_timeout_seconds
     began = monotonic()
     ready = cluster.wait_deployment_ready(
-        spec.release.namespace, name, timeout=max(0.0, min(wait_slice, limit - waited))
+        spec.release.namespace, name, timeout=wait_budget(wait_slice, limit, waited)
     )
     if ready:
         return StepOutcome(StepState.SUCCEEDED, f"deploy/{name} rolled out")

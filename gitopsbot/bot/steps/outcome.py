@@ -26,6 +26,12 @@ WAIT_SLICE_SECONDS = 10.0
 RETRY_AFTER_WAIT = 0.1
 
 
+def wait_budget(wait_slice: float, limit: float, waited: float) -> float:
+    """How long a step may wait on a watch in this pass: ``wait_slice`` at most, and never
+    past its ``limit`` (seconds from its start, ``waited`` of them gone); 0: not at all."""
+    return max(0.0, min(wait_slice, limit - waited))
+
+
 def retry_after_wait(waited: float, *, floor: float = RETRY_AFTER_WAIT) -> float:
     """The pause before the next look when the step already waited ``waited`` real seconds:
     the next look comes RETRY after this one began, and at once (``floor``) when the wait

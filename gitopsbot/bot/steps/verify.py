@@ -21,6 +21,7 @@ from gitopsbot.bot.steps.outcome import (
     WAIT_SLICE_SECONDS,
     StepOutcome,
     retry_after_wait,
+    wait_budget,
 )
 from gitopsbot.core.fleet.model import ClusterSpec, Component
 from gitopsbot.core.records.journal import Step, StepState
@@ -187,7 +188,7 @@ def verify(
         return StepOutcome(StepState.FAILED, "verification failed (R15): " + "; ".join(problems))
     # A pod that changes between check() and the watch is seen a slice later at worst.
     began = monotonic()
-    budget = max(0.0, min(wait_slice, VERIFY_TIMEOUT_SECONDS - waited))
+    budget = wait_budget(wait_slice, VERIFY_TIMEOUT_SECONDS, waited)
     changed = cluster.wait_for_change("v1", "Pod", None, timeout=budget)
     pause = SETTLE_SECONDS if changed else retry_after_wait(monotonic() - began)
     return StepOutcome(StepState.RUNNING, "; ".join(problems), retry_after=pause)
@@ -228,7 +229,7 @@ def _smoke_test(
         "Pod",
         meta["namespace"],
         since={name: str(pod["metadata"].get("resourceVersion") or "")},
-        timeout=max(0.0, min(wait_slice, spec.smoke_test.timeout_seconds - waited)),
+        timeout=wait_budget(wait_slice, spec.smoke_test.timeout_seconds, waited),
     )
     pause = RETRY_AFTER_WAIT if changed else retry_after_wait(monotonic() - began)
     return StepOutcome(StepState.RUNNING, f"smoke test {phase}", retry_after=pause)
