@@ -35,7 +35,7 @@ def controller_ready(
     it), so it sees "ready" as soon as the API server does rather than a poll later;
     still not ready → RUNNING, back at once if the wait took RETRY, FAILED past the limit."""
     name = tf.controller_name(spec)
-    waited = (now - (step.started_at or now)).total_seconds()
+    waited = step.waited(now)
     limit = spec.rollout.controller_ready_timeout_seconds
     began = monotonic()
     ready = cluster.wait_deployment_ready(

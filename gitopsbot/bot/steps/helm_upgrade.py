@@ -109,7 +109,7 @@ def settle_pending(
         reason = "gitopsbot: left pending by a helm that died with the bot; marked failed"
         cluster.mark_helm_release_failed(rel.namespace, rel.release_name, latest.revision, reason)
         return f"recovered {where}, left {latest.status} by a killed bot (marked failed); "
-    waited = (now - (step.started_at or now)).total_seconds() if step is not None else 0.0
+    waited = step.waited(now) if step is not None else 0.0
     text = (
         f"{where} is {latest.status} ({latest.description or 'no description'}): another "
         "helm operation holds the release"

@@ -183,7 +183,7 @@ def verify(
         note = tf.pre_existing_note(known)
         done = "TFC, pools, nodes and hypervisors Running" + (f"; {note}" if note else "")
         return StepOutcome(StepState.SUCCEEDED, done)
-    waited = (now - (step.started_at or now)).total_seconds()
+    waited = step.waited(now)
     if waited >= VERIFY_TIMEOUT_SECONDS:
         return StepOutcome(StepState.FAILED, "verification failed (R15): " + "; ".join(problems))
     # A pod that changes between check() and the watch is seen a slice later at worst.
@@ -216,7 +216,7 @@ def _smoke_test(
     if phase == "Succeeded":
         cluster.delete("v1", "Pod", meta["namespace"], str(meta.get("name")))
         return StepOutcome(StepState.SUCCEEDED, "verified; smoke test succeeded (R15)")
-    waited = (now - (step.started_at or now)).total_seconds()
+    waited = step.waited(now)
     if phase == "Failed" or waited >= spec.smoke_test.timeout_seconds:
         # Removed so the next operation's test starts fresh; the result is in the journal.
         cluster.delete("v1", "Pod", meta["namespace"], str(meta.get("name")))

@@ -115,6 +115,11 @@ class Step:
     component: Component | None = None  # POOL_PHASE only
     attempts: int = 0
 
+    def waited(self, now: datetime) -> float:
+        """Seconds since the step started, as ``now`` sees it (0 before it started): what its
+        time limits count."""
+        return (now - (self.started_at or now)).total_seconds()
+
 
 @dataclass(frozen=True, slots=True)
 class PhaseProgress:
