@@ -49,6 +49,9 @@ class Intake:
         self.ctx = ctx
         # cluster → the watched head its intake last found nothing new up to (not recorded)
         self._scanned: dict[str, str] = {}
+        # cluster → (watched head, queued op) whose newest change waits behind that queued
+        # operation, recorded already (``_waits_behind_queued``; not recorded itself)
+        self._waiting: dict[str, tuple[str, str]] = {}
         self._baselines = threading.Lock()
 
     def intake(self, cluster: str, now: datetime) -> PassResult | None:
@@ -63,6 +66,9 @@ class Intake:
         seen = self.ctx.store.seen(cluster)
         if seen == head or self._scanned.get(cluster) == head:
             return None
+        queued = self.ctx.store.queued(cluster)
+        if queued is not None and self._waiting.get(cluster) == (head, queued.op_id):
+            return None  # the newest change waits behind the queued operation, as recorded
         if seen is None:
             self._baseline(cluster, head)
             return PassResult(cluster, "baseline", head)
@@ -130,7 +136,35 @@ class Intake:
             return found[0]
 
         new = self._operation_for(newest, spec, now, deployed)
+        if self._waits_behind_queued(new, spec, newest, head):
+            return None  # the pass goes on: the queued operation may start
         return self._admit(new, spec, head, now, deployed, newest)
+
+    def _waits_behind_queued(
+        self, new: Journal, spec: ClusterSpec, commit: CommitInfo, head: str
+    ) -> bool:
+        """A change that may not supersede the queued operation (``merge_queue.waits_behind``)
+        is not taken in yet: the queued one records that it waits (once per commit), and the
+        change is taken in once the queued one has started, compared with it then."""
+        queued = self.ctx.store.queued(spec.name)
+        if queued is None:
+            return False
+        before = self.ctx.spec_at(queued.desired_sha, spec.name)
+        rotates = before is not None and bool(
+            rotation.rotated(before.credentials, spec.credentials)
+        )
+        if not merge_queue.waits_behind(queued, new, rotates=rotates):
+            return False
+        if queued.queue.behind != commit.sha:
+            text = (
+                f"{commit.sha[:12]} waits until {queued.kind} {queued.op_id} starts: a rotation "
+                "runs alone (R17), so neither supersedes the other"
+            )
+            log.info("%s: %s", spec.name, text)
+            waiting = replace(queued, queue=replace(queued.queue, behind=commit.sha))
+            self.ctx.store.save(waiting, f"{queued.op_id} queued; {text}")
+        self._waiting[spec.name] = (head, queued.op_id)  # after the record: a failed save retries
+        return True
 
     def _baseline(self, cluster: str, head: str) -> None:
         """Record ``head`` as where the cluster's intake starts, in one commit with the

@@ -158,6 +158,11 @@ def _cluster(store: JournalStore, name: str, now: datetime) -> list[str | list[S
     queued = store.queued(name)
     if queued is not None:
         out.append(f"  next: {report.headline(queued)} ({queued.op_id})")
+        if queued.queue.behind:
+            out.append(
+                f"  then: {queued.queue.behind[:12]}, merged after it, waits until it starts "
+                "(a rotation runs alone, R17)"
+            )
     return out
 
 

@@ -78,7 +78,7 @@ journals = st.builds(
     steps=st.lists(steps, max_size=4).map(tuple),
     phases=st.lists(phases, max_size=3).map(tuple),
     rollback_point=points,
-    queue=st.builds(J.QueueState, queued_until=times, superseded_by=text),
+    queue=st.builds(J.QueueState, queued_until=times, superseded_by=text, behind=text),
     failure=text,
     reverts_op=text,
     remediation=text,

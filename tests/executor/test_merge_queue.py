@@ -4,6 +4,7 @@ merge, and promote a queued one when its turn comes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gitopsbot.core.fleet.model import MaintenanceWindow, RolloutPolicy
@@ -73,3 +74,21 @@ def test_promote_when_the_window_opens() -> None:
     assert still.status is OperationStatus.QUEUED
     go = merge_queue.promote(q, now=T0.replace(hour=22, minute=5), pool_windows=[AT22])
     assert go.status is OperationStatus.RUNNING
+
+
+def test_a_rotation_and_another_change_never_supersede_each_other() -> None:
+    """docs/decisions.md, rotation × the merge queue: the newer waits until the queued one
+    starts when either rotates; a rollback never waits; plain changes supersede as before."""
+    queued = replace(op("1" * 40), status=OperationStatus.QUEUED)
+    rotation = replace(queued, kind=OperationKind.ROTATION)
+    plain, rolling_back = op("2" * 40), replace(op("2" * 40), kind=OperationKind.ROLLBACK)
+    assert merge_queue.waits_behind(rotation, plain, rotates=False)
+    assert merge_queue.waits_behind(
+        rotation, replace(plain, kind=OperationKind.ROTATION), rotates=True
+    )
+    assert merge_queue.waits_behind(queued, plain, rotates=True)  # a rotation on a queued change
+    assert not merge_queue.waits_behind(queued, plain, rotates=False)
+    assert not merge_queue.waits_behind(rotation, rolling_back, rotates=True)
+    assert not merge_queue.waits_behind(None, plain, rotates=True)
+    started = replace(rotation, status=OperationStatus.RUNNING)
+    assert not merge_queue.waits_behind(started, plain, rotates=True)  # queued no longer

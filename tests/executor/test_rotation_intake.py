@@ -5,12 +5,14 @@ rollback, which would leave the vendor Secret behind), and a failure is never ro
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from gitopsbot.cli import main
 from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.errors import KubeForbidden
-from tests.executor.conftest import Env, fleet_files
+from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive
 
 VENDOR = (
@@ -125,3 +127,106 @@ def test_a_pause_in_git_holds_a_rotations_hypervisor_restart_and_says_so_once(
     assert all(
         s.state is StepState.SKIPPED for s in done.steps if s.name.startswith("hypervisor-restart/")
     )  # the sandbox's pools run no vector sidecar
+
+
+ROTATED = "rotation: 1\n" + VENDOR
+
+
+def _state_messages(env: Env) -> list[str]:
+    """The state branch's commit subjects, newest first, as the remote holds them."""
+    remote = Path(env.url.removeprefix("file:"))
+    return git("log", "--format=%s", "gitopsbot/state", cwd=remote).splitlines()
+
+
+def _taken(env: Env, rec, sha: str):
+    return rec.store.history("lab", f"lab-{sha[:12]}")
+
+
+def test_a_change_merged_behind_a_queued_rotation_waits_for_it_and_neither_is_lost(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Superseded by the newer change, the queued rotation used to be lost: the change was
+    compared with a commit that already held the rotated keys, so it rotated nothing, and the
+    vendor Secret kept the old ones. Now the change waits until the rotation has started (said
+    on the state branch once, and by ``status``), then runs after it, alone (R17)."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.human.commit("lab: vendor keys referenced", {CREDENTIALS: VENDOR})
+    drive(env, rec)
+    env.merge_pr(12, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    assert rec.reconcile("lab").action == "started"
+    rotate = env.human.commit(
+        "lab: rotate the vendor keys", {CREDENTIALS: "rotation: 1\n" + VENDOR}
+    )
+    assert rec.reconcile("lab").action == "queued"
+    change = env.merge_pr(13, "lab: hv:3", fleet_files("1.0.0", "hv:3"))
+    rec.reconcile("lab")
+    queued = rec.store.queued("lab")
+    assert queued is not None and queued.desired_sha == rotate, queued
+    assert queued.kind is OperationKind.ROTATION and queued.queue.behind == change
+    assert _taken(env, rec, change) is None  # not taken in yet: nothing superseded
+    assert main(["status", "--fleet-url", env.url, "--cluster", "lab"]) == 0
+    shown = capsys.readouterr().out
+    then = f"  then: {change[:12]}, merged after it, waits until it starts"
+    assert f"  next: rotation queued ({queued.op_id})\n{then}" in shown
+    said = [m for m in _state_messages(env) if "waits until rotation" in m]
+    assert said == [
+        f"lab: {queued.op_id} queued; {change[:12]} waits until rotation {queued.op_id} starts: "
+        "a rotation runs alone (R17), so neither supersedes the other"
+    ]
+    # Recorded once: more passes, and a restarted bot (its memory gone), say nothing again.
+    rec.reconcile("lab")
+    env.reconciler(name="restarted").reconcile("lab")
+    assert [m for m in _state_messages(env) if "waits until rotation" in m] == said
+
+    done = drive(env, rec, passes=200)
+    assert (done.desired_sha, done.status) == (change, OperationStatus.SUCCEEDED), done.failure
+    rotated = _taken(env, rec, rotate)
+    assert rotated.kind is OperationKind.ROTATION and rotated.status is OperationStatus.SUCCEEDED
+    assert rotated.step("vendor-secret").state is StepState.SUCCEEDED
+    assert done.kind is OperationKind.ROLLOUT_ONLY and "vendor-secret" not in [
+        s.name for s in done.steps
+    ]
+    assert done.created_at >= rotated.created_at and env.world.images() == {"hv:3"}
+
+
+def test_a_rotation_merged_behind_a_queued_change_waits_for_it_and_runs_alone(
+    env: Env,
+) -> None:
+    """The other order: the rotation, merged while a change is queued, would have ridden on it
+    (one rollout with new keys and no vendor-secret step). It waits until the change has
+    started, then runs alone after it."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.human.commit("lab: vendor keys referenced", {CREDENTIALS: VENDOR})
+    drive(env, rec)
+    env.merge_pr(12, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    assert rec.reconcile("lab").action == "started"
+    change = env.merge_pr(13, "lab: hv:3", fleet_files("1.0.0", "hv:3"))
+    assert rec.reconcile("lab").action == "queued"
+    rotate = env.human.commit(
+        "lab: rotate the vendor keys", {CREDENTIALS: "rotation: 1\n" + VENDOR}
+    )
+    rec.reconcile("lab")
+    queued = rec.store.queued("lab")
+    assert queued is not None and (queued.desired_sha, queued.queue.behind) == (change, rotate)
+    done = drive(env, rec, passes=200)
+    assert (done.desired_sha, done.kind) == (rotate, OperationKind.ROTATION), done
+    assert done.status is OperationStatus.SUCCEEDED and done.step("vendor-secret")
+    assert _taken(env, rec, change).status is OperationStatus.SUCCEEDED
+    assert env.world.images() == {"hv:3"}
+
+
+def test_changes_without_rotations_still_supersede_a_queued_one(env: Env) -> None:
+    """The rule is for rotations only: two plain changes merged behind a running one still
+    make one (the newer wins), as the merge queue always did."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(12, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    rec.reconcile("lab")
+    second = env.merge_pr(13, "lab: hv:3", fleet_files("1.0.0", "hv:3"))
+    assert rec.reconcile("lab").action == "queued"
+    third = env.merge_pr(14, "lab: hv:4", fleet_files("1.0.0", "hv:4"))
+    rec.reconcile("lab")
+    assert rec.store.queued("lab").desired_sha == third
+    assert _taken(env, rec, second).status is OperationStatus.SUPERSEDED

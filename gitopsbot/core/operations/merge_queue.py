@@ -1,4 +1,5 @@
-"""The merge queue: one operation per cluster; a merge outside the window waits; newer wins.
+"""The merge queue: one operation per cluster; a merge outside the window waits; newer wins,
+unless either rotates credentials (then the newer waits until the queued one starts).
 
 A cluster's window is the union of its pools' windows: the operation (backup, CRDs, helm
 upgrade) starts when at least one pool may roll, so nothing is changed on a cluster none of
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from gitopsbot.core.records.journal import Journal, OperationStatus, QueueState
+from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, QueueState
 from gitopsbot.core.rollouts import windows
 
 
@@ -79,3 +80,21 @@ def promote(
     if start > now:
         return replace(queued, queue=replace(queued.queue, queued_until=start))
     return replace(queued, status=OperationStatus.RUNNING)
+
+
+def waits_behind(queued: Journal | None, new: Journal, *, rotates: bool) -> bool:
+    """Whether ``new``, merged while ``queued`` waits its turn, waits to be taken in until
+    ``queued`` starts instead of superseding it: when either of them rotates credentials.
+
+    Superseded, a queued rotation would be lost: the newer change is compared with a commit
+    that already holds the rotated credentials, so it rotates nothing. A rotation merged on a
+    queued change would ride on it as one operation, which R17 forbids (a rotation runs
+    alone). ``rotates``: ``new`` changes credentials beyond the queued one's. A rollback never
+    waits: the revert of the running change acts now, as before (docs/decisions.md, rotation
+    × the merge queue)."""
+    return (
+        queued is not None
+        and queued.status is OperationStatus.QUEUED
+        and new.kind is not OperationKind.ROLLBACK
+        and (queued.kind is OperationKind.ROTATION or rotates)
+    )

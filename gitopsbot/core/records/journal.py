@@ -185,6 +185,9 @@ class RollbackPoint:
 class QueueState:
     queued_until: datetime | None = None  # expected start (a window opening)
     superseded_by: str = ""  # the operation id that replaced this one
+    # The merged commit that waits to be taken in until this one starts: a rotation and
+    # another change never supersede each other (core.operations.merge_queue.waits_behind).
+    behind: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +296,7 @@ def to_dict(j: Journal) -> dict[str, Any]:
         "queue": {
             "queued_until": _time(j.queue.queued_until),
             "superseded_by": j.queue.superseded_by,
+            **({"behind": j.queue.behind} if j.queue.behind else {}),
         },
         "rollback_point": None
         if j.rollback_point is None
@@ -413,6 +417,7 @@ def from_dict(d: Mapping[str, Any]) -> Journal:
         queue=QueueState(
             queued_until=_parse_time(q.get("queued_until")),
             superseded_by=str(q.get("superseded_by", "")),
+            behind=str(q.get("behind", "")),
         ),
         rollback_point=None
         if rp is None
