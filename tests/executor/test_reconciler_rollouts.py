@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from gitopsbot.bot import failed_marks, waves
 from gitopsbot.core.records.journal import OperationKind, OperationStatus, PhaseState, StepState
 from tests.executor.conftest import Env, fleet_files, git
@@ -267,3 +269,30 @@ def test_a_finished_phase_brings_the_next_pass_forward(env: Env) -> None:
     else:
         raise AssertionError("pool a never finished")
     assert result.next_at == env.clock.t
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (docs/decisions.md, rollback × a queued change): the change queued "
+    "behind the failed one starts after the rollback from its own commit, which still holds "
+    "the change just rolled back, and applies it again",
+)
+def test_a_change_queued_behind_a_failed_one_never_applies_it_again(env: Env) -> None:
+    """hv:2 fails its deadline and is rolled back by revert; a values change merged while it
+    ran was queued behind it. Whatever runs next must not bring hv:2 back: the watched branch
+    (the revert on top of the queued change) says hv:1."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.merge_pr(4, "lab: hv:2", fleet_files("1.0.0", "hv:2", max_duration="3m"))
+    rec.reconcile("lab")
+    files = fleet_files("1.0.0", "hv:2", max_duration="3m")
+    files["clusters/lab/values.yaml"] += "controller:\n  replicaCount: 3\n"
+    env.merge_pr(5, "lab: three controller replicas", files)
+    assert rec.reconcile("lab").action == "queued"
+    for _ in range(30):  # the controller never moves: only the deadline ends hv:2
+        rec.reconcile("lab")
+        env.clock.t += M
+        if rec.store.current("lab").kind is OperationKind.ROLLBACK:
+            break
+    drive(env, rec, passes=120)
+    assert env.world.images() == {"hv:1"}
