@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from gitopsbot.bot import rollback_queue
 from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core.fleet.commit_classes import desired_paths, restore_is_undo, reverted_shas
@@ -334,13 +335,8 @@ class Intake:
         if held is not None:
             # A change the waves hold is in flight: a rotation on top of it is compared with
             # it and waits behind it (``pass_decision.waits_for_held``).
-            behind = operation.classify_change(
-                deployed_chart=held.release.version,
-                target_chart=spec.release.version,
-                changed=operation.changed_paths(held.values, spec.values, ignore=secret_paths),
-                rotated=rotation.rotated(held.credentials, spec.credentials),
-            )
-            if behind.kind is OperationKind.ROTATION:
+            behind = operation.shape_between(held, spec)
+            if behind is not None and behind.kind is OperationKind.ROTATION:
                 return behind
         return shape
 
@@ -452,10 +448,29 @@ class Intake:
             pool_windows=list(self.ctx.pool_windows(spec).values()),
             behind_held=behind_held,
         )
-        if admission.superseded is not None:
-            self.ctx.save(admission.superseded, f"{admission.superseded.op_id} superseded")
-            if queued is not None and admission.journal.status is not OperationStatus.QUEUED:
-                self.ctx.store.commit({f"clusters/{spec.name}/queued.yaml": None}, "queue emptied")
+        carried = None
+        if (
+            new.kind is OperationKind.ROLLBACK
+            and admission.superseded is not None
+            and admission.journal.status is OperationStatus.RUNNING
+        ):
+            undone = (
+                current
+                if current is not None and current.op_id == new.reverts_op
+                else self.ctx.store.history(spec.name, new.reverts_op)
+            )
+            if undone is not None:  # recorded with the rollback's start, below
+                carried = rollback_queue.carry_queued(self.ctx, undone, new, now)
+
+        def supersede() -> None:
+            if admission.superseded is not None:
+                self.ctx.save(admission.superseded, f"{admission.superseded.op_id} superseded")
+                if queued is not None and admission.journal.status is not OperationStatus.QUEUED:
+                    queue = {f"clusters/{spec.name}/queued.yaml": None}
+                    self.ctx.store.commit(queue, "queue emptied")
+
+        if carried is None:
+            supersede()
         placed = admission.journal
         if placed.status is OperationStatus.QUEUED:
             when = (
@@ -470,12 +485,19 @@ class Intake:
             return PassResult(spec.name, "queued", when, next_at=admission.expected_start)
         placed = self.ctx.judged(placed, spec, deployed())
         if placed.status is OperationStatus.BLOCKED:
+            if carried is not None:  # the rollback does not run: nothing is carried after it
+                supersede()
             message = f"{placed.kind} {placed.op_id} {placed.failure}"[:300]
             self._record_new(placed, message, head, commit)
             return PassResult(spec.name, "blocked", placed.failure)
         placed, files = self.ctx.backed_up(placed, spec, now)
         message = f"{placed.kind} {placed.op_id} started" + ("; backup succeeded" if files else "")
+        if carried is not None:
+            files = {**files, **rollback_queue.queue_files(*carried)}
+            message += rollback_queue.carried_text(*carried)
         self._record_new(placed, message, head, commit, files)
+        if carried is not None:
+            self.ctx.mirror(carried[1] or carried[0])
         return PassResult(spec.name, "started", placed.op_id, next_at=now)
 
 

@@ -13,6 +13,7 @@ import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from gitopsbot.bot import rollback_queue
 from gitopsbot.bot.journal_store import cluster_dir
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core.fleet.commit_classes import reverted_shas
@@ -21,7 +22,13 @@ from gitopsbot.core.forge.forge_types import PullRequestDraft
 from gitopsbot.core.operations import operation, pause
 from gitopsbot.core.records import journal as journal_mod
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus
-from gitopsbot.errors import ForgeError, GitFailed, GitOpsBotError, PermanentError, PushRefused
+from gitopsbot.errors import (
+    ForgeError,
+    GitFailed,
+    GitOpsBotError,
+    PermanentError,
+    PushRefused,
+)
 
 log = logging.getLogger(__name__)
 
@@ -134,17 +141,24 @@ class Reverts:
             status=OperationStatus.FAILED,
             remediation=f"rollback:{rollback.op_id}{remediation}",
         )
-        history = {
+        history: dict[str, bytes | None] = {
             f"{cluster_dir(name)}/history/{failed.op_id}.yaml": journal_mod.dumps(failed).encode()
         }
         text = (
             f"{journal.op_id} failed; rolling back by revert {sha[:12]}{note}{remediation}"
             f"\n\nrollback {rollback.op_id} started"
         )
+        carried = rollback_queue.carry_queued(self.ctx, journal, rollback, now)
+        if carried is not None:
+            gone, following = carried
+            history |= rollback_queue.queue_files(gone, following)
+            text += rollback_queue.carried_text(gone, following)
         self.ctx.save(
             replace(rollback, status=OperationStatus.RUNNING), text, files=history, seen=seen
         )
         self.ctx.mirror(failed)
+        if carried is not None:
+            self.ctx.mirror(carried[1] or carried[0])
         return PassResult(name, "rollback", f"{sha}{note}{remediation}", now)
 
     def _refused_revert(

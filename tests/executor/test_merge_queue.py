@@ -92,3 +92,19 @@ def test_a_rotation_and_another_change_never_supersede_each_other() -> None:
     assert not merge_queue.waits_behind(None, plain, rotates=True)
     started = replace(rotation, status=OperationStatus.RUNNING)
     assert not merge_queue.waits_behind(started, plain, rotates=True)  # queued no longer
+
+
+def test_a_rollback_supersedes_the_queued_change_and_carries_what_git_holds_after_it() -> None:
+    """docs/decisions.md, rollback × a queued change: the queued change never starts from its
+    own commit (it holds the change rolled back); the revert's tree waits behind the rollback
+    under an id of its own, or nothing does when it adds nothing."""
+    queued = replace(op("1" * 40), status=OperationStatus.QUEUED)
+    rollback = replace(op("2" * 40), kind=OperationKind.ROLLBACK)
+    after = op("2" * 40)  # the revert's tree, as the bot shapes it
+    gone, following = merge_queue.carry(queued, rollback, after)
+    assert following is not None and following.op_id == f"{rollback.op_id}-after"
+    assert following.status is OperationStatus.QUEUED and following.desired_sha == "2" * 40
+    assert gone.status is OperationStatus.SUPERSEDED
+    assert gone.queue.superseded_by == following.op_id
+    gone, following = merge_queue.carry(queued, rollback, None)
+    assert following is None and gone.queue.superseded_by == rollback.op_id

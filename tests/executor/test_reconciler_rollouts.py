@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
 from gitopsbot.bot import failed_marks, waves
 from gitopsbot.core.records.journal import OperationKind, OperationStatus, PhaseState, StepState
 from tests.executor.conftest import Env, fleet_files, git
@@ -271,28 +269,98 @@ def test_a_finished_phase_brings_the_next_pass_forward(env: Env) -> None:
     assert result.next_at == env.clock.t
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (docs/decisions.md, rollback × a queued change): the change queued "
-    "behind the failed one starts after the rollback from its own commit, which still holds "
-    "the change just rolled back, and applies it again",
-)
-def test_a_change_queued_behind_a_failed_one_never_applies_it_again(env: Env) -> None:
-    """hv:2 fails its deadline and is rolled back by revert; a values change merged while it
-    ran was queued behind it. Whatever runs next must not bring hv:2 back: the watched branch
-    (the revert on top of the queued change) says hv:1."""
-    rec = env.reconciler()
+TWO = "controller:\n  replicaCount: 2\n"
+THREE = "controller:\n  replicaCount: 3\n"
+
+
+def _files(image: str, extra: str = TWO) -> dict[str, str]:
+    files = fleet_files("1.0.0", image, max_duration="3m")
+    files["clusters/lab/values.yaml"] += extra
+    return files
+
+
+def _queue_behind_hv2(env: Env, rec, queued_files: dict[str, str]) -> str:
+    """A first change (two controller replicas) applied by the bot, so that the revision
+    before hv:2 is the bot's and the rollback is a real ``helm rollback`` (which restores
+    that revision, and nothing merged after it); hv:2 merged and started; ``queued_files``
+    merged while it runs, queued behind it."""
     rec.reconcile("lab")
-    env.merge_pr(4, "lab: hv:2", fleet_files("1.0.0", "hv:2", max_duration="3m"))
+    env.merge_pr(3, "lab: two controller replicas", _files("hv:1"))
+    drive(env, rec)
+    env.merge_pr(4, "lab: hv:2", _files("hv:2"))
     rec.reconcile("lab")
-    files = fleet_files("1.0.0", "hv:2", max_duration="3m")
-    files["clusters/lab/values.yaml"] += "controller:\n  replicaCount: 3\n"
-    env.merge_pr(5, "lab: three controller replicas", files)
+    queued = env.merge_pr(5, "lab: the change queued behind hv:2", queued_files)
     assert rec.reconcile("lab").action == "queued"
+    return queued
+
+
+def _until_rolling_back(env: Env, rec) -> None:
     for _ in range(30):  # the controller never moves: only the deadline ends hv:2
         rec.reconcile("lab")
         env.clock.t += M
         if rec.store.current("lab").kind is OperationKind.ROLLBACK:
-            break
-    drive(env, rec, passes=120)
-    assert env.world.images() == {"hv:1"}
+            return
+    raise AssertionError(rec.store.current("lab"))
+
+
+def _carried_after(env: Env, rec, queued_sha: str) -> None:
+    """The queued change superseded; the revert's tree (it without hv:2) run after the
+    rollback: hv:1 back, and its three replicas kept."""
+    rollback = rec.store.current("lab")
+    following = rec.store.queued("lab")
+    assert following is not None and following.op_id == f"{rollback.op_id}-after"
+    assert following.desired_sha == rollback.desired_sha  # the revert, on top of the change
+    assert following.kind is OperationKind.ROLLOUT_ONLY and following.pr_number == 5
+    gone = rec.store.history("lab", f"lab-{queued_sha[:12]}")
+    assert gone.status is OperationStatus.SUPERSEDED and gone.queue.superseded_by == following.op_id
+    rollbacks = env.helm.calls.count("rollback")
+    rec = env.reconciler(name="restarted")  # what it needs is on the state branch, not in memory
+    done = drive(env, rec, passes=120)
+    assert env.helm.calls.count("rollback") == rollbacks + 1  # a helm rollback to revision 2
+    assert (done.op_id, done.status) == (following.op_id, OperationStatus.SUCCEEDED), done.failure
+    assert env.world.images() == {"hv:1"}  # not hv:2 again
+    assert env.helm.get_values("tf", "tf-system")["controller"] == {"replicaCount": 3}
+    assert rec.store.history("lab", rollback.op_id).status is OperationStatus.SUCCEEDED
+    assert rec.store.history("lab", gone.op_id) == gone  # superseded once, never run
+
+
+def test_a_change_queued_behind_a_failed_one_never_applies_it_again(env: Env) -> None:
+    """The queued change's own commit still holds hv:2: started from it after the rollback, it
+    brought hv:2 back. It is superseded, and what Git holds at the revert (its own change
+    without hv:2) runs after the rollback instead (docs/decisions.md, rollback × a queued
+    change)."""
+    rec = env.reconciler()
+    queued_sha = _queue_behind_hv2(env, rec, _files("hv:2", THREE))
+    _until_rolling_back(env, rec)
+    _carried_after(env, rec, queued_sha)
+
+
+def test_a_persons_revert_carries_the_queued_change_too(env: Env) -> None:
+    """A person reverts hv:2 while it runs, the change queued behind it: the same. The helm
+    rollback restores the revision before hv:2, so the queued change's three replicas come
+    only from what runs after it."""
+    rec = env.reconciler()
+    queued_sha = _queue_behind_hv2(env, rec, _files("hv:2", THREE))
+    hv2 = rec.store.current("lab")
+    env.human.revert(hv2.desired_sha)
+    assert rec.reconcile("lab").action == "started"
+    assert rec.store.current("lab").kind is OperationKind.ROLLBACK
+    _carried_after(env, rec, queued_sha)
+
+
+def test_a_queued_change_with_nothing_beyond_the_failed_one_is_superseded_alone(
+    env: Env,
+) -> None:
+    """Queued behind hv:2 with nothing of its own beyond it (a comment): superseded by the
+    rollback, and nothing runs after it."""
+    rec = env.reconciler()
+    files = _files("hv:2")
+    files["clusters/lab/release.yaml"] += "# the same hv:2, merged again\n"
+    queued_sha = _queue_behind_hv2(env, rec, files)
+    _until_rolling_back(env, rec)
+    rollback = rec.store.current("lab")
+    assert rec.store.queued("lab") is None
+    gone = rec.store.history("lab", f"lab-{queued_sha[:12]}")
+    assert gone.status is OperationStatus.SUPERSEDED and gone.queue.superseded_by == rollback.op_id
+    done = drive(env, rec, passes=120)
+    assert done.op_id == rollback.op_id and env.world.images() == {"hv:1"}

@@ -98,3 +98,35 @@ def waits_behind(queued: Journal | None, new: Journal, *, rotates: bool) -> bool
         and new.kind is not OperationKind.ROLLBACK
         and (queued.kind is OperationKind.ROTATION or rotates)
     )
+
+
+CARRIED = "after"  # the op id suffix of what Git holds at a rollback's commit, run after it
+
+
+def carry(
+    queued: Journal, rollback: Journal, after: Journal | None
+) -> tuple[Journal, Journal | None]:
+    """A rollback starts while ``queued`` waits its turn: ``(superseded, next)``.
+
+    The queued change's own commit still holds the change being rolled back, so it never
+    starts from it: it is superseded. What Git holds at the rollback's commit (the revert,
+    made on top of the queued change) is ``after`` (None: nothing beyond what the rollback
+    restores); it waits behind the rollback as ``next``, under an id of its own (the rollback
+    is named by that commit already)."""
+    following = None
+    if after is not None:
+        following = replace(
+            after,
+            op_id=f"{rollback.op_id}-{CARRIED}",
+            status=OperationStatus.QUEUED,
+            queue=QueueState(),
+        )
+    gone = replace(
+        queued,
+        status=OperationStatus.SUPERSEDED,
+        queue=replace(
+            queued.queue,
+            superseded_by=following.op_id if following is not None else rollback.op_id,
+        ),
+    )
+    return gone, following

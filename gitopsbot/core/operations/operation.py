@@ -24,7 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from gitopsbot.core.fleet.model import Component, PoolPolicy, RolloutPolicy
+from gitopsbot.core.fleet.model import ClusterSpec, Component, PoolPolicy, RolloutPolicy
 from gitopsbot.core.operations import pause
 from gitopsbot.core.planning.plan import Plan
 from gitopsbot.core.planning.plan import StepKind as PlanStep
@@ -196,6 +196,22 @@ def classify_change(
     if touched and all(r24(p) for p in changed):
         return Shape(OperationKind.CONTROLLER_RESTART, crds=False, restart=True)
     return Shape(OperationKind.ROLLOUT_ONLY, crds=False, restart=touched)
+
+
+def shape_between(before: ClusterSpec, after: ClusterSpec) -> Shape | None:
+    """The operation that takes a cluster from ``before``'s files to ``after``'s (values at
+    secret paths left out, credentials compared for a rotation); None when nothing differs."""
+    secret_paths = [r.values_path for r in after.credentials.secrets]
+    changed = changed_paths(before.values, after.values, ignore=secret_paths)
+    rotated = rotation.rotated(before.credentials, after.credentials)
+    if not changed and not rotated and before.release.version == after.release.version:
+        return None
+    return classify_change(
+        deployed_chart=before.release.version,
+        target_chart=after.release.version,
+        changed=changed,
+        rotated=rotated,
+    )
 
 
 def shape_of_plan(plan: Plan) -> Shape:
