@@ -23,7 +23,7 @@ from gitopsbot.sandbox.story import StoryWorld, git
 from gitopsbot.sandbox.story_bot import BotRunner
 from gitopsbot.sandbox.story_fleet import CLUSTER
 from gitopsbot.sandbox.story_waits import finished_op, wait_for
-from tests.e2e.conftest import NS, OLD_IMAGE, helm_history
+from tests.e2e.conftest import NS, OLD_IMAGE, RELEASE, helm_history
 
 pytestmark = pytest.mark.slow
 
@@ -144,3 +144,77 @@ def test_halt_then_revert_pull_request(
     message = git("log", "-1", "--format=%B", f"origin/{pr.head}", cwd=world.human)
     assert f"This reverts commit {merge_sha}" in message
     assert git("rev-parse", "origin/main", cwd=world.human).strip() == merge_sha
+
+
+def test_a_change_queued_behind_the_halted_upgrade_runs_after_the_rollback_without_it(
+    make_world: Callable[..., StoryWorld], make_bot: Callable[..., BotRunner]
+) -> None:
+    """docs/decisions.md, rollback × a queued change, with real helm: a person pushes two
+    controller replicas while the upgrade to 1.8.7 runs (queued behind it). The upgrade halts
+    and is rolled back by revert; the queued change's own commit still says 1.8.7, so it never
+    runs from it: what Git holds at the revert (1.8.0 with two replicas) runs after the
+    rollback. Before, the queued change brought 1.8.7 back once the node was repaired."""
+    world = make_world(window_lead_seconds=None, stall_timeout="4s", on_failure="rollback")
+    _break(world, BROKEN)
+    pushed: list[str] = []
+    repaired: list[str] = []
+
+    def meanwhile(result: PassResult, journal: Journal | None) -> None:
+        # On the bot's thread between two passes: push once the upgrade runs, repair once
+        # it has failed (so the rollback and what follows can roll the pool).
+        if not pushed and journal is not None and journal.kind is OperationKind.UPGRADE:
+            pushed.append(
+                _edit_values(world, lambda t: t.replace("replicaCount: 1", "replicaCount: 2"))
+            )
+        ended = journal is not None and (
+            journal.status is OperationStatus.FAILED or journal.kind is OperationKind.ROLLBACK
+        )
+        if pushed and not repaired and ended:
+            repaired.append(result.action)
+            _repair(world, BROKEN)
+
+    make_bot(world, on_pass=meanwhile)
+    _halted_upgrade(world)
+    rollback = wait_for(
+        world, finished_op(OperationKind.ROLLBACK), what="the rollback", timeout=120
+    )
+    assert rollback.status is OperationStatus.SUCCEEDED, rollback.failure
+    after = wait_for(
+        world,
+        lambda store: (
+            j
+            if (j := store.history(CLUSTER, f"{rollback.op_id}-after")) is not None and not j.active
+            else None
+        ),
+        what="what Git holds at the revert, after the rollback",
+        timeout=120,
+    )
+    assert after.status is OperationStatus.SUCCEEDED, after.failure
+    assert after.desired_sha == rollback.desired_sha
+    queued = wait_for(
+        world,
+        lambda store: store.history(CLUSTER, f"{CLUSTER}-{pushed[0][:12]}"),
+        what="the queued change's record",
+        timeout=30,
+    )
+    assert queued.status is OperationStatus.SUPERSEDED
+    assert queued.queue.superseded_by == after.op_id
+    history = helm_history(world)
+    assert [h["chart"] for h in history[-2:]] == ["tensor-fusion-1.8.0"] * 2  # never 1.8.7 again
+    values = world.helm("get", "values", RELEASE, "--namespace", NS, "--output", "json")
+    assert '"replicaCount":2' in values.replace(" ", ""), values
+    images = world.hypervisor_images()
+    assert images == {node: [OLD_IMAGE] for node in images}
+
+
+def _edit_values(world: StoryWorld, edit: Callable[[str], str]) -> str:
+    """A person commits an edit of values.yaml to main and pushes it."""
+    h = world.human
+    git("fetch", "--quiet", "origin", cwd=h)
+    git("checkout", "--quiet", "main", cwd=h)
+    git("merge", "--quiet", "--ff-only", "origin/main", cwd=h)
+    path = h / "clusters" / CLUSTER / "values.yaml"
+    path.write_text(edit(path.read_text()))
+    git("commit", "--quiet", "-am", "two controller replicas", cwd=h)
+    git("push", "--quiet", "origin", "main", cwd=h)
+    return git("rev-parse", "HEAD", cwd=h).strip()
