@@ -17,12 +17,13 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from gitopsbot.bot import rollback_queue
+from gitopsbot.bot import report, rollback_queue
 from gitopsbot.bot.apply_gate import Deployed
 from gitopsbot.bot.pass_base import LOG_LIMIT, PassBase, PassResult
 from gitopsbot.core.fleet.commit_classes import desired_paths, restore_is_undo, reverted_shas
 from gitopsbot.core.fleet.layout import ROLLOUT_FILE
 from gitopsbot.core.fleet.model import ClusterSpec
+from gitopsbot.core.forge.forge_types import CommitState, CommitStatus
 from gitopsbot.core.operations import merge_queue, operation, pass_decision, pause
 from gitopsbot.core.records import load_failure
 from gitopsbot.core.records.journal import Journal, OperationKind, OperationStatus, StepState
@@ -164,8 +165,21 @@ class Intake:
             log.info("%s: %s", spec.name, text)
             waiting = replace(queued, queue=replace(queued.queue, behind=commit.sha))
             self.ctx.store.save(waiting, f"{queued.op_id} queued; {text}")
+            self.ctx.repost(waiting)  # its pull request says what waits behind it
+            self._say_waiting(commit.sha, f"waits until {queued.kind} {queued.op_id} starts")
         self._waiting[spec.name] = (head, queued.op_id)  # after the record: a failed save retries
         return True
+
+    def _say_waiting(self, sha: str, why: str) -> None:
+        """A pending status on the waiting commit (its pull request's checks): it has no
+        operation yet to mirror. The forge being down stops nothing: logged."""
+        if self.ctx.forge is None:
+            return
+        status = CommitStatus(CommitState.PENDING, f"{why} (R17)"[:140], report.APPLY_CONTEXT)
+        try:
+            self.ctx.forge.set_status(sha, status)
+        except ForgeError as e:
+            log.warning("could not mark %s waiting: %s", sha[:12], e)
 
     def _baseline(self, cluster: str, head: str) -> None:
         """Record ``head`` as where the cluster's intake starts, in one commit with the

@@ -167,6 +167,11 @@ def markdown(journal: Journal) -> str:
     extra = []
     if journal.status is OperationStatus.QUEUED and journal.queue.queued_until:
         extra.append(f"Expected start: {journal.queue.queued_until.isoformat()} (window).")
+    if journal.status is OperationStatus.QUEUED and journal.queue.behind:
+        extra.append(
+            f"Then: `{journal.queue.behind[:12]}`, merged after it, waits until it starts "
+            "(a rotation runs alone, R17)."
+        )
     if journal.failure:
         extra.append(f"Failure: {journal.failure}")
     if journal.remediation:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gitopsbot.cli import main
+from gitopsbot.core.forge.forge_types import CommitState
 from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
 from gitopsbot.errors import KubeForbidden
 from tests.executor.conftest import Env, fleet_files, git
@@ -165,6 +166,9 @@ def test_a_change_merged_behind_a_queued_rotation_waits_for_it_and_neither_is_lo
     assert queued is not None and queued.desired_sha == rotate, queued
     assert queued.kind is OperationKind.ROTATION and queued.queue.behind == change
     assert _taken(env, rec, change) is None  # not taken in yet: nothing superseded
+    pending = env.forge.statuses[(change, "gitopsbot/apply")]  # on its pull request's checks
+    assert pending.state is CommitState.PENDING
+    assert pending.description == f"waits until rotation {queued.op_id} starts (R17)"
     assert main(["status", "--fleet-url", env.url, "--cluster", "lab"]) == 0
     shown = capsys.readouterr().out
     then = f"  then: {change[:12]}, merged after it, waits until it starts"
@@ -210,6 +214,8 @@ def test_a_rotation_merged_behind_a_queued_change_waits_for_it_and_runs_alone(
     rec.reconcile("lab")
     queued = rec.store.queued("lab")
     assert queued is not None and (queued.desired_sha, queued.queue.behind) == (change, rotate)
+    said = env.forge.comments_on(13)[-1]  # the queued change's pull request names the wait
+    assert f"Then: `{rotate[:12]}`, merged after it, waits until it starts" in said
     done = drive(env, rec, passes=200)
     assert (done.desired_sha, done.kind) == (rotate, OperationKind.ROTATION), done
     assert done.status is OperationStatus.SUCCEEDED and done.step("vendor-secret")
