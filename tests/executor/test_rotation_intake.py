@@ -12,7 +12,7 @@ import pytest
 from gitopsbot.cli import main
 from gitopsbot.core.forge.forge_types import CommitState
 from gitopsbot.core.records.journal import OperationKind, OperationStatus, StepState
-from gitopsbot.errors import KubeForbidden
+from gitopsbot.errors import ForgeFailed, KubeForbidden
 from tests.executor.conftest import Env, fleet_files, git
 from tests.executor.test_reconciler_upgrade import drive
 
@@ -236,3 +236,32 @@ def test_changes_without_rotations_still_supersede_a_queued_one(env: Env) -> Non
     rec.reconcile("lab")
     assert rec.store.queued("lab").desired_sha == third
     assert _taken(env, rec, second).status is OperationStatus.SUPERSEDED
+
+
+def test_a_forge_that_is_down_does_not_stop_the_wait_behind_a_queued_rotation(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pending status on the waiting commit is a courtesy: the forge answering 502 changes
+    nothing of what is recorded or run."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.human.commit("lab: vendor keys referenced", {CREDENTIALS: VENDOR})
+    drive(env, rec)
+    env.merge_pr(12, "lab: hv:2", fleet_files("1.0.0", "hv:2"))
+    rec.reconcile("lab")
+    rotate = env.human.commit("lab: rotate the vendor keys", {CREDENTIALS: ROTATED})
+    rec.reconcile("lab")
+
+    def down(sha: str, status: object) -> None:
+        raise ForgeFailed("502 Bad Gateway")
+
+    monkeypatch.setattr(env.forge, "set_status", down)
+    change = env.merge_pr(13, "lab: hv:3", fleet_files("1.0.0", "hv:3"))
+    assert rec.reconcile("lab").action not in ("error", "failed")
+    assert rec.store.pass_failure("lab") is None  # the pass did not fail on it
+    queued = rec.store.queued("lab")
+    assert queued is not None and (queued.desired_sha, queued.queue.behind) == (rotate, change)
+    monkeypatch.undo()
+    done = drive(env, rec, passes=200)
+    assert (done.desired_sha, done.status) == (change, OperationStatus.SUCCEEDED), done.failure
+    assert _taken(env, rec, rotate).status is OperationStatus.SUCCEEDED
