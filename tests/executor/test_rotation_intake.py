@@ -265,3 +265,27 @@ def test_a_forge_that_is_down_does_not_stop_the_wait_behind_a_queued_rotation(
     done = drive(env, rec, passes=200)
     assert (done.desired_sha, done.status) == (change, OperationStatus.SUCCEEDED), done.failure
     assert _taken(env, rec, rotate).status is OperationStatus.SUCCEEDED
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (docs/decisions.md, rotation × two merges in one pass): intake takes "
+    "the newest commit only, so a rotation merged just before another change is compared as "
+    "one change with it and its vendor-secret step never runs",
+)
+def test_a_rotation_and_a_change_merged_between_two_passes_are_two_operations(
+    env: Env,
+) -> None:
+    """The bot down for a minute (or a poll interval), a rotation and then an image change
+    merged meanwhile: the rotation must still run, alone (R17), and the change after it."""
+    rec = env.reconciler()
+    rec.reconcile("lab")
+    env.human.commit("lab: vendor keys referenced", {CREDENTIALS: VENDOR})
+    drive(env, rec)
+    rotate = env.human.commit("lab: rotate the vendor keys", {CREDENTIALS: ROTATED})
+    change = env.merge_pr(13, "lab: hv:3", fleet_files("1.0.0", "hv:3"))
+    done = drive(env, rec, passes=200)
+    assert done.desired_sha == change and done.status is OperationStatus.SUCCEEDED
+    rotated = _taken(env, rec, rotate)
+    assert rotated is not None and rotated.kind is OperationKind.ROTATION
+    assert rotated.step("vendor-secret").state is StepState.SUCCEEDED
